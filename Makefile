@@ -1,0 +1,48 @@
+# Miaohui: `make run` and `make test` set everything up on a fresh clone (idempotent).
+# TORCH_SPEC chooses the torch requirement: users get the normal release (CUDA where it applies);
+# CI passes TORCH_SPEC=torch==2.13.0 (a CPU build that installs from local disk in seconds).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch>=2.6
+PYTEST_ARGS ?=
+STAMP := $(VENV)/.miaohui-installed
+
+.PHONY: install run test bench lab package package-test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Reinstall only when pyproject.toml or the torch spec changed.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[test]"
+	echo "$(TORCH_SPEC)" > $(STAMP)
+
+install: $(STAMP)
+	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
+	$(PY) -m engine fetch
+
+run: install
+	$(PY) -m app $(ARGS)
+
+test: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m engine bench $(ARGS)
+
+lab: install
+	$(PY) -m engine lab --out lab-results $(ARGS)
+
+package: install
+	$(PY) -m pip install --quiet -e ".[test,package]"
+	bash packaging/build.sh
+
+package-test: package
+	bash packaging/test_deb.sh
+
+clean:
+	rm -rf $(VENV) build dist packaging/out

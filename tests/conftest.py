@@ -1,0 +1,44 @@
+"""Fixtures shared by every test: offscreen Qt, an isolated data dir, the tiny and the default model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# Resolve the real data dir (where `make install` fetched the default model) before any test
+# points MIAOHUI_HOME elsewhere.
+import engine  # noqa: E402,F401  (offline switches)
+from engine import paths  # noqa: E402
+
+_REAL_DEFAULT_MODEL = paths.default_model_dir()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """An empty data directory for this test (history, settings, logs)."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("MIAOHUI_HOME", str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """Folder of a tiny random-weight Llama (GQA 4/2 heads, 256 positions) with a ChatML tokenizer."""
+    from tests.helpers.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> Path:
+    """The real default model, fetched by `make install` (`python -m engine fetch`)."""
+    from engine.fetch import is_fetched
+
+    if not is_fetched(_REAL_DEFAULT_MODEL):
+        pytest.fail(f"default model missing at {_REAL_DEFAULT_MODEL}: run `python -m engine fetch`")
+    return _REAL_DEFAULT_MODEL

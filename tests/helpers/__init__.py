@@ -1,0 +1,1 @@
+"""Shared test helpers (tiny model factory, data-dir isolation)."""
