@@ -1,0 +1,121 @@
+"""What a generation tells its consumer: frozen event dataclasses and the ``Metrics`` snapshot.
+
+``ChatSession.generate`` yields, in order: ``Started``, ``PrefillProgress``*, then ``Token`` events with an
+occasional ``Stats``, and always exactly one ``Finished`` last. Everything here is plain data (no torch,
+no Qt) so the GUI, the lab, the benchmark and the CLI can read it; the session computes the values.
+Metric definitions are those of ARCHITECTURE §Metrics (the vLLM ``bench serve`` / GenAI-Perf ones).
+This module owns the shapes and ``Metrics`` arithmetic only; it computes nothing from tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+FinishReason = Literal["eos", "length", "cancelled", "error"]
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One turn of a conversation; ``role`` is ``system``, ``user`` or ``assistant``."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class TopCandidate:
+    """A candidate for the next token and its probability in the final (sampled-from) distribution."""
+
+    token_id: int
+    text: str  # the token on its own, special tokens shown (may be a partial UTF-8 character)
+    prob: float
+
+
+@dataclass(frozen=True)
+class Started:
+    """The prompt is rendered and trimmed; prefill is about to run."""
+
+    prompt_tokens: int  # whole rendered prompt
+    reused_tokens: int  # of those, already in the KV cache from earlier turns (not recomputed)
+    dropped_turns: int  # oldest messages left out to fit the context window
+    context_max: int
+    t: float  # time.perf_counter() at submit
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    """One prefill chunk is done: ``done`` of ``total`` new prompt tokens are in the cache."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Token:
+    """One generated token, emitted when its id exists (device-synchronised)."""
+
+    index: int  # 0-based position in the reply
+    token_id: int
+    text: str  # text this token adds; "" while a multi-byte character is incomplete, and for end tokens
+    t: float  # time.perf_counter() when the id was available
+    prob: float | None  # its probability in the final distribution; None when top_logprobs == 0
+    top: tuple[TopCandidate, ...] = ()  # best candidates, most likely first; empty when top_logprobs == 0
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Measurements of one reply (live in ``Stats``, final in ``Finished``). Times in seconds.
+
+    A value that is not defined yet (no token, a single token) is ``None``, never a made-up number.
+    """
+
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0  # prompt tokens actually computed (reused cache excluded)
+    reused_tokens: int = 0
+    generated_tokens: int = 0  # end token included, as vLLM counts it
+    ttft_s: float | None = None  # submit -> first token (tokenisation, template and prefill included)
+    prefill_s: float | None = None  # first prefill chunk start -> last prompt position's logits
+    prefill_tok_s: float | None = None  # prefill_tokens / prefill_s
+    decode_tok_s: float | None = None  # (n - 1) / (t_last - t_first)
+    itl_s: tuple[float, ...] = ()  # every gap between consecutive tokens
+    tpot_s: float | None = None  # (e2e - ttft) / (n - 1)
+    e2e_s: float | None = None  # submit -> last token
+    kv_cache_bytes: int = 0  # measured: nbytes of the filled part of every key/value tensor
+    kv_cache_bytes_allocated: int = 0  # measured: bytes of the storage behind those tensors
+    kv_cache_bytes_formula: int = 0  # 2 × layers × kv_heads × head_dim × tokens × bytes
+    kv_cache_bytes_formula_no_gqa: int = 0  # the seeds' 2 × layers × tokens × d_model × bytes
+    weights_bytes: int = 0
+    peak_memory_bytes: int = 0  # CUDA allocator peak on GPU; peak sampled process RSS on CPU
+    context_tokens: int = 0  # tokens in the KV cache now
+    context_max: int = 0
+    dropped_turns: int = 0
+    device: str = ""
+    precision: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with exactly the field names (``itl_s`` as a list)."""
+        data = asdict(self)
+        data["itl_s"] = list(self.itl_s)
+        return data
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A live snapshot, emitted every few tokens (cheap: no extra device work)."""
+
+    metrics: Metrics
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Always the last event, exactly once. ``text`` is the whole reply (authoritative over the deltas)."""
+
+    reason: FinishReason
+    text: str
+    metrics: Metrics = field(default_factory=Metrics)
+    error: str | None = None  # one line, only when reason == "error"
+
+
+Event = Started | PrefillProgress | Token | Stats | Finished
