@@ -1,0 +1,436 @@
+"""Load a local model: ``LoadSpec`` in, ``LoadedModel`` out.
+
+Owns source resolution (the default model, a local folder, a single ``.gguf`` file, a repo id
+already in the local Hugging Face cache), precision and device resolution (``auto`` rules,
+bitsandbytes configs, accelerate CPU offload), load progress and cancel, and the facts of what was
+loaded (exact parameter count, bytes of weights as loaded, end tokens).
+
+Does not own file-safety checks (``engine.safety`` runs them before anything is deserialised),
+generation (``engine.session``) or the model-card arithmetic (``engine.model``). Never touches the
+network: every Hugging Face call is ``local_files_only``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from engine import paths, safety
+from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
+                           EngineOutOfMemoryError, ModelNotFoundError)
+from engine.model import LoadedModel, ModelFacts
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4")
+DEVICES = ("auto", "cpu", "cuda")
+QUANTIZED = ("int8", "nf4", "fp4")
+
+# Token strings chat templates use to end a turn or a document. Only those present in the
+# model's vocabulary are used as stop tokens.
+TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>",
+                       "<end_of_turn>", "</s>")
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What to load and how."""
+
+    model: str = "default"  # "default" | folder | path to a .gguf file | repo id in the local HF cache
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8 | nf4 | fp4
+    device: str = "auto"  # auto | cpu | cuda
+    allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
+    bnb_compute_dtype: str | None = None  # dtype for matmuls of 4-bit weights; None: the device's float dtype
+    bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
+    offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
+    attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """One step of a load: a stage name and the fraction of the whole load done."""
+
+    stage: str  # checking files | reading config | loading weights | quantizing | loading tokenizer | ready
+    fraction: float  # 0.0 … 1.0
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """Where a spec's model lives on disk."""
+
+    folder: Path  # folder holding config/tokenizer (for .gguf: the file's folder)
+    name: str  # short display name
+    gguf_file: str | None = None  # file name inside ``folder`` when loading a GGUF
+    origin: str = ""  # what the user gave: path or repo id
+
+
+ProgressFn = Callable[[LoadProgress], None]
+
+
+def _validate(spec: LoadSpec) -> None:
+    if spec.precision not in PRECISIONS:
+        raise BadInputError(f"unknown precision {spec.precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if spec.device not in DEVICES:
+        raise BadInputError(f"unknown device {spec.device!r}: choose one of {', '.join(DEVICES)}")
+    if spec.bnb_compute_dtype not in (None, "fp32", "bf16", "fp16"):
+        raise BadInputError(f"unknown compute dtype {spec.bnb_compute_dtype!r}: choose fp32, bf16 or fp16")
+
+
+def _looks_like_repo_id(text: str) -> bool:
+    parts = text.split("/")
+    return (len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+            and not any(c in text for c in "\\:") and ".." not in text)
+
+
+def resolve_source(model: str) -> ResolvedSource:
+    """Find ``model`` on disk without touching the network; raise ModelNotFoundError if absent."""
+    from engine.fetch import is_fetched
+
+    if model == "default":
+        folder = paths.default_model_dir()
+        if not is_fetched(folder):
+            raise ModelNotFoundError(f"default model not found in {folder}: run `python -m engine fetch` "
+                                     "once (needs network) to put it in place")
+        return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin="default")
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return ResolvedSource(folder=path.resolve(), name=path.resolve().name, origin=model)
+    if path.is_file():
+        if path.suffix.lower() == ".gguf":
+            return ResolvedSource(folder=path.resolve().parent, name=path.stem, gguf_file=path.name, origin=model)
+        if safety.is_pickle_file(path):
+            raise safety.refuse_pickle(path)
+        # A weights file picked directly: its folder is the model (safety then judges the folder).
+        return ResolvedSource(folder=path.resolve().parent, name=path.resolve().parent.name, origin=model)
+    if _looks_like_repo_id(model):
+        return ResolvedSource(folder=_hf_cache_snapshot(model), name=model.split("/")[1], origin=model)
+    raise ModelNotFoundError(f"no model at {model}: give a model folder, a .gguf file, a repo id already in "
+                             "the local Hugging Face cache, or 'default' (`python -m engine fetch`)")
+
+
+def _hf_cache_snapshot(repo_id: str) -> Path:
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache (never downloads)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+        raise ModelNotFoundError(f"model {repo_id} is not in the local Hugging Face cache and Miaohui never "
+                                 "downloads: copy the model folder to this machine and open the folder") from None
+
+
+# ---------------------------------------------------------------- precision and device
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when this CPU computes bf16 in hardware (AVX-512 BF16 or AMX); else bf16 is emulated and slow."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace").split()
+    except OSError:
+        flags = []
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        return True
+    import torch
+
+    # torch reports AMX-capable CPUs as AVX512_BF16-or-better through its dispatch level name.
+    return "AMX" in torch.backends.cpu.get_cpu_capability().upper()
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BadInputError("device cuda asked for but no CUDA GPU is available: use --device cpu")
+    return device
+
+
+def _float_dtype_name(device: str) -> str:
+    """The float dtype a device computes fastest in: bf16 where native, else fp32 (fp16 on old GPUs)."""
+    import torch
+
+    if device == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16" if cpu_has_native_bf16() else "fp32"
+
+
+def resolve_precision(precision: str, device: str, estimated_params: int,
+                      free_cuda_bytes: Callable[[], int] | None = None) -> str:
+    """Apply the ``auto`` rule; explicit precisions pass through."""
+    if precision != "auto":
+        return precision
+    if device != "cuda":
+        return _float_dtype_name(device)
+    import torch
+
+    free = free_cuda_bytes() if free_cuda_bytes else torch.cuda.mem_get_info()[0]
+    # 16-bit weights plus a fifth for activations, KV cache and allocator slack.
+    return _float_dtype_name(device) if estimated_params * 2 * 1.2 <= free else "nf4"
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: bool) -> Any:
+    """transformers' BitsAndBytesConfig for int8 / nf4 / fp4."""
+    from transformers import BitsAndBytesConfig
+
+    if precision == "int8":
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=offload)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=precision,
+                              bnb_4bit_compute_dtype=_torch_dtype(compute_dtype),
+                              bnb_4bit_use_double_quant=double_quant,
+                              llm_int8_enable_fp32_cpu_offload=offload)
+
+
+# ---------------------------------------------------------------- facts
+
+
+def count_params(model: Any) -> int:
+    """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape."""
+    total = 0
+    for param in model.parameters():  # parameters() already yields a tied tensor once
+        state = getattr(param, "quant_state", None)
+        total += state.shape.numel() if state is not None else param.numel()
+    return total
+
+
+def _tensor_bytes(tensor: Any) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def weights_bytes(model: Any) -> int:
+    """Bytes held by parameters, buffers and quantisation scales, each tensor counted once."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+
+    def add(tensor: Any) -> None:
+        nonlocal total
+        if isinstance(tensor, torch.Tensor) and tensor.data_ptr() not in seen and tensor.device.type != "meta":
+            seen.add(tensor.data_ptr())
+            total += _tensor_bytes(tensor)
+
+    for param in model.parameters():
+        add(param)
+        add(getattr(param, "SCB", None))  # int8: one fp32 scale per row
+        state = getattr(param, "quant_state", None)
+        if state is not None:  # 4-bit: per-block absmax (and, double-quantised, its own scales)
+            add(state.absmax)
+            nested = getattr(state, "state2", None)
+            if nested is not None:
+                add(nested.absmax)
+                add(getattr(nested, "code", None))
+    for buffer in model.buffers():
+        add(buffer)
+    return total
+
+
+def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
+    """Every id that ends a reply: generation config's, the tokenizer's EOS, template end tokens."""
+    ids: list[int] = []
+
+    def add(value: Any) -> None:
+        if value is None:
+            return
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, int) and item >= 0 and item not in ids:
+                ids.append(item)
+
+    generation_config = getattr(model, "generation_config", None)
+    add(getattr(generation_config, "eos_token_id", None))
+    add(getattr(model.config, "eos_token_id", None))
+    add(tokenizer.eos_token_id)
+    vocab = tokenizer.get_vocab()
+    for token in TEMPLATE_END_TOKENS:
+        if token in vocab:
+            add(vocab[token])
+    return tuple(ids)
+
+
+def build_facts(model: Any, source: ResolvedSource, precision: str, kv_dtype_bytes: int) -> ModelFacts:
+    config = model.config
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(text_config.num_attention_heads)
+    hidden = int(text_config.hidden_size)
+    head_dim = getattr(text_config, "head_dim", None) or hidden // heads
+    device_map = getattr(model, "hf_device_map", None)
+    first = next(model.parameters())
+    return ModelFacts(
+        name=source.name,
+        source=str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder)),
+        architecture=(config.architectures or [type(model).__name__])[0],
+        layers=int(text_config.num_hidden_layers),
+        hidden_size=hidden,
+        heads=heads,
+        kv_heads=int(getattr(text_config, "num_key_value_heads", None) or heads),
+        head_dim=int(head_dim),
+        vocab_size=int(text_config.vocab_size),
+        context_length=int(getattr(text_config, "max_position_embeddings", 0) or 0),
+        params=count_params(model),
+        weights_bytes=weights_bytes(model),
+        precision=precision,
+        device=str(first.device),
+        kv_dtype_bytes=kv_dtype_bytes,
+        # accelerate's split, only when it actually spans more than one place.
+        device_map={k: str(v) for k, v in device_map.items()} if device_map and len(set(map(str, device_map.values()))) > 1 else None,
+    )
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _default_model_loader(folder: str, **kwargs: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+
+
+def _default_tokenizer_loader(folder: str, **kwargs: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, **kwargs)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threading.Event | None = None, *,
+               from_pretrained: Callable[..., Any] | None = None,
+               tokenizer_from_pretrained: Callable[..., Any] | None = None) -> LoadedModel:
+    """Load ``spec``'s model, reporting progress and honouring ``cancel`` between stages.
+
+    ``from_pretrained`` / ``tokenizer_from_pretrained`` default to transformers' Auto classes; tests
+    pass their own to inject failures. On any failure or cancel nothing half-loaded is kept.
+    Raises only ``EngineError`` subclasses (one-line messages).
+    """
+    _validate(spec)
+    error: BaseException | None = None
+    device = "cpu"
+    try:
+        device = resolve_device(spec.device)
+        return _load(spec, device, progress or (lambda _p: None), cancel or threading.Event(),
+                     from_pretrained or _default_model_loader, tokenizer_from_pretrained or _default_tokenizer_loader)
+    except EngineError as exc:
+        error = exc
+    except Exception as exc:  # noqa: BLE001  (converted at the engine's edge into one line)
+        if _is_oom(exc):
+            error = EngineOutOfMemoryError(
+                f"out of memory loading {spec.model} in {spec.precision}: try a smaller precision (nf4) "
+                f"or {'the CPU' if device == 'cuda' else 'closing other programs'}")
+        elif isinstance(exc, (OSError, ValueError)):
+            error = CorruptModelError(f"could not load {spec.model}: {_one_line(exc)}")
+        else:
+            error = EngineError(f"could not load {spec.model}: {type(exc).__name__}: {_one_line(exc)}")
+    # Raised outside the except block with no traceback or context, so no frame holding a
+    # half-built model survives in the exception chain; then reclaim its memory.
+    error.__traceback__ = None
+    error.__context__ = None
+    error.__cause__ = None
+    _release(device)
+    raise error
+
+
+def _release(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _check_cancel(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise CancelledError("model load cancelled")
+
+
+def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
+    from transformers import AutoConfig
+
+    kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    return AutoConfig.from_pretrained(str(source.folder), **kwargs)
+
+
+def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.Event,
+          from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any]) -> LoadedModel:
+    progress(LoadProgress("checking files", 0.0))
+    source = resolve_source(spec.model)
+    report = safety.check_source(source.folder, gguf_file=source.gguf_file,
+                                 allow_remote_code=spec.allow_remote_code)
+    _check_cancel(cancel)
+
+    progress(LoadProgress("reading config", 0.1))
+    config = _read_config(source, spec)
+    if spec.offload and device != "cuda":
+        raise BadInputError("CPU offload only applies to a CUDA device: use --device cuda or drop --offload")
+    estimated = report.param_count or _config_param_estimate(config)
+    precision = resolve_precision(spec.precision, device, estimated)
+    _check_cancel(cancel)
+
+    compute = spec.bnb_compute_dtype or _float_dtype_name(device)
+    # Non-quantised parts (embeddings, norms) and activations, hence the KV cache, use this dtype.
+    float_name = precision if precision not in QUANTIZED else compute
+    kwargs: dict[str, Any] = dict(config=config, dtype=_torch_dtype(float_name), local_files_only=True,
+                                  trust_remote_code=spec.allow_remote_code)
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    else:
+        kwargs["use_safetensors"] = True  # never fall back to a pickle checkpoint
+    if spec.attn_implementation:
+        kwargs["attn_implementation"] = spec.attn_implementation
+    if precision in QUANTIZED:
+        kwargs["quantization_config"] = bnb_config(precision, compute, spec.bnb_double_quant, spec.offload)
+    if spec.offload:
+        kwargs["device_map"] = "auto"
+    elif device == "cuda" or precision in QUANTIZED:
+        kwargs["device_map"] = {"": "cuda:0" if device == "cuda" else "cpu"}
+
+    progress(LoadProgress("loading weights", 0.2))
+    if precision in QUANTIZED:
+        # bitsandbytes quantises each weight as it is read: loading and quantising are one pass.
+        progress(LoadProgress("quantizing", 0.3))
+    model = from_pretrained(str(source.folder), **kwargs)
+    model.eval()
+    _check_cancel(cancel)
+
+    progress(LoadProgress("loading tokenizer", 0.85))
+    tok_kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
+    if source.gguf_file:
+        tok_kwargs["gguf_file"] = source.gguf_file
+    tokenizer = tokenizer_from_pretrained(str(source.folder), **tok_kwargs)
+    _check_cancel(cancel)
+
+    facts = build_facts(model, source, precision, _torch_dtype(float_name).itemsize)
+    loaded = LoadedModel(model=model, tokenizer=tokenizer, facts=facts, eos_token_ids=end_token_ids(model, tokenizer))
+    progress(LoadProgress("ready", 1.0))
+    return loaded
+
+
+def _config_param_estimate(config: Any) -> int:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    d, layers, vocab = text.hidden_size, text.num_hidden_layers, text.vocab_size
+    return vocab * d + 12 * layers * d * d
+
+
+__all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
+           "resolve_device", "cpu_has_native_bf16", "bnb_config", "count_params", "weights_bytes",
+           "end_token_ids", "PRECISIONS", "DEVICES"]

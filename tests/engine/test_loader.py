@@ -1,0 +1,143 @@
+"""engine.loader: facts of what was loaded, precision/device rules, progress, cancel, load failures."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import pytest
+import torch
+
+from engine.errors import BadInputError, CancelledError, EngineOutOfMemoryError, ModelNotFoundError
+from engine.loader import (LoadProgress, LoadSpec, count_params, load_model, resolve_precision,
+                           weights_bytes)
+
+
+def _spec(folder, **kw) -> LoadSpec:
+    return LoadSpec(model=str(folder), **kw)
+
+
+def test_tiny_model_facts(tiny_model_dir):
+    loaded = load_model(_spec(tiny_model_dir, precision="fp32", device="cpu"))
+    facts = loaded.facts
+    assert (facts.layers, facts.hidden_size, facts.heads, facts.kv_heads, facts.head_dim) == (2, 64, 4, 2, 16)
+    assert facts.context_length == 256 and facts.vocab_size == len(loaded.tokenizer)
+    # Tied embeddings: the shared matrix is counted once, like the on-disk tensors.
+    unique = {id(p): p.numel() for p in loaded.model.parameters()}
+    assert facts.params == sum(unique.values())
+    assert loaded.model.get_input_embeddings().weight is loaded.model.get_output_embeddings().weight
+    assert facts.weights_bytes == facts.params * 4 + sum(b.numel() * b.element_size() for b in loaded.model.buffers())
+    assert facts.precision == "fp32" and facts.device == "cpu" and facts.kv_dtype_bytes == 4
+    assert not loaded.model.training
+    im_end = loaded.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    endoftext = loaded.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert im_end in loaded.eos_token_ids and endoftext in loaded.eos_token_ids
+
+
+def test_bf16_halves_weights_bytes(tiny_model_dir):
+    fp32 = load_model(_spec(tiny_model_dir, precision="fp32", device="cpu")).facts
+    bf16 = load_model(_spec(tiny_model_dir, precision="bf16", device="cpu"))
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    assert bf16.facts.params == fp32.params and bf16.facts.kv_dtype_bytes == 2
+    # Parameters halve; the rotary inv_freq buffer stays fp32.
+    assert bf16.facts.weights_bytes < fp32.weights_bytes * 0.51 + 4096
+
+
+def test_progress_stages_in_order(tiny_model_dir):
+    seen: list[LoadProgress] = []
+    load_model(_spec(tiny_model_dir, precision="fp32"), progress=seen.append)
+    stages = [p.stage for p in seen]
+    assert stages[0] == "checking files" and stages[-1] == "ready"
+    assert stages.index("reading config") < stages.index("loading weights") < stages.index("ready")
+    fractions = [p.fraction for p in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+
+def test_cancel_between_stages_raises_and_keeps_nothing(tiny_model_dir):
+    cancel = threading.Event()
+    built: list[weakref.ref] = []
+
+    def loader(folder, **kwargs):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        built.append(weakref.ref(model))
+        cancel.set()  # the user presses Stop while weights load
+        return model
+
+    with pytest.raises(CancelledError):
+        load_model(_spec(tiny_model_dir, precision="fp32"), cancel=cancel, from_pretrained=loader)
+    gc.collect()
+    assert built and built[0]() is None
+
+
+def test_oom_at_load_is_clear_and_keeps_nothing(tiny_model_dir):
+    built: list[weakref.ref] = []
+
+    def loader(folder, **kwargs):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        built.append(weakref.ref(model))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.raises(EngineOutOfMemoryError) as info:
+        load_model(_spec(tiny_model_dir, precision="bf16"), from_pretrained=loader)
+    message = str(info.value)
+    assert "\n" not in message and "nf4" in message
+    assert info.value.__traceback__ is None or info.value.__cause__ is None
+    gc.collect()
+    assert built and built[0]() is None
+
+
+def test_memory_error_at_load_is_oom(tiny_model_dir):
+    def loader(folder, **kwargs):
+        raise MemoryError()
+
+    with pytest.raises(EngineOutOfMemoryError):
+        load_model(_spec(tiny_model_dir, precision="fp32"), from_pretrained=loader)
+
+
+def test_bad_options_refused(tiny_model_dir):
+    with pytest.raises(BadInputError):
+        load_model(_spec(tiny_model_dir, precision="int3"))
+    with pytest.raises(BadInputError):
+        load_model(_spec(tiny_model_dir, device="tpu"))
+    with pytest.raises(BadInputError):
+        load_model(_spec(tiny_model_dir, device="cpu", offload=True))
+
+
+def test_missing_folder_not_found(tmp_path):
+    with pytest.raises(ModelNotFoundError):
+        load_model(LoadSpec(model=str(tmp_path / "nope")))
+
+
+def test_auto_precision_rules(monkeypatch):
+    import engine.loader as loader
+
+    monkeypatch.setattr(loader, "cpu_has_native_bf16", lambda: True)
+    assert resolve_precision("auto", "cpu", 10**8) == "bf16"
+    monkeypatch.setattr(loader, "cpu_has_native_bf16", lambda: False)
+    assert resolve_precision("auto", "cpu", 10**8) == "fp32"
+    assert resolve_precision("int8", "cpu", 10**8) == "int8"
+
+
+@pytest.mark.cuda
+def test_auto_precision_on_cuda_falls_back_to_nf4():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    assert resolve_precision("auto", "cuda", 10**9, free_cuda_bytes=lambda: 10**12) in ("bf16", "fp16")
+    assert resolve_precision("auto", "cuda", 10**9, free_cuda_bytes=lambda: 10**9) == "nf4"
+
+
+@pytest.mark.default_model
+def test_default_model_facts(default_model_dir):
+    loaded = load_model(LoadSpec(model=str(default_model_dir), precision="bf16", device="cpu"))
+    f = loaded.facts
+    assert (f.layers, f.hidden_size, f.heads, f.kv_heads, f.head_dim) == (30, 576, 9, 3, 64)
+    assert (f.vocab_size, f.context_length, f.params) == (49152, 8192, 134_515_008)
+    assert f.attention_kind == "GQA" and f.kv_bytes_per_token == 2 * 30 * 3 * 64 * 2
+    assert count_params(loaded.model) == f.params and weights_bytes(loaded.model) == f.weights_bytes
+    assert f.weights_bytes >= f.params * 2
+    assert loaded.tokenizer.convert_tokens_to_ids("<|im_end|>") in loaded.eos_token_ids
