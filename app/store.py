@@ -1,0 +1,675 @@
+"""Conversation history on disk: one SQLite file (``history.sqlite3`` in the data dir) that survives crashes.
+
+Owns the schema (version in ``PRAGMA user_version``), its migrations (after a backup copy), the startup
+integrity check with quarantine and salvage of a damaged file, and every read and write of
+conversations, messages and their performance records. Plain Python + sqlite3: no Qt, no torch. It does
+not render, export (``app.export``) or decide when to save (the window saves a streaming reply as it grows).
+
+Durability rules, each a test in ``tests/app/test_store*.py``:
+- WAL journal, one transaction per write: a process killed mid-write loses at most the write in flight.
+- A file that fails ``PRAGMA integrity_check`` is copied aside (timestamped), the readable rows are
+  salvaged into a fresh file, and ``notices`` says so. A malformed row is skipped or repaired, never fatal.
+- An older schema is backed up (sqlite3 backup API) before it is migrated; a newer one is opened
+  read-only and never written (every write raises ``ReadOnlyStoreError``).
+- Text round-trips exactly, NUL bytes included. Lone surrogates are not Unicode text and cannot be UTF-8
+  encoded: they are stored as U+FFFD.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+SCHEMA_VERSION = 2
+DEFAULT_TITLE = "New chat"
+ROLES = ("system", "user", "assistant")
+FINISH_REASONS = ("eos", "length", "cancelled", "error")
+_TITLE_MAX = 48
+
+# v2 = v1 + conversations.settings, messages.finish_reason, the perf table (see _migrate_v1_to_v2).
+# AUTOINCREMENT: a message id deleted by "regenerate" is never handed out again, so a stale id the
+# window still holds can only miss, never hit a different message.
+_SCHEMA_V2 = """
+CREATE TABLE conversations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    title TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    system_prompt TEXT NOT NULL DEFAULT '',
+    settings TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created REAL NOT NULL,
+    finish_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+CREATE TABLE perf (
+    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    record TEXT NOT NULL
+);
+"""
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+class StoreError(Exception):
+    """A history operation failed; ``str()`` is one line a user can read."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write was attempted on a history opened read-only (written by a newer Miaohui)."""
+
+
+class NotFoundError(StoreError, KeyError):
+    """The conversation or message does not exist (deleted meanwhile, or never existed)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+def default_path() -> Path:
+    """``history.sqlite3`` in the data dir (``MIAOHUI_HOME`` or the platform's user data dir)."""
+    from engine.paths import history_path  # plain Python module; imported late to keep the store standalone
+
+    return history_path()
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class PerfRecord:
+    """How one assistant reply was produced; the keys are the engine's ``Metrics.to_dict()`` keys."""
+
+    model: str
+    ttft_s: float | None = None
+    prefill_tok_s: float | None = None
+    decode_tok_s: float | None = None
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    kv_cache_bytes: int | None = None
+    weights_bytes: int | None = None
+    peak_memory_bytes: int | None = None
+    device: str | None = None
+    precision: str | None = None
+
+    @classmethod
+    def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
+        """Keep the fields a footer and the CSV need; unknown keys and wrong types are dropped."""
+        return cls.from_dict({**metrics_dict, "model": model})
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PerfRecord:
+        values: dict[str, Any] = {"model": str(data.get("model") or "")}
+        for f in fields(cls):
+            if f.name == "model":
+                continue
+            raw = data.get(f.name)
+            if f.name in ("device", "precision"):
+                values[f.name] = raw if isinstance(raw, str) else None
+            else:
+                num = _number(raw)
+                is_count = f.name.endswith(("_tokens", "_bytes"))
+                values[f.name] = None if num is None else (int(num) if is_count else num)
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    def footer(self) -> str:
+        """One line under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 128 tokens · KV 2.9 MiB``."""
+        parts = []
+        if self.decode_tok_s is not None:
+            parts.append(f"{self.decode_tok_s:.1f} tok/s")
+        if self.ttft_s is not None:
+            parts.append(f"TTFT {self.ttft_s * 1000:.0f} ms" if self.ttft_s < 10 else f"TTFT {self.ttft_s:.1f} s")
+        if self.generated_tokens is not None:
+            parts.append(f"{self.generated_tokens} token{'' if self.generated_tokens == 1 else 's'}")
+        if self.kv_cache_bytes is not None:
+            parts.append(f"KV {format_bytes(self.kv_cache_bytes)}")
+        return " · ".join(parts)
+
+
+def format_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # unreachable: the loop returns at GiB
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    id: int
+    title: str
+    created: float  # seconds since the epoch (time.time())
+    updated: float
+    system_prompt: str
+    settings: dict = field(hash=False)
+    message_count: int
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: int
+    conversation_id: int
+    role: str
+    text: str
+    created: float
+    finish_reason: str | None  # None while streaming or for user/system messages
+    perf: PerfRecord | None
+
+
+class _Repaired(str):
+    """A column value that was not valid UTF-8, decoded with U+FFFD in place of the bad bytes."""
+
+
+def _decode_text(raw: bytes) -> str:
+    # Installed as text_factory: sqlite3's default raises on invalid UTF-8 and would abort a whole query.
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Repaired(raw.decode("utf-8", "replace"))
+
+
+def _clean_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+
+
+def auto_title(text: str) -> str:
+    """The first line of a user message, whitespace collapsed, cut to a list-friendly length."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(line.replace("\x00", " ").split())
+    return line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1].rstrip() + "…"
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def _aside(path: Path, label: str) -> Path:
+    """A free name next to ``path``: history.<label>-<timestamp>.sqlite3."""
+    base = path.with_name(f"{path.stem}.{label}-{_stamp()}")
+    candidate, n = base.with_suffix(path.suffix), 1
+    while candidate.exists():
+        candidate, n = base.with_name(f"{base.name}-{n}").with_suffix(path.suffix), n + 1
+    return candidate
+
+
+_MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record "
+                    "FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
+_CONVERSATION_COLUMNS = ("SELECT c.id, c.title, c.created, c.updated, c.system_prompt, c.settings, "
+                         "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) FROM conversations c")
+
+
+class HistoryStore:
+    """Conversations, messages and performance records in one SQLite file. Thread-safe (one lock).
+
+    ``notices`` holds one-line messages for the user about what happened at open (quarantine,
+    migration, read-only, repaired rows); ``read_only`` is True when the file must not be written.
+    """
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.notices: list[str] = []
+        self.read_only = False
+        self._read_only_reason = ""
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        version, problem = self._inspect()
+        if version is not None and version > SCHEMA_VERSION:
+            self._open_read_only(version, problem)
+        elif problem is not None:
+            self._quarantine_and_salvage(problem)
+            self._conn = self._connect()
+        else:
+            self._conn = self._connect()
+            self._upgrade(version or 0)
+        self._report_damaged_rows()
+
+    # ----------------------------------------------------------------- opening
+    def _connect(self, uri: str | None = None) -> sqlite3.Connection:
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so one write is exactly one transaction.
+        conn = sqlite3.connect(uri or str(self.path), uri=uri is not None, isolation_level=None,
+                               check_same_thread=False, timeout=10.0)
+        conn.text_factory = _decode_text
+        if uri is None:
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a killed process never loses a committed transaction; only an OS crash
+            # or power cut can roll back the last few, and it saves an fsync per streamed save.
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _read_only_uri(self) -> str:
+        wal = Path(str(self.path) + "-wal")
+        # immutable=1: SQLite creates no -wal/-shm beside a file we must not touch. A non-empty -wal (its
+        # writer was killed) still holds committed rows, and only mode=ro reads them.
+        mode = "mode=ro" if wal.exists() and wal.stat().st_size > 0 else "immutable=1"
+        return self.path.resolve().as_uri() + "?" + mode
+
+    def _inspect(self) -> tuple[int | None, str | None]:
+        """(user_version, problem) of the file as found, read-only; (None, None) when there is no file yet."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return None, None
+        try:
+            conn = sqlite3.connect(self._read_only_uri(), uri=True)
+        except sqlite3.Error as exc:
+            return None, str(exc)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        except sqlite3.Error as exc:
+            return None, str(exc)
+        finally:
+            conn.close()
+        if result != ["ok"]:
+            return version, "; ".join(result[:3])
+        if version == 0 and tables - {"sqlite_sequence"}:
+            return None, "not a Miaohui history file (no schema version)"
+        if 0 < version <= SCHEMA_VERSION and not {"conversations", "messages"} <= tables:
+            return None, "tables are missing"
+        return version, None
+
+    def _open_read_only(self, version: int, problem: str | None) -> None:
+        self.read_only = True
+        self._read_only_reason = (f"history was written by a newer Miaohui (schema v{version}); "
+                                  "it is read-only here and will not be changed")
+        self._conn = self._connect(self._read_only_uri())
+        note = f"Opened {self.path.name} read-only: it was written by a newer Miaohui (schema v{version})"
+        note += "; new chats will not be saved." if problem is None else f" and looks damaged ({problem})."
+        self.notices.append(note)
+
+    def _upgrade(self, version: int) -> None:
+        if version == 0:
+            with self._write() as c:
+                for statement in _SCHEMA_V2.split(";"):
+                    if statement.strip():
+                        c.execute(statement)
+                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
+        if version == SCHEMA_VERSION:
+            return
+        backup = _aside(self.path, f"v{version}-backup")
+        target = sqlite3.connect(backup)
+        try:
+            self._conn.backup(target)  # consistent copy, WAL content included
+        finally:
+            target.close()
+        with self._write() as c:
+            _migrate_v1_to_v2(c)
+            c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self.notices.append(f"History upgraded from schema v{version} to v{SCHEMA_VERSION}; "
+                            f"a backup of the old file is at {backup}.")
+
+    def _quarantine_and_salvage(self, problem: str) -> None:
+        quarantine = _aside(self.path, "corrupt")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                shutil.copy2(src, str(quarantine) + suffix)
+        tables = _salvage(self.path)
+        fresh = self.path.with_name(self.path.name + ".salvage-tmp")
+        counts = _write_salvage(fresh, tables, self._clock())
+        # The old -wal must go before the new file takes the name, or SQLite would replay it into it.
+        for suffix in ("-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        os.replace(fresh, self.path)
+        self.notices.append(f"History file was damaged ({problem}); a copy is kept at {quarantine}. "
+                            f"Recovered {counts[0]} conversations and {counts[1]} messages.")
+
+    def _report_damaged_rows(self) -> None:
+        skipped, repaired = [], []
+        with self._lock:
+            rows = self._read(_MESSAGE_COLUMNS + " ORDER BY m.id", ())
+            for row in rows:
+                message, damaged = _message_from_row(row)
+                if message is None:
+                    skipped.append(str(row[0]))
+                elif damaged:
+                    repaired.append(str(row[0]))
+            for row in self._read(_CONVERSATION_COLUMNS, ()):
+                conversation, damaged = _conversation_from_row(row)
+                if conversation is None or damaged:
+                    repaired.append(f"conversation {row[0]}")
+        if skipped:
+            self.notices.append(f"{len(skipped)} damaged messages cannot be shown (ids {', '.join(skipped[:10])}).")
+        if repaired:
+            self.notices.append(f"{len(repaired)} damaged rows were repaired for display "
+                                f"({', '.join(repaired[:10])}).")
+
+    # ----------------------------------------------------------------- plumbing
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise ReadOnlyStoreError(self._read_only_reason)
+        with self._lock:
+            conn = self._live()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"could not save history: {exc}") from exc
+                raise
+            else:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    raise StoreError(f"could not save history: {exc}") from exc
+
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError("history is closed")
+        return self._conn
+
+    def _read(self, sql: str, params: tuple) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._live().execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                if not self.read_only:
+                    raise StoreError(f"could not read history: {exc}") from exc
+                # A newer schema may have moved things; show what we can instead of failing the app.
+                note = f"Some history from the newer version cannot be read here ({exc})."
+                if note not in self.notices:
+                    self.notices.append(note)
+                return []
+
+    def _now(self) -> float:
+        return float(self._clock())
+
+    # ----------------------------------------------------------------- conversations
+    def create_conversation(self, title: str = DEFAULT_TITLE, system_prompt: str = "",
+                            settings: dict | None = None) -> int:
+        now = self._now()
+        with self._write() as c:
+            cur = c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            (_clean_text(title), now, now, _clean_text(system_prompt),
+                             json.dumps(settings or {}, ensure_ascii=False)))
+            return int(cur.lastrowid)
+
+    def list_conversations(self, query: str = "") -> list[ConversationRow]:
+        """Newest updated first; ``query`` matches titles and message text (substring, ASCII case-insensitive)."""
+        query = _clean_text(query.strip())
+        if not query:
+            rows = self._read(_CONVERSATION_COLUMNS + " ORDER BY c.updated DESC, c.id DESC", ())
+        else:
+            # LIKE, not FTS5: correct for Chinese (no tokenizer needed) and fast enough for a person's history.
+            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
+            rows = self._read(_CONVERSATION_COLUMNS + " WHERE c.title LIKE ?1 ESCAPE '\\' OR EXISTS "
+                              "(SELECT 1 FROM messages m WHERE m.conversation_id = c.id "
+                              "AND m.text LIKE ?1 ESCAPE '\\') ORDER BY c.updated DESC, c.id DESC", (pattern,))
+        return [conv for conv, _ in map(_conversation_from_row, rows) if conv is not None]
+
+    def get_conversation(self, cid: int) -> ConversationRow:
+        rows = self._read(_CONVERSATION_COLUMNS + " WHERE c.id = ?", (cid,))
+        conversation = _conversation_from_row(rows[0])[0] if rows else None
+        if conversation is None:
+            raise NotFoundError(f"conversation {cid} not found")
+        return conversation
+
+    def rename_conversation(self, cid: int, title: str) -> None:
+        with self._write() as c:
+            if c.execute("UPDATE conversations SET title = ? WHERE id = ?", (_clean_text(title), cid)).rowcount == 0:
+                raise NotFoundError(f"conversation {cid} not found")
+
+    def update_conversation_settings(self, cid: int, system_prompt: str, settings: dict) -> None:
+        with self._write() as c:
+            cur = c.execute("UPDATE conversations SET system_prompt = ?, settings = ? WHERE id = ?",
+                            (_clean_text(system_prompt), json.dumps(settings, ensure_ascii=False), cid))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"conversation {cid} not found")
+
+    def delete_conversation(self, cid: int) -> None:
+        """Delete a conversation; its messages and their perf records go with it (ON DELETE CASCADE)."""
+        with self._write() as c:
+            c.execute("DELETE FROM conversations WHERE id = ?", (cid,))
+
+    # ----------------------------------------------------------------- messages
+    def messages(self, cid: int) -> list[MessageRow]:
+        rows = self._read(_MESSAGE_COLUMNS + " WHERE m.conversation_id = ? ORDER BY m.id", (cid,))
+        return [msg for msg, _ in map(_message_from_row, rows) if msg is not None]
+
+    def add_message(self, cid: int, role: str, text: str, finish_reason: str | None = None,
+                    perf: PerfRecord | None = None) -> int:
+        """Append a message in one transaction; the first user message titles a still-default conversation."""
+        _check(role, finish_reason)
+        text = _clean_text(text)
+        now = self._now()
+        with self._write() as c:
+            row = c.execute("SELECT title FROM conversations WHERE id = ?", (cid,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"conversation {cid} not found")
+            cur = c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason) "
+                            "VALUES (?, ?, ?, ?, ?)", (cid, role, text, now, finish_reason))
+            mid = int(cur.lastrowid)
+            if perf is not None:
+                c.execute("INSERT INTO perf(message_id, record) VALUES (?, ?)", (mid, perf.to_json()))
+            title = auto_title(text) if role == "user" and row[0] == DEFAULT_TITLE else ""
+            c.execute("UPDATE conversations SET updated = ?, title = coalesce(nullif(?, ''), title) WHERE id = ?",
+                      (now, title, cid))
+            return mid
+
+    def update_message(self, mid: int, text: str, finish_reason: str | None = None,
+                       perf: PerfRecord | None = None) -> None:
+        """Replace a message's text and finish reason (streaming saves, final save); perf None keeps the old one."""
+        _check(None, finish_reason)
+        with self._write() as c:
+            row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (mid,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"message {mid} not found")
+            c.execute("UPDATE messages SET text = ?, finish_reason = ? WHERE id = ?",
+                      (_clean_text(text), finish_reason, mid))
+            if perf is not None:
+                c.execute("INSERT OR REPLACE INTO perf(message_id, record) VALUES (?, ?)", (mid, perf.to_json()))
+            c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), row[0]))
+
+    def delete_messages_from(self, cid: int, mid: int) -> None:
+        """Delete message ``mid`` and every later message of ``cid`` (edit and resend, regenerate)."""
+        with self._write() as c:
+            if c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?", (mid, cid)).fetchone() is None:
+                raise NotFoundError(f"message {mid} not found in conversation {cid}")
+            c.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?", (cid, mid))
+            c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), cid))
+
+    def all_perf_records(self) -> list[tuple[ConversationRow, MessageRow]]:
+        """Every message that has a performance record, oldest first, with its conversation."""
+        conversations = {conv.id: conv for conv in self.list_conversations()}
+        rows = self._read(_MESSAGE_COLUMNS + " WHERE p.record IS NOT NULL ORDER BY m.id", ())
+        out = []
+        for message, _ in map(_message_from_row, rows):
+            if message is not None and message.perf is not None and message.conversation_id in conversations:
+                out.append((conversations[message.conversation_id], message))
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check(role: str | None, finish_reason: str | None) -> None:
+    if role is not None and role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    if finish_reason is not None and finish_reason not in FINISH_REASONS:
+        raise ValueError(f"finish_reason must be None or one of {FINISH_REASONS}, not {finish_reason!r}")
+
+
+def _migrate_v1_to_v2(c: sqlite3.Connection) -> None:
+    """v1 had no per-conversation settings, no finish reasons and no performance records."""
+    c.execute("ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
+    c.execute("ALTER TABLE messages ADD COLUMN finish_reason TEXT")
+    c.execute("CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id)")
+    c.execute("CREATE TABLE perf (message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE, "
+              "record TEXT NOT NULL)")
+
+
+# --------------------------------------------------------------------- defensive row readers
+def _as_text(value: Any) -> tuple[str | None, bool]:
+    """(text, repaired) for a column that should be TEXT; None when nothing usable is there."""
+    if isinstance(value, _Repaired):
+        return str(value), True
+    if isinstance(value, str):
+        return value, False
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace"), True
+    if isinstance(value, (int, float)):
+        return str(value), True
+    return None, True
+
+
+def _message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
+    """(message, repaired): None when the row cannot be shown (no id, no text, unknown role)."""
+    mid, cid, role, raw_text, created, finish, record = row
+    text, damaged = _as_text(raw_text)
+    if not isinstance(mid, int) or not isinstance(cid, int) or role not in ROLES or text is None:
+        return None, True
+    when = _number(created)
+    damaged |= when is None
+    if finish is not None and finish not in FINISH_REASONS:
+        finish, damaged = None, True
+    perf = None
+    if record is not None:
+        try:
+            data = json.loads(record)
+            perf = PerfRecord.from_dict(data) if isinstance(data, dict) else None
+        except (TypeError, ValueError):
+            perf = None
+        damaged |= perf is None or isinstance(record, _Repaired)
+    return MessageRow(mid, cid, role, text, when or 0.0, finish, perf), damaged
+
+
+def _conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
+    cid, raw_title, created, updated, raw_prompt, raw_settings, count = row
+    if not isinstance(cid, int):
+        return None, True
+    title, bad_title = _as_text(raw_title)
+    prompt, bad_prompt = _as_text(raw_prompt) if raw_prompt is not None else ("", False)
+    try:
+        settings = json.loads(raw_settings) if raw_settings is not None else {}
+    except (TypeError, ValueError):
+        settings = None
+    created_n, updated_n = _number(created), _number(updated)
+    damaged = (bad_title or bad_prompt or not isinstance(settings, dict) or created_n is None
+               or updated_n is None)
+    return ConversationRow(cid, title or f"Chat {cid}", created_n or 0.0, updated_n or created_n or 0.0,
+                           prompt or "", settings if isinstance(settings, dict) else {}, int(count)), damaged
+
+
+# --------------------------------------------------------------------- salvage of a damaged file
+def _salvage(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every row that can still be read from each known table, by rowid; never raises."""
+    tables: dict[str, dict[int, dict[str, Any]]] = {"conversations": {}, "messages": {}, "perf": {}}
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None)
+    except sqlite3.Error:
+        return tables
+    conn.text_factory = _decode_text
+    try:
+        for name, rows in tables.items():
+            _salvage_table(conn, name, rows)
+    finally:
+        conn.close()
+    return tables
+
+
+def _salvage_table(conn: sqlite3.Connection, table: str, rows: dict[int, dict[str, Any]]) -> None:
+    # Walk by rowid; when a damaged page breaks the walk, seek further ahead (doubling the jump) so rows
+    # stored after the damage are still reached through the b-tree's intact interior pages.
+    start, jump, failures = -(2**63), 1, 0
+    while failures < 200:
+        try:
+            cur = conn.execute(f"SELECT rowid, * FROM {table} WHERE rowid >= ? ORDER BY rowid", (start,))
+            names = [d[0] for d in cur.description]
+            for values in cur:
+                rows[values[0]] = dict(zip(names[1:], values[1:]))
+                start, jump = values[0] + 1, 1
+            return
+        except sqlite3.Error:
+            failures += 1
+            if start == -(2**63):
+                start = 0  # the table (or the schema) itself is unreadable from the start; try rowids anyway
+            start, jump = start + jump, jump * 2
+            if jump > 2**32:
+                return
+        except OverflowError:
+            return
+
+
+def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], now: float) -> tuple[int, int]:
+    """Build a fresh v2 file from salvaged rows; returns (conversations, messages) kept."""
+    fresh.unlink(missing_ok=True)
+    conn = sqlite3.connect(str(fresh), isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for statement in _SCHEMA_V2.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conversations = set()
+        for cid, row in tables["conversations"].items():
+            title, _ = _as_text(row.get("title"))
+            prompt, _ = _as_text(row.get("system_prompt"))
+            settings = row.get("settings") if isinstance(row.get("settings"), str) else "{}"
+            created = _number(row.get("created")) or now
+            conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                         (cid, title or f"Recovered chat {cid}", created, _number(row.get("updated")) or created,
+                          prompt or "", settings))
+            conversations.add(cid)
+        messages = set()
+        for mid, row in tables["messages"].items():
+            cid, role = row.get("conversation_id"), row.get("role")
+            text, _ = _as_text(row.get("text"))
+            if not isinstance(cid, int) or role not in ROLES or text is None:
+                continue
+            if cid not in conversations:  # its conversation row was lost: keep the messages under a stand-in
+                conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, '', '{}')",
+                             (cid, f"Recovered chat {cid}", now, now))
+                conversations.add(cid)
+            finish = row.get("finish_reason") if row.get("finish_reason") in FINISH_REASONS else None
+            conn.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)",
+                         (mid, cid, role, text, _number(row.get("created")) or now, finish))
+            messages.add(mid)
+        for _, row in tables["perf"].items():
+            if row.get("message_id") in messages and isinstance(row.get("record"), str):
+                conn.execute("INSERT INTO perf VALUES (?, ?)", (row["message_id"], row["record"]))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return len(conversations), len(messages)
