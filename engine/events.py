@@ -84,11 +84,11 @@ class Metrics:
     e2e_s: float | None = None  # submit -> last token
     kv_cache_bytes: int = 0  # measured: nbytes of the filled part of every key/value tensor
     kv_cache_bytes_allocated: int = 0  # measured: bytes of the storage behind those tensors
-    kv_cache_bytes_formula: int = 0  # 2 × layers × kv_heads × head_dim × tokens × bytes
+    kv_cache_bytes_formula: int = 0  # 2 × layers × kv_heads × head_dim × cached tokens × bytes
     kv_cache_bytes_formula_no_gqa: int = 0  # the seeds' 2 × layers × tokens × d_model × bytes
     weights_bytes: int = 0
     peak_memory_bytes: int = 0  # CUDA allocator peak on GPU; peak sampled process RSS on CPU
-    context_tokens: int = 0  # tokens in the KV cache now
+    context_tokens: int = 0  # positions of the context used: prompt + generated
     context_max: int = 0
     dropped_turns: int = 0
     device: str = ""

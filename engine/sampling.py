@@ -1,0 +1,155 @@
+"""How the next token is chosen: ``SamplingConfig`` and the ``Sampler`` that applies it to logits.
+
+The logits processors are transformers' own (repetition penalty, temperature, top-k, top-p), applied in
+the order ``generate()`` applies them, so a seeded run here behaves like a seeded ``generate()``.
+Randomness comes from a private seeded ``torch.Generator``: the same seed gives the same reply and no
+global RNG is touched. The top-k report for the token inspector is one ``topk`` on the final
+distribution, done only when asked for. This module owns token choice; it knows nothing of the model,
+the KV cache or text.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.errors import BadInputError
+
+if TYPE_CHECKING:
+    import torch
+
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Per-request generation settings. Invalid values raise ``BadInputError`` on construction."""
+
+    temperature: float = 0.7  # 0 means greedy (argmax), the deterministic mode tests and the CLI use
+    top_p: float = 0.9  # 1.0 disables nucleus filtering
+    top_k: int = 50  # 0 disables top-k filtering
+    repetition_penalty: float = 1.0  # 1.0 disables it (and skips its per-step scatter/gather)
+    max_new_tokens: int = 512
+    seed: int | None = None  # None: a fresh random seed per request
+    use_kv_cache: bool = True  # False recomputes the whole sequence every step (the seeds' experiment 3)
+    top_logprobs: int = 0  # candidates reported per token for the inspector, 0..20 (0 costs nothing)
+    prefill_chunk: int = 256  # prompt tokens per forward during prefill; a cancel is seen between chunks
+
+    def __post_init__(self) -> None:
+        def bad(name: str, value: object, rule: str) -> BadInputError:
+            return BadInputError(f"{name} must be {rule} (got {value!r})")
+
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        def is_num(value: object) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+
+        if not is_num(self.temperature) or not 0.0 <= self.temperature <= 10.0:
+            raise bad("temperature", self.temperature, "between 0 and 10")
+        if not is_num(self.top_p) or not 0.0 < self.top_p <= 1.0:
+            raise bad("top_p", self.top_p, "greater than 0 and at most 1")
+        if not is_int(self.top_k) or self.top_k < 0:
+            raise bad("top_k", self.top_k, "a whole number ≥ 0 (0 disables it)")
+        if not is_num(self.repetition_penalty) or not 0.0 < self.repetition_penalty <= 10.0:
+            raise bad("repetition_penalty", self.repetition_penalty, "greater than 0 and at most 10")
+        if not is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise bad("max_new_tokens", self.max_new_tokens, "a whole number ≥ 1")
+        if self.seed is not None and (not is_int(self.seed) or not 0 <= self.seed < 2**63):
+            raise bad("seed", self.seed, "a whole number ≥ 0, or empty")
+        if not isinstance(self.use_kv_cache, bool):
+            raise bad("use_kv_cache", self.use_kv_cache, "true or false")
+        if not is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise bad("top_logprobs", self.top_logprobs, f"between 0 and {MAX_TOP_LOGPROBS}")
+        if not is_int(self.prefill_chunk) or self.prefill_chunk < 1:
+            raise bad("prefill_chunk", self.prefill_chunk, "a whole number ≥ 1")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen token, its probability and the best candidates (ids and probabilities)."""
+
+    token_id: int
+    prob: float | None  # None when top_logprobs == 0 (nothing extra computed)
+    top_ids: tuple[int, ...] = ()
+    top_probs: tuple[float, ...] = ()
+
+
+def build_processors(config: SamplingConfig):
+    """transformers' LogitsProcessorList for ``config``, in ``generate()``'s order.
+
+    Greedy keeps only the repetition penalty: temperature, top-k and top-p cannot change an argmax.
+    As in ``generate()``, the penalty sees the prompt's tokens as well as the reply's.
+    """
+    from transformers import (
+        LogitsProcessorList,
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    processors = LogitsProcessorList()
+    if config.repetition_penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(penalty=float(config.repetition_penalty)))
+    if config.greedy:
+        return processors
+    if config.temperature != 1.0:
+        processors.append(TemperatureLogitsWarper(float(config.temperature)))
+    if config.top_k > 0:
+        processors.append(TopKLogitsWarper(top_k=config.top_k))
+    if config.top_p < 1.0:
+        processors.append(TopPLogitsWarper(top_p=float(config.top_p)))
+    return processors
+
+
+class Sampler:
+    """Chooses each next token for one request; holds the processors, the generator and an id buffer."""
+
+    def __init__(self, config: SamplingConfig, device: "torch.device | str", prompt_ids: list[int]) -> None:
+        import torch
+
+        self.config = config
+        self.processors = build_processors(config)
+        self._needs_ids = config.repetition_penalty != 1.0
+        self._generator: torch.Generator | None = None
+        if not config.greedy:
+            self._generator = torch.Generator(device=device)
+            self._generator.manual_seed(config.seed if config.seed is not None else secrets.randbits(63))
+        # One buffer for prompt + reply, written in place: the repetition penalty reads a view of it
+        # every step instead of a freshly concatenated tensor.
+        self._ids = None
+        self._n = len(prompt_ids)
+        if self._needs_ids:
+            self._ids = torch.empty((1, self._n + config.max_new_tokens), dtype=torch.long, device=device)  # (1, seq)
+            self._ids[0, : self._n] = torch.tensor(prompt_ids, dtype=torch.long)
+
+    def choose(self, logits: "torch.Tensor") -> Choice:
+        """Pick the next token from ``logits`` (1, vocab) of the last position."""
+        import torch
+
+        with torch.inference_mode():
+            scores = logits.float()  # (1, vocab); float32 so bf16 logits sample like generate() does
+            if self.processors:
+                ids = self._ids[:, : self._n] if self._ids is not None else None
+                scores = self.processors(ids, scores)
+            k = self.config.top_logprobs
+            if self._generator is None:
+                token = torch.argmax(scores, dim=-1)  # (1,)
+                probs = torch.softmax(scores, dim=-1) if k else None
+            else:
+                probs = torch.softmax(scores, dim=-1)  # (1, vocab); masked entries are exactly 0
+                token = torch.multinomial(probs, num_samples=1, generator=self._generator)[:, 0]  # (1,)
+            token_id = int(token.item())  # the one host sync per step: the id is needed on the host anyway
+            if self._ids is not None and self._n < self._ids.shape[1]:
+                self._ids[0, self._n] = token_id
+            self._n += 1
+            if not k:
+                return Choice(token_id, None)
+            top_probs, top_ids = torch.topk(probs[0], min(k, probs.shape[-1]))
+            return Choice(token_id, float(probs[0, token_id]), tuple(top_ids.tolist()), tuple(top_probs.tolist()))
