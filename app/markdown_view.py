@@ -1,0 +1,210 @@
+"""Turn a reply's Markdown into a Qt document (code highlighted by pygments) and show text safely.
+
+Owns ``render_markdown`` / ``render_plain`` (build a QTextDocument) and ``MessageBrowser``, a
+read-only, auto-height text view for one message. Replies are Markdown with raw HTML disabled,
+so a model cannot inject markup; user text is inserted as plain characters, never parsed. No
+resource is ever loaded: ``MessageBrowser.loadResource`` refuses images and files, remote or local.
+Fenced code blocks get a header with the language and a "Copy" anchor (``copy:<n>``) that puts
+the block's source on the clipboard. Owns no layout of the conversation (``widgets.chat_view``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_by_name, guess_lexer
+from pygments.util import ClassNotFound
+from PySide6.QtCore import QSize, QUrl, Qt, Signal, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextBlockFormat, QTextCursor, QTextDocument, QTextOption
+from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
+
+from app import theme as themes
+
+# GitHub dialect (tables, strikethrough, task lists) with every form of raw HTML switched off.
+MARKDOWN_FEATURES = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
+                     | QTextDocument.MarkdownFeature.MarkdownNoHTML)
+
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: str  # "markdown" | "code"
+    text: str
+    language: str = ""
+    closed: bool = True  # False for a code block still streaming (no closing fence yet)
+
+
+def split_segments(text: str) -> list[Segment]:
+    """Split Markdown into prose and fenced code blocks; an unclosed fence runs to the end (streaming)."""
+    segments: list[Segment] = []
+    pos = 0
+    while True:
+        opening = _FENCE.search(text, pos)
+        if opening is None:
+            break
+        fence = opening.group("fence")
+        if opening.start() > pos:
+            segments.append(Segment("markdown", text[pos:opening.start()]))
+        body_start = opening.end() + 1
+        closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        close = closing.search(text, body_start) if body_start <= len(text) else None
+        language = opening.group("info").strip().split(" ")[0] if opening.group("info").strip() else ""
+        if close is None:
+            segments.append(Segment("code", text[body_start:], language, closed=False))
+            return segments
+        segments.append(Segment("code", text[body_start:close.start()].rstrip("\n"), language))
+        pos = close.end() + 1
+    if pos < len(text):
+        segments.append(Segment("markdown", text[pos:]))
+    return segments
+
+
+def highlight_html(code: str, language: str, style: str) -> str:
+    """Inline-styled HTML spans (Qt's rich text understands ``style=`` but not CSS classes)."""
+    try:
+        lexer = get_lexer_by_name(language) if language else guess_lexer(code)
+    except ClassNotFound:
+        lexer = TextLexer()
+    if not language and lexer.name in ("Text only", "Text output"):
+        lexer = TextLexer()
+    formatter = HtmlFormatter(nowrap=True, noclasses=True, style=style)
+    return highlight(code, lexer, formatter).rstrip("\n")
+
+
+def _auto_direction(cursor: QTextCursor) -> None:
+    """Let every paragraph pick its own direction from its text (Arabic/Hebrew lines run right to left)."""
+    fmt = QTextBlockFormat()
+    fmt.setLayoutDirection(Qt.LayoutDirection.LayoutDirectionAuto)
+    cursor.select(QTextCursor.SelectionType.Document)
+    cursor.mergeBlockFormat(fmt)
+    cursor.clearSelection()
+
+
+def render_plain(document: QTextDocument, text: str) -> None:
+    """Show ``text`` exactly as typed: no Markdown, no HTML, nothing loaded."""
+    document.clear()
+    cursor = QTextCursor(document)
+    cursor.insertText(text)
+    _auto_direction(cursor)
+
+
+def render_markdown(document: QTextDocument, text: str, theme: themes.Theme | None = None) -> list[str]:
+    """Build ``document`` from a reply's Markdown; return the code blocks' sources (index = Copy anchor)."""
+    theme = theme or themes.current()
+    document.clear()
+    cursor = QTextCursor(document)
+    codes: list[str] = []
+    first = True
+    for segment in split_segments(text):
+        if segment.kind == "markdown":
+            if not segment.text.strip():
+                continue
+            if not first:
+                cursor.insertBlock(QTextBlockFormat())
+            cursor.insertMarkdown(segment.text, MARKDOWN_FEATURES)
+        else:
+            if not first:
+                cursor.insertBlock(QTextBlockFormat())
+            index = len(codes)
+            codes.append(segment.text)
+            label = html.escape(segment.language or "code")
+            body = highlight_html(segment.text, segment.language, theme.pygments_style) if segment.text else ""
+            cursor.insertHtml(
+                f'<table width="100%" cellspacing="0" cellpadding="8" style="background-color:{theme.code_background};'
+                f' border: 1px solid {theme.border};">'
+                f'<tr><td style="color:{theme.muted}; font-size:small;">{label}'
+                f'&nbsp;&nbsp;&nbsp;<a href="copy:{index}" style="color:{theme.accent};">Copy</a></td></tr>'
+                f'<tr><td><pre style="font-family: \'DejaVu Sans Mono\', monospace;">{body}</pre></td></tr></table>')
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+        first = False
+    _auto_direction(cursor)
+    return codes
+
+
+class MessageBrowser(QTextBrowser):
+    """A read-only, scroll-less text view whose height follows its content (one per chat message).
+
+    Signals:
+        copied(str): a code block's source was put on the clipboard (for a status-bar message).
+    """
+
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setOpenLinks(False)  # every click goes through on_anchor_clicked: copy or an explicit web link
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        option = self.document().defaultTextOption()
+        option.setTextDirection(Qt.LayoutDirection.LayoutDirectionAuto)
+        option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.document().setDefaultTextOption(option)
+        self.document().setDocumentMargin(2)
+        self._codes: list[str] = []
+        self._text = ""
+        self._markdown = False
+        self.anchorClicked.connect(self.on_anchor_clicked)
+        self.document().documentLayout().documentSizeChanged.connect(self.on_document_resized)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def code_blocks(self) -> list[str]:
+        return list(self._codes)
+
+    def show_plain(self, text: str) -> None:
+        self._text, self._markdown = text, False
+        render_plain(self.document(), text)
+        self._codes = []
+        self._fit()
+
+    def show_markdown(self, text: str) -> None:
+        self._text, self._markdown = text, True
+        self._codes = render_markdown(self.document(), text)
+        self._fit()
+
+    def loadResource(self, kind: int, name: QUrl) -> object:  # noqa: N802 (Qt override)
+        """Refuse every resource: a reply must never make the app read a file or touch the network."""
+        return None
+
+    @Slot(QUrl)
+    def on_anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == "copy":
+            try:
+                code = self._codes[int(url.path())]
+            except (ValueError, IndexError):
+                return
+            QGuiApplication.clipboard().setText(code)
+            self.copied.emit(code)
+        elif url.scheme() in ("http", "https"):
+            QDesktopServices.openUrl(url)  # only on an explicit click, never automatically
+
+    @Slot()
+    def on_document_resized(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        width = self.viewport().width()
+        if width > 0:
+            self.document().setTextWidth(width)
+        height = int(self.document().size().height()) + 2 * self.frameWidth() + 2
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fit()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(400, self.height())

@@ -1,0 +1,266 @@
+"""The conversation as a column of message bubbles, with one reply that can grow while it streams.
+
+Owns the display of messages: user text shown exactly as typed, replies rendered as Markdown
+(``app.markdown_view``), a footer of figures under each reply, and per-message actions (edit a user
+message, regenerate or continue the last reply). Streaming touches only the reply being written,
+so a 200-message chat streams as fast as an empty one. Owns no persistence and no generation: it
+emits requests and the window acts on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout,
+                               QWidget)
+
+from app.markdown_view import MessageBrowser
+
+STOPPED_LABELS = {"cancelled": "stopped", "length": "length limit reached", "error": "error"}
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    """What a bubble shows (the store's ids travel with it so edits can cut the history there)."""
+
+    role: str  # "user" | "assistant"
+    text: str
+    message_id: int | None = None
+    footer: str = ""
+    finish_reason: str | None = None
+
+
+class MessageWidget(QFrame):
+    """One bubble: role, text, footer and its action buttons.
+
+    Signals:
+        edit_clicked(): the user wants to edit and resend this (user) message.
+        regenerate_clicked(): the user wants this (last) reply generated again.
+        continue_clicked(): the user wants this reply, cut at the length limit, continued.
+    """
+
+    edit_clicked = Signal()
+    regenerate_clicked = Signal()
+    continue_clicked = Signal()
+
+    def __init__(self, message: ShownMessage, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.message = message
+        user = message.role == "user"
+        self.setObjectName("userBubble" if user else "assistantBubble")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 8, 14, 8)
+        layout.setSpacing(4)
+        role = QLabel("You" if user else "Miaohui")
+        role.setObjectName("role")
+        layout.addWidget(role)
+        self.browser = MessageBrowser(self)
+        layout.addWidget(self.browser)
+        bottom = QHBoxLayout()
+        bottom.setSpacing(6)
+        self.footer = QLabel("")
+        self.footer.setObjectName("footer")
+        self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        bottom.addWidget(self.footer, 1)
+        self._buttons: dict[str, QPushButton] = {}
+        for key, text, signal in (("edit", "Edit", self.edit_clicked), ("regenerate", "Regenerate", self.regenerate_clicked),
+                                  ("continue", "Continue", self.continue_clicked)):
+            button = QPushButton(text)
+            button.setFlat(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.clicked.connect(signal)
+            button.hide()
+            bottom.addWidget(button)
+            self._buttons[key] = button
+        layout.addLayout(bottom)
+        self._streaming_text = ""
+        self.show_message(message)
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+    def show_message(self, message: ShownMessage) -> None:
+        self.message = message
+        if message.role == "user":
+            self.browser.show_plain(message.text)
+        else:
+            self.browser.show_markdown(message.text)
+        footer = message.footer
+        label = STOPPED_LABELS.get(message.finish_reason or "")
+        if label:
+            footer = f"{footer} · {label}" if footer else label
+        self.footer.setText(footer)
+        self.footer.setVisible(bool(footer))
+
+    def set_actions(self, edit: bool = False, regenerate: bool = False, continue_: bool = False) -> None:
+        self._buttons["edit"].setVisible(edit)
+        self._buttons["regenerate"].setVisible(regenerate)
+        self._buttons["continue"].setVisible(continue_)
+
+
+class ChatView(QScrollArea):
+    """The centre of the window: messages top to bottom, newest last, following the stream.
+
+    Signals:
+        edit_requested(int): index of a user message to edit and resend.
+        regenerate_requested(): regenerate the last reply.
+        continue_requested(): continue the last reply (it stopped at the length limit).
+        code_copied(str): a code block was copied to the clipboard.
+    """
+
+    edit_requested = Signal(int)
+    regenerate_requested = Signal()
+    continue_requested = Signal()
+    code_copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chat")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._canvas = QWidget()
+        self._canvas.setObjectName("chatCanvas")
+        self._layout = QVBoxLayout(self._canvas)
+        self._layout.setContentsMargins(24, 16, 24, 16)
+        self._layout.setSpacing(12)
+        self._placeholder = QLabel("Ask anything. Replies stream token by token; the panel on the right "
+                                   "shows why they arrive fast.")
+        self._placeholder.setObjectName("footer")
+        self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._placeholder.setWordWrap(True)
+        self._layout.addWidget(self._placeholder)
+        self._layout.addStretch(1)
+        self.setWidget(self._canvas)
+        self._widgets: list[MessageWidget] = []
+        self._reply: MessageWidget | None = None
+        self._reply_text = ""
+        self._actions_enabled = True
+        self._follow = True  # keep the newest text in view unless the user scrolled up to read
+        self.verticalScrollBar().rangeChanged.connect(self.on_scroll_range_changed)
+        self.verticalScrollBar().valueChanged.connect(self.on_scroll_value_changed)
+
+    # -- content ------------------------------------------------------------------------------------
+    def messages(self) -> list[ShownMessage]:
+        return [w.message for w in self._widgets]
+
+    def widgets(self) -> list[MessageWidget]:
+        return list(self._widgets)
+
+    def clear(self) -> None:
+        for widget in self._widgets:
+            widget.deleteLater()
+        self._widgets.clear()
+        self._reply = None
+        self._reply_text = ""
+        self._placeholder.show()
+
+    def set_messages(self, messages: list[ShownMessage]) -> None:
+        """Show a whole conversation (on selecting it); built once, never re-rendered while streaming."""
+        self.setUpdatesEnabled(False)
+        try:
+            self.clear()
+            for message in messages:
+                self._append(message)
+        finally:
+            self.setUpdatesEnabled(True)
+        self._refresh_actions()
+        self._follow = True
+        QTimer.singleShot(0, self.scroll_to_bottom)
+
+    def add_message(self, message: ShownMessage) -> MessageWidget:
+        widget = self._append(message)
+        self._refresh_actions()
+        self._follow = True
+        return widget
+
+    def remove_from(self, index: int) -> None:
+        """Remove message ``index`` and every later one (edit and regenerate cut the history there)."""
+        for widget in self._widgets[index:]:
+            self._layout.removeWidget(widget)
+            widget.deleteLater()
+        del self._widgets[index:]
+        self._refresh_actions()
+        self._placeholder.setVisible(not self._widgets)
+
+    def set_message_id(self, index: int, message_id: int) -> None:
+        widget = self._widgets[index]
+        m = widget.message
+        widget.message = ShownMessage(m.role, m.text, message_id, m.footer, m.finish_reason)
+
+    # -- streaming ----------------------------------------------------------------------------------
+    def begin_reply(self) -> MessageWidget:
+        self._reply_text = ""
+        self._reply = self.add_message(ShownMessage("assistant", ""))
+        return self._reply
+
+    def append_to_reply(self, delta: str) -> None:
+        """Add streamed text to the reply being written (one re-render of that bubble per flush)."""
+        if self._reply is None or not delta:
+            return
+        self._reply_text += delta
+        m = self._reply.message
+        self._reply.show_message(ShownMessage("assistant", self._reply_text, m.message_id))
+
+    def reply_text(self) -> str:
+        return self._reply_text
+
+    def is_streaming(self) -> bool:
+        return self._reply is not None
+
+    def finish_reply(self, text: str, footer: str, finish_reason: str | None, message_id: int | None) -> None:
+        if self._reply is None:
+            return
+        self._reply.show_message(ShownMessage("assistant", text, message_id, footer, finish_reason))
+        self._reply = None
+        self._reply_text = ""
+        self._refresh_actions()
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        """Hide edit/regenerate/continue while a reply streams (they would race the generation)."""
+        self._actions_enabled = enabled
+        self._refresh_actions()
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _append(self, message: ShownMessage) -> MessageWidget:
+        self._placeholder.hide()
+        widget = MessageWidget(message, self._canvas)
+        widget.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
+        widget.edit_clicked.connect(self.on_message_edit_clicked)
+        widget.regenerate_clicked.connect(self.regenerate_requested)
+        widget.continue_clicked.connect(self.continue_requested)
+        widget.browser.copied.connect(self.code_copied)
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self._widgets.append(widget)
+        return widget
+
+    def _refresh_actions(self) -> None:
+        last = len(self._widgets) - 1
+        for i, widget in enumerate(self._widgets):
+            is_last_reply = i == last and widget.message.role == "assistant" and widget is not self._reply
+            widget.set_actions(
+                edit=self._actions_enabled and widget.message.role == "user",
+                regenerate=self._actions_enabled and is_last_reply,
+                continue_=self._actions_enabled and is_last_reply and widget.message.finish_reason == "length")
+
+    @Slot()
+    def on_message_edit_clicked(self) -> None:
+        sender = self.sender()
+        if sender in self._widgets:
+            self.edit_requested.emit(self._widgets.index(sender))
+
+    @Slot(int, int)
+    def on_scroll_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(maximum)
+
+    @Slot(int)
+    def on_scroll_value_changed(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self._follow = value >= bar.maximum() - 24
+
+    @Slot()
+    def scroll_to_bottom(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())

@@ -1,0 +1,161 @@
+"""The strip at the top of the window: which model, at what precision, on which device; Load and Open.
+
+Owns the choice widgets and the list of models offered: the default model, the models
+``engine.catalog.list_local_models()`` finds (the data dir and the local Hugging Face cache) and the
+recently opened ones (QSettings, via ``app.settings``). "Open model…" takes a folder or a ``.gguf``
+file. It loads nothing itself: it emits ``load_requested`` and the window asks the bridge.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
+
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "bf16", "fp16", "fp32", "int8", "nf4", "fp4")
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
+
+
+def _catalog_entries() -> list[tuple[str, str]]:
+    """(label, model argument) of every local model the engine's catalog finds; none if it cannot look."""
+    try:
+        from engine.catalog import list_local_models
+    except ImportError:  # an engine build without the catalog: the default and recent models remain
+        return []
+    try:
+        found = list_local_models()
+    except Exception as exc:  # noqa: BLE001 (a broken cache folder must not stop the window opening)
+        log.warning("could not list local models: %s", exc)
+        return []
+    entries = []
+    for item in found:
+        model = str(getattr(item, "model", None) or getattr(item, "path", None) or getattr(item, "repo_id", None)
+                    or item)
+        label = str(getattr(item, "name", None) or getattr(item, "label", None) or Path(model).name or model)
+        entries.append((label, model))
+    return entries
+
+
+class ModelBar(QWidget):
+    """Model, precision, device selectors with Load and "Open model…".
+
+    Signals:
+        load_requested(str, str, str): model argument (``"default"``, a folder, a .gguf), precision, device.
+    """
+
+    load_requested = Signal(str, str, str)
+
+    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._settings = settings
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(8)
+        title = QLabel("秒回 Miaohui")
+        title.setStyleSheet("font-weight: 700; font-size: 15px; padding-right: 10px;")
+        layout.addWidget(title)
+        layout.addWidget(QLabel("Model"))
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumContentsLength(24)
+        self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        layout.addWidget(self.model_combo, 2)
+        layout.addWidget(QLabel("Precision"))
+        self.precision_combo = QComboBox()
+        self.precision_combo.addItems(PRECISIONS)
+        self.precision_combo.setToolTip("auto: bf16 where the CPU/GPU computes it natively, else fp32.\n"
+                                        "int8 / nf4 / fp4: bitsandbytes quantisation (less memory, not always faster)")
+        layout.addWidget(self.precision_combo)
+        layout.addWidget(QLabel("Device"))
+        self.device_combo = QComboBox()
+        self.device_combo.addItems(DEVICES)
+        layout.addWidget(self.device_combo)
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("primary")
+        self.load_button.clicked.connect(self.on_load_clicked)
+        layout.addWidget(self.load_button)
+        self.open_button = QPushButton("Open model…")
+        menu = QMenu(self.open_button)
+        menu.addAction("Model folder…", self.on_open_folder_triggered)
+        menu.addAction("GGUF file…", self.on_open_gguf_triggered)
+        self.open_button.setMenu(menu)
+        layout.addWidget(self.open_button)
+        self.refresh()
+        model, precision, device = settings.model_choice()
+        self.select(model, precision, device)
+
+    def refresh(self) -> None:
+        """Rebuild the model list: default, catalog, recent (each model once)."""
+        current = self.current_model()
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        seen: set[str] = set()
+        entries = [(DEFAULT_LABEL, "default")] + _catalog_entries()
+        entries += [(f"{Path(p).name}  ({p})", p) for p in self._settings.recent_models()]
+        for label, model in entries:
+            if model in seen:
+                continue
+            seen.add(model)
+            self.model_combo.addItem(label, model)
+            self.model_combo.setItemData(self.model_combo.count() - 1, model, 3)  # 3 = ToolTipRole
+        self.model_combo.blockSignals(False)
+        if current:
+            self._select_model(current)
+
+    def current_model(self) -> str:
+        data = self.model_combo.currentData()
+        return str(data) if data is not None else ""
+
+    def choice(self) -> tuple[str, str, str]:
+        return self.current_model(), self.precision_combo.currentText(), self.device_combo.currentText()
+
+    def select(self, model: str, precision: str | None = None, device: str | None = None) -> None:
+        self._select_model(model)
+        if precision in PRECISIONS:
+            self.precision_combo.setCurrentText(precision)
+        if device in DEVICES:
+            self.device_combo.setCurrentText(device)
+
+    def set_loading(self, loading: bool) -> None:
+        self.load_button.setText("Loading…" if loading else "Load")
+
+    def _select_model(self, model: str) -> None:
+        index = self.model_combo.findData(model)
+        if index < 0:
+            self.model_combo.addItem(f"{Path(model).name}  ({model})", model)
+            index = self.model_combo.count() - 1
+        self.model_combo.setCurrentIndex(index)
+
+    @Slot()
+    def on_load_clicked(self) -> None:
+        self.load_requested.emit(*self.choice())
+
+    @Slot()
+    def on_open_folder_triggered(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a model folder")
+        if folder:
+            self.open_model(folder)
+
+    @Slot()
+    def on_open_gguf_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
+        if path:
+            self.open_model(path)
+
+    def open_model(self, path: str) -> None:
+        """Remember ``path`` as a recent model, select it and ask for it to be loaded."""
+        self._settings.add_recent_model(path)
+        self.refresh()
+        self._select_model(path)
+        self.load_requested.emit(*self.choice())
+
+    def model_entries(self) -> list[Any]:
+        return [self.model_combo.itemData(i) for i in range(self.model_combo.count())]

@@ -1,0 +1,237 @@
+"""The performance panel: live figures of the reply being generated, kept after it ends.
+
+Owns the display of one reply's ``Metrics`` (TTFT, prefill, decode now/average, tokens, e2e, the
+per-token latency chart, KV cache measured vs formula and its memory share, weights, peak memory,
+device, precision, context usage and dropped turns). Chart redraws are throttled; labels are cheap
+and follow every coalesced stats update. Reads Metrics/ModelFacts attributes only; computes nothing
+the engine measured (the "now" decode rate is the inverse mean of the last few measured gaps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psutil
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
+from matplotlib.figure import Figure
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QSizePolicy, QVBoxLayout,
+                               QWidget)
+
+from app import theme as themes
+from app.throttle import Throttle
+
+RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet follows a slowdown quickly
+CHART_REDRAW_MS = 250  # a matplotlib redraw costs ~10-30 ms; 4 per second keeps the GUI thread free
+
+
+def fmt_bytes(value: float | None) -> str:
+    if value is None:
+        return "—"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{int(value)} B"
+
+
+def fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.0f} ms" if value < 10 else f"{value:.1f} s"
+
+
+def fmt_rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} tok/s"
+
+
+def _get(obj: Any, name: str) -> Any:
+    return getattr(obj, name, None) if obj is not None else None
+
+
+class PerfPanel(QWidget):
+    """Figures for the current (or last) reply. Call ``show_metrics`` with each Metrics snapshot."""
+
+    FIELDS = (
+        ("speed", "ttft", "Time to first token"), ("speed", "prefill", "Prefill"),
+        ("speed", "decode_now", "Decode now"), ("speed", "decode_avg", "Decode average"),
+        ("speed", "tokens", "Tokens generated"), ("speed", "tpot", "Time per output token"),
+        ("speed", "e2e", "End to end"),
+        ("memory", "kv", "KV cache (measured)"), ("memory", "kv_formula", "KV formula 2·L·kv·d·T·b"),
+        ("memory", "kv_no_gqa", "Without GQA 2·L·d·T·b"), ("memory", "kv_share", "KV share of memory"),
+        ("memory", "weights", "Weights"), ("memory", "peak", "Peak memory"),
+        ("model", "device", "Device"), ("model", "precision", "Precision"),
+    )
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._values: dict[str, QLabel] = {}
+        self._facts: Any = None
+        self._metrics: Any = None
+        inner = QWidget()
+        layout = QVBoxLayout(inner)
+        layout.setContentsMargins(12, 8, 12, 12)
+        layout.setSpacing(4)
+        forms: dict[str, QFormLayout] = {}
+        for section, title in (("speed", "Speed"), ("chart", "Per-token latency"), ("memory", "Memory"),
+                               ("context", "Context"), ("model", "Model")):
+            heading = QLabel(title)
+            heading.setObjectName("sectionTitle")
+            layout.addWidget(heading)
+            if section == "chart":
+                layout.addWidget(self._build_chart())
+            elif section == "context":
+                self._context_bar = QProgressBar()
+                self._context_bar.setTextVisible(True)
+                self._context_bar.setFormat("—")
+                self._context_bar.setRange(0, 1)
+                self._context_bar.setValue(0)
+                layout.addWidget(self._context_bar)
+                self._dropped = QLabel("")
+                self._dropped.setObjectName("notice")
+                self._dropped.setWordWrap(True)
+                self._dropped.hide()
+                layout.addWidget(self._dropped)
+            else:
+                form = QFormLayout()
+                form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+                form.setHorizontalSpacing(16)
+                form.setVerticalSpacing(3)
+                forms[section] = form
+                layout.addLayout(form)
+        for section, key, label in self.FIELDS:
+            value = QLabel("—")
+            value.setObjectName("metricValue")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            forms[section].addRow(label, value)
+            self._values[key] = value
+        layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(inner)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        self._redraw = Throttle(self._draw_chart, CHART_REDRAW_MS, self)
+        self.setMinimumWidth(300)
+
+    def _build_chart(self) -> QWidget:
+        theme = themes.current()
+        self._figure = Figure(figsize=(3.2, 1.6), dpi=100, facecolor=theme.surface)
+        self._axes = self._figure.add_subplot(111)
+        self._axes.set_facecolor(theme.surface)
+        for spine in self._axes.spines.values():
+            spine.set_color(theme.border)
+        self._axes.tick_params(colors=theme.muted, labelsize=7)
+        self._axes.set_xlabel("token", fontsize=7, color=theme.muted)
+        self._axes.set_ylabel("ms", fontsize=7, color=theme.muted)
+        (self._line,) = self._axes.plot([], [], color=theme.accent, linewidth=1.2)
+        self._figure.subplots_adjust(left=0.16, right=0.97, top=0.95, bottom=0.24)
+        self._canvas = FigureCanvasQTAgg(self._figure)
+        self._canvas.setMinimumHeight(150)
+        self._canvas.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        return self._canvas
+
+    # -- public ---------------------------------------------------------------------------------------
+    def set_model_facts(self, facts: Any) -> None:
+        self._facts = facts
+        self._values["device"].setText(str(_get(facts, "device") or "—"))
+        self._values["precision"].setText(str(_get(facts, "precision") or "—"))
+        self._values["weights"].setText(fmt_bytes(_get(facts, "weights_bytes")))
+        context = _get(facts, "context_length")
+        if context:
+            self._context_bar.setRange(0, int(context))
+            self._context_bar.setValue(0)
+            self._context_bar.setFormat(f"0 / {context} tokens")
+
+    def reset(self) -> None:
+        """A new reply begins: clear the reply's figures, keep the model's."""
+        self._metrics = None
+        for key in ("ttft", "prefill", "decode_now", "decode_avg", "tokens", "tpot", "e2e", "kv", "kv_formula",
+                    "kv_no_gqa", "kv_share", "peak"):
+            self._values[key].setText("—")
+        self._dropped.hide()
+        self._redraw.cancel()
+        self._line.set_data([], [])
+        self._draw_chart()
+
+    def show_metrics(self, metrics: Any, final: bool = False) -> None:
+        """Show a Metrics snapshot (live, coalesced) or the final one (``final=True`` draws the chart now)."""
+        if metrics is None:
+            return
+        self._metrics = metrics
+        m = lambda name: _get(metrics, name)  # noqa: E731 (short local accessor)
+        v = self._values
+        v["ttft"].setText(fmt_seconds(m("ttft_s")))
+        prefill_tokens = m("prefill_tokens")
+        reused = m("reused_tokens") or 0
+        if prefill_tokens is not None:
+            text = f"{prefill_tokens} tok · {fmt_rate(m('prefill_tok_s'))}"
+            v["prefill"].setText(text + (f" · {reused} reused" if reused else ""))
+        itl = list(m("itl_s") or [])
+        recent = [gap for gap in itl[-RECENT_GAPS:] if gap and gap > 0]
+        v["decode_now"].setText(fmt_rate(len(recent) / sum(recent)) if recent else "—")
+        v["decode_avg"].setText(fmt_rate(m("decode_tok_s")))
+        if m("generated_tokens") is not None:
+            v["tokens"].setText(str(m("generated_tokens")))
+        v["tpot"].setText(fmt_seconds(m("tpot_s")))
+        v["e2e"].setText(fmt_seconds(m("e2e_s")))
+        kv = m("kv_cache_bytes")
+        allocated = m("kv_cache_bytes_allocated")
+        kv_text = fmt_bytes(kv)
+        if allocated and kv is not None and allocated > kv:
+            kv_text += f" (allocated {fmt_bytes(allocated)})"
+        v["kv"].setText(kv_text)
+        v["kv_formula"].setText(fmt_bytes(m("kv_cache_bytes_formula")))
+        v["kv_no_gqa"].setText(fmt_bytes(m("kv_cache_bytes_formula_no_gqa")))
+        total = self._memory_total(m("device"))
+        if kv is not None and total:
+            v["kv_share"].setText(f"{100.0 * kv / total:.3f} % of {fmt_bytes(total)}")
+        if m("weights_bytes"):
+            v["weights"].setText(fmt_bytes(m("weights_bytes")))
+        v["peak"].setText(fmt_bytes(m("peak_memory_bytes")))
+        if m("device"):
+            v["device"].setText(str(m("device")))
+        if m("precision"):
+            v["precision"].setText(str(m("precision")))
+        used, limit = m("context_tokens"), m("context_max")
+        if used is not None and limit:
+            self._context_bar.setRange(0, int(limit))
+            self._context_bar.setValue(min(int(used), int(limit)))
+            self._context_bar.setFormat(f"{used} / {limit} tokens ({100.0 * used / limit:.1f} %)")
+        dropped = m("dropped_turns") or 0
+        self._dropped.setVisible(bool(dropped))
+        if dropped:
+            self._dropped.setText(f"⚠ {dropped} oldest message{'s' if dropped != 1 else ''} dropped to fit "
+                                  "the context window (system prompt kept)")
+        self._line.set_data(range(2, len(itl) + 2), [gap * 1000 for gap in itl])
+        self._redraw()
+        if final:
+            self._redraw.flush()
+
+    def displayed(self) -> dict[str, str]:
+        """What the panel shows now, label by label (the self-test and tests read this)."""
+        shown = {key: label.text() for key, label in self._values.items()}
+        shown["context"] = self._context_bar.text()
+        shown["chart_points"] = str(len(self._line.get_xdata()))
+        return shown
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _memory_total(self, device: Any) -> int | None:
+        """System RAM for CPU runs; the GPU's memory when the model facts carry it (else system RAM)."""
+        facts_total = _get(self._facts, "device_memory_bytes")
+        if device and str(device).startswith("cuda") and facts_total:
+            return int(facts_total)
+        return int(psutil.virtual_memory().total)
+
+    def _draw_chart(self) -> None:
+        xs = list(self._line.get_xdata())
+        ys = list(self._line.get_ydata())
+        if xs:
+            self._axes.set_xlim(1, max(xs[-1], 10))
+            top = max(ys) if ys else 1.0
+            self._axes.set_ylim(0, top * 1.15 + 0.1)
+        else:
+            self._axes.set_xlim(1, 10)
+            self._axes.set_ylim(0, 1)
+        self._canvas.draw_idle()

@@ -1,0 +1,79 @@
+"""The token inspector: every generated token of the current reply with its id, probability and the
+best candidates the sampler saw.
+
+Owns a table fed by the bridge's ``tokens_received`` batches (``engine.events.Token``); rows are
+appended in batches, never re-built, and capped so a very long reply cannot grow the table without
+bound. Shows what the engine reported; computes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+MAX_ROWS = 4096  # a reply longer than this keeps its newest tokens; the table stays responsive
+
+
+def visible(text: str) -> str:
+    """Make whitespace and control characters of a token visible (a token is often just ' ' or '\\n')."""
+    return (text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+            .replace(" ", "·")) or "∅"
+
+
+class TokenInspector(QWidget):
+    """Token table of the reply being generated (or the last one)."""
+
+    COLUMNS = ("#", "token", "id", "p", "top candidates")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        hint = QLabel("Each row is one decode step: the token chosen, its probability, and the runners-up "
+                      "(· marks a space, ∅ a token that completes no character yet).")
+        hint.setWordWrap(True)
+        hint.setObjectName("footer")
+        layout.addWidget(hint)
+        self.table = QTableWidget(0, len(self.COLUMNS))
+        self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        header = self.table.horizontalHeader()
+        for column in range(len(self.COLUMNS) - 1):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        layout.addWidget(self.table)
+
+    def clear(self) -> None:
+        self.table.setRowCount(0)
+
+    def add_tokens(self, tokens: Sequence[Any]) -> None:
+        if not tokens:
+            return
+        self.table.setUpdatesEnabled(False)
+        try:
+            start = self.table.rowCount()
+            self.table.setRowCount(start + len(tokens))
+            for offset, token in enumerate(tokens):
+                row = start + offset
+                prob = getattr(token, "prob", None)
+                top = ", ".join(f"{visible(c.text)} {c.prob:.2f}" for c in getattr(token, "top", ()))
+                cells = (str(token.index), visible(token.text), str(token.token_id),
+                         "" if prob is None else f"{prob:.3f}", top)
+                for column, text in enumerate(cells):
+                    item = QTableWidgetItem(text)
+                    if column in (0, 2, 3):
+                        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    self.table.setItem(row, column, item)
+            overflow = self.table.rowCount() - MAX_ROWS
+            for _ in range(max(0, overflow)):
+                self.table.removeRow(0)
+        finally:
+            self.table.setUpdatesEnabled(True)
+        self.table.scrollToBottom()
+
+    def row_count(self) -> int:
+        return self.table.rowCount()
