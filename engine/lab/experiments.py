@@ -1,0 +1,146 @@
+"""The lab's catalogue of experiments, how to run one, and how to run and export them all.
+
+The GUI lists ``EXPERIMENTS`` and submits ``lab_task(key, options)`` to the model's worker thread;
+the CLI calls ``run_all``. Importing this module is cheap (no torch): each experiment's module is
+imported when it first runs. Owns the catalogue, the quick/full sizes of each experiment and the
+export layout (``<key>.csv``, ``<key>.png``, ``results.json``); the measuring lives in
+``timing``, ``sampling_stats``, ``attention`` and ``engine.precision_ab``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from engine.errors import BadInputError
+from engine.lab.results import ExperimentResult, write_csv, write_json
+from engine.lab.runs import Progress, no_progress
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """How big each experiment is; ``quick`` trades precision of the figures for minutes of CPU."""
+
+    quick: bool = False
+    layer: int | None = None  # attention layer; None: the middle one
+    head: int = 0  # attention head
+    precisions: tuple[str, ...] = ("bf16", "int8", "nf4")
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    key: str
+    title: str
+    description: str
+    loads_models: bool = False  # True: it loads other copies of the model while it runs
+
+
+EXPERIMENTS: tuple[ExperimentInfo, ...] = (
+    ExperimentInfo("greedy20", "1 · Greedy decode, 20 tokens",
+                   "Greedy decode of 20 tokens, repeated: total time, TTFT and average tok/s (median and spread)."),
+    ExperimentInfo("ttft_length", "2 · TTFT vs prompt length",
+                   "English and Chinese prompts from ~10 to ~500 characters: TTFT and prefill tok/s."),
+    ExperimentInfo("kv_cache", "3 · KV cache on vs off",
+                   "The same input with the KV cache on and off: latency per generated token, ratio, same text?"),
+    ExperimentInfo("sampling", "4 · Sampling vs greedy",
+                   "Temperature 0.9 + top-p 0.9 against greedy over several seeds: repetition rate, distinct-1/2."),
+    ExperimentInfo("attention", "5 · Attention heatmap",
+                   "Attention weights of one layer and head over a sentence with a pronoun; sink/collapse flags."),
+    ExperimentInfo("precision_ab", "Precision A/B (bf16 / int8 / nf4)",
+                   "Loads the model again in bf16, int8 and nf4, one after another (temporarily uses extra "
+                   "memory): decode tok/s, TTFT, weights size, identical greedy text?", loads_models=True),
+)
+FIVE = ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
+
+
+def info(key: str) -> ExperimentInfo:
+    for item in EXPERIMENTS:
+        if item.key == key:
+            return item
+    raise BadInputError(f"unknown experiment {key!r}: choose one of {', '.join(e.key for e in EXPERIMENTS)}")
+
+
+def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOptions = LabOptions(),
+                   progress: Progress = no_progress) -> ExperimentResult:
+    """Run one experiment on ``loaded`` (on the thread that owns it) and return its result."""
+    info(key)
+    q = options.quick
+    if key == "greedy20":
+        from engine.lab.timing import run_greedy20
+        return run_greedy20(loaded, cancel, reps=3 if q else 5, progress=progress)
+    if key == "ttft_length":
+        from engine.lab.timing import LENGTHS_FULL, LENGTHS_QUICK, run_ttft_vs_length
+        return run_ttft_vs_length(loaded, cancel, lengths=LENGTHS_QUICK if q else LENGTHS_FULL, reps=2 if q else 3,
+                                  progress=progress)
+    if key == "kv_cache":
+        from engine.lab.timing import run_kv_cache
+        # Enough tokens that recomputing the growing sequence visibly costs more at the end than at the start.
+        return run_kv_cache(loaded, cancel, max_new_tokens=96 if q else 128, progress=progress)
+    if key == "sampling":
+        from engine.lab.sampling_stats import run_sampling
+        return run_sampling(loaded, cancel, seeds=(0, 1, 2) if q else (0, 1, 2, 3, 4),
+                            max_new_tokens=48 if q else 96, progress=progress)
+    if key == "attention":
+        from engine.lab.attention import run_attention
+        return run_attention(loaded, cancel, layer=options.layer, head=options.head, progress=progress)
+    from engine.precision_ab import precision_ab_task
+    return precision_ab_task(loaded, cancel, precisions=options.precisions, max_new_tokens=24 if q else 48,
+                             progress=progress)
+
+
+def lab_task(key: str, options: LabOptions = LabOptions(),
+             progress: Progress = no_progress) -> Callable[[object, threading.Event], ExperimentResult]:
+    """A ``fn(loaded, cancel)`` for the GUI bridge's ``submit_task``; it returns a plain ``ExperimentResult``."""
+    info(key)
+    return functools.partial(_task, key, options, progress)
+
+
+def _task(key: str, options: LabOptions, progress: Progress, loaded, cancel: threading.Event) -> ExperimentResult:
+    return run_experiment(key, loaded, cancel, options, progress)
+
+
+def export(result: ExperimentResult, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``<key>.csv`` and ``<key>.png`` into ``out_dir``."""
+    from engine.lab.charts import save_png
+
+    out_dir = Path(out_dir)
+    return write_csv(result, out_dir / f"{result.key}.csv"), save_png(result, out_dir / f"{result.key}.png")
+
+
+def run_all(loaded, out_dir: Path, cancel: threading.Event, options: LabOptions = LabOptions(),
+            keys: Sequence[str] = FIVE, progress: Progress = no_progress) -> dict:
+    """Run ``keys`` in order, export each as soon as it is done, and write ``results.json``."""
+    import torch
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    document: dict = {"model": loaded.facts.to_dict(), "options": asdict(options),
+                      "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                                  "python": platform.python_version(), "torch": torch.__version__,
+                                  "torch_threads": torch.get_num_threads()},
+                      "experiments": {}, "files": []}
+    for i, key in enumerate(keys):
+        def sub(fraction: float, message: str, _i: int = i) -> None:
+            progress((_i + fraction) / len(keys), message)
+
+        result = run_experiment(key, loaded, cancel, options, sub)
+        csv_path, png_path = export(result, out_dir)
+        document["experiments"][key] = result.to_dict()
+        document["files"] += [csv_path.name, png_path.name]
+        # Rewritten after every experiment so an interrupted run still leaves what it measured.
+        document["elapsed_s"] = round(time.perf_counter() - started, 2)
+        write_json(document, out_dir / "results.json")
+    return document
+
+
+def load_results(path: Path) -> dict[str, ExperimentResult]:
+    """Read a ``results.json`` back into results (for re-drawing or comparing runs)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return {key: ExperimentResult.from_dict(value) for key, value in data["experiments"].items()}

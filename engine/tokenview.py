@@ -1,0 +1,104 @@
+"""How a text is cut into tokens: ids, the text each token covers, and counts.
+
+Feeds the GUI's tokenizer view and the attention heatmap's labels. Byte-level BPE tokenizers split
+one Chinese character or emoji into several tokens that are not valid text on their own, so each
+piece reports the characters it covers (from the fast tokenizer's offset mapping) and which part of
+a split character it is; that is what makes "why a name gets split" visible. Works on the loaded
+model's tokenizer; plain results (frozen dataclasses of ints and strings) cross to the GUI.
+Owns no model and no generation; the chat template is the tokenizer's own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+
+from engine.errors import BadInputError
+
+MAX_CHARS = 200_000  # a tokenizer view of a whole book is not useful and would freeze the table
+
+
+@dataclass(frozen=True)
+class TokenPiece:
+    """One token of the text."""
+
+    index: int
+    token_id: int
+    token: str  # the vocabulary entry as stored (byte-level BPE shows "Ġ" for a space)
+    text: str  # the characters this token covers in the input ("" for a special token the template added)
+    start: int  # character span in the viewed text
+    end: int
+    part: int  # 1-based part number when several tokens cover the same characters (a split character)
+    parts: int  # how many tokens cover those characters (1 = a whole piece)
+    special: bool  # a special token (<|im_start|> ...)
+
+    @property
+    def label(self) -> str:
+        """Short display form: the text, with a "(part/parts)" mark for a split character."""
+        shown = self.token if self.special else (self.text or self.token)
+        shown = shown.replace("\n", "↵").replace(" ", "·")
+        return f"{shown}({self.part}/{self.parts})" if self.parts > 1 else shown
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """A text, its tokens, and how many of each."""
+
+    text: str
+    pieces: tuple[TokenPiece, ...]
+    counts: tuple[tuple[int, int], ...]  # (token id, occurrences), most frequent first
+    with_template: bool
+
+    @property
+    def token_count(self) -> int:
+        return len(self.pieces)
+
+    @property
+    def char_count(self) -> int:
+        return len(self.text)
+
+    @property
+    def byte_count(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+    @property
+    def split_chars(self) -> int:
+        """Characters cut into more than one token (each counted once)."""
+        return len({(p.start, p.end) for p in self.pieces if p.parts > 1})
+
+    @property
+    def chars_per_token(self) -> float:
+        return self.char_count / self.token_count if self.pieces else 0.0
+
+
+def tokenize_view(tokenizer, text: str, *, with_template: bool = False) -> TokenView:
+    """Tokenise ``text`` as the model sees it; with ``with_template`` as a user turn in the chat template."""
+    if len(text) > MAX_CHARS:
+        raise BadInputError(f"text too long for the tokenizer view ({len(text):,} characters, at most {MAX_CHARS:,})")
+    if with_template:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                             add_generation_prompt=True)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids: list[int] = list(encoded["input_ids"])
+    offsets = [tuple(span) for span in encoded["offset_mapping"]]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    special_ids = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    special_ids.update(i for i, tok in added.items() if getattr(tok, "special", False))
+    span_sizes = Counter(offsets)
+    seen: Counter = Counter()
+    pieces = []
+    for index, (token_id, token, (start, end)) in enumerate(zip(ids, tokens, offsets)):
+        seen[(start, end)] += 1
+        pieces.append(TokenPiece(index=index, token_id=int(token_id), token=str(token), text=text[start:end],
+                                 start=int(start), end=int(end), part=seen[(start, end)],
+                                 parts=span_sizes[(start, end)], special=int(token_id) in special_ids))
+    counts = tuple(sorted(Counter(ids).items(), key=lambda item: (-item[1], item[0])))
+    return TokenView(text=text, pieces=tuple(pieces), counts=counts, with_template=with_template)
+
+
+def token_view(loaded, cancel: threading.Event | None = None, *, text: str,
+               with_template: bool = False) -> TokenView:
+    """``submit_task``-shaped entry for the GUI: runs on the model's worker thread."""
+    return tokenize_view(loaded.tokenizer, text, with_template=with_template)
