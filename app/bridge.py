@@ -315,6 +315,10 @@ class Bridge(QObject):
             log.error("engine thread did not stop within %d ms", timeout_ms)
         return finished
 
+    def flush_pending(self) -> None:
+        """Deliver buffered events now (after ``shutdown``, so a closing window still sees its Finished)."""
+        self._drain()
+
     # -- internals ----------------------------------------------------------------------------------
     def _submit(self, kind: str, payload: Any) -> int:
         if self._closed:

@@ -88,6 +88,9 @@ def stylesheet(theme: Theme) -> str:
     QPushButton#primary {{ background: {theme.accent}; color: #ffffff; border: 1px solid {theme.accent}; }}
     QPushButton#primary:disabled {{ background: {theme.border}; border-color: {theme.border}; color: {theme.muted}; }}
     QPushButton#danger {{ color: {theme.error}; }}
+    QPushButton#danger:disabled {{ color: {theme.muted}; }}
+    QPushButton[flat="true"] {{ border: none; background: transparent; color: {theme.accent}; padding: 2px 6px; }}
+    QPushButton[flat="true"]:hover {{ text-decoration: underline; }}
     QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox {{ background: {theme.surface}; border: 1px solid {theme.border};
                    border-radius: 6px; padding: 4px 8px; }}
     QPlainTextEdit#prompt {{ background: {theme.surface}; border: 1px solid {theme.border}; border-radius: 10px;

@@ -62,7 +62,8 @@ class MessageWidget(QFrame):
         self.footer = QLabel("")
         self.footer.setObjectName("footer")
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        bottom.addWidget(self.footer, 1)
+        bottom.addWidget(self.footer)
+        bottom.addStretch(1)
         self._buttons: dict[str, QPushButton] = {}
         for key, text, signal in (("edit", "Edit", self.edit_clicked), ("regenerate", "Regenerate", self.regenerate_clicked),
                                   ("continue", "Continue", self.continue_clicked)):

@@ -26,6 +26,7 @@ class PromptBox(QPlainTextEdit):
         self.setObjectName("prompt")
         self.setPlaceholderText("Message Miaohui…  (Enter to send, Shift+Enter for a new line)")
         self.setTabChangesFocus(True)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.textChanged.connect(self._fit)
         self._fit()
 
@@ -40,6 +41,10 @@ class PromptBox(QPlainTextEdit):
         super().keyPressEvent(event)
 
     def _fit(self) -> None:
-        lines = max(1, min(MAX_LINES_SHOWN, self.document().blockCount()))
-        line_height = self.fontMetrics().lineSpacing()
-        self.setFixedHeight(lines * line_height + 22)
+        blocks = self.document().blockCount()
+        lines = max(1, min(MAX_LINES_SHOWN, blocks))
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded if blocks > MAX_LINES_SHOWN
+                                        else Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        margins = self.contentsMargins()
+        chrome = margins.top() + margins.bottom() + 2 * int(self.document().documentMargin()) + 12
+        self.setFixedHeight(lines * self.fontMetrics().lineSpacing() + chrome)

@@ -1,0 +1,240 @@
+"""Entry point: ``miaohui`` / ``python -m app`` [--model M --precision P --device D],
+``--self-test``, ``--screenshot OUT.png [--prompt TEXT]``, ``--version``.
+
+Reads top to bottom: parse arguments → check the GUI toolkit is importable (one plain line if
+not) → logging and the excepthook (a bug becomes a dialog, never a silent death) → QApplication,
+theme, settings, history → the window → run. ``--self-test`` and ``--screenshot`` run offscreen
+with throwaway settings and history: load the model, send one message, wait for the streamed
+reply, check the panel showed TTFT, tok/s and KV bytes, print a JSON report (and save a PNG).
+Owns startup and the scripted runs; the window's behaviour lives in ``app.mainwindow``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from app import __version__
+
+log = logging.getLogger("miaohui")
+
+SELF_TEST_PROMPT = "In two sentences, what is a KV cache?"
+SCRIPTED_TIMEOUT_S = 300  # load + one reply of the default model on a slow shared CPU fits well inside
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="miaohui", description="Miaohui (秒回): a local LLM chat that shows why "
+                                     "it answers fast")
+    parser.add_argument("--model", help="'default', a model folder or a .gguf file (default: the last one used)")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4"))
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--self-test", action="store_true",
+                        help="offscreen: load, send one message, check the panel, print a JSON report")
+    parser.add_argument("--screenshot", metavar="OUT.png", help="like --self-test, then save the window as a PNG")
+    parser.add_argument("--prompt", help="the message --self-test/--screenshot sends")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="for --self-test/--screenshot")
+    parser.add_argument("--timeout", type=float, default=SCRIPTED_TIMEOUT_S, help="for --self-test/--screenshot (s)")
+    parser.add_argument("--version", action="version", version=f"miaohui {__version__}")
+    return parser.parse_args(argv)
+
+
+def setup_logging() -> Path | None:
+    """Log to ``<data dir>/logs/miaohui.log``; the GUI shows one line, the log keeps the details."""
+    from engine.paths import logs_dir
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        path = logs_dir() / "miaohui.log"
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        return None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    logging.getLogger().addHandler(handler)
+    return path
+
+
+def install_excepthook(log_path: Path | None, interactive: bool) -> None:
+    """Turn an uncaught exception into a message dialog (or one stderr line in scripted runs)."""
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            sys.__excepthook__(exc_type, exc, tb)
+            return
+        log.error("unhandled exception:\n%s", "".join(traceback.format_exception(exc_type, exc, tb)))
+        line = f"{exc_type.__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+        where = f"\n\nDetails were written to {log_path}." if log_path else ""
+        if not interactive:
+            print(f"miaohui: internal error: {line}", file=sys.stderr)
+            return
+        from PySide6.QtWidgets import QApplication, QMessageBox
+
+        if QApplication.instance() is not None:
+            QMessageBox.critical(None, "Miaohui hit a bug",
+                                 f"Something went wrong inside Miaohui:\n{line}{where}\n\nThe app keeps running; "
+                                 "if it misbehaves, restart it.")
+
+    sys.excepthook = hook
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    scripted = bool(args.self_test or args.screenshot)
+    if scripted:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        from PySide6.QtWidgets import QApplication
+    except ImportError as exc:
+        print(f"miaohui: the GUI toolkit PySide6 is not installed or cannot load ({exc}); "
+              "run `make install`", file=sys.stderr)
+        return EXIT_USAGE
+    import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
+
+    log_path = setup_logging()
+    install_excepthook(log_path, interactive=not scripted)
+
+    from app import settings as app_settings
+    from app import theme
+    from app.mainwindow import MainWindow
+    from app.store import HistoryStore
+    from engine.paths import history_path
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName(app_settings.ORGANISATION)
+    app.setApplicationName(app_settings.APPLICATION)
+    app.setApplicationDisplayName("Miaohui 秒回")
+    app.setApplicationVersion(__version__)
+    theme.apply(app)  # type: ignore[arg-type]
+
+    scratch = tempfile.TemporaryDirectory(prefix="miaohui-run-") if scripted else None
+    if scratch is not None:  # scripted runs never touch the user's settings or history
+        app_settings.use_ini_folder(Path(scratch.name))
+    settings = app_settings.Settings()
+    store = HistoryStore(Path(scratch.name) / "history.sqlite3" if scratch else history_path())
+    window = MainWindow(settings, store)
+    try:
+        if scripted:
+            return ScriptedRun(window, args).run()
+        window.show()
+        model, precision, device = settings.model_choice()
+        window.load_model(args.model or model, args.precision or precision, args.device or device)
+        return app.exec()
+    finally:
+        window.shutdown()
+        store.close()
+        window.deleteLater()
+        if scratch is not None:
+            scratch.cleanup()
+
+
+class ScriptedRun:
+    """--self-test / --screenshot: drive the real window through one load and one reply."""
+
+    def __init__(self, window: Any, args: argparse.Namespace) -> None:
+        from PySide6.QtCore import QElapsedTimer, QTimer
+
+        from app.settings import ChatSettings
+
+        self.window = window
+        self.args = args
+        self.report: dict[str, Any] = {"ok": False, "model": args.model or "default"}
+        self.code = EXIT_FAILED
+        greedy = args.self_test and not args.screenshot  # reproducible text for comparisons
+        chat = window.settings.chat()
+        window.settings.set_chat(ChatSettings(
+            system_prompt=chat.system_prompt, temperature=0.0 if greedy else chat.temperature, top_p=chat.top_p,
+            top_k=chat.top_k, repetition_penalty=chat.repetition_penalty,
+            max_new_tokens=args.max_new_tokens or (64 if greedy else 256), seed=0, use_kv_cache=True))
+        self.clock = QElapsedTimer()
+        self.watchdog = QTimer()
+        self.watchdog.setSingleShot(True)
+        self.watchdog.timeout.connect(self.on_watchdog_expired)
+
+    def run(self) -> int:
+        from PySide6.QtWidgets import QApplication
+
+        w = self.window
+        w.model_ready.connect(self.on_model_ready)
+        w.bridge.load_failed.connect(self.on_load_failed)
+        w.reply_finished.connect(self.on_reply_finished)
+        w.resize(1440, 900)
+        w.show()
+        self.clock.start()
+        self.watchdog.start(int(self.args.timeout * 1000))
+        w.load_model(self.args.model or "default", self.args.precision or "auto", self.args.device or "auto")
+        QApplication.instance().exec()
+        print(json.dumps(self.report, ensure_ascii=False, indent=1))
+        return self.code
+
+    def _done(self, code: int) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        self.code = code
+        self.report["wall_s"] = round(self.clock.elapsed() / 1000, 2)
+        self.watchdog.stop()
+        QApplication.instance().exit(code)
+
+    def on_model_ready(self, facts: Any) -> None:
+        self.report["model"] = facts.name
+        self.report["device"] = facts.device
+        self.report["precision"] = facts.precision
+        self.report["load_s"] = round(self.clock.elapsed() / 1000, 2)
+        if not self.window.send(self.args.prompt or SELF_TEST_PROMPT):
+            self.report["error"] = self.window.messages.text() or "the window refused to send"
+            self._done(EXIT_FAILED)
+
+    def on_load_failed(self, error: str) -> None:
+        self.report["error"] = error
+        self._done(EXIT_FAILED)
+
+    def on_reply_finished(self, reason: str) -> None:
+        from PySide6.QtCore import QTimer
+
+        shown = self.window.perf_panel.displayed()
+        metrics = self.window.last_metrics
+        reply = self.window.chat.messages()[-1] if self.window.chat.messages() else None
+        self.report.update(
+            finish_reason=reason, reply=reply.text if reply else "", footer=reply.footer if reply else "",
+            panel={k: shown[k] for k in ("ttft", "prefill", "decode_avg", "decode_now", "tokens", "kv", "kv_formula",
+                                         "context")},
+            decode_tok_s=getattr(metrics, "decode_tok_s", None), ttft_s=getattr(metrics, "ttft_s", None),
+            generated_tokens=getattr(metrics, "generated_tokens", None),
+            kv_cache_bytes=getattr(metrics, "kv_cache_bytes", None))
+        checks = {
+            "reply_streamed": bool(reply and reply.role == "assistant" and reply.text.strip()),
+            "finished_normally": reason in ("eos", "length"),
+            "ttft_shown": shown["ttft"].endswith(("ms", " s")),
+            "tok_s_shown": shown["decode_avg"].endswith("tok/s"),
+            "kv_shown": shown["kv"].endswith(("B", "KiB", "MiB", "GiB")) and shown["kv"] != "0 B",
+        }
+        self.report["checks"] = checks
+        self.report["ok"] = all(checks.values())
+        if self.args.screenshot:
+            QTimer.singleShot(400, self.on_screenshot_due)  # let the chart's idle redraw and layout settle
+        else:
+            self._done(EXIT_OK if self.report["ok"] else EXIT_FAILED)
+
+    def on_screenshot_due(self) -> None:
+        path = Path(self.args.screenshot)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        saved = self.window.grab().save(str(path))
+        self.report["screenshot"] = str(path) if saved else None
+        self._done(EXIT_OK if self.report["ok"] and saved else EXIT_FAILED)
+
+    def on_watchdog_expired(self) -> None:
+        self.report["error"] = f"timed out after {self.args.timeout:.0f} s"
+        self.window.bridge.stop()
+        self._done(EXIT_TIMEOUT)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
