@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+import logging
 from collections.abc import Callable, Sequence
 
 from engine.errors import CancelledError, EngineError
@@ -21,6 +22,17 @@ from engine.lab.runs import Progress, check_cancel, generate_once, no_progress
 
 PRECISIONS = ("bf16", "int8", "nf4")
 PROMPT = "Give three tips for learning a new language."
+
+
+class _DropRepeatedCastWarning(logging.Filter):
+    """bitsandbytes' int8 matmul logs on every call that it casts its inputs to fp16: one identical
+    line per linear layer per token would bury the lab's own output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("MatMul8bitLt: inputs will be cast")
+
+
+logging.getLogger("bitsandbytes.autograd._functions").addFilter(_DropRepeatedCastWarning())
 
 
 def _first_difference(a: str, b: str) -> int | None:
@@ -73,7 +85,7 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
             same = "identical" if diff is None else f"differs from character {diff}"
             if diff is not None:
                 flags.append(f"greedy text on {precision} differs from {reference[0]} (from character {diff})")
-        rows.append((facts.precision, round(facts.weights_bytes / 1e6, 1), round(load_s, 2),
+        rows.append((facts.precision, round(facts.weights_bytes / 1e6, 3), round(load_s, 2),
                      None if m.ttft_s is None else round(m.ttft_s, 4),
                      None if m.decode_tok_s is None else round(m.decode_tok_s, 2), m.generated_tokens, same, run.text))
         measured.append((facts.precision, m.decode_tok_s or 0.0, (m.ttft_s or 0.0) * 1000.0,
