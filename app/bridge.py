@@ -47,6 +47,7 @@ class _Job:
     kind: str  # "load" | "generate" | "task"
     payload: Any
     cancel: threading.Event = field(default_factory=threading.Event)
+    reported: bool = False  # a generation's Finished reached the GUI (the job may still be winding down)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -271,7 +272,8 @@ class Bridge(QObject):
         return bool(self._jobs)
 
     def is_generating(self) -> bool:
-        return any(job.kind == "generate" for job in self._jobs.values())
+        """True from an accepted ``generate()`` until its ``generation_finished`` was emitted."""
+        return any(job.kind == "generate" and not job.reported for job in self._jobs.values())
 
     def load(self, spec_kwargs: dict) -> int:
         """Load a model (``LoadSpec`` keyword arguments). Cancels a running reply first: a new model
@@ -382,6 +384,10 @@ class Bridge(QObject):
                 self.generation_started.emit(event)
             elif isinstance(event, Finished):
                 emit_stream()
+                for job in self._jobs.values():  # jobs run in order: the first unreported one just ended
+                    if job.kind == "generate" and not job.reported:
+                        job.reported = True
+                        break
                 self.generation_finished.emit(event)
             # PrefillProgress and future event kinds are not shown by the window yet.
         emit_stream()

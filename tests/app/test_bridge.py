@@ -1,0 +1,157 @@
+"""The bridge on the real engine and the tiny model: load, coalesced streaming, stop, tasks, errors, shutdown."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.bridge import Bridge
+from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "repetition_penalty": 1.0, "top_logprobs": 3}
+
+
+@pytest.fixture
+def bridge(qtbot, home):
+    b = Bridge()
+    yield b
+    assert b.shutdown(5000) is True
+    assert b.shutdown(5000) is True  # idempotent
+
+
+@pytest.fixture
+def loaded_bridge(qtbot, bridge, tiny_model_dir):
+    with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS) as blocker:
+        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
+    assert blocker.args[0].name == tiny_model_dir.name
+    assert bridge.facts is blocker.args[0]
+    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)  # the load job's end follows model_loaded
+    return bridge
+
+
+class Recorder:
+    """Every bridge signal, in arrival order."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.log: list[tuple[str, tuple]] = []
+        for name in ("generation_started", "tokens_received", "stats_updated", "generation_finished",
+                     "busy_changed"):
+            getattr(bridge, name).connect(lambda *args, _n=name: self.log.append((_n, args)))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.log]
+
+    def of(self, name: str) -> list[tuple]:
+        return [args for n, args in self.log if n == name]
+
+
+def test_stream_is_coalesced_ordered_and_complete(qtbot, loaded_bridge):
+    rec = Recorder(loaded_bridge)
+    with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        assert loaded_bridge.generate(1, [("user", "Hello")], {**GREEDY, "max_new_tokens": 40})
+        assert loaded_bridge.is_busy() and loaded_bridge.is_generating()
+    finished = blocker.args[0]
+    qtbot.waitUntil(lambda: not loaded_bridge.is_busy(), timeout=5000)
+    names = rec.names()
+    assert names[0] == "busy_changed" and rec.of("busy_changed") == [(True,), (False,)]
+    assert names.index("generation_started") < names.index("tokens_received") < names.index("generation_finished")
+    assert "tokens_received" not in names[names.index("generation_finished"):]
+    batches = rec.of("tokens_received")
+    tokens = [t for _, batch in batches for t in batch]
+    assert finished.reason == "length" and finished.metrics.generated_tokens == 40 == len(tokens)
+    assert [t.index for t in tokens] == list(range(40))
+    assert "".join(text for text, _ in batches) == finished.text
+    assert len(batches) <= len(tokens)  # never more than one GUI update per token, usually far fewer
+    assert all(len(t.top) == 3 for t in tokens)  # the inspector's candidates travelled with the tokens
+    assert rec.of("stats_updated")  # live metrics came before the end
+    print(f"\n40 tokens arrived in {len(batches)} GUI updates")
+
+
+def test_second_generate_is_refused_while_one_runs_and_stop_cancels(qtbot, loaded_bridge):
+    rec = Recorder(loaded_bridge)
+    with qtbot.waitSignal(loaded_bridge.tokens_received, timeout=REPLY_TIMEOUT_MS):
+        assert loaded_bridge.generate(1, [("user", "Hello")], {**GREEDY, "max_new_tokens": 200})
+    assert not loaded_bridge.generate(1, [("user", "again")], GREEDY)
+    with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        loaded_bridge.stop()
+        loaded_bridge.stop()  # a second Stop is harmless
+    finished = blocker.args[0]
+    assert finished.reason == "cancelled"
+    assert finished.metrics.generated_tokens < 200
+    qtbot.wait(150)  # any straggler would arrive within a few flush periods
+    names = rec.names()
+    assert names.count("generation_finished") == 1
+    assert "tokens_received" not in names[names.index("generation_finished"):]
+    streamed = "".join(text for text, _ in rec.of("tokens_received"))
+    assert streamed == finished.text  # the partial reply is whole: nothing lost, nothing after the end
+
+
+def test_sessions_are_kept_per_conversation(qtbot, loaded_bridge):
+    starts = []
+    loaded_bridge.generation_started.connect(starts.append)
+    history = [("user", "Hello")]
+    for _ in range(2):
+        with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+            assert loaded_bridge.generate(7, history, {**GREEDY, "max_new_tokens": 8})
+        history = history + [("assistant", blocker.args[0].text), ("user", "More")]
+    assert starts[0].reused_tokens == 0
+    assert starts[1].reused_tokens > 0  # conversation 7's KV cache survived between turns
+
+
+def test_error_inside_generation_is_a_finish_and_the_next_request_works(qtbot, loaded_bridge):
+    with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        assert loaded_bridge.generate(1, [("user", "Hello")], {"temperature": -1.0})
+    finished = blocker.args[0]
+    assert finished.reason == "error" and "temperature" in finished.error and "\n" not in finished.error
+    with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        assert loaded_bridge.generate(1, [("user", "Hello")], {**GREEDY, "max_new_tokens": 4})
+    assert blocker.args[0].reason == "length"
+
+
+def test_generate_without_model_finishes_with_error(qtbot, bridge):
+    with qtbot.waitSignal(bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        assert bridge.generate(1, [("user", "Hello")], GREEDY)
+    assert blocker.args[0].reason == "error" and "no model loaded" in blocker.args[0].error
+
+
+def test_tasks_run_on_the_worker_thread_with_the_model(qtbot, loaded_bridge):
+    seen = {}
+
+    def task(loaded, cancel):
+        seen["thread"] = threading.current_thread()
+        seen["cancel"] = cancel
+        return loaded.facts.layers
+
+    def failing(loaded, cancel):
+        raise ValueError("boom\nsecond line")
+
+    with qtbot.waitSignal(loaded_bridge.task_finished, timeout=REPLY_TIMEOUT_MS) as ok:
+        task_id = loaded_bridge.submit_task(task)
+    assert ok.args == [task_id, 2]
+    assert seen["thread"] is not threading.main_thread() and isinstance(seen["cancel"], threading.Event)
+    with qtbot.waitSignal(loaded_bridge.task_failed, timeout=REPLY_TIMEOUT_MS) as failed:
+        bad_id = loaded_bridge.submit_task(failing)
+    assert failed.args == [bad_id, "ValueError: boom"]
+
+
+def test_stop_before_a_load_runs_cancels_it(qtbot, bridge, tiny_model_dir):
+    with qtbot.waitSignal(bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as blocker:
+        bridge.load({"model": str(tiny_model_dir)})
+        bridge.stop()
+    assert "cancelled" in blocker.args[0]
+    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
+    assert bridge.facts is None
+
+
+def test_failed_load_keeps_previous_model(qtbot, loaded_bridge, tmp_path):
+    before = loaded_bridge.facts
+    with qtbot.waitSignal(loaded_bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as blocker:
+        loaded_bridge.load({"model": str(tmp_path / "missing")})
+    assert "missing" in blocker.args[0] and "\n" not in blocker.args[0]
+    assert loaded_bridge.facts is before
+    with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as done:
+        assert loaded_bridge.generate(1, [("user", "Hi")], {**GREEDY, "max_new_tokens": 3})
+    assert done.args[0].reason == "length"
