@@ -1,0 +1,119 @@
+"""Chat rendering: user text shown as typed, replies as Markdown with highlighted, copyable code, nothing loaded."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QUrl, Qt
+from PySide6.QtGui import QGuiApplication
+
+from app.markdown_view import MessageBrowser, split_segments
+from app.widgets.chat_view import ChatView, MessageWidget, ShownMessage
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+HOSTILE = '<b>bold?</b> **not bold** <img src="http://example.invalid/x.png"> <script>alert(1)</script>'
+
+
+def _browser(qtbot) -> MessageBrowser:
+    browser = MessageBrowser()
+    qtbot.addWidget(browser)
+    browser.resize(500, 100)
+    return browser
+
+
+def test_user_text_is_shown_exactly_as_typed(qtbot):
+    browser = _browser(qtbot)
+    text = HOSTILE + "\n# not a heading\n我昨天认识的那个人 😀"
+    browser.show_plain(text)
+    assert browser.toPlainText() == text
+    block = browser.document().begin()
+    while block.isValid():  # no heading, no bold character, no image object anywhere
+        assert block.blockFormat().headingLevel() == 0
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            assert fmt.fontWeight() <= 400 and not fmt.isImageFormat() and not fmt.isAnchor()
+            it += 1
+        block = block.next()
+
+
+def test_right_to_left_paragraph_runs_right_to_left(qtbot):
+    browser = _browser(qtbot)
+    browser.show_plain("Hello\nمرحبا بالعالم")
+    assert browser.document().firstBlock().textDirection() == Qt.LayoutDirection.LeftToRight
+    assert browser.document().lastBlock().textDirection() == Qt.LayoutDirection.RightToLeft
+
+
+def test_reply_markdown_renders_but_raw_html_does_not(qtbot):
+    browser = _browser(qtbot)
+    browser.show_markdown("# Title\n\nSome **bold** text. " + HOSTILE)
+    plain = browser.toPlainText()
+    assert plain.startswith("Title")
+    assert "**" not in plain.split("\n")[1].split("<b>")[0]  # Markdown was interpreted …
+    assert "<b>bold?</b>" in plain and "<script>" in plain  # … raw HTML was kept as text
+    assert browser.document().firstBlock().blockFormat().headingLevel() == 1
+    assert browser.loadResource(2, QUrl("file:///etc/passwd")) is None  # nothing is ever fetched
+
+
+def test_code_blocks_are_highlighted_and_copyable(qtbot):
+    browser = _browser(qtbot)
+    code = "def add(a, b):\n    return a + b"
+    browser.show_markdown(f"Here:\n\n```python\n{code}\n```\n\nDone.")
+    assert browser.code_blocks == [code]
+    colours = set()
+    block = browser.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            colours.add(it.fragment().charFormat().foreground().color().name())
+            it += 1
+        block = block.next()
+    assert len(colours) >= 3  # pygments coloured keywords, names and operators differently
+    with qtbot.waitSignal(browser.copied) as copied:
+        browser.on_anchor_clicked(QUrl("copy:0"))
+    assert copied.args == [code]
+    assert QGuiApplication.clipboard().text() == code
+
+
+def test_streaming_unclosed_fence_is_code_until_closed():
+    segments = split_segments("Intro\n```py\nprint(1)\n")
+    assert [s.kind for s in segments] == ["markdown", "code"] and not segments[1].closed
+    segments = split_segments("Intro\n```py\nprint(1)\n```\nAfter")
+    assert [s.kind for s in segments] == ["markdown", "code", "markdown"] and segments[1].closed
+
+
+def test_streaming_touches_only_the_reply_being_written(qtbot, monkeypatch):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(700, 500)
+    view.show()
+    history = [ShownMessage("user" if i % 2 == 0 else "assistant", f"message {i} 中文 😀", i) for i in range(200)]
+    view.set_messages(history)
+    assert len(view.widgets()) == 200
+    rendered: list[MessageWidget] = []
+    original = MessageWidget.show_message
+    monkeypatch.setattr(MessageWidget, "show_message", lambda self, m: (rendered.append(self), original(self, m)))
+    reply = view.begin_reply()
+    for piece in ("Hello", " **world**", "\n\n```py\nx = 1\n", "```\n"):
+        view.append_to_reply(piece)
+    assert set(rendered) == {reply}  # 199 older bubbles were never re-rendered
+    assert view.reply_text() == "Hello **world**\n\n```py\nx = 1\n```\n"
+    view.finish_reply(view.reply_text(), "41.8 tok/s · TTFT 86 ms", "cancelled", 9)
+    assert reply.footer.text() == "41.8 tok/s · TTFT 86 ms · stopped"
+    assert not view.is_streaming()
+
+
+def test_actions_follow_the_conversation(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.set_messages([ShownMessage("user", "hi", 1), ShownMessage("assistant", "cut", 2, finish_reason="length")])
+    user, reply = view.widgets()
+    assert not user._buttons["edit"].isHidden() and not reply._buttons["regenerate"].isHidden()
+    assert not reply._buttons["continue"].isHidden()
+    with qtbot.waitSignal(view.edit_requested) as edit:
+        user._buttons["edit"].click()
+    assert edit.args == [0]
+    view.set_actions_enabled(False)  # while a reply streams
+    assert user._buttons["edit"].isHidden() and reply._buttons["regenerate"].isHidden()
+    view.remove_from(1)
+    assert [m.text for m in view.messages()] == ["hi"]

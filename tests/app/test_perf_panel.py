@@ -1,0 +1,65 @@
+"""The performance panel shows an engine Metrics snapshot faithfully and keeps it after the reply."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.widgets.perf_panel import PerfPanel, fmt_bytes
+from engine.events import Metrics
+from engine.model import ModelFacts
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+FACTS = ModelFacts(name="SmolLM2-135M-Instruct", source="x", architecture="LlamaForCausalLM", layers=30,
+                   hidden_size=576, heads=9, kv_heads=3, head_dim=64, vocab_size=49152, context_length=8192,
+                   params=134_515_008, weights_bytes=269_030_016, precision="bf16", device="cpu", kv_dtype_bytes=2)
+
+
+def _metrics(tokens: int, dropped: int = 0) -> Metrics:
+    per_token = FACTS.kv_bytes_per_token
+    context = 40 + tokens
+    return Metrics(prompt_tokens=40, prefill_tokens=40, generated_tokens=tokens, ttft_s=0.086, prefill_s=0.025,
+                   prefill_tok_s=1600.0, decode_tok_s=41.8, itl_s=tuple([0.025] * (tokens - 1)), tpot_s=0.0239,
+                   e2e_s=0.086 + 0.025 * (tokens - 1), kv_cache_bytes=per_token * context,
+                   kv_cache_bytes_allocated=per_token * context, kv_cache_bytes_formula=per_token * context,
+                   kv_cache_bytes_formula_no_gqa=FACTS.kv_bytes_per_token_no_gqa * context,
+                   weights_bytes=FACTS.weights_bytes, peak_memory_bytes=900 << 20, context_tokens=context,
+                   context_max=8192, dropped_turns=dropped, device="cpu", precision="bf16")
+
+
+def test_panel_shows_every_figure_and_keeps_them(qtbot):
+    panel = PerfPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_model_facts(FACTS)
+    panel.reset()
+    panel.show_metrics(_metrics(10))
+    first_kv = panel.displayed()["kv"]
+    panel.show_metrics(_metrics(128), final=True)
+    shown = panel.displayed()
+    assert shown["ttft"] == "86 ms"
+    assert shown["prefill"] == "40 tok · 1600.0 tok/s"
+    assert shown["decode_avg"] == "41.8 tok/s" and shown["decode_now"] == "40.0 tok/s"
+    assert shown["tokens"] == "128"
+    assert shown["kv"] == fmt_bytes(FACTS.kv_bytes_per_token * 168) != first_kv  # grew with the reply
+    assert shown["kv_formula"] == shown["kv"]
+    assert shown["kv_no_gqa"] == fmt_bytes(FACTS.kv_bytes_per_token_no_gqa * 168)  # 3x: GQA's saving visible
+    assert shown["kv_share"].endswith("B") and "%" in shown["kv_share"]
+    assert shown["weights"] == "256.6 MiB" and shown["peak"] == "900.0 MiB"
+    assert shown["device"] == "cpu" and shown["precision"] == "bf16"
+    assert shown["context"].startswith("168 / 8192 tokens")
+    assert shown["chart_points"] == "127"
+    assert panel._dropped.isHidden()
+
+
+def test_dropped_turns_are_announced_and_reset_clears_reply_figures(qtbot):
+    panel = PerfPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_model_facts(FACTS)
+    panel.show_metrics(_metrics(5, dropped=3), final=True)
+    assert not panel._dropped.isHidden() and "3 oldest messages dropped" in panel._dropped.text()
+    panel.reset()
+    shown = panel.displayed()
+    assert shown["ttft"] == "—" and shown["kv"] == "—" and shown["chart_points"] == "0"
+    assert shown["device"] == "cpu" and shown["weights"] == "256.6 MiB"  # the model's facts stay
