@@ -1,0 +1,327 @@
+"""The Lab tab: pick one of the inference-lab experiments, run it on the loaded model, see and export it.
+
+The experiment runs on the model's worker thread as a bridge task (``engine.lab``), so the GUI
+never touches a tensor; progress comes back through a small relay QObject (a queued signal), and
+Cancel sets that one task's cancel flag (``Bridge.stop`` would also stop a queued reply). The result
+(a plain ``ExperimentResult``) is drawn with ``engine.lab.charts`` on a matplotlib canvas, listed in a
+table with its key figures, flags and notes, and exported as CSV or PNG exactly as the headless
+``python -m engine lab`` writes them. The precision A/B entry says up front that it loads other copies
+of the model. Owns display and the run/cancel/export controls; measures nothing itself.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
+from matplotlib.figure import Figure
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel,
+                               QProgressBar, QPushButton, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
+                               QTextBrowser, QVBoxLayout, QWidget)
+
+from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
+from engine.lab.charts import draw, save_png
+from engine.lab.results import write_csv
+
+MAX_TABLE_ROWS = 2000  # the attention table of a big model has layers × heads × 2 rows; the CSV has them all
+
+
+class _ProgressRelay(QObject):
+    """Carries progress from the worker thread to the GUI thread.
+
+    Signals:
+        progressed(float, str): fraction done (0..1) and what runs now.
+    """
+
+    progressed = Signal(float, str)
+
+    def report(self, fraction: float, message: str) -> None:
+        self.progressed.emit(float(fraction), message)
+
+
+class _LabJob:
+    """A ``fn(loaded, cancel)`` for ``submit_task`` that this tab can cancel on its own."""
+
+    def __init__(self, key: str, options: LabOptions, relay: _ProgressRelay) -> None:
+        self.key = key
+        self.options = options
+        self.relay = relay  # kept alive by the job while the worker may still report
+        self._lock = threading.Lock()
+        self._event: threading.Event | None = None
+        self._cancelled = False
+
+    def __call__(self, loaded: Any, cancel: threading.Event) -> ExperimentResult:
+        with self._lock:
+            self._event = cancel
+            if self._cancelled:
+                cancel.set()
+        return run_experiment(self.key, loaded, cancel, self.options, self.relay.report)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            if self._event is not None:
+                self._event.set()
+
+
+class LabTab(QWidget):
+    """Run an experiment, watch its progress, read its chart and table, export it.
+
+    Signals:
+        result_shown(object): an ``ExperimentResult`` was drawn and listed.
+        run_failed(str): the experiment failed or was cancelled; one line.
+    """
+
+    result_shown = Signal(object)
+    run_failed = Signal(str)
+
+    def __init__(self, bridge: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._bridge = bridge
+        self._job: _LabJob | None = None
+        self._task_id = 0
+        self._result: ExperimentResult | None = None
+        self._has_model = getattr(bridge, "facts", None) is not None
+
+        self.experiment_box = QComboBox()
+        for item in EXPERIMENTS:
+            self.experiment_box.addItem(item.title, item.key)
+        self.quick_box = QCheckBox("quick")
+        self.quick_box.setChecked(True)
+        self.quick_box.setToolTip("fewer repetitions, lengths and tokens: seconds to a few minutes on a CPU")
+        self.layer_spin = QSpinBox()
+        self.layer_spin.setPrefix("layer ")
+        self.head_spin = QSpinBox()
+        self.head_spin.setPrefix("head ")
+        self.run_button = QPushButton("Run")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.description = QLabel("")
+        self.description.setWordWrap(True)
+        self.warning = QLabel("")
+        self.warning.setObjectName("notice")
+        self.warning.setWordWrap(True)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.setValue(0)
+        self.status_label = QLabel("Load a model to run an experiment." if not self._has_model else "")
+        self.status_label.setWordWrap(True)
+        self.figure = Figure(figsize=(6.0, 4.0))
+        self.canvas = FigureCanvasQTAgg(self.figure)
+        self.canvas.setMinimumHeight(260)
+        self.table = QTableWidget(0, 0)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.findings = QTextBrowser()
+        self.findings.setMaximumHeight(150)
+        self.export_csv_button = QPushButton("Export CSV…")
+        self.export_png_button = QPushButton("Export PNG…")
+        for button in (self.export_csv_button, self.export_png_button):
+            button.setEnabled(False)
+
+        controls = QHBoxLayout()
+        controls.addWidget(self.experiment_box, 1)
+        controls.addWidget(self.quick_box)
+        controls.addWidget(self.layer_spin)
+        controls.addWidget(self.head_spin)
+        controls.addWidget(self.run_button)
+        controls.addWidget(self.cancel_button)
+        exports = QHBoxLayout()
+        exports.addStretch(1)
+        exports.addWidget(self.export_csv_button)
+        exports.addWidget(self.export_png_button)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.canvas)
+        split.addWidget(self.table)
+        split.addWidget(self.findings)
+        layout = QVBoxLayout(self)
+        layout.addLayout(controls)
+        layout.addWidget(self.description)
+        layout.addWidget(self.warning)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status_label)
+        layout.addWidget(split, 1)
+        layout.addLayout(exports)
+
+        self.experiment_box.currentIndexChanged.connect(self.on_experiment_box_changed)
+        self.run_button.clicked.connect(self.on_run_clicked)
+        self.cancel_button.clicked.connect(self.on_cancel_clicked)
+        self.export_csv_button.clicked.connect(self.on_export_csv_clicked)
+        self.export_png_button.clicked.connect(self.on_export_png_clicked)
+        bridge.task_finished.connect(self.on_bridge_task_finished)
+        bridge.task_failed.connect(self.on_bridge_task_failed)
+        bridge.model_loaded.connect(self.on_bridge_model_loaded)
+        facts = getattr(bridge, "facts", None)
+        if facts is not None:
+            self._set_ranges(facts)
+        self.on_experiment_box_changed(0)
+        self._update_buttons()
+
+    # -- public -------------------------------------------------------------------------------------
+    @property
+    def result(self) -> ExperimentResult | None:
+        return self._result
+
+    def select(self, key: str) -> None:
+        index = self.experiment_box.findData(key)
+        if index < 0:
+            raise ValueError(f"unknown experiment {key!r}")
+        self.experiment_box.setCurrentIndex(index)
+
+    def run(self) -> int:
+        """Submit the selected experiment; returns the task id (0 when it cannot run now)."""
+        if self._job is not None or not self._has_model:
+            return 0
+        key = self.experiment_box.currentData()
+        options = LabOptions(quick=self.quick_box.isChecked(), layer=self.layer_spin.value(),
+                             head=self.head_spin.value())
+        relay = _ProgressRelay()
+        relay.progressed.connect(self.on_relay_progressed)
+        self._job = _LabJob(key, options, relay)
+        self._task_id = self._bridge.submit_task(self._job)
+        if not self._task_id:
+            self._job = None
+            self.status_label.setText("the engine is shutting down")
+            return 0
+        self.progress.setValue(0)
+        self.status_label.setText(f"running {self.experiment_box.currentText()}…")
+        self._update_buttons()
+        return self._task_id
+
+    def cancel(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+            self.status_label.setText("cancelling…")
+
+    def export_csv(self, path: str | Path) -> Path:
+        if self._result is None:
+            raise ValueError("nothing to export yet")
+        return write_csv(self._result, Path(path))
+
+    def export_png(self, path: str | Path) -> Path:
+        if self._result is None:
+            raise ValueError("nothing to export yet")
+        return save_png(self._result, Path(path))
+
+    def show_result(self, result: ExperimentResult) -> None:
+        """Draw, list and summarise ``result``."""
+        self._result = result
+        draw(result, self.figure)
+        self.canvas.draw_idle()
+        self.table.clear()
+        self.table.setColumnCount(len(result.columns))
+        self.table.setHorizontalHeaderLabels(list(result.columns))
+        rows = result.rows[:MAX_TABLE_ROWS]
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, cell in enumerate(row):
+                text = "" if cell is None else (f"{cell:.4g}" if isinstance(cell, float) else str(cell))
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.table.setItem(r, c, item)
+        parts = [f"<b>{html.escape(result.title)}</b> — {html.escape(result.model)}, {result.elapsed_s:.1f} s"]
+        if len(result.rows) > MAX_TABLE_ROWS:
+            parts.append(f"<i>table shows the first {MAX_TABLE_ROWS} of {len(result.rows)} rows; the CSV has all</i>")
+        parts += [f"<span style='color:#b54708'>⚠ {html.escape(flag)}</span>" for flag in result.flags]
+        parts.append("<br>".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>"
+                                 for k, v in result.summary.items()))
+        parts += [f"<small>{html.escape(note)}</small>" for note in result.notes]
+        self.findings.setHtml("<br>".join(parts))
+        self._update_buttons()
+        self.result_shown.emit(result)
+
+    # -- slots --------------------------------------------------------------------------------------
+    @Slot(int)
+    def on_experiment_box_changed(self, _index: int) -> None:
+        key = self.experiment_box.currentData()
+        item = next(e for e in EXPERIMENTS if e.key == key)
+        self.description.setText(item.description)
+        self.warning.setText("This experiment temporarily loads other precisions of the model, one at a time; "
+                             "it needs extra memory and takes longer." if item.loads_models else "")
+        self.warning.setVisible(item.loads_models)
+        attention = key == "attention"
+        self.layer_spin.setVisible(attention)
+        self.head_spin.setVisible(attention)
+
+    @Slot()
+    def on_run_clicked(self) -> None:
+        self.run()
+
+    @Slot()
+    def on_cancel_clicked(self) -> None:
+        self.cancel()
+
+    @Slot()
+    def on_export_csv_clicked(self) -> None:
+        self._export("CSV files (*.csv)", ".csv", self.export_csv)
+
+    @Slot()
+    def on_export_png_clicked(self) -> None:
+        self._export("PNG images (*.png)", ".png", self.export_png)
+
+    @Slot(float, str)
+    def on_relay_progressed(self, fraction: float, message: str) -> None:
+        if self._job is not None:
+            self.progress.setValue(int(round(fraction * 100)))
+            self.status_label.setText(message)
+
+    @Slot(object)
+    def on_bridge_model_loaded(self, facts: object) -> None:
+        self._has_model = True
+        self._set_ranges(facts)
+        self.status_label.setText("")
+        self._update_buttons()
+
+    @Slot(int, object)
+    def on_bridge_task_finished(self, task_id: int, result: object) -> None:
+        if task_id != self._task_id or self._job is None:
+            return
+        self._job = None
+        self.progress.setValue(100)
+        self.status_label.setText("done")
+        if isinstance(result, ExperimentResult):
+            self.show_result(result)
+        self._update_buttons()
+
+    @Slot(int, str)
+    def on_bridge_task_failed(self, task_id: int, message: str) -> None:
+        if task_id != self._task_id or self._job is None:
+            return
+        self._job = None
+        self.progress.setValue(0)
+        self.status_label.setText(message)
+        self._update_buttons()
+        self.run_failed.emit(message)
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _set_ranges(self, facts: Any) -> None:
+        layers, heads = int(getattr(facts, "layers", 1)), int(getattr(facts, "heads", 1))
+        self.layer_spin.setRange(0, max(0, layers - 1))
+        self.layer_spin.setValue(layers // 2)  # middle layers tend to show the most structured heads
+        self.head_spin.setRange(0, max(0, heads - 1))
+
+    def _update_buttons(self) -> None:
+        running = self._job is not None
+        self.run_button.setEnabled(self._has_model and not running)
+        self.cancel_button.setEnabled(running)
+        self.experiment_box.setEnabled(not running)
+        has_result = self._result is not None
+        self.export_csv_button.setEnabled(has_result)
+        self.export_png_button.setEnabled(has_result)
+
+    def _export(self, filter_text: str, suffix: str, write) -> None:
+        if self._result is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export", f"{self._result.key}{suffix}", filter_text)
+        if not path:
+            return
+        try:
+            written = write(path)
+        except OSError as exc:
+            self.status_label.setText(f"could not write {path}: {exc.strerror or exc}")
+            return
+        self.status_label.setText(f"saved {written}")

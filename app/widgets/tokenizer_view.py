@@ -1,0 +1,161 @@
+"""The tokenizer view: how a text is cut into the loaded model's tokens, with ids and counts.
+
+The text is tokenised by ``engine.tokenview`` on the model's worker thread (through the bridge's
+``submit_task``); the widget shows the pieces as coloured chips (a split character shows its parts),
+a table of index / id / token / covered text, and the counts (tokens, characters, bytes, characters per
+token, split characters). Typing re-tokenises after a short pause; only the latest request's answer
+is shown. ``set_text`` lets the window show the prompt being written. Owns display only.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
+                               QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
+
+from engine.tokenview import TokenView, token_view
+
+DEBOUNCE_MS = 300  # re-tokenise after the user pauses typing, not on every keystroke
+CHIP_COLOURS = ("#dbeafe", "#fde68a", "#bbf7d0", "#fecaca", "#e9d5ff")  # readable on light and dark text
+SPLIT_COLOUR = "#fb923c"  # parts of one character cut into several tokens
+MAX_TABLE_ROWS = 5000  # a longer text still shows its counts; the table stops here to stay responsive
+
+
+class TokenizerView(QWidget):
+    """Type or paste a text; see its tokens.
+
+    Signals:
+        view_shown(object): a ``TokenView`` was displayed (the latest requested text).
+    """
+
+    view_shown = Signal(object)
+
+    def __init__(self, bridge: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._bridge = bridge
+        self._pending_id = 0  # id of the latest submitted task; older answers are ignored
+        self._has_model = getattr(bridge, "facts", None) is not None
+        self.input = QPlainTextEdit()
+        self.input.setPlaceholderText("Type a text to see how the model cuts it into tokens, e.g. 我昨天认识的那个人")
+        self.template_box = QCheckBox("as a chat turn (with the chat template)")
+        self.tokenize_button = QPushButton("Tokenize")
+        self.counts_label = QLabel("")
+        self.status_label = QLabel("Load a model to tokenize." if not self._has_model else "")
+        self.status_label.setWordWrap(True)
+        self.chips = QTextBrowser()
+        self.chips.setOpenLinks(False)
+        self.table = QTableWidget(0, 5)
+        self.table.setHorizontalHeaderLabels(["#", "id", "token", "text", "part"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setStretchLastSection(True)
+
+        row = QHBoxLayout()
+        row.addWidget(self.template_box, 1)
+        row.addWidget(self.tokenize_button)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.chips)
+        split.addWidget(self.table)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.input, 1)
+        layout.addLayout(row)
+        layout.addWidget(self.counts_label)
+        layout.addWidget(self.status_label)
+        layout.addWidget(split, 3)
+
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(DEBOUNCE_MS)
+        self._debounce.timeout.connect(self.on_debounce_timeout)
+        self.input.textChanged.connect(self.on_input_text_changed)
+        self.template_box.toggled.connect(self.on_template_box_toggled)
+        self.tokenize_button.clicked.connect(self.on_tokenize_clicked)
+        bridge.task_finished.connect(self.on_bridge_task_finished)
+        bridge.task_failed.connect(self.on_bridge_task_failed)
+        bridge.model_loaded.connect(self.on_bridge_model_loaded)
+
+    # -- public -------------------------------------------------------------------------------------
+    def set_text(self, text: str) -> None:
+        """Show ``text`` (e.g. the prompt being written) and tokenise it after the usual pause."""
+        if text != self.input.toPlainText():
+            self.input.setPlainText(text)
+
+    def tokenize(self) -> int:
+        """Submit the current text now; returns the task id (0 when there is nothing to do)."""
+        self._debounce.stop()
+        text = self.input.toPlainText()
+        if not self._has_model:
+            self.status_label.setText("Load a model to tokenize.")
+            return 0
+        if not text and not self.template_box.isChecked():
+            self._show(None)
+            return 0
+        self._pending_id = self._bridge.submit_task(
+            functools.partial(token_view, text=text, with_template=self.template_box.isChecked()))
+        self.status_label.setText("tokenizing…")
+        return self._pending_id
+
+    # -- slots --------------------------------------------------------------------------------------
+    @Slot()
+    def on_input_text_changed(self) -> None:
+        self._debounce.start()
+
+    @Slot(bool)
+    def on_template_box_toggled(self, _checked: bool) -> None:
+        self.tokenize()
+
+    @Slot()
+    def on_tokenize_clicked(self) -> None:
+        self.tokenize()
+
+    @Slot()
+    def on_debounce_timeout(self) -> None:
+        self.tokenize()
+
+    @Slot(object)
+    def on_bridge_model_loaded(self, _facts: object) -> None:
+        self._has_model = True
+        self.status_label.setText("")
+        if self.input.toPlainText():
+            self.tokenize()  # a new model means a new tokenizer: the old pieces are stale
+
+    @Slot(int, object)
+    def on_bridge_task_finished(self, task_id: int, result: object) -> None:
+        if task_id == self._pending_id and isinstance(result, TokenView):
+            self.status_label.setText("")
+            self._show(result)
+
+    @Slot(int, str)
+    def on_bridge_task_failed(self, task_id: int, message: str) -> None:
+        if task_id == self._pending_id:
+            self.status_label.setText(message)
+
+    # -- display ------------------------------------------------------------------------------------
+    def _show(self, view: TokenView | None) -> None:
+        if view is None:
+            self.counts_label.setText("")
+            self.chips.clear()
+            self.table.setRowCount(0)
+            return
+        self.counts_label.setText(
+            f"{view.token_count:,} tokens · {view.char_count:,} characters · {view.byte_count:,} UTF-8 bytes · "
+            f"{view.chars_per_token:.2f} characters/token · {view.split_chars:,} characters split into several tokens")
+        chips = []
+        for piece in view.pieces:
+            colour = SPLIT_COLOUR if piece.parts > 1 else CHIP_COLOURS[piece.index % len(CHIP_COLOURS)]
+            shown = html.escape(piece.label)
+            chips.append(f'<span style="background-color:{colour}; color:#111;" title="id {piece.token_id}">'
+                         f"{shown}</span>")
+        self.chips.setHtml("<p style='line-height:160%'>" + "&#8203;".join(chips) + "</p>")
+        pieces = view.pieces[:MAX_TABLE_ROWS]
+        self.table.setRowCount(len(pieces))
+        for r, piece in enumerate(pieces):
+            cells = (str(piece.index), str(piece.token_id), piece.token, piece.text.replace("\n", "↵"),
+                     f"{piece.part}/{piece.parts}" if piece.parts > 1 else ("special" if piece.special else ""))
+            for c, value in enumerate(cells):
+                self.table.setItem(r, c, QTableWidgetItem(value))
+        self.view_shown.emit(view)
