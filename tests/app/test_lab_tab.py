@@ -1,0 +1,111 @@
+"""The Lab tab on the real bridge and tiny model: run an experiment, see its chart and table, export, cancel."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+from app.bridge import Bridge
+from app.widgets.lab_tab import LabTab
+from tests.app._gui_fixtures import LOAD_TIMEOUT_MS
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+RUN_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def loaded_bridge(qtbot, home, tiny_model_dir):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # shared CI cores: one thread avoids oversubscription stalls
+    bridge = Bridge()
+    with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
+        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
+    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
+    yield bridge
+    assert bridge.shutdown(5000) is True
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tab(qtbot, loaded_bridge):
+    widget = LabTab(loaded_bridge)
+    qtbot.addWidget(widget)
+    widget.resize(700, 900)
+    widget.show()
+    return widget
+
+
+def test_attention_heatmap_is_drawn_and_listed(qtbot, tab, tmp_path):
+    tab.select("attention")
+    assert tab.layer_spin.isVisible() and tab.layer_spin.maximum() == 1 and tab.head_spin.maximum() == 3
+    tab.layer_spin.setValue(0)
+    tab.head_spin.setValue(3)
+    with qtbot.waitSignal(tab.result_shown, timeout=RUN_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(tab.run_button, Qt.MouseButton.LeftButton)
+    result = blocker.args[0]
+    assert result.key == "attention" and result.summary["layer"] == 0 and result.summary["head"] == 3
+    heatmap_axes = [ax for ax in tab.figure.axes if ax.images]
+    assert len(heatmap_axes) == 2  # the Chinese and the English sentence
+    image = heatmap_axes[0].images[0].get_array()
+    assert image.shape == (result.summary["zh_tokens"],) * 2
+    assert tab.table.rowCount() == len(result.rows) == 2 * 2 * 4
+    assert [tab.table.horizontalHeaderItem(c).text() for c in range(tab.table.columnCount())] == list(result.columns)
+    assert "collapse" in tab.findings.toPlainText()
+    assert tab.progress.value() == 100 and tab.run_button.isEnabled() and not tab.cancel_button.isEnabled()
+
+    csv_path = tab.export_csv(tmp_path / "attention.csv")
+    with csv_path.open(encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == list(result.columns) and len(rows) == len(result.rows) + 1
+    png = tab.export_png(tmp_path / "attention.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sampling_experiment_runs_with_progress(qtbot, tab):
+    tab.select("sampling")
+    assert not tab.layer_spin.isVisibleTo(tab)
+    seen: list[float] = []
+    with qtbot.waitSignal(tab.result_shown, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert tab.run() > 0
+        assert not tab.run_button.isEnabled() and tab.cancel_button.isEnabled()
+        assert tab.run() == 0  # one experiment at a time
+        tab.progress.valueChanged.connect(seen.append)
+    result = blocker.args[0]
+    assert result.key == "sampling" and tab.table.rowCount() == 4
+    assert [ax for ax in tab.figure.axes if ax.patches]  # the bar chart of the measures
+    assert seen and seen[-1] == 100
+
+
+def test_cancel_stops_the_running_experiment(qtbot, tab):
+    tab.select("kv_cache")
+    tab.quick_box.setChecked(False)
+    with qtbot.waitSignal(tab.run_failed, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert tab.run() > 0
+        tab.cancel()
+    assert "cancelled" in blocker.args[0]
+    assert tab.status_label.text() == blocker.args[0]
+    assert tab.run_button.isEnabled() and not tab.cancel_button.isEnabled() and tab.result is None
+
+
+def test_precision_ab_warns_before_it_runs(qtbot, tab):
+    tab.select("precision_ab")
+    assert tab.warning.isVisibleTo(tab) and "temporarily loads other precisions" in tab.warning.text()
+    tab.select("greedy20")
+    assert not tab.warning.isVisibleTo(tab)
+
+
+def test_without_a_model_run_is_disabled(qtbot, home):
+    bridge = Bridge()
+    try:
+        widget = LabTab(bridge)
+        qtbot.addWidget(widget)
+        assert not widget.run_button.isEnabled() and widget.run() == 0
+        assert not widget.export_csv_button.isEnabled()
+        with pytest.raises(ValueError):
+            widget.export_png("x.png")
+    finally:
+        assert bridge.shutdown(5000) is True
