@@ -210,11 +210,11 @@ def _stamp() -> str:
 
 
 def _aside(path: Path, label: str) -> Path:
-    """A free name next to ``path``: history.<label>-<timestamp>.sqlite3."""
-    base = path.with_name(f"{path.stem}.{label}-{_stamp()}")
-    candidate, n = base.with_suffix(path.suffix), 1
-    while candidate.exists():
-        candidate, n = base.with_name(f"{base.name}-{n}").with_suffix(path.suffix), n + 1
+    """A free name next to ``path``: history.<label>-<timestamp>[-n].sqlite3."""
+    base = f"{path.stem}.{label}-{_stamp()}"
+    candidate, n = path.with_name(base + path.suffix), 1
+    while candidate.exists() or Path(str(candidate) + "-wal").exists():
+        candidate, n = path.with_name(f"{base}-{n}{path.suffix}"), n + 1
     return candidate
 
 
