@@ -1,0 +1,233 @@
+"""The conversation list on the window's left: search, pick, create, rename, delete and export conversations.
+
+Owns these widgets and the dialogs behind its buttons (rename prompt, delete confirmation, export file
+choice). It reads and writes through the ``HistoryStore`` it is given and does not load messages into the
+chat or create conversations itself: it emits ``conversation_selected`` / ``new_requested`` and the window
+acts (the window knows the current settings a new conversation starts with).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QMenu, QMessageBox, QPushButton, QToolButton, QVBoxLayout,
+                               QWidget)
+
+from app.export import perf_to_csv, to_json, to_markdown
+from app.store import HistoryStore, StoreError
+
+# Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
+SEARCH_DELAY_MS = 150
+_ID_ROLE = Qt.ItemDataRole.UserRole
+EXPORT_FORMATS = {"markdown": ("Markdown (*.md)", ".md"), "json": ("JSON (*.json)", ".json")}
+
+
+class ConversationList(QWidget):
+    """Search box, conversation list (newest first) and New / Rename / Delete / Export buttons.
+
+    Signals:
+        conversation_selected(int): the user picked this conversation id (not emitted by ``select``
+            or ``refresh``: the window calls those when it already knows which conversation is open).
+        new_requested(): the user pressed New; the window creates the conversation.
+        conversation_deleted(int): this conversation id was deleted from the store, after confirmation.
+    """
+
+    conversation_selected = Signal(int)
+    new_requested = Signal()
+    conversation_deleted = Signal(int)
+
+    def __init__(self, store: HistoryStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self._current: int | None = None
+        self._populating = False
+
+        self.search = QLineEdit()
+        self.search.setObjectName("conversationSearch")
+        self.search.setPlaceholderText("Search titles and messages")
+        self.search.setClearButtonEnabled(True)
+        self.list = QListWidget()
+        self.list.setObjectName("conversationList")
+        self.list.setUniformItemSizes(True)  # lets Qt lay out thousands of rows without measuring each
+        self.status = QLabel()
+        self.status.setObjectName("conversationStatus")
+        self.status.setWordWrap(True)
+        self.status.hide()
+        self.new_button = QPushButton("New")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.rename_button = QPushButton("Rename")
+        self.delete_button = QPushButton("Delete")
+        self.export_button = QToolButton()
+        self.export_button.setText("Export")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.export_button)
+        self._conversation_exports = [
+            menu.addAction("Conversation as Markdown…", lambda: self.on_export_triggered("markdown")),
+            menu.addAction("Conversation as JSON…", lambda: self.on_export_triggered("json"))]
+        menu.addSeparator()
+        menu.addAction("All performance records as CSV…", self.on_export_perf_triggered)
+        self.export_button.setMenu(menu)
+
+        buttons = QHBoxLayout()
+        for button in (self.new_button, self.rename_button, self.delete_button, self.export_button):
+            buttons.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.status)
+        layout.addLayout(buttons)
+
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self.refresh)
+        self.search.textChanged.connect(self.on_search_text_changed)
+        self.list.currentItemChanged.connect(self.on_current_item_changed)
+        self.new_button.clicked.connect(self.new_requested)
+        self.rename_button.clicked.connect(self.on_rename_clicked)
+        self.delete_button.clicked.connect(self.on_delete_clicked)
+        if store.read_only:
+            for button in (self.rename_button, self.delete_button):
+                button.setToolTip("History is read-only: it was written by a newer Miaohui")
+        self.refresh()
+
+    # -- public API ----------------------------------------------------------------------------------
+    def current_id(self) -> int | None:
+        """The conversation last picked or selected (even while a search hides it); None after deleting it."""
+        return self._current
+
+    def refresh(self) -> None:
+        """Reload the list from the store with the current search, keeping the selection."""
+        self._search_timer.stop()
+        query = self.search.text()
+        try:
+            rows = self.store.list_conversations(query)
+        except StoreError as exc:
+            rows = []
+            self._show_status(f"Cannot read history: {exc}")
+        else:
+            empty = "No conversation matches." if query.strip() else "No conversations yet."
+            self._show_status("" if rows else empty)
+        self._populating = True
+        try:
+            self.list.clear()
+            for row in rows:
+                item = QListWidgetItem(row.title)
+                item.setData(_ID_ROLE, row.id)
+                updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
+                item.setToolTip(f"{row.title}\n{row.message_count} messages · updated {updated}")
+                self.list.addItem(item)
+                if row.id == self._current:
+                    self.list.setCurrentItem(item)
+        finally:
+            self._populating = False
+        self._update_buttons()
+
+    def select(self, cid: int) -> None:
+        """Make ``cid`` the selected conversation without emitting ``conversation_selected``."""
+        self._current = cid
+        if self._item(cid) is None and self.search.text():
+            self.search.blockSignals(True)  # the search hides it: clear the search rather than hide the choice
+            self.search.clear()
+            self.search.blockSignals(False)
+        self.refresh()
+
+    # -- slots ---------------------------------------------------------------------------------------
+    @Slot(str)
+    def on_search_text_changed(self, _text: str) -> None:
+        self._search_timer.start()
+
+    @Slot(QListWidgetItem, QListWidgetItem)
+    def on_current_item_changed(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
+        if self._populating or current is None:
+            return
+        cid = int(current.data(_ID_ROLE))
+        changed, self._current = cid != self._current, cid
+        self._update_buttons()
+        if changed:
+            self.conversation_selected.emit(cid)
+
+    @Slot()
+    def on_rename_clicked(self) -> None:
+        item = self._item(self._current)
+        if item is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", QLineEdit.EchoMode.Normal,
+                                         item.text())
+        if ok and title.strip():
+            self._attempt(lambda: self.store.rename_conversation(int(item.data(_ID_ROLE)), " ".join(title.split())))
+            self.refresh()
+
+    @Slot()
+    def on_delete_clicked(self) -> None:
+        item = self._item(self._current)
+        if item is None:
+            return
+        cid = int(item.data(_ID_ROLE))
+        answer = QMessageBox.question(self, "Delete conversation",
+                                      f"Delete “{item.text()}” and all its messages? This cannot be undone.",
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        if self._attempt(lambda: self.store.delete_conversation(cid)):
+            self._current = None
+            self.refresh()
+            self.conversation_deleted.emit(cid)
+
+    def on_export_triggered(self, fmt: str) -> None:
+        """Ask for a file name and export the selected conversation as ``markdown`` or ``json``."""
+        item = self._item(self._current)
+        if item is None:
+            return
+        filter_, suffix = EXPORT_FORMATS[fmt]
+        suggested = (re.sub(r'[\\/:*?"<>|\x00-\x1f]', "_", item.text()).strip() or "conversation") + suffix
+        path, _ = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / suggested), filter_)
+        if path:
+            self.export_to(int(item.data(_ID_ROLE)), fmt, Path(path))
+
+    def on_export_perf_triggered(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export performance records",
+                                              str(Path.home() / "miaohui-performance.csv"), "CSV (*.csv)")
+        if path:
+            self._attempt(lambda: Path(path).write_text(perf_to_csv(self.store), encoding="utf-8", newline=""))
+
+    def export_to(self, cid: int, fmt: str, path: Path) -> bool:
+        """Write conversation ``cid`` to ``path`` as ``markdown`` or ``json``; False (message shown) on failure."""
+        render = to_markdown if fmt == "markdown" else to_json
+        return self._attempt(lambda: path.write_text(render(self.store, cid), encoding="utf-8"))
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _item(self, cid: int | None) -> QListWidgetItem | None:
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            if item.data(_ID_ROLE) == cid:
+                return item
+        return None
+
+    def _attempt(self, action: Callable[[], object]) -> bool:
+        """Run a store or file action; a failure is one line in a warning box, never a traceback."""
+        try:
+            action()
+            return True
+        except (StoreError, OSError) as exc:
+            QMessageBox.warning(self, "Miaohui", str(exc))
+            return False
+
+    def _show_status(self, text: str) -> None:
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+
+    def _update_buttons(self) -> None:
+        selected = self._item(self._current) is not None
+        writable = not self.store.read_only
+        self.rename_button.setEnabled(selected and writable)
+        self.delete_button.setEnabled(selected and writable)
+        for action in self._conversation_exports:
+            action.setEnabled(selected)

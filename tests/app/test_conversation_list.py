@@ -1,0 +1,139 @@
+"""ConversationList as a real widget on a real HistoryStore: list, select, search, new, rename, delete, export."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+
+from app.store import HistoryStore
+from app.widgets.conversation_list import ConversationList
+
+
+@pytest.fixture
+def store(tmp_path):
+    ticks = itertools.count(1_700_000_000)
+    with HistoryStore(tmp_path / "history.sqlite3", clock=lambda: float(next(ticks))) as s:
+        yield s
+
+
+@pytest.fixture
+def widget(qtbot, store):
+    w = ConversationList(store)
+    qtbot.addWidget(w)
+    return w
+
+
+def titles(w: ConversationList) -> list[str]:
+    return [w.list.item(i).text() for i in range(w.list.count())]
+
+
+def test_lists_newest_first_and_emits_the_picked_id(qtbot, store, widget):
+    assert titles(widget) == [] and widget.status.text() == "No conversations yet."
+    first = store.create_conversation("first")
+    second = store.create_conversation("second")
+    widget.refresh()
+    assert titles(widget) == ["second", "first"] and widget.current_id() is None
+    assert not widget.rename_button.isEnabled() and not widget.delete_button.isEnabled()
+    with qtbot.waitSignal(widget.conversation_selected, timeout=1000) as picked:
+        widget.list.setCurrentRow(1)
+    assert picked.args == [first] and widget.current_id() == first
+    assert widget.rename_button.isEnabled() and widget.delete_button.isEnabled()
+    with qtbot.assertNotEmitted(widget.conversation_selected):
+        widget.select(second)
+        widget.refresh()
+    assert widget.current_id() == second and widget.list.currentItem().text() == "second"
+
+
+def test_new_button_asks_the_window(qtbot, widget):
+    with qtbot.waitSignal(widget.new_requested, timeout=1000):
+        widget.new_button.click()
+
+
+def test_search_filters_titles_and_text(qtbot, store, widget):
+    trip = store.create_conversation("杭州旅行")
+    notes = store.create_conversation("KV notes")
+    store.add_message(notes, "user", "prefill is compute-bound")
+    widget.refresh()
+    widget.search.setText("prefill")
+    qtbot.waitUntil(lambda: titles(widget) == ["KV notes"], timeout=2000)
+    widget.search.setText("杭州")
+    qtbot.waitUntil(lambda: titles(widget) == ["杭州旅行"], timeout=2000)
+    widget.search.setText("nothing")
+    qtbot.waitUntil(lambda: titles(widget) == [], timeout=2000)
+    assert widget.status.text() == "No conversation matches."
+    widget.select(trip)  # a hidden conversation being opened clears the search instead of staying hidden
+    assert widget.search.text() == "" and widget.list.currentItem().text() == "杭州旅行"
+
+
+def test_rename_through_the_dialog(qtbot, store, widget, monkeypatch):
+    cid = store.create_conversation("old name")
+    widget.select(cid)
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("  new   名字 ", True))
+    widget.rename_button.click()
+    assert store.get_conversation(cid).title == "new 名字" and titles(widget) == ["new 名字"]
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("ignored", False))
+    widget.rename_button.click()
+    assert store.get_conversation(cid).title == "new 名字"
+
+
+def test_delete_needs_confirmation_and_reports_the_id(qtbot, store, widget, monkeypatch):
+    keep = store.create_conversation("keep")
+    doomed = store.create_conversation("doomed")
+    store.add_message(doomed, "user", "bye")
+    widget.select(doomed)
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda *a, **k: asked.append(a[2]) or QMessageBox.StandardButton.No)
+    with qtbot.assertNotEmitted(widget.conversation_deleted):
+        widget.delete_button.click()
+    assert "doomed" in asked[0] and titles(widget) == ["doomed", "keep"]
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    with qtbot.waitSignal(widget.conversation_deleted, timeout=1000) as deleted:
+        widget.delete_button.click()
+    assert deleted.args == [doomed] and widget.current_id() is None
+    assert titles(widget) == ["keep"] and [c.id for c in store.list_conversations()] == [keep]
+
+
+def test_export_markdown_and_json_through_the_file_dialog(qtbot, store, widget, monkeypatch, tmp_path):
+    cid = store.create_conversation()
+    store.add_message(cid, "user", "Hello: what/why?")
+    widget.select(cid)
+    target = tmp_path / "out.md"
+    offered = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: offered.append(a[2]) or (str(target), a[3]))
+    widget.on_export_triggered("markdown")
+    assert offered[0].endswith("Hello_ what_why_.md")
+    assert target.read_text(encoding="utf-8").startswith("# Hello: what/why?")
+    target = tmp_path / "out.json"
+    widget.on_export_triggered("json")
+    assert json.loads(target.read_text(encoding="utf-8"))["messages"][0]["text"] == "Hello: what/why?"
+
+
+def test_export_failure_is_one_line_warning(qtbot, store, widget, monkeypatch, tmp_path):
+    cid = store.create_conversation("x")
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: shown.append(a[2]))
+    assert not widget.export_to(cid, "markdown", tmp_path / "missing-folder" / "x.md")
+    assert len(shown) == 1 and "\n" not in shown[0] and "missing-folder" in shown[0]
+
+
+def test_read_only_history_disables_rename_and_delete(qtbot, tmp_path):
+    import sqlite3
+
+    path = tmp_path / "history.sqlite3"
+    with HistoryStore(path) as s:
+        cid = s.create_conversation("future")
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 99")
+    raw.close()
+    with HistoryStore(path) as s:
+        w = ConversationList(s)
+        qtbot.addWidget(w)
+        w.select(cid)
+        assert titles(w) == ["future"]
+        assert not w.rename_button.isEnabled() and not w.delete_button.isEnabled()
+        assert "read-only" in w.delete_button.toolTip()
