@@ -13,6 +13,7 @@ network: every Hugging Face call is ``local_files_only``.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,13 +110,28 @@ def resolve_source(model: str) -> ResolvedSource:
                              "the local Hugging Face cache, or 'default' (`python -m engine fetch`)")
 
 
+def hf_cache_dir() -> Path:
+    """The local Hugging Face hub cache, read from the environment on every call.
+
+    huggingface_hub freezes its own constant at import time; reading the variables here lets a
+    user (or a test) point at another cache without restarting.
+    """
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
 def _hf_cache_snapshot(repo_id: str) -> Path:
     """The snapshot folder of ``repo_id`` in the local Hugging Face cache (never downloads)."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        return Path(snapshot_download(repo_id, local_files_only=True))
+        return Path(snapshot_download(repo_id, cache_dir=hf_cache_dir(), local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
         raise ModelNotFoundError(f"model {repo_id} is not in the local Hugging Face cache and Miaohui never "
                                  "downloads: copy the model folder to this machine and open the folder") from None
@@ -324,10 +340,12 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
     _validate(spec)
     error: BaseException | None = None
     device = "cpu"
+    weights_started = threading.Event()  # set once memory may hold part of a model
     try:
         device = resolve_device(spec.device)
         return _load(spec, device, progress or (lambda _p: None), cancel or threading.Event(),
-                     from_pretrained or _default_model_loader, tokenizer_from_pretrained or _default_tokenizer_loader)
+                     from_pretrained or _default_model_loader, tokenizer_from_pretrained or _default_tokenizer_loader,
+                     weights_started)
     except EngineError as exc:
         error = exc
     except Exception as exc:  # noqa: BLE001  (converted at the engine's edge into one line)
@@ -344,7 +362,8 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
     error.__traceback__ = None
     error.__context__ = None
     error.__cause__ = None
-    _release(device)
+    if weights_started.is_set():  # a full collection costs ~1 s with torch loaded: only when needed
+        _release(device)
     raise error
 
 
@@ -371,7 +390,8 @@ def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
 
 
 def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.Event,
-          from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any]) -> LoadedModel:
+          from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any],
+          weights_started: threading.Event) -> LoadedModel:
     progress(LoadProgress("checking files", 0.0))
     source = resolve_source(spec.model)
     report = safety.check_source(source.folder, gguf_file=source.gguf_file,
@@ -408,6 +428,7 @@ def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.E
     if precision in QUANTIZED:
         # bitsandbytes quantises each weight as it is read: loading and quantising are one pass.
         progress(LoadProgress("quantizing", 0.3))
+    weights_started.set()
     model = from_pretrained(str(source.folder), **kwargs)
     model.eval()
     _check_cancel(cancel)
@@ -432,5 +453,5 @@ def _config_param_estimate(config: Any) -> int:
 
 
 __all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
-           "resolve_device", "cpu_has_native_bf16", "bnb_config", "count_params", "weights_bytes",
+           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "count_params", "weights_bytes",
            "end_token_ids", "PRECISIONS", "DEVICES"]

@@ -1,0 +1,244 @@
+"""engine.safety and its use by the loader: ARCHITECTURE §Faults 7-10.
+
+Every bad model file is refused before anything is deserialised, with one line naming the file and
+the problem; a pickle payload never runs; a config asking for remote code never imports anything.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import pickle
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.errors import CorruptModelError, EngineError, UnsafeModelError
+from engine.loader import LoadSpec, load_model
+from engine.safety import check_gguf, check_safetensors, check_source
+
+
+@pytest.fixture
+def model_copy(tiny_model_dir, tmp_path) -> Path:
+    """A private copy of the tiny model folder to damage."""
+    return Path(shutil.copytree(tiny_model_dir, tmp_path / "model"))
+
+
+def _refused(folder: Path, error: type[EngineError], *needles: str) -> str:
+    """Load ``folder`` and return the one-line message it was refused with."""
+    with pytest.raises(error) as info:
+        load_model(LoadSpec(model=str(folder), precision="fp32", device="cpu"))
+    message = str(info.value)
+    assert "\n" not in message
+    for needle in needles:
+        assert needle in message
+    return message
+
+
+# ---------------------------------------------------------------- safetensors
+
+
+def test_truncated_safetensors_refused(model_copy):
+    weights = model_copy / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) - 1000])
+    message = _refused(model_copy, CorruptModelError, "corrupt or incomplete", "model.safetensors", "truncated")
+    assert str(weights) in message
+
+
+def test_zero_byte_safetensors_refused(model_copy):
+    (model_copy / "model.safetensors").write_bytes(b"")
+    _refused(model_copy, CorruptModelError, "model.safetensors", "empty file")
+
+
+def test_random_bytes_refused(model_copy):
+    rng = np.random.default_rng(0)
+    (model_copy / "model.safetensors").write_bytes(rng.bytes(4096))
+    _refused(model_copy, CorruptModelError, "model.safetensors", "not a safetensors file")
+
+
+def test_html_saved_as_weights_refused(model_copy):
+    page = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Please log in</body></html>\n"
+    (model_copy / "model.safetensors").write_bytes(page * 20)
+    _refused(model_copy, CorruptModelError, "model.safetensors", "HTML")
+
+
+def test_safetensors_header_not_json_refused(tmp_path):
+    bad = tmp_path / "x.safetensors"
+    bad.write_bytes(struct.pack("<Q", 10) + b"{not json}")
+    with pytest.raises(CorruptModelError, match="header is not JSON"):
+        check_safetensors(bad)
+
+
+def test_safetensors_offsets_must_match_shapes(tmp_path):
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}).encode()
+    bad = tmp_path / "x.safetensors"
+    bad.write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
+    with pytest.raises(CorruptModelError, match="needs 16"):
+        check_safetensors(bad)
+
+
+def test_safetensors_counts_elements(tiny_model_dir):
+    from safetensors import safe_open
+
+    with safe_open(tiny_model_dir / "model.safetensors", "pt") as handle:
+        expected = sum(handle.get_slice(k).get_shape().numel() if hasattr(handle.get_slice(k).get_shape(), "numel")
+                       else int(np.prod(handle.get_slice(k).get_shape())) for k in handle.keys())
+    assert check_safetensors(tiny_model_dir / "model.safetensors") == expected
+
+
+# ---------------------------------------------------------------- folder and config
+
+
+def test_config_not_json_refused(model_copy):
+    (model_copy / "config.json").write_text("<html>404 Not Found</html>")
+    _refused(model_copy, CorruptModelError, "config.json", "not JSON")
+
+
+def test_folder_without_weights_refused(model_copy):
+    (model_copy / "model.safetensors").unlink()
+    _refused(model_copy, CorruptModelError, str(model_copy), "no weights")
+
+
+def test_sharded_index_missing_shard_refused(model_copy):
+    weights = model_copy / "model.safetensors"
+    weights.rename(model_copy / "model-00001-of-00002.safetensors")
+    index = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+                                            "model.norm.weight": "model-00002-of-00002.safetensors"}}
+    (model_copy / "model.safetensors.index.json").write_text(json.dumps(index))
+    _refused(model_copy, CorruptModelError, "model.safetensors.index.json", "model-00002-of-00002.safetensors",
+             "missing")
+
+
+# ---------------------------------------------------------------- pickle
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return builtins.open, (str(self.marker), "w")
+
+
+def _write_pickle(path: Path, marker: Path) -> Path:
+    path.write_bytes(pickle.dumps({"model.embed_tokens.weight": _Payload(marker)}))
+    return path
+
+
+def test_payload_really_runs_when_unpickled(tmp_path):
+    # The control: without the check this file executes code, so the tests below are meaningful.
+    marker = tmp_path / "ran"
+    with open(_write_pickle(tmp_path / "p.bin", marker), "rb") as handle:
+        pickle.load(handle)["model.embed_tokens.weight"].close()
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "weights.pth", "last.ckpt", "model.pkl"])
+def test_pickle_checkpoint_never_unpickled(model_copy, tmp_path, name):
+    marker = tmp_path / "PWNED"
+    (model_copy / "model.safetensors").unlink()
+    _write_pickle(model_copy / name, marker)
+    _refused(model_copy, UnsafeModelError, name, "pickle")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["evil.pt", "evil.pth", "pytorch_model.bin"])
+def test_pickle_file_opened_directly_refused(tmp_path, name):
+    marker = tmp_path / "PWNED"
+    path = _write_pickle(tmp_path / name, marker)
+    _refused(path, UnsafeModelError, name)
+    assert not marker.exists()
+
+
+def test_pickle_next_to_safetensors_is_never_opened(model_copy, tmp_path):
+    # Hub folders often hold both; only the safetensors file is read.
+    marker = tmp_path / "PWNED"
+    _write_pickle(model_copy / "pytorch_model.bin", marker)
+    _write_pickle(model_copy / "training_args.bin", marker)
+    loaded = load_model(LoadSpec(model=str(model_copy), precision="fp32"))
+    assert loaded.facts.params > 0
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------- remote code
+
+
+def _add_remote_code(folder: Path, marker: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "evil_config.EvilConfig", "AutoModelForCausalLM": "evil_model.EvilModel"}
+    (folder / "config.json").write_text(json.dumps(config))
+    code = f"open({str(marker)!r}, 'w').close()\n"
+    (folder / "evil_config.py").write_text(code)
+    (folder / "evil_model.py").write_text(code)
+
+
+def test_auto_map_refused_and_no_module_imported(model_copy, tmp_path):
+    marker = tmp_path / "IMPORTED"
+    _add_remote_code(model_copy, marker)
+    _refused(model_copy, UnsafeModelError, "config.json", "auto_map")
+    assert not marker.exists()
+    assert not any("evil" in name for name in sys.modules)
+
+
+def test_auto_map_in_tokenizer_config_refused(model_copy, tmp_path):
+    config = json.loads((model_copy / "tokenizer_config.json").read_text())
+    config["auto_map"] = {"AutoTokenizer": ["evil_tok.EvilTokenizer", None]}
+    (model_copy / "tokenizer_config.json").write_text(json.dumps(config))
+    _refused(model_copy, UnsafeModelError, "tokenizer_config.json")
+
+
+def test_auto_map_passes_checks_with_explicit_opt_in(model_copy, tmp_path):
+    marker = tmp_path / "IMPORTED"
+    _add_remote_code(model_copy, marker)
+    report = check_source(model_copy, allow_remote_code=True)
+    assert report.weight_files == (model_copy / "model.safetensors",)
+    assert not marker.exists()  # the checks themselves never import anything
+
+
+# ---------------------------------------------------------------- GGUF
+
+
+def _write_gguf(path: Path, elements: int = 1024) -> Path:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.arange(elements, dtype=np.float32).reshape(-1, 16))
+    writer.add_tensor("output_norm.weight", np.ones(16, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_gguf_header_parsed(tmp_path):
+    assert check_gguf(_write_gguf(tmp_path / "m.gguf")) == 1024 + 16
+
+
+def test_gguf_tensor_data_out_of_bounds_refused(tmp_path):
+    path = _write_gguf(tmp_path / "m.gguf")
+    data = path.read_bytes()
+    path.write_bytes(data[:-200])  # the last tensor's data now runs past the end
+    message = _refused(path, CorruptModelError, "m.gguf", "past the end of the file")
+    assert "token_embd.weight" in message or "output_norm.weight" in message
+
+
+def test_gguf_truncated_header_refused(tmp_path):
+    path = _write_gguf(tmp_path / "m.gguf")
+    path.write_bytes(path.read_bytes()[:40])
+    _refused(path, CorruptModelError, "m.gguf", "truncated")
+
+
+@pytest.mark.parametrize("content,problem", [(b"", "empty file"), (b"<html>not a model</html>", "bad magic")])
+def test_gguf_garbage_refused(tmp_path, content, problem):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(content)
+    _refused(path, CorruptModelError, "m.gguf", problem)
