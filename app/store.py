@@ -239,16 +239,19 @@ class HistoryStore:
         self._clock = clock
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        version, problem = self._inspect()
-        if version is not None and version > SCHEMA_VERSION:
-            self._open_read_only(version, problem)
-        elif problem is not None:
-            self._quarantine_and_salvage(problem)
-            self._conn = self._connect()
-        else:
-            self._conn = self._connect()
-            self._upgrade(version or 0)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            version, problem = self._inspect()
+            if version is not None and version > SCHEMA_VERSION:
+                self._open_read_only(version, problem)
+            elif problem is not None:
+                self._quarantine_and_salvage(problem)
+                self._conn = self._connect()
+            else:
+                self._conn = self._connect()
+                self._upgrade(version or 0)
+        except (sqlite3.Error, OSError, StoreError) as exc:
+            self._fall_back(exc)
         self._report_damaged_rows()
 
     # ----------------------------------------------------------------- opening
@@ -304,6 +307,33 @@ class HistoryStore:
         note = f"Opened {self.path.name} read-only: it was written by a newer Miaohui (schema v{version})"
         note += "; new chats will not be saved." if problem is None else f" and looks damaged ({problem})."
         self.notices.append(note)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        """The file cannot be opened for writing (permissions, a locked or missing folder, a full disk).
+
+        The app must still start: show the history read-only if it can be read, else keep this session's
+        chats in memory. Either way the user is told, and the file is left as it is.
+        """
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        try:
+            self._conn = self._connect(self._read_only_uri())
+            self._conn.execute("SELECT count(*) FROM conversations").fetchone()
+            self.read_only = True
+            self._read_only_reason = f"history cannot be written ({reason})"
+            self.notices.append(f"History at {self.path} cannot be written ({reason}); it is shown read-only "
+                                "and new chats will not be saved.")
+        except (sqlite3.Error, OSError, ValueError):
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            self._conn.text_factory = _decode_text
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._upgrade(0)
+            self.notices.append(f"History at {self.path} cannot be opened ({reason}); this session's chats "
+                                "are kept in memory only.")
 
     def _upgrade(self, version: int) -> None:
         if version == 0:

@@ -252,3 +252,15 @@ def test_fault_13_newer_schema_is_opened_read_only_and_never_written(tmp_path, j
     store.close()
     assert _digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def test_an_unopenable_location_still_gives_a_working_store_in_memory(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the data folder should be")
+    with HistoryStore(blocker / "history.sqlite3") as store:
+        assert not store.read_only
+        assert "cannot be opened" in store.notices[0] and "in memory only" in store.notices[0]
+        cid = store.create_conversation()
+        store.add_message(cid, "user", "still works")
+        assert [m.text for m in store.messages(cid)] == ["still works"]
+    assert blocker.read_text() == "a file where the data folder should be"
