@@ -454,10 +454,12 @@ class HistoryStore:
             rows = self._read(_CONVERSATION_COLUMNS + " ORDER BY c.updated DESC, c.id DESC", ())
         else:
             # LIKE, not FTS5: correct for Chinese (no tokenizer needed) and fast enough for a person's history.
+            # LIKE ignores ASCII case but stops at a NUL byte; instr() (exact case) sees past it.
             pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
-            rows = self._read(_CONVERSATION_COLUMNS + " WHERE c.title LIKE ?1 ESCAPE '\\' OR EXISTS "
+            match = "({0} LIKE ?1 ESCAPE '\\' OR instr({0}, ?2) > 0)"
+            rows = self._read(_CONVERSATION_COLUMNS + f" WHERE {match.format('c.title')} OR EXISTS "
                               "(SELECT 1 FROM messages m WHERE m.conversation_id = c.id "
-                              "AND m.text LIKE ?1 ESCAPE '\\') ORDER BY c.updated DESC, c.id DESC", (pattern,))
+                              f"AND {match.format('m.text')}) ORDER BY c.updated DESC, c.id DESC", (pattern, query))
         return [conv for conv, _ in map(_conversation_from_row, rows) if conv is not None]
 
     def get_conversation(self, cid: int) -> ConversationRow:

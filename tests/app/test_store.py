@@ -136,11 +136,13 @@ def test_search_titles_and_text_including_chinese_and_wildcards(store):
     store.add_message(a, "user", "What is prefill?")
     store.add_message(b, "assistant", "西湖很美，适合散步。")
     store.add_message(c, "user", "50% off_today")
+    store.add_message(c, "assistant", "before a NUL\x00after it")
     ids = lambda q: {r.id for r in store.list_conversations(q)}  # noqa: E731
     assert ids("kv CACHE") == {a}
     assert ids("prefill") == {a}
     assert ids("西湖") == {b} and ids("杭州") == {b}
     assert ids("%") == {c} and ids("_") == {c} and ids("0% o") == {c}
+    assert ids("after it") == {c}
     assert ids("\\") == set() and ids("nothing like this") == set()
     assert ids("  ") == {a, b, c}
 
