@@ -359,8 +359,9 @@ class HistoryStore:
             self._conn.backup(target)  # consistent copy, WAL content included
         finally:
             target.close()
-        with self._write() as c:
-            _migrate_v1_to_v2(c)
+        with self._write() as c:  # all steps in one transaction: a crash leaves the old version intact
+            for step in range(version, SCHEMA_VERSION):
+                _MIGRATIONS[step](c)
             c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self.notices.append(f"History upgraded from schema v{version} to v{SCHEMA_VERSION}; "
                             f"a backup of the old file is at {backup}.")
@@ -602,6 +603,10 @@ def _migrate_v1_to_v2(c: sqlite3.Connection) -> None:
     c.execute("CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id)")
     c.execute("CREATE TABLE perf (message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE, "
               "record TEXT NOT NULL)")
+
+
+# schema version -> the step that brings it to the next version
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2}
 
 
 # --------------------------------------------------------------------- defensive row readers
