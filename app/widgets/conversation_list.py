@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMenu, QMessageBox, QPushButton, QToolButton, QVBoxLayout,
                                QWidget)
@@ -61,7 +62,9 @@ class ConversationList(QWidget):
         self.new_button = QPushButton("New")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.rename_button = QPushButton("Rename")
+        self.rename_button.setToolTip("Rename the selected conversation (F2)")
         self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete the selected conversation (Delete)")
         self.export_button = QToolButton()
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -92,6 +95,12 @@ class ConversationList(QWidget):
         self.new_button.clicked.connect(self.new_requested)
         self.rename_button.clicked.connect(self.on_rename_clicked)
         self.delete_button.clicked.connect(self.on_delete_clicked)
+        # Only while the list has focus: Delete in the prompt box must keep deleting characters.
+        for key, slot in ((QKeySequence.StandardKey.Delete, self.on_delete_clicked), (QKeySequence("F2"),
+                                                                                       self.on_rename_clicked)):
+            shortcut = QShortcut(key, self.list)
+            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+            shortcut.activated.connect(slot)
         if store.read_only:
             for button in (self.rename_button, self.delete_button):
                 button.setToolTip("History is read-only: it was written by a newer Miaohui")
@@ -156,7 +165,7 @@ class ConversationList(QWidget):
     @Slot()
     def on_rename_clicked(self) -> None:
         item = self._item(self._current)
-        if item is None:
+        if item is None or not self.rename_button.isEnabled():
             return
         title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", QLineEdit.EchoMode.Normal,
                                          item.text())
@@ -167,7 +176,7 @@ class ConversationList(QWidget):
     @Slot()
     def on_delete_clicked(self) -> None:
         item = self._item(self._current)
-        if item is None:
+        if item is None or not self.delete_button.isEnabled():
             return
         cid = int(item.data(_ID_ROLE))
         answer = QMessageBox.question(self, "Delete conversation",

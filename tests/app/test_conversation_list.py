@@ -137,3 +137,21 @@ def test_read_only_history_disables_rename_and_delete(qtbot, tmp_path):
         assert titles(w) == ["future"]
         assert not w.rename_button.isEnabled() and not w.delete_button.isEnabled()
         assert "read-only" in w.delete_button.toolTip()
+
+
+def test_keyboard_f2_renames_and_delete_deletes_when_the_list_has_focus(qtbot, store, widget, monkeypatch):
+    from PySide6.QtCore import Qt
+
+    cid = store.create_conversation("keyboard")
+    widget.select(cid)
+    widget.show()
+    qtbot.waitExposed(widget)
+    widget.list.setFocus()
+    qtbot.waitUntil(widget.list.hasFocus, timeout=1000)
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("renamed by F2", True))
+    qtbot.keyClick(widget.list, Qt.Key.Key_F2)
+    assert store.get_conversation(cid).title == "renamed by F2"
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    with qtbot.waitSignal(widget.conversation_deleted, timeout=1000):
+        qtbot.keyClick(widget.list, Qt.Key.Key_Delete)
+    assert store.list_conversations() == []
