@@ -18,7 +18,6 @@ Durability rules, each a test in ``tests/app/test_store*.py``:
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -29,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from app.store_repair import RepairedText, aside_name, as_number, as_text, decode_text, is_utf8, read_rows
 
 SCHEMA_VERSION = 2
 DEFAULT_TITLE = "New chat"
@@ -88,12 +89,6 @@ def default_path() -> Path:
     return history_path()
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 @dataclass(frozen=True)
 class PerfRecord:
     """How one assistant reply was produced; the keys are the engine's ``Metrics.to_dict()`` keys."""
@@ -125,7 +120,7 @@ class PerfRecord:
             if f.name in ("device", "precision"):
                 values[f.name] = raw if isinstance(raw, str) else None
             else:
-                num = _number(raw)
+                num = as_number(raw)
                 is_count = f.name.endswith(("_tokens", "_bytes"))
                 values[f.name] = None if num is None else (int(num) if is_count else num)
         return cls(**values)
@@ -178,26 +173,6 @@ class MessageRow:
     perf: PerfRecord | None
 
 
-class _Repaired(str):
-    """A column value that was not valid UTF-8, decoded with U+FFFD in place of the bad bytes."""
-
-
-def _decode_text(raw: bytes) -> str:
-    # Installed as text_factory: sqlite3's default raises on invalid UTF-8 and would abort a whole query.
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return _Repaired(raw.decode("utf-8", "replace"))
-
-
-def _is_utf8(raw: bytes | None) -> bool:
-    try:
-        (raw or b"").decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
-
-
 def _clean_text(text: str) -> str:
     try:
         text.encode("utf-8")
@@ -211,19 +186,6 @@ def auto_title(text: str) -> str:
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     line = " ".join(line.replace("\x00", " ").split())
     return line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1].rstrip() + "…"
-
-
-def _stamp() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
-
-
-def _aside(path: Path, label: str) -> Path:
-    """A free name next to ``path``: history.<label>-<timestamp>[-n].sqlite3."""
-    base = f"{path.stem}.{label}-{_stamp()}"
-    candidate, n = path.with_name(base + path.suffix), 1
-    while candidate.exists() or Path(str(candidate) + "-wal").exists():
-        candidate, n = path.with_name(f"{base}-{n}{path.suffix}"), n + 1
-    return candidate
 
 
 _MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record "
@@ -267,7 +229,7 @@ class HistoryStore:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so one write is exactly one transaction.
         conn = sqlite3.connect(uri or str(self.path), uri=uri is not None, isolation_level=None,
                                check_same_thread=False, timeout=10.0)
-        conn.text_factory = _decode_text
+        conn.text_factory = decode_text
         if uri is None:
             conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a killed process never loses a committed transaction; only an OS crash
@@ -337,7 +299,7 @@ class HistoryStore:
             if self._conn is not None:
                 self._conn.close()
             self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            self._conn.text_factory = _decode_text
+            self._conn.text_factory = decode_text
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._upgrade(0)
             self.notices.append(f"History at {self.path} cannot be opened ({reason}); this session's chats "
@@ -353,7 +315,7 @@ class HistoryStore:
             return
         if version == SCHEMA_VERSION:
             return
-        backup = _aside(self.path, f"v{version}-backup")
+        backup = aside_name(self.path, f"v{version}-backup")
         target = sqlite3.connect(backup)
         try:
             self._conn.backup(target)  # consistent copy, WAL content included
@@ -367,12 +329,12 @@ class HistoryStore:
                             f"a backup of the old file is at {backup}.")
 
     def _quarantine_and_salvage(self, problem: str) -> None:
-        quarantine = _aside(self.path, "corrupt")
+        quarantine = aside_name(self.path, "corrupt")
         for suffix in ("", "-wal", "-shm"):
             src = Path(str(self.path) + suffix)
             if src.exists():
                 shutil.copy2(src, str(quarantine) + suffix)
-        tables = _salvage(self.path)
+        tables = read_rows(self.path, ("conversations", "messages", "perf"))
         fresh = self.path.with_name(self.path.name + ".salvage-tmp")
         counts = _write_salvage(fresh, tables, self._clock())
         # The old -wal must go before the new file takes the name, or SQLite would replay it into it.
@@ -420,7 +382,7 @@ class HistoryStore:
                                        "LEFT JOIN perf p ON p.message_id = m.id")
             suspects = []
             for mid, ok, raw in cur:
-                if not ok or not _is_utf8(raw):
+                if not ok or not is_utf8(raw):
                     suspects.append(mid)
             return suspects
         except sqlite3.Error:
@@ -610,26 +572,13 @@ _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_t
 
 
 # --------------------------------------------------------------------- defensive row readers
-def _as_text(value: Any) -> tuple[str | None, bool]:
-    """(text, repaired) for a column that should be TEXT; None when nothing usable is there."""
-    if isinstance(value, _Repaired):
-        return str(value), True
-    if isinstance(value, str):
-        return value, False
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace"), True
-    if isinstance(value, (int, float)):
-        return str(value), True
-    return None, True
-
-
 def _message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
     """(message, repaired): None when the row cannot be shown (no id, no text, unknown role)."""
     mid, cid, role, raw_text, created, finish, record = row
-    text, damaged = _as_text(raw_text)
+    text, damaged = as_text(raw_text)
     if not isinstance(mid, int) or not isinstance(cid, int) or role not in ROLES or text is None:
         return None, True
-    when = _number(created)
+    when = as_number(created)
     damaged |= when is None
     if finish is not None and finish not in FINISH_REASONS:
         finish, damaged = None, True
@@ -640,7 +589,7 @@ def _message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
             perf = PerfRecord.from_dict(data) if isinstance(data, dict) else None
         except (TypeError, ValueError):
             perf = None
-        damaged |= perf is None or isinstance(record, _Repaired)
+        damaged |= perf is None or isinstance(record, RepairedText)
     return MessageRow(mid, cid, role, text, when or 0.0, finish, perf), damaged
 
 
@@ -648,13 +597,13 @@ def _conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
     cid, raw_title, created, updated, raw_prompt, raw_settings, count = row
     if not isinstance(cid, int):
         return None, True
-    title, bad_title = _as_text(raw_title)
-    prompt, bad_prompt = _as_text(raw_prompt) if raw_prompt is not None else ("", False)
+    title, bad_title = as_text(raw_title)
+    prompt, bad_prompt = as_text(raw_prompt) if raw_prompt is not None else ("", False)
     try:
         settings = json.loads(raw_settings) if raw_settings is not None else {}
     except (TypeError, ValueError):
         settings = None
-    created_n, updated_n = _number(created), _number(updated)
+    created_n, updated_n = as_number(created), as_number(updated)
     damaged = (bad_title or bad_prompt or not isinstance(settings, dict) or created_n is None
                or updated_n is None)
     return ConversationRow(cid, title or f"Chat {cid}", created_n or 0.0, updated_n or created_n or 0.0,
@@ -662,45 +611,6 @@ def _conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
 
 
 # --------------------------------------------------------------------- salvage of a damaged file
-def _salvage(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """Every row that can still be read from each known table, by rowid; never raises."""
-    tables: dict[str, dict[int, dict[str, Any]]] = {"conversations": {}, "messages": {}, "perf": {}}
-    try:
-        conn = sqlite3.connect(str(path), isolation_level=None)
-    except sqlite3.Error:
-        return tables
-    conn.text_factory = _decode_text
-    try:
-        for name, rows in tables.items():
-            _salvage_table(conn, name, rows)
-    finally:
-        conn.close()
-    return tables
-
-
-def _salvage_table(conn: sqlite3.Connection, table: str, rows: dict[int, dict[str, Any]]) -> None:
-    # Walk by rowid; when a damaged page breaks the walk, seek further ahead (doubling the jump) so rows
-    # stored after the damage are still reached through the b-tree's intact interior pages.
-    start, jump, failures = -(2**63), 1, 0
-    while failures < 200:
-        try:
-            cur = conn.execute(f"SELECT rowid, * FROM {table} WHERE rowid >= ? ORDER BY rowid", (start,))
-            names = [d[0] for d in cur.description]
-            for values in cur:
-                rows[values[0]] = dict(zip(names[1:], values[1:]))
-                start, jump = values[0] + 1, 1
-            return
-        except sqlite3.Error:
-            failures += 1
-            if start == -(2**63):
-                start = 0  # the table (or the schema) itself is unreadable from the start; try rowids anyway
-            start, jump = start + jump, jump * 2
-            if jump > 2**32:
-                return
-        except OverflowError:
-            return
-
-
 def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], now: float) -> tuple[int, int]:
     """Build a fresh v2 file from salvaged rows; returns (conversations, messages) kept."""
     fresh.unlink(missing_ok=True)
@@ -712,18 +622,18 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
                 conn.execute(statement)
         conversations = set()
         for cid, row in tables["conversations"].items():
-            title, _ = _as_text(row.get("title"))
-            prompt, _ = _as_text(row.get("system_prompt"))
+            title, _ = as_text(row.get("title"))
+            prompt, _ = as_text(row.get("system_prompt"))
             settings = row.get("settings") if isinstance(row.get("settings"), str) else "{}"
-            created = _number(row.get("created")) or now
+            created = as_number(row.get("created")) or now
             conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
-                         (cid, title or f"Recovered chat {cid}", created, _number(row.get("updated")) or created,
+                         (cid, title or f"Recovered chat {cid}", created, as_number(row.get("updated")) or created,
                           prompt or "", settings))
             conversations.add(cid)
         messages = set()
         for mid, row in tables["messages"].items():
             cid, role = row.get("conversation_id"), row.get("role")
-            text, _ = _as_text(row.get("text"))
+            text, _ = as_text(row.get("text"))
             if not isinstance(cid, int) or role not in ROLES or text is None:
                 continue
             if cid not in conversations:  # its conversation row was lost: keep the messages under a stand-in
@@ -732,7 +642,7 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
                 conversations.add(cid)
             finish = row.get("finish_reason") if row.get("finish_reason") in FINISH_REASONS else None
             conn.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)",
-                         (mid, cid, role, text, _number(row.get("created")) or now, finish))
+                         (mid, cid, role, text, as_number(row.get("created")) or now, finish))
             messages.add(mid)
         for _, row in tables["perf"].items():
             if row.get("message_id") in messages and isinstance(row.get("record"), str):
