@@ -1,7 +1,8 @@
 """Conversation history on disk: one SQLite file (``history.sqlite3`` in the data dir) that survives crashes.
 
 Owns the schema (version in ``PRAGMA user_version``), its migrations (after a backup copy), the startup
-integrity check with quarantine and salvage of a damaged file, and every read and write of
+integrity check with quarantine and salvage of a damaged file (schema-agnostic helpers live in
+``app.store_repair``), and every read and write of
 conversations, messages and their performance records. Plain Python + sqlite3: no Qt, no torch. It does
 not render, export (``app.export``) or decide when to save (the window saves a streaming reply as it grows).
 
@@ -11,6 +12,8 @@ Durability rules, each a test in ``tests/app/test_store*.py``:
   salvaged into a fresh file, and ``notices`` says so. A malformed row is skipped or repaired, never fatal.
 - An older schema is backed up (sqlite3 backup API) before it is migrated; a newer one is opened
   read-only and never written (every write raises ``ReadOnlyStoreError``).
+- A file that cannot be opened for writing (permissions, a file where the folder should be) is shown
+  read-only, or the session's chats are kept in memory; the app always starts.
 - Text round-trips exactly, NUL bytes included. Lone surrogates are not Unicode text and cannot be UTF-8
   encoded: they are stored as U+FFFD.
 """
