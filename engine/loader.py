@@ -42,7 +42,9 @@ class LoadSpec:
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8 | nf4 | fp4
     device: str = "auto"  # auto | cpu | cuda
     allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
-    bnb_compute_dtype: str | None = None  # dtype for matmuls of 4-bit weights; None: the device's float dtype
+    # int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
+    # activations, hence the KV cache). None: the device's float dtype (bf16 where native, else fp32).
+    bnb_compute_dtype: str | None = None
     bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
     offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
     attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention

@@ -141,3 +141,78 @@ def test_default_model_facts(default_model_dir):
     assert count_params(loaded.model) == f.params and weights_bytes(loaded.model) == f.weights_bytes
     assert f.weights_bytes >= f.params * 2
     assert loaded.tokenizer.convert_tokens_to_ids("<|im_end|>") in loaded.eos_token_ids
+
+
+# ---------------------------------------------------------------- other sources
+
+
+def test_gguf_file_loads_with_the_same_weights(tiny_model_dir, tmp_path):
+    from tests.engine._local_models import write_llama_gguf
+
+    gguf_path = write_llama_gguf(tiny_model_dir, tmp_path / "tiny.Q.gguf")
+    reference = load_model(_spec(tiny_model_dir, precision="fp32"))
+    loaded = load_model(LoadSpec(model=str(gguf_path), precision="fp32"))
+    assert loaded.facts.params == reference.facts.params and loaded.facts.source == str(gguf_path)
+    assert (loaded.facts.layers, loaded.facts.heads, loaded.facts.kv_heads) == (2, 4, 2)
+    text = "Hello, how are you? 秒回"
+    ids = reference.tokenizer(text, return_tensors="pt").input_ids
+    assert loaded.tokenizer(text, return_tensors="pt").input_ids.tolist() == ids.tolist()
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded.model(ids).logits, reference.model(ids).logits)
+    assert reference.tokenizer.convert_tokens_to_ids("<|im_end|>") in loaded.eos_token_ids
+
+
+def test_repo_id_from_local_hf_cache(tiny_model_dir, tmp_path, monkeypatch):
+    from tests.engine._local_models import add_to_hf_cache
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    add_to_hf_cache(tmp_path / "hub", "acme/tiny-chat", tiny_model_dir)
+    loaded = load_model(LoadSpec(model="acme/tiny-chat", precision="fp32"))
+    assert loaded.facts.name == "tiny-chat" and loaded.facts.source == "acme/tiny-chat"
+    with pytest.raises(ModelNotFoundError, match="not in the local Hugging Face cache"):
+        load_model(LoadSpec(model="acme/other-model"))
+
+
+# ---------------------------------------------------------------- bitsandbytes
+
+
+@pytest.mark.parametrize("precision", ["int8", "nf4", "fp4"])
+def test_bitsandbytes_on_cpu_tiny(tiny_model_dir, precision):
+    fp32 = load_model(_spec(tiny_model_dir, precision="fp32", device="cpu"))
+    loaded = load_model(_spec(tiny_model_dir, precision=precision, device="cpu", bnb_compute_dtype="fp32"))
+    assert loaded.facts.precision == precision and loaded.facts.params == fp32.facts.params
+    assert loaded.facts.weights_bytes < fp32.facts.weights_bytes
+    linear = loaded.model.model.layers[0].self_attn.q_proj
+    assert type(linear).__name__ == ("Linear8bitLt" if precision == "int8" else "Linear4bit")
+    ids = loaded.tokenizer("Hello", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        logits = loaded.model(ids).logits  # (batch, seq, vocab)
+    assert logits.shape == (1, ids.shape[1], fp32.facts.vocab_size) and torch.isfinite(logits).all()
+
+
+def test_bnb_config_options():
+    from engine.loader import bnb_config
+
+    cfg = bnb_config("nf4", "bf16", double_quant=False, offload=False)
+    assert cfg.load_in_4bit and cfg.bnb_4bit_quant_type == "nf4" and not cfg.bnb_4bit_use_double_quant
+    assert cfg.bnb_4bit_compute_dtype == torch.bfloat16
+    assert bnb_config("int8", "fp32", double_quant=True, offload=True).llm_int8_enable_fp32_cpu_offload
+
+
+def _first_reply_token(loaded) -> str:
+    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                               add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.inference_mode():
+        logits = loaded.model(**ids).logits  # (batch, seq, vocab)
+    return loaded.tokenizer.decode(logits[0, -1].argmax())
+
+
+@pytest.mark.default_model
+@pytest.mark.slow  # bitsandbytes quantises on the CPU in plain torch ops: ~10 s a load, more on a busy machine
+@pytest.mark.parametrize("precision,max_bytes", [("int8", 170_000_000), ("nf4", 120_000_000)])
+def test_default_model_quantized_on_cpu(default_model_dir, precision, max_bytes):
+    # bf16 for the unquantised parts, as on a GPU: 269 MB bf16 -> ~163 MB int8 -> ~112 MB nf4.
+    loaded = load_model(LoadSpec(model=str(default_model_dir), precision=precision, device="cpu",
+                                 bnb_compute_dtype="bf16"))
+    assert loaded.facts.params == 134_515_008 and loaded.facts.weights_bytes < max_bytes
+    assert _first_reply_token(loaded).strip() == "The"  # as in bf16: "The capital of France is Paris."

@@ -1,0 +1,84 @@
+"""Test helpers that lay out models the way users have them: a GGUF file, a Hugging Face cache.
+
+``write_llama_gguf`` turns a (tiny) Llama safetensors folder into a llama.cpp-style GGUF with its
+byte-level BPE tokenizer and chat template, so the loader's GGUF path runs on real bytes.
+``add_to_hf_cache`` copies a folder into the hub cache layout (``models--org--name/snapshots/<rev>``
+plus ``refs/main``) that huggingface_hub resolves offline.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+
+def _permute_for_gguf(weight, heads: int):
+    # llama.cpp interleaves the two rotary halves of each head's q/k rows; transformers undoes
+    # exactly this on load, so writing the permuted form is what a real GGUF holds.
+    return weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def write_llama_gguf(source: Path, dest: Path) -> Path:
+    """Write the Llama model in ``source`` (safetensors folder) as one F32 GGUF file at ``dest``."""
+    import gguf
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    cfg = model.config
+    writer = gguf.GGUFWriter(str(dest), "llama")
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    writer.add_rope_dimension_count(cfg.head_dim)
+    writer.add_vocab_size(cfg.vocab_size)
+    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+    specials = set(tokenizer.all_special_tokens) | {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if token in specials else 1 for token in tokens])  # 3: control token
+    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
+    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in merges])
+    writer.add_bos_token_id(cfg.bos_token_id)
+    writer.add_eos_token_id(cfg.eos_token_id)
+    writer.add_pad_token_id(cfg.pad_token_id)
+    writer.add_chat_template(tokenizer.chat_template)
+    state = {name: tensor.numpy() for name, tensor in model.state_dict().items()}
+    writer.add_tensor("token_embd.weight", state["model.embed_tokens.weight"])
+    writer.add_tensor("output_norm.weight", state["model.norm.weight"])
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", state[p + "input_layernorm.weight"])
+        writer.add_tensor(f"blk.{i}.attn_q.weight", _permute_for_gguf(state[p + "self_attn.q_proj.weight"],
+                                                                      cfg.num_attention_heads))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", _permute_for_gguf(state[p + "self_attn.k_proj.weight"],
+                                                                      cfg.num_key_value_heads))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", state[p + "self_attn.v_proj.weight"])
+        writer.add_tensor(f"blk.{i}.attn_output.weight", state[p + "self_attn.o_proj.weight"])
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", state[p + "post_attention_layernorm.weight"])
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", state[p + "mlp.gate_proj.weight"])
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", state[p + "mlp.up_proj.weight"])
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", state[p + "mlp.down_proj.weight"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dest
+
+
+def add_to_hf_cache(cache: Path, repo_id: str, source: Path, revision: str = "0123456789abcdef") -> Path:
+    """Copy ``source`` into ``cache`` as ``repo_id``'s snapshot; return the snapshot folder."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    shutil.copytree(source, snapshot)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    return snapshot
