@@ -75,7 +75,7 @@ class MessageWidget(QFrame):
             bottom.addWidget(button)
             self._buttons[key] = button
         layout.addLayout(bottom)
-        self._streaming_text = ""
+        self._actions_state: tuple[bool, bool, bool, bool] | None = None
         self.show_message(message)
 
     @property
@@ -95,10 +95,21 @@ class MessageWidget(QFrame):
         self.footer.setText(footer)
         self.footer.setVisible(bool(footer))
 
-    def set_actions(self, edit: bool = False, regenerate: bool = False, continue_: bool = False) -> None:
-        self._buttons["edit"].setVisible(edit)
-        self._buttons["regenerate"].setVisible(regenerate)
-        self._buttons["continue"].setVisible(continue_)
+    def set_actions(self, edit: bool = False, regenerate: bool = False, continue_: bool = False,
+                    enabled: bool = True) -> None:
+        """Which actions this bubble offers, and whether they can be used now (not while a reply streams).
+
+        Disabling keeps the buttons in place: hiding them would re-lay out every bubble of a long chat.
+        """
+        state = (edit, regenerate, continue_, enabled)
+        if state == self._actions_state:
+            return  # a long chat calls this for every bubble: skip the no-op changes
+        self._actions_state = state
+        for key, shown in (("edit", edit), ("regenerate", regenerate), ("continue", continue_)):
+            button = self._buttons[key]
+            if button.isHidden() == shown:
+                button.setVisible(shown)
+            button.setEnabled(enabled)
 
 
 class ChatView(QScrollArea):
@@ -219,9 +230,10 @@ class ChatView(QScrollArea):
         self._refresh_actions()
 
     def set_actions_enabled(self, enabled: bool) -> None:
-        """Hide edit/regenerate/continue while a reply streams (they would race the generation)."""
-        self._actions_enabled = enabled
-        self._refresh_actions()
+        """Disable edit/regenerate/continue while a reply streams (they would race the generation)."""
+        if enabled != self._actions_enabled:
+            self._actions_enabled = enabled
+            self._refresh_actions()
 
     # -- internals ----------------------------------------------------------------------------------
     def _append(self, message: ShownMessage) -> MessageWidget:
@@ -240,10 +252,9 @@ class ChatView(QScrollArea):
         last = len(self._widgets) - 1
         for i, widget in enumerate(self._widgets):
             is_last_reply = i == last and widget.message.role == "assistant" and widget is not self._reply
-            widget.set_actions(
-                edit=self._actions_enabled and widget.message.role == "user",
-                regenerate=self._actions_enabled and is_last_reply,
-                continue_=self._actions_enabled and is_last_reply and widget.message.finish_reason == "length")
+            widget.set_actions(edit=widget.message.role == "user", regenerate=is_last_reply,
+                               continue_=is_last_reply and widget.message.finish_reason == "length",
+                               enabled=self._actions_enabled)
 
     @Slot()
     def on_message_edit_clicked(self) -> None:

@@ -1,0 +1,153 @@
+"""The real main window on the tiny model: send, stream, footer, saving, a second turn, edit, regenerate,
+settings, shortcuts, and the GUI thread's responsiveness while a 200-message chat streams."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+from PySide6.QtGui import QKeySequence
+
+from app.settings import ChatSettings, Settings
+from app.widgets.settings_dialog import SettingsDialog
+from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, send_and_wait, settings, store  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+
+def test_send_streams_saves_footer_and_second_turn(qtbot, make_window, store):
+    window = make_window(max_new_tokens=12)
+    flushes = []
+    window.bridge.tokens_received.connect(lambda text, tokens: flushes.append(len(tokens)))
+    qtbot.keyClicks(window.prompt, "Hello ")  # QTest types ASCII only; the rest is pasted
+    window.prompt.insertPlainText("你好 😀")
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
+        qtbot.keyClick(window.prompt, Qt.Key.Key_Return)  # Enter sends
+        assert not window.send_button.isEnabled() and window.stop_button.isEnabled()
+    assert done.args == ["length"]
+    assert window.prompt.toPlainText() == ""
+    shown = window.chat.messages()
+    assert [m.role for m in shown] == ["user", "assistant"] and shown[0].text == "Hello 你好 😀"
+    assert sum(flushes) == 12
+    assert shown[1].footer.endswith("12 tokens · KV " + shown[1].footer.split("KV ")[1])
+    assert "tok/s" in shown[1].footer and "TTFT" in shown[1].footer
+    panel = window.perf_panel.displayed()
+    assert panel["ttft"].endswith("ms") and panel["decode_avg"].endswith("tok/s") and panel["kv"] != "—"
+    assert window.token_inspector.row_count() == 12
+    cid = window.current_conversation()
+    rows = store.messages(cid)
+    assert [(r.role, r.finish_reason) for r in rows] == [("user", None), ("assistant", "length")]
+    assert rows[1].text == shown[1].text and rows[1].perf is not None and rows[1].perf.generated_tokens == 12
+    assert store.get_conversation(cid).title.startswith("Hello")
+
+    starts = []
+    window.bridge.generation_started.connect(starts.append)
+    assert send_and_wait(qtbot, window, "And again") == "length"
+    assert len(window.chat.messages()) == 4 and len(store.messages(cid)) == 4
+    assert starts[0].reused_tokens > 0  # the second turn reused the first turn's KV cache
+
+    # The footer stays with the message after a restart (read back from the store).
+    again = make_window(loaded=False)
+    again.open_conversation(cid)
+    assert [m.footer for m in again.chat.messages()] == [m.footer for m in window.chat.messages()]
+
+
+def test_edit_and_regenerate_cut_the_history(qtbot, make_window, store):
+    window = make_window(max_new_tokens=6)
+    send_and_wait(qtbot, window, "first question")
+    send_and_wait(qtbot, window, "second question")
+    cid = window.current_conversation()
+    old_reply_id = store.messages(cid)[-1].id
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        window.chat.widgets()[-1]._buttons["regenerate"].click()
+    rows = store.messages(cid)
+    assert len(rows) == 4 and rows[-1].id != old_reply_id and rows[-1].role == "assistant"
+
+    window.chat.widgets()[2]._buttons["edit"].click()  # edit "second question"
+    assert window.prompt.toPlainText() == "second question" and not window.editing_label.isHidden()
+    window.prompt.setPlainText("second question, edited")
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        window.send_button.click()
+    rows = store.messages(cid)
+    assert [r.text for r in rows if r.role == "user"] == ["first question", "second question, edited"]
+    assert len(rows) == 4 and window.editing_label.isHidden()
+    assert [m.text for m in window.chat.messages()] == [r.text for r in rows]
+
+
+def test_continue_appears_after_length_limit(qtbot, make_window):
+    window = make_window(max_new_tokens=4)
+    send_and_wait(qtbot, window, "Tell me a story")
+    last = window.chat.widgets()[-1]
+    assert "length limit reached" in last.footer.text() and not last._buttons["continue"].isHidden()
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        last._buttons["continue"].click()
+    assert [m.role for m in window.chat.messages()] == ["user", "assistant", "user", "assistant"]
+
+
+def test_settings_dialog_is_remembered(qtbot, settings, tmp_path):
+    dialog = SettingsDialog(settings)
+    qtbot.addWidget(dialog)
+    dialog.system_prompt.setPlainText("Answer in Chinese. 用中文回答。")
+    dialog.temperature.setValue(0.55)
+    dialog.top_k.setValue(0)
+    dialog.seed.setValue(1234)
+    dialog.use_kv_cache.setChecked(False)
+    dialog.accept()
+    from PySide6.QtCore import QSettings
+
+    reread = Settings(QSettings(str(tmp_path / "qsettings" / "miaohui.ini"), QSettings.Format.IniFormat)).chat()
+    assert reread == ChatSettings(system_prompt="Answer in Chinese. 用中文回答。", temperature=0.55, top_k=0, seed=1234,
+                                  use_kv_cache=False)
+    kwargs = reread.sampling_kwargs()
+    assert kwargs["seed"] == 1234 and kwargs["use_kv_cache"] is False and kwargs["top_k"] == 0
+
+
+def test_shortcuts_exist(make_window):
+    window = make_window(loaded=False)
+    shortcuts = {a.text(): a.shortcut() for a in window.actions()}
+    assert shortcuts["New chat"] == QKeySequence(QKeySequence.StandardKey.New)
+    assert shortcuts["Stop"] == QKeySequence(Qt.Key.Key_Escape)
+    assert shortcuts["Focus prompt"] == QKeySequence("Ctrl+L")
+    assert shortcuts["Settings…"] == QKeySequence("Ctrl+,")
+    window.prompt.clearFocus()
+    [a for a in window.actions() if a.text() == "Focus prompt"][0].trigger()
+    assert window.prompt.hasFocus() or window.focusWidget() is window.prompt
+    [a for a in window.actions() if a.text() == "New chat"][0].trigger()
+    assert window.current_conversation() is not None and window.chat.messages() == []
+
+
+def test_gui_thread_stays_responsive_while_a_long_chat_streams(qtbot, make_window, store, record_property):
+    window = make_window(max_new_tokens=120)
+    cid = store.create_conversation("long chat")
+    for i in range(100):
+        store.add_message(cid, "user", f"question {i}: what about **item {i}**?")
+        store.add_message(cid, "assistant", f"Answer {i}.\n\n```python\nprint({i})\n```\n")
+    window.open_conversation(cid)
+    assert len(window.chat.widgets()) == 200
+
+    ticks = QElapsedTimer()
+    worst = [0.0]
+    count = [0]
+    probe = QTimer()
+    probe.setInterval(10)
+
+    def on_tick() -> None:
+        late = ticks.restart() - 10
+        worst[0] = max(worst[0], late)
+        count[0] += 1
+
+    probe.timeout.connect(on_tick)
+    started = time.perf_counter()
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        window.send("one more")  # 200 older messages are in the context: trimming keeps the last turns
+        ticks.start()
+        probe.start()
+    probe.stop()
+    elapsed = time.perf_counter() - started
+    record_property("gui_worst_timer_lateness_ms", worst[0])
+    print(f"\nGUI thread: worst 10 ms-timer lateness {worst[0]:.0f} ms over a {elapsed:.1f} s reply "
+          f"in a 200-message chat")
+    # Only a frozen event loop fails this (its timer would stall for most of the reply); the figure itself
+    # is reported, not asserted: on a shared CI box the OS scheduler alone can delay a thread by 100s of ms.
+    assert count[0] > 0 and worst[0] < max(2000.0, 500.0 * elapsed)
