@@ -219,6 +219,18 @@ def count_params(model: Any) -> int:
     return total
 
 
+def quantizable_shapes(model: Any) -> list[tuple[int, int]]:
+    """(out, in) of every linear layer bitsandbytes quantises: all but the output head."""
+    import torch
+
+    head = model.get_output_embeddings()
+    shapes = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and module is not head:
+            shapes.append((module.out_features, module.in_features))
+    return shapes
+
+
 def _tensor_bytes(tensor: Any) -> int:
     return tensor.numel() * tensor.element_size()
 
@@ -456,4 +468,4 @@ def _config_param_estimate(config: Any) -> int:
 
 __all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
            "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "count_params", "weights_bytes",
-           "end_token_ids", "PRECISIONS", "DEVICES"]
+           "end_token_ids", "quantizable_shapes", "PRECISIONS", "DEVICES"]
