@@ -54,6 +54,9 @@ def setup_logging() -> Path | None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         path = logs_dir() / "miaohui.log"
+        root = logging.getLogger()
+        if any(getattr(h, "baseFilename", None) == str(path) for h in root.handlers):
+            return path  # main() ran before in this process (tests): one handler per file
         handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         return None

@@ -118,7 +118,7 @@ def test_shortcuts_exist(make_window):
 
 
 def test_gui_thread_stays_responsive_while_a_long_chat_streams(qtbot, make_window, store, record_property):
-    window = make_window(max_new_tokens=120)
+    window = make_window(max_new_tokens=80)
     cid = store.create_conversation("long chat")
     for i in range(100):
         store.add_message(cid, "user", f"question {i}: what about **item {i}**?")
