@@ -47,6 +47,7 @@ class LoadSpec:
     bnb_compute_dtype: str | None = None
     bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
     offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
+    offload_gpu_bytes: int | None = None  # with offload: GPU memory accelerate may use (None: all free memory)
     attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention
 
 
@@ -76,6 +77,8 @@ def _validate(spec: LoadSpec) -> None:
         raise BadInputError(f"unknown precision {spec.precision!r}: choose one of {', '.join(PRECISIONS)}")
     if spec.device not in DEVICES:
         raise BadInputError(f"unknown device {spec.device!r}: choose one of {', '.join(DEVICES)}")
+    if spec.offload_gpu_bytes is not None and spec.offload_gpu_bytes <= 0:
+        raise BadInputError("the offload GPU memory cap must be a positive number of bytes")
     if spec.bnb_compute_dtype not in (None, "fp32", "bf16", "fp16"):
         raise BadInputError(f"unknown compute dtype {spec.bnb_compute_dtype!r}: choose fp32, bf16 or fp16")
 
@@ -98,7 +101,7 @@ def resolve_source(model: str) -> ResolvedSource:
         return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin="default")
     path = Path(model).expanduser()
     if path.is_dir():
-        return ResolvedSource(folder=path.resolve(), name=path.resolve().name, origin=model)
+        return _folder_source(path.resolve(), path.resolve().name, model)
     if path.is_file():
         if path.suffix.lower() == ".gguf":
             return ResolvedSource(folder=path.resolve().parent, name=path.stem, gguf_file=path.name, origin=model)
@@ -107,9 +110,21 @@ def resolve_source(model: str) -> ResolvedSource:
         # A weights file picked directly: its folder is the model (safety then judges the folder).
         return ResolvedSource(folder=path.resolve().parent, name=path.resolve().parent.name, origin=model)
     if _looks_like_repo_id(model):
-        return ResolvedSource(folder=_hf_cache_snapshot(model), name=model.split("/")[1], origin=model)
+        return _folder_source(_hf_cache_snapshot(model), model.split("/")[1], model)
     raise ModelNotFoundError(f"no model at {model}: give a model folder, a .gguf file, a repo id already in "
                              "the local Hugging Face cache, or 'default' (`python -m engine fetch`)")
+
+
+def _folder_source(folder: Path, name: str, origin: str) -> ResolvedSource:
+    """A Hugging Face folder, or a folder (e.g. a GGUF repo) whose only model is one .gguf file."""
+    if not (folder / "config.json").is_file():
+        ggufs = sorted(folder.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return ResolvedSource(folder=folder, name=ggufs[0].stem, gguf_file=ggufs[0].name, origin=origin)
+        if len(ggufs) > 1:
+            raise BadInputError(f"{origin} holds {len(ggufs)} .gguf files: open one of them "
+                                f"(e.g. {folder / ggufs[0].name})")
+    return ResolvedSource(folder=folder, name=name, origin=origin)
 
 
 def hf_cache_dir() -> Path:
@@ -403,27 +418,17 @@ def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
     return AutoConfig.from_pretrained(str(source.folder), **kwargs)
 
 
-def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.Event,
-          from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any],
-          weights_started: threading.Event) -> LoadedModel:
-    progress(LoadProgress("checking files", 0.0))
-    source = resolve_source(spec.model)
-    report = safety.check_source(source.folder, gguf_file=source.gguf_file,
-                                 allow_remote_code=spec.allow_remote_code)
-    _check_cancel(cancel)
+def activation_dtype_name(spec: LoadSpec, device: str, precision: str) -> str:
+    """dtype of unquantised parts (embeddings, norms) and activations, hence of the KV cache."""
+    if precision in QUANTIZED:
+        return spec.bnb_compute_dtype or _float_dtype_name(device)
+    return precision
 
-    progress(LoadProgress("reading config", 0.1))
-    config = _read_config(source, spec)
-    if spec.offload and device != "cuda":
-        raise BadInputError("CPU offload only applies to a CUDA device: use --device cuda or drop --offload")
-    estimated = report.param_count or _config_param_estimate(config)
-    precision = resolve_precision(spec.precision, device, estimated)
-    _check_cancel(cancel)
 
-    compute = spec.bnb_compute_dtype or _float_dtype_name(device)
-    # Non-quantised parts (embeddings, norms) and activations, hence the KV cache, use this dtype.
-    float_name = precision if precision not in QUANTIZED else compute
-    kwargs: dict[str, Any] = dict(config=config, dtype=_torch_dtype(float_name), local_files_only=True,
+def model_kwargs(spec: LoadSpec, source: ResolvedSource, device: str, precision: str) -> dict[str, Any]:
+    """Keyword arguments for ``from_pretrained`` (without ``config``); pure, so CUDA paths test on a CPU."""
+    float_name = activation_dtype_name(spec, device, precision)
+    kwargs: dict[str, Any] = dict(dtype=_torch_dtype(float_name), local_files_only=True,
                                   trust_remote_code=spec.allow_remote_code)
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
@@ -432,11 +437,44 @@ def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.E
     if spec.attn_implementation:
         kwargs["attn_implementation"] = spec.attn_implementation
     if precision in QUANTIZED:
-        kwargs["quantization_config"] = bnb_config(precision, compute, spec.bnb_double_quant, spec.offload)
+        kwargs["quantization_config"] = bnb_config(precision, float_name, spec.bnb_double_quant, spec.offload)
     if spec.offload:
         kwargs["device_map"] = "auto"
+        if spec.offload_gpu_bytes is not None:
+            # A cap makes accelerate spill layers to CPU memory even when the model would fit, so
+            # the cost of offloading can be measured on any GPU.
+            kwargs["max_memory"] = {0: spec.offload_gpu_bytes, "cpu": _host_memory_bytes()}
     elif device == "cuda" or precision in QUANTIZED:
         kwargs["device_map"] = {"": "cuda:0" if device == "cuda" else "cpu"}
+    return kwargs
+
+
+def _host_memory_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available * 0.9)
+
+
+def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.Event,
+          from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any],
+          weights_started: threading.Event) -> LoadedModel:
+    if spec.offload and device != "cuda":
+        raise BadInputError("CPU offload only applies to a CUDA device: use --device cuda or drop --offload")
+    progress(LoadProgress("checking files", 0.0))
+    source = resolve_source(spec.model)
+    report = safety.check_source(source.folder, gguf_file=source.gguf_file,
+                                 allow_remote_code=spec.allow_remote_code)
+    _check_cancel(cancel)
+
+    progress(LoadProgress("reading config", 0.1))
+    config = _read_config(source, spec)
+    estimated = report.param_count or _config_param_estimate(config)
+    precision = resolve_precision(spec.precision, device, estimated)
+    _check_cancel(cancel)
+
+    kwargs = model_kwargs(spec, source, device, precision)
+    kwargs["config"] = config
+    float_name = activation_dtype_name(spec, device, precision)
 
     progress(LoadProgress("loading weights", 0.2))
     if precision in QUANTIZED:
@@ -467,5 +505,5 @@ def _config_param_estimate(config: Any) -> int:
 
 
 __all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
-           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "count_params", "weights_bytes",
+           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs", "activation_dtype_name", "count_params", "weights_bytes",
            "end_token_ids", "quantizable_shapes", "PRECISIONS", "DEVICES"]

@@ -35,13 +35,14 @@ def test_tiny_model_facts(tiny_model_dir):
     assert im_end in loaded.eos_token_ids and endoftext in loaded.eos_token_ids
 
 
-def test_bf16_halves_weights_bytes(tiny_model_dir):
+@pytest.mark.parametrize("precision,dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_16_bit_halves_weights_bytes(tiny_model_dir, precision, dtype):
     fp32 = load_model(_spec(tiny_model_dir, precision="fp32", device="cpu")).facts
-    bf16 = load_model(_spec(tiny_model_dir, precision="bf16", device="cpu"))
-    assert next(bf16.model.parameters()).dtype == torch.bfloat16
-    assert bf16.facts.params == fp32.params and bf16.facts.kv_dtype_bytes == 2
+    half = load_model(_spec(tiny_model_dir, precision=precision, device="cpu"))
+    assert next(half.model.parameters()).dtype == dtype
+    assert half.facts.params == fp32.params and half.facts.kv_dtype_bytes == 2
     # Parameters halve; the rotary inv_freq buffer stays fp32.
-    assert bf16.facts.weights_bytes < fp32.weights_bytes * 0.51 + 4096
+    assert half.facts.weights_bytes < fp32.weights_bytes * 0.51 + 4096
 
 
 def test_progress_stages_in_order(tiny_model_dir):
@@ -162,6 +163,19 @@ def test_gguf_file_loads_with_the_same_weights(tiny_model_dir, tmp_path):
     assert reference.tokenizer.convert_tokens_to_ids("<|im_end|>") in loaded.eos_token_ids
 
 
+def test_folder_holding_one_gguf_loads_it(tiny_model_dir, tmp_path):
+    from tests.engine._local_models import write_llama_gguf
+
+    folder = tmp_path / "gguf-repo"
+    folder.mkdir()
+    write_llama_gguf(tiny_model_dir, folder / "tiny-f32.gguf")
+    loaded = load_model(LoadSpec(model=str(folder), precision="fp32"))
+    assert loaded.facts.name == "tiny-f32" and loaded.facts.source.endswith("tiny-f32.gguf")
+    (folder / "tiny-q8.gguf").write_bytes((folder / "tiny-f32.gguf").read_bytes())
+    with pytest.raises(BadInputError, match="2 .gguf files"):
+        load_model(LoadSpec(model=str(folder)))
+
+
 def test_repo_id_from_local_hf_cache(tiny_model_dir, tmp_path, monkeypatch):
     from tests.engine._local_models import add_to_hf_cache
 
@@ -188,6 +202,48 @@ def test_bitsandbytes_on_cpu_tiny(tiny_model_dir, precision):
     with torch.inference_mode():
         logits = loaded.model(ids).logits  # (batch, seq, vocab)
     assert logits.shape == (1, ids.shape[1], fp32.facts.vocab_size) and torch.isfinite(logits).all()
+
+
+def test_quantized_load_reports_quantizing(tiny_model_dir):
+    seen: list[str] = []
+    load_model(_spec(tiny_model_dir, precision="nf4", bnb_compute_dtype="fp32"), progress=lambda p: seen.append(p.stage))
+    assert seen.index("loading weights") < seen.index("quantizing") < seen.index("ready")
+
+
+def test_from_pretrained_arguments_per_device_and_precision(tiny_model_dir):
+    from engine.loader import ResolvedSource, model_kwargs
+
+    folder = ResolvedSource(folder=tiny_model_dir, name="tiny")
+    cpu = model_kwargs(LoadSpec(), folder, "cpu", "bf16")
+    assert cpu["dtype"] == torch.bfloat16 and cpu["use_safetensors"] and cpu["local_files_only"]
+    assert "device_map" not in cpu and not cpu["trust_remote_code"] and "quantization_config" not in cpu
+    cuda = model_kwargs(LoadSpec(attn_implementation="eager"), folder, "cuda", "fp16")
+    assert cuda["device_map"] == {"": "cuda:0"} and cuda["dtype"] == torch.float16
+    assert cuda["attn_implementation"] == "eager"
+    nf4 = model_kwargs(LoadSpec(bnb_compute_dtype="bf16"), folder, "cuda", "nf4")
+    assert nf4["quantization_config"].bnb_4bit_compute_dtype == torch.bfloat16 and nf4["dtype"] == torch.bfloat16
+    offload = model_kwargs(LoadSpec(offload=True, offload_gpu_bytes=10**8), folder, "cuda", "int8")
+    assert offload["device_map"] == "auto" and offload["max_memory"][0] == 10**8
+    assert offload["quantization_config"].llm_int8_enable_fp32_cpu_offload
+    gguf = model_kwargs(LoadSpec(), ResolvedSource(folder=tiny_model_dir, name="t", gguf_file="t.gguf"), "cpu", "fp32")
+    assert gguf["gguf_file"] == "t.gguf" and "use_safetensors" not in gguf
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["bf16", "nf4", "int8"])
+def test_cuda_load(tiny_model_dir, precision):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    loaded = load_model(_spec(tiny_model_dir, precision=precision, device="cuda"))
+    assert loaded.facts.device.startswith("cuda") and loaded.facts.precision == precision
+
+
+@pytest.mark.cuda
+def test_cuda_offload_reports_split(tiny_model_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    loaded = load_model(_spec(tiny_model_dir, precision="bf16", device="cuda", offload=True, offload_gpu_bytes=60_000))
+    assert loaded.facts.device_map and "cpu" in set(loaded.facts.device_map.values())
 
 
 def test_bnb_config_options():
