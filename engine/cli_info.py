@@ -60,7 +60,7 @@ def attention_note(heads: int, kv_heads: int) -> str:
 
 def model_card(loaded: Any) -> dict[str, Any]:
     """The card as plain data (the --json output)."""
-    from engine.loader import quantizable_shapes
+    from engine.facts import quantizable_shapes
 
     facts = loaded.facts
     card = facts.to_dict()

@@ -2,12 +2,13 @@
 
 Owns source resolution (the default model, a local folder, a single ``.gguf`` file, a repo id
 already in the local Hugging Face cache), precision and device resolution (``auto`` rules,
-bitsandbytes configs, accelerate CPU offload), load progress and cancel, and the facts of what was
-loaded (exact parameter count, bytes of weights as loaded, end tokens).
+bitsandbytes configs, accelerate CPU offload), load progress and cancel, and turning every load
+failure into one ``EngineError`` with nothing half-loaded kept.
 
 Does not own file-safety checks (``engine.safety`` runs them before anything is deserialised),
-generation (``engine.session``) or the model-card arithmetic (``engine.model``). Never touches the
-network: every Hugging Face call is ``local_files_only``.
+measuring the loaded model (``engine.facts``), the model-card arithmetic (``engine.model``) or
+generation (``engine.session``). Never touches the network: every Hugging Face call is
+``local_files_only``.
 """
 
 from __future__ import annotations
@@ -22,16 +23,13 @@ from typing import Any, Callable
 from engine import paths, safety
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
-from engine.model import LoadedModel, ModelFacts
+from engine.facts import build_facts, end_token_ids
+from engine.model import LoadedModel
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4")
 DEVICES = ("auto", "cpu", "cuda")
 QUANTIZED = ("int8", "nf4", "fp4")
 
-# Token strings chat templates use to end a turn or a document. Only those present in the
-# model's vocabulary are used as stop tokens.
-TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>",
-                       "<end_of_turn>", "</s>")
 
 
 @dataclass(frozen=True)
@@ -222,113 +220,6 @@ def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: 
                               llm_int8_enable_fp32_cpu_offload=offload)
 
 
-# ---------------------------------------------------------------- facts
-
-
-def count_params(model: Any) -> int:
-    """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape."""
-    total = 0
-    for param in model.parameters():  # parameters() already yields a tied tensor once
-        state = getattr(param, "quant_state", None)
-        total += state.shape.numel() if state is not None else param.numel()
-    return total
-
-
-def quantizable_shapes(model: Any) -> list[tuple[int, int]]:
-    """(out, in) of every linear layer bitsandbytes quantises: all but the output head."""
-    import torch
-
-    head = model.get_output_embeddings()
-    shapes = []
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module is not head:
-            shapes.append((module.out_features, module.in_features))
-    return shapes
-
-
-def _tensor_bytes(tensor: Any) -> int:
-    return tensor.numel() * tensor.element_size()
-
-
-def weights_bytes(model: Any) -> int:
-    """Bytes held by parameters, buffers and quantisation scales, each tensor counted once."""
-    import torch
-
-    seen: set[int] = set()
-    total = 0
-
-    def add(tensor: Any) -> None:
-        nonlocal total
-        if isinstance(tensor, torch.Tensor) and tensor.data_ptr() not in seen and tensor.device.type != "meta":
-            seen.add(tensor.data_ptr())
-            total += _tensor_bytes(tensor)
-
-    for param in model.parameters():
-        add(param)
-        add(getattr(param, "SCB", None))  # int8: one fp32 scale per row
-        state = getattr(param, "quant_state", None)
-        if state is not None:  # 4-bit: per-block absmax (and, double-quantised, its own scales)
-            add(state.absmax)
-            nested = getattr(state, "state2", None)
-            if nested is not None:
-                add(nested.absmax)
-                add(getattr(nested, "code", None))
-    for buffer in model.buffers():
-        add(buffer)
-    return total
-
-
-def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
-    """Every id that ends a reply: generation config's, the tokenizer's EOS, template end tokens."""
-    ids: list[int] = []
-
-    def add(value: Any) -> None:
-        if value is None:
-            return
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, int) and item >= 0 and item not in ids:
-                ids.append(item)
-
-    generation_config = getattr(model, "generation_config", None)
-    add(getattr(generation_config, "eos_token_id", None))
-    add(getattr(model.config, "eos_token_id", None))
-    add(tokenizer.eos_token_id)
-    vocab = tokenizer.get_vocab()
-    for token in TEMPLATE_END_TOKENS:
-        if token in vocab:
-            add(vocab[token])
-    return tuple(ids)
-
-
-def build_facts(model: Any, source: ResolvedSource, precision: str, kv_dtype_bytes: int) -> ModelFacts:
-    config = model.config
-    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = int(text_config.num_attention_heads)
-    hidden = int(text_config.hidden_size)
-    head_dim = getattr(text_config, "head_dim", None) or hidden // heads
-    device_map = getattr(model, "hf_device_map", None)
-    first = next(model.parameters())
-    return ModelFacts(
-        name=source.name,
-        source=str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder)),
-        architecture=(config.architectures or [type(model).__name__])[0],
-        layers=int(text_config.num_hidden_layers),
-        hidden_size=hidden,
-        heads=heads,
-        kv_heads=int(getattr(text_config, "num_key_value_heads", None) or heads),
-        head_dim=int(head_dim),
-        vocab_size=int(text_config.vocab_size),
-        context_length=int(getattr(text_config, "max_position_embeddings", 0) or 0),
-        params=count_params(model),
-        weights_bytes=weights_bytes(model),
-        precision=precision,
-        device=str(first.device),
-        kv_dtype_bytes=kv_dtype_bytes,
-        # accelerate's split, only when it actually spans more than one place.
-        device_map={k: str(v) for k, v in device_map.items()} if device_map and len(set(map(str, device_map.values()))) > 1 else None,
-    )
-
-
 # ---------------------------------------------------------------- loading
 
 
@@ -492,7 +383,8 @@ def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.E
     tokenizer = tokenizer_from_pretrained(str(source.folder), **tok_kwargs)
     _check_cancel(cancel)
 
-    facts = build_facts(model, source, precision, _torch_dtype(float_name).itemsize)
+    origin = str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder))
+    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize)
     loaded = LoadedModel(model=model, tokenizer=tokenizer, facts=facts, eos_token_ids=end_token_ids(model, tokenizer))
     progress(LoadProgress("ready", 1.0))
     return loaded
@@ -505,5 +397,5 @@ def _config_param_estimate(config: Any) -> int:
 
 
 __all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
-           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs", "activation_dtype_name", "count_params", "weights_bytes",
-           "end_token_ids", "quantizable_shapes", "PRECISIONS", "DEVICES"]
+           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs",
+           "activation_dtype_name", "PRECISIONS", "DEVICES", "QUANTIZED"]

@@ -40,7 +40,8 @@ def test_info_json(tiny_model_dir, capsys):
 
 
 def test_weights_estimate_matches_int8_load(tiny_model_dir):
-    from engine.loader import LoadSpec, load_model, quantizable_shapes
+    from engine.facts import quantizable_shapes
+    from engine.loader import LoadSpec, load_model
 
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="int8", bnb_compute_dtype="bf16"))
     estimate = estimate_weights_bytes(loaded.facts.params, quantizable_shapes(loaded.model))["int8"]
@@ -82,7 +83,7 @@ def test_bad_precision_is_a_usage_error(capsys):
 
 def test_cli_modules_import_no_torch():
     # `python -m engine --help` imports every sub-command module: they must stay light.
-    code = ("import sys, engine.cli_info, engine.loader, engine.safety, engine.catalog; "
+    code = ("import sys, engine.cli_info, engine.loader, engine.safety, engine.catalog, engine.facts; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "[]"

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from engine.errors import BadInputError, CancelledError, EngineOutOfMemoryError, ModelNotFoundError
-from engine.loader import (LoadProgress, LoadSpec, count_params, load_model, resolve_precision,
-                           weights_bytes)
+from engine.facts import count_params, weights_bytes
+from engine.loader import LoadProgress, LoadSpec, load_model, resolve_precision
 
 
 def _spec(folder, **kw) -> LoadSpec:
