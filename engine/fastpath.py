@@ -221,6 +221,22 @@ class FastRunner(ModelRunner):
         if static:
             self._pos_t = torch.zeros(1, dtype=torch.long, device=device)  # (1,) position of the step
             self._positions = torch.arange(self._max_positions, device=device)  # (capacity,)
+            if compile:
+                self._mark_static()
+
+    def _mark_static(self) -> None:
+        """Tell dynamo the tensors the step reads live at fixed addresses (as transformers' StaticCache
+        does): CUDA graphs then read them in place instead of copying weights and cache in per replay,
+        and in-place cache writes do not disable the graph."""
+        tensors = [self._k, self._v, self._cos, self._sin, self._positions, self._pos_t, self._step_input,
+                   self._w.embed, self._w.final_norm, self._w.lm_head]
+        for layer in self._w.layers:
+            tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down]
+        try:
+            for tensor in tensors:
+                torch._dynamo.mark_static_address(tensor)
+        except Exception as exc:  # noqa: BLE001  (only costs speed)
+            log.warning("could not mark static addresses: %s", exc)
 
     # -- cache -------------------------------------------------------------------------------------
     def _grow(self, capacity: int) -> None:
