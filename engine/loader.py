@@ -226,7 +226,15 @@ def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: 
 def _default_model_loader(folder: str, **kwargs: Any) -> Any:
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, **kwargs)
+    # transformers fills weights absent from the checkpoint with random values and only logs it:
+    # a model answering gibberish is worse than a clear refusal.
+    missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
+    if missing:
+        where = Path(folder) / kwargs["gguf_file"] if kwargs.get("gguf_file") else Path(folder)
+        raise CorruptModelError(f"corrupt or incomplete: {where}: {len(missing)} weights missing or of the wrong "
+                                f"shape (e.g. {missing[0]})")
+    return model
 
 
 def _default_tokenizer_loader(folder: str, **kwargs: Any) -> Any:

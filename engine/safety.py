@@ -73,14 +73,23 @@ def read_json(path: Path) -> Any:
         raise corrupt(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
-def check_remote_code(folder: Path, allow_remote_code: bool) -> None:
-    """Refuse configs that make transformers import Python files from the model folder."""
-    for name in ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json"):
+# JSON side files transformers reads; each must parse (a 404 page saved under the name is common).
+JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
+              "special_tokens_map.json", "processor_config.json", "preprocessor_config.json")
+# Files that can carry ``auto_map`` and so make transformers import the folder's Python.
+REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
+# Any one of these is a tokenizer transformers can build.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def check_json_files(folder: Path, allow_remote_code: bool) -> None:
+    """Every JSON side file parses; none asks for remote code unless the user opted in."""
+    for name in JSON_FILES:
         path = folder / name
         if not path.is_file():
             continue
         data = read_json(path)
-        if isinstance(data, dict) and data.get("auto_map") and not allow_remote_code:
+        if name in REMOTE_CODE_FILES and isinstance(data, dict) and data.get("auto_map") and not allow_remote_code:
             raise UnsafeModelError(f"refused {path}: it asks to run the model's own Python code (auto_map); "
                                    "allow remote code only for a model you trust")
 
@@ -261,7 +270,7 @@ def check_source(folder: Path, gguf_file: str | None = None, allow_remote_code: 
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelNotFoundError(f"no model folder at {folder}")
-    check_remote_code(folder, allow_remote_code)
+    check_json_files(folder, allow_remote_code)
     if gguf_file is not None:
         path = folder / gguf_file
         return SafetyReport(weight_files=(path,), param_count=check_gguf(path))
@@ -277,4 +286,6 @@ def check_source(folder: Path, gguf_file: str | None = None, allow_remote_code: 
             # Only pickled weights: loading them would run whatever code they carry.
             raise refuse_pickle(folder / pickles[0])
         raise corrupt(folder, "no weights (no .safetensors file)")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise corrupt(folder, "no tokenizer (tokenizer.json)")
     return SafetyReport(weight_files=tuple(files), param_count=sum(check_safetensors(path) for path in files))

@@ -104,6 +104,26 @@ def test_folder_without_weights_refused(model_copy):
     _refused(model_copy, CorruptModelError, str(model_copy), "no weights")
 
 
+def test_generation_config_not_json_refused(model_copy):
+    (model_copy / "generation_config.json").write_bytes(b"\x00\x01binary")
+    _refused(model_copy, CorruptModelError, "generation_config.json", "not JSON")
+
+
+def test_folder_without_tokenizer_refused(model_copy):
+    (model_copy / "tokenizer.json").unlink()
+    _refused(model_copy, CorruptModelError, str(model_copy), "no tokenizer")
+
+
+def test_missing_weight_refused_not_randomly_initialised(model_copy):
+    # A well-formed file that lacks a tensor: transformers would fill it with random values.
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model_copy / "model.safetensors")
+    del weights["model.layers.1.mlp.down_proj.weight"]
+    save_file(weights, model_copy / "model.safetensors", metadata={"format": "pt"})
+    _refused(model_copy, CorruptModelError, "1 weights missing", "model.layers.1.mlp.down_proj.weight")
+
+
 def test_sharded_index_missing_shard_refused(model_copy):
     weights = model_copy / "model.safetensors"
     weights.rename(model_copy / "model-00001-of-00002.safetensors")
