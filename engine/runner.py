@@ -37,6 +37,11 @@ class ModelRunner:
     ``cached_ids`` are the tokens whose keys and values are in the cache, in order. Without a cache
     the runner keeps the sequence and recomputes all of it for every new token (the seeds'
     experiment 3); its logits, hence its greedy output, equal the cached mode's.
+
+    The interface the session relies on (a faster runner from ``make_runner`` provides the same):
+    ``device``, ``use_kv_cache``, ``cached_ids``, ``cached_len``, ``reset()``, ``crop(n)``,
+    ``prefill(ids, cancel, chunk)`` (a generator of ``(done, logits | None)``), ``decode(token_id)``,
+    ``kv_bytes()`` and ``sync()``. Logits are (1, vocab) tensors of the last position.
     """
 
     def __init__(self, model: Any, use_kv_cache: bool = True) -> None:
