@@ -31,7 +31,6 @@ DEVICES = ("auto", "cpu", "cuda")
 QUANTIZED = ("int8", "nf4", "fp4")
 
 
-
 @dataclass(frozen=True)
 class LoadSpec:
     """What to load and how."""
@@ -102,7 +101,9 @@ def resolve_source(model: str) -> ResolvedSource:
         return _folder_source(path.resolve(), path.resolve().name, model)
     if path.is_file():
         if path.suffix.lower() == ".gguf":
-            return ResolvedSource(folder=path.resolve().parent, name=path.stem, gguf_file=path.name, origin=model)
+            # absolute(), not resolve(): in the HF cache the file is a symlink to a blob whose
+            # folder does not hold a file of this name.
+            return ResolvedSource(folder=path.absolute().parent, name=path.stem, gguf_file=path.name, origin=model)
         if safety.is_pickle_file(path):
             raise safety.refuse_pickle(path)
         # A weights file picked directly: its folder is the model (safety then judges the folder).

@@ -8,6 +8,7 @@ plus ``refs/main``) that huggingface_hub resolves offline.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -75,10 +76,21 @@ def write_llama_gguf(source: Path, dest: Path) -> Path:
 
 
 def add_to_hf_cache(cache: Path, repo_id: str, source: Path, revision: str = "0123456789abcdef") -> Path:
-    """Copy ``source`` into ``cache`` as ``repo_id``'s snapshot; return the snapshot folder."""
+    """Put ``source``'s files in ``cache`` as ``repo_id``'s snapshot; return the snapshot folder.
+
+    Like huggingface_hub: each file is a blob named by its hash, and the snapshot holds
+    relative symlinks to the blobs.
+    """
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     snapshot = repo / "snapshots" / revision
-    shutil.copytree(source, snapshot)
+    blobs = repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir(exist_ok=True)
+    files = [source] if source.is_file() else sorted(p for p in source.iterdir() if p.is_file())
+    for path in files:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        shutil.copyfile(path, blobs / digest)
+        (snapshot / path.name).symlink_to(Path("..", "..", "blobs", digest))
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(revision)
     return snapshot

@@ -39,6 +39,16 @@ def test_default_local_and_cache_models_listed(home, tiny_model_dir, tmp_path, m
         assert load_model(LoadSpec(model=choice.spec_model, precision="fp32")).facts.params > 0
 
 
+def test_gguf_in_hf_cache_listed_and_loads(home, tiny_model_dir, tmp_path):
+    from tests.engine._local_models import write_llama_gguf
+
+    gguf = write_llama_gguf(tiny_model_dir, tmp_path / "tiny-F32.gguf")
+    add_to_hf_cache(tmp_path / "hub", "acme/tiny-GGUF", gguf)
+    (choice,) = list_local_models(cache_dir=tmp_path / "hub")
+    assert choice.kind == "hf-cache" and choice.spec_model.endswith("tiny-F32.gguf")
+    assert load_model(LoadSpec(model=choice.spec_model, precision="fp32")).facts.params > 0
+
+
 def test_cache_dir_from_environment(home, tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     add_to_hf_cache(tmp_path / "hub", "acme/tiny-chat", tiny_model_dir)
