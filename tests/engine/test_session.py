@@ -194,6 +194,23 @@ def test_cancel_from_another_thread_takes_effect_within_one_token(loaded):
     assert run(session)[-1].reason == "length"  # and the session carries on
 
 
+def test_cancel_pressed_while_the_model_is_computing_emits_no_further_token(loaded):
+    cancel = threading.Event()
+
+    class StopPressedDuringForward(FaultyModel):
+        def __call__(self, **kwargs):
+            self.calls += 1
+            if self.calls == self.fail_on:
+                cancel.set()  # as if the GUI thread pressed Stop while the worker is inside the model
+            return self.model(**kwargs)
+
+    model = StopPressedDuringForward(loaded.model, fail_on=4, error=RuntimeError())
+    session = ChatSession(loaded, runner_factory=lambda lm, kv: ModelRunner(model, kv))
+    events = run(session, config=dataclasses.replace(GREEDY, max_new_tokens=50), cancel=cancel)
+    # Forward 1 is the prefill (token 0), 2 and 3 decode tokens 1 and 2; the 4th's result is dropped.
+    assert events[-1].reason == "cancelled" and len(tokens(events)) == 3
+
+
 def test_cancel_during_chunked_prefill(loaded):
     long_chat = [Message("user", "The KV cache stores keys and values. " * 8)]
     config = dataclasses.replace(GREEDY, prefill_chunk=8)
