@@ -145,9 +145,9 @@ class Sampler:
             else:
                 probs = torch.softmax(scores, dim=-1)  # (1, vocab); masked entries are exactly 0
                 token = torch.multinomial(probs, num_samples=1, generator=self._generator)[:, 0]  # (1,)
-            token_id = int(token.item())  # the one host sync per step: the id is needed on the host anyway
             if self._ids is not None and self._n < self._ids.shape[1]:
-                self._ids[0, self._n] = token_id
+                self._ids[:, self._n] = token  # device to device: no host round trip
+            token_id = int(token.item())  # the one host sync per step: the id is needed on the host anyway
             self._n += 1
             if not k:
                 return Choice(token_id, None)
