@@ -114,10 +114,13 @@ def _check_safetensors_handle(path: Path, handle: BinaryIO, size: int) -> int:
         raise corrupt(path, f"only {size} bytes, too short for a safetensors header")
     head = handle.read(8)
     (header_len,) = struct.unpack("<Q", head)
+    if header_len <= MAX_HEADER_BYTES and 8 + header_len > size and handle.read(1) == b"{":
+        raise corrupt(path, f"truncated: the header alone needs {8 + header_len} bytes but the file has {size}")
     if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
         hint = " (looks like an HTML page, not weights)" if head.lstrip()[:1] == b"<" else ""
         raise corrupt(path, f"not a safetensors file: header length {header_len} does not fit in "
                             f"{size} bytes{hint}")
+    handle.seek(8)
     raw = handle.read(header_len)
     try:
         header = json.loads(raw.decode("utf-8"))
@@ -218,8 +221,6 @@ class _Reader:
 
 def check_gguf(path: Path) -> int:
     """Parse a GGUF header and verify every tensor's data lies inside the file; return element count."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
     try:
         size = path.stat().st_size
         handle = path.open("rb")
@@ -228,37 +229,47 @@ def check_gguf(path: Path) -> int:
     with handle:
         if size == 0:
             raise corrupt(path, "empty file (0 bytes)")
-        reader = _Reader(path, handle, size)
-        if handle.read(4) != b"GGUF":
-            raise corrupt(path, "not a GGUF file (bad magic)")
-        version = reader.u32()
-        if version not in (2, 3):
-            raise corrupt(path, f"unsupported GGUF version {version}")
-        n_tensors, n_kv = reader.u64(), reader.u64()
-        alignment = 32
-        for _ in range(n_kv):
-            key = reader.string()
-            value = reader.skip_value(reader.u32())
-            if key == b"general.alignment" and isinstance(value, int) and value > 0:
-                alignment = value
-        tensors: list[tuple[str, int, int]] = []
-        elements = 0
-        for _ in range(n_tensors):
-            name = reader.string().decode("utf-8", "replace")
-            dims = [reader.u64() for _ in range(reader.u32())]
-            kind, offset = reader.u32(), reader.u64()
-            try:
-                block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
-            except (ValueError, KeyError):
-                raise corrupt(path, f"tensor {name!r} has unknown type {kind}") from None
-            count = math.prod(dims)
-            tensors.append((name, offset, count * type_bytes // block))
-            elements += count
-        start = -(-handle.tell() // alignment) * alignment  # data section starts aligned
-        for name, offset, nbytes in tensors:
-            if start + offset + nbytes > size:
-                raise corrupt(path, f"tensor {name!r} data ends at byte {start + offset + nbytes}, past the end "
-                                    f"of the file ({size} bytes)")
+        try:
+            return _check_gguf_handle(path, handle, size)
+        except RecursionError:  # arrays nested thousands deep: no real file does this
+            raise corrupt(path, "metadata nested too deeply") from None
+
+
+def _check_gguf_handle(path: Path, handle: BinaryIO, size: int) -> int:
+    # gguf's tables give each tensor type's block size and bytes per block.
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    reader = _Reader(path, handle, size)
+    if handle.read(4) != b"GGUF":
+        raise corrupt(path, "not a GGUF file (bad magic)")
+    version = reader.u32()
+    if version not in (2, 3):
+        raise corrupt(path, f"unsupported GGUF version {version}")
+    n_tensors, n_kv = reader.u64(), reader.u64()
+    alignment = 32
+    for _ in range(n_kv):
+        key = reader.string()
+        value = reader.skip_value(reader.u32())
+        if key == b"general.alignment" and isinstance(value, int) and value > 0:
+            alignment = value
+    tensors: list[tuple[str, int, int]] = []
+    elements = 0
+    for _ in range(n_tensors):
+        name = reader.string().decode("utf-8", "replace")
+        dims = [reader.u64() for _ in range(reader.u32())]
+        kind, offset = reader.u32(), reader.u64()
+        try:
+            block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+        except (ValueError, KeyError):
+            raise corrupt(path, f"tensor {name!r} has unknown type {kind}") from None
+        count = math.prod(dims)
+        tensors.append((name, offset, count * type_bytes // block))
+        elements += count
+    start = -(-handle.tell() // alignment) * alignment  # data section starts aligned
+    for name, offset, nbytes in tensors:
+        if start + offset + nbytes > size:
+            raise corrupt(path, f"tensor {name!r} data ends at byte {start + offset + nbytes}, past the end "
+                                f"of the file ({size} bytes)")
     return elements
 
 

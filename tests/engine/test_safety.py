@@ -67,6 +67,12 @@ def test_html_saved_as_weights_refused(model_copy):
     _refused(model_copy, CorruptModelError, "model.safetensors", "HTML")
 
 
+def test_safetensors_cut_inside_header_refused(model_copy):
+    weights = model_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    _refused(model_copy, CorruptModelError, "model.safetensors", "truncated")
+
+
 def test_safetensors_header_not_json_refused(tmp_path):
     bad = tmp_path / "x.safetensors"
     bad.write_bytes(struct.pack("<Q", 10) + b"{not json}")
@@ -255,6 +261,15 @@ def test_gguf_truncated_header_refused(tmp_path):
     path = _write_gguf(tmp_path / "m.gguf")
     path.write_bytes(path.read_bytes()[:40])
     _refused(path, CorruptModelError, "m.gguf", "truncated")
+
+
+def test_gguf_deeply_nested_metadata_refused(tmp_path):
+    # key "k", value: an array of one array of one array ... (type 9 = array).
+    nested = struct.pack("<IQ", 9, 1) * 20000
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 9)
+                     + nested + struct.pack("<IQ", 4, 0))
+    _refused(path, CorruptModelError, "m.gguf", "nested too deeply")
 
 
 @pytest.mark.parametrize("content,problem", [(b"", "empty file"), (b"<html>not a model</html>", "bad magic")])
