@@ -95,7 +95,7 @@ def resolve_source(model: str) -> ResolvedSource:
         if not is_fetched(folder):
             raise ModelNotFoundError(f"default model not found in {folder}: run `python -m engine fetch` "
                                      "once (needs network) to put it in place")
-        return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin="default")
+        return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin=str(folder))
     path = Path(model).expanduser()
     if path.is_dir():
         return _folder_source(path.resolve(), path.resolve().name, model)
