@@ -9,7 +9,8 @@ import weakref
 import pytest
 import torch
 
-from engine.errors import BadInputError, CancelledError, EngineOutOfMemoryError, ModelNotFoundError
+from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineOutOfMemoryError,
+                           ModelNotFoundError)
 from engine.facts import count_params, weights_bytes
 from engine.loader import LoadProgress, LoadSpec, load_model, resolve_precision
 
@@ -107,6 +108,44 @@ def test_bad_options_refused(tiny_model_dir):
         load_model(_spec(tiny_model_dir, device="tpu"))
     with pytest.raises(BadInputError):
         load_model(_spec(tiny_model_dir, device="cpu", offload=True))
+
+
+def test_cuda_asked_without_cuda_is_bad_input(tiny_model_dir):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(BadInputError, match="no CUDA GPU"):
+        load_model(_spec(tiny_model_dir, device="cuda"))
+
+
+def test_tokenizer_failure_keeps_no_model(tiny_model_dir):
+    built: list[weakref.ref] = []
+
+    def loader(folder, **kwargs):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        built.append(weakref.ref(model))
+        return model
+
+    def broken_tokenizer(folder, **kwargs):
+        raise OSError("tokenizer.json: unexpected end of data\nmore detail")
+
+    with pytest.raises(CorruptModelError) as info:
+        load_model(_spec(tiny_model_dir, precision="fp32"), from_pretrained=loader,
+                   tokenizer_from_pretrained=broken_tokenizer)
+    assert "\n" not in str(info.value) and "tokenizer.json" in str(info.value)
+    gc.collect()
+    assert built and built[0]() is None
+
+
+def test_cpu_bf16_probe_matches_cpu_flags():
+    from pathlib import Path
+
+    from engine.loader import cpu_has_native_bf16
+
+    flags = set(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").exists() else set()
+    if flags:
+        assert cpu_has_native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
 def test_missing_folder_not_found(tmp_path):
