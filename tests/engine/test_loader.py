@@ -46,6 +46,16 @@ def test_16_bit_halves_weights_bytes(tiny_model_dir, precision, dtype):
     assert half.facts.weights_bytes < fp32.weights_bytes * 0.51 + 4096
 
 
+def test_eager_attention_on_request(tiny_model_dir):
+    # The attention view needs weights out of every layer, which only the eager kernel returns.
+    loaded = load_model(_spec(tiny_model_dir, precision="fp32", attn_implementation="eager"))
+    assert loaded.model.config._attn_implementation == "eager"
+    ids = loaded.tokenizer("Hello", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        attentions = loaded.model(ids, output_attentions=True).attentions
+    assert len(attentions) == 2 and attentions[0].shape == (1, 4, ids.shape[1], ids.shape[1])  # (batch, heads, q, k)
+
+
 def test_progress_stages_in_order(tiny_model_dir):
     seen: list[LoadProgress] = []
     load_model(_spec(tiny_model_dir, precision="fp32"), progress=seen.append)
