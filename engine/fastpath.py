@@ -21,6 +21,7 @@ or non-Llama models (``unsupported_reason`` names the case).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -73,6 +74,8 @@ def unsupported_reason(model: Any) -> str | None:
         # bitsandbytes' Linear8bitLt / Linear4bit subclass nn.Linear: only the plain class qualifies.
         if type(linear) is not torch.nn.Linear:
             return f"quantized or custom layer {type(linear).__name__}"
+        if linear.bias is not None:
+            return "projection biases"
     devices = {p.device for p in model.parameters()}
     dtypes = {p.dtype for p in model.parameters()}
     if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
@@ -133,7 +136,7 @@ def _fuse(linears: Sequence[torch.nn.Linear]) -> torch.Tensor:
 def _weights_for(model: Any) -> _Weights:
     with _WEIGHTS_LOCK:
         cached = _WEIGHTS.get(model)
-        if cached is not None:
+        if cached is not None and _still_backs(model, cached):
             return cached
         config = model.config
         inner = model.model
@@ -165,6 +168,18 @@ def _weights_for(model: Any) -> _Weights:
         )
         _WEIGHTS[model] = weights
         return weights
+
+
+def _still_backs(model: Any, w: _Weights) -> bool:
+    """True while the model's modules still hold the tensors ``w`` was built from (a swapped head or
+    reloaded layer means the fused set is stale and must be rebuilt)."""
+    inner = model.model
+    same = [(inner.embed_tokens.weight, w.embed), (model.lm_head.weight, w.lm_head), (inner.norm.weight, w.final_norm)]
+    for layer, fused in zip(inner.layers, w.layers):
+        same += [(layer.self_attn.q_proj.weight, fused.qkv), (layer.self_attn.o_proj.weight, fused.o),
+                 (layer.mlp.gate_proj.weight, fused.gate_up), (layer.mlp.down_proj.weight, fused.down),
+                 (layer.input_layernorm.weight, fused.attn_norm)]
+    return len(inner.layers) == len(w.layers) and all(a.data_ptr() == b.data_ptr() for a, b in same)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -432,8 +447,17 @@ class FastRunner(ModelRunner):
 
 
 def make_fast_runner(loaded: Any, use_kv_cache: bool = True, **options: Any) -> ModelRunner:
-    """A ``FastRunner`` when ``loaded`` supports it and a cache is wanted, else the plain runner."""
+    """A ``FastRunner`` when ``loaded`` supports it and a cache is wanted, else the plain runner.
+
+    ``MIAOHUI_FASTPATH=0`` in the environment forces the plain runner (to compare, or to rule it out).
+    """
     model = loaded.model
-    if use_kv_cache and unsupported_reason(model) is None:
-        return FastRunner(model, **options)
+    wanted = use_kv_cache and os.environ.get("MIAOHUI_FASTPATH", "1") != "0"
+    if wanted and unsupported_reason(model) is None:
+        try:
+            return FastRunner(model, **options)
+        except torch.OutOfMemoryError:
+            raise  # the session turns this into its out-of-memory advice
+        except Exception as exc:  # noqa: BLE001  (an optimisation must never cost the user a reply)
+            log.warning("fast path unavailable, using the plain runner: %s", exc)
     return ModelRunner(model, use_kv_cache=use_kv_cache)
