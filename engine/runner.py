@@ -178,5 +178,8 @@ class ModelRunner:
 
 
 def make_runner(loaded: Any, use_kv_cache: bool = True) -> ModelRunner:
-    """The runner for ``loaded`` (an ``engine.model.LoadedModel``): the place to pick a faster one."""
-    return ModelRunner(loaded.model, use_kv_cache=use_kv_cache)
+    """The runner for ``loaded`` (an ``engine.model.LoadedModel``): ``engine.fastpath.FastRunner`` where it
+    applies (Llama-family fp32/bf16/fp16 on CPU or CUDA, cache on), else the plain ``ModelRunner``."""
+    from engine.fastpath import make_fast_runner  # here, not at the top: fastpath subclasses ModelRunner
+
+    return make_fast_runner(loaded, use_kv_cache)
