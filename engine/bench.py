@@ -375,6 +375,42 @@ def _bytes_per_token(loaded: Any) -> int:
     return int(total)
 
 
+def matmul_floor(model: Any, passes: int = 3) -> float | None:
+    """Seconds per token spent in the fast path's matrix products alone (best of ``passes``): one pass
+    over every fused weight with a one-token input. Decode cannot beat this without faster products."""
+    import torch
+    import torch.nn.functional as F
+
+    from engine.fastpath import _weights_for, unsupported_reason
+    from engine.runner import model_device, sync
+
+    if unsupported_reason(model) is not None:
+        return None
+    w = _weights_for(model)
+    device = model_device(model)
+    with torch.inference_mode():
+        x = torch.randn(1, w.embed.shape[1], dtype=w.embed.dtype, device=device)  # (1, d)
+        y = torch.randn(1, w.intermediate, dtype=w.embed.dtype, device=device)  # (1, I)
+        a = torch.randn(1, w.heads * w.head_dim, dtype=w.embed.dtype, device=device)  # (1, H*D)
+
+        def one_token() -> None:
+            for layer in w.layers:
+                F.linear(x, layer.qkv)
+                F.linear(a, layer.o)
+                F.linear(x, layer.gate_up)
+                F.linear(y, layer.down)
+            F.linear(x, w.lm_head)
+
+        one_token()
+        best = float("inf")
+        for _ in range(passes):
+            start = time.perf_counter()
+            one_token()
+            sync(device)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
 def _load(model: str, precision: str, device: str) -> Any:
     from engine.loader import LoadSpec, load_model
 
@@ -440,6 +476,8 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     others = args.precisions if args.precisions is not None else ("" if args.quick else "int8,nf4")
     for other in [p.strip() for p in others.split(",") if p.strip() and p.strip() != args.precision]:
         precisions[other] = _other_precision(args, other, prompts, plan, progress)
+    progress("timing the matrix products alone")
+    floor = matmul_floor(loaded.model)
     progress("measuring memory bandwidth again")
     bandwidth_after = measure_bandwidth(device, plan.bandwidth_bytes)
     bandwidth = max(bandwidth_before, bandwidth_after, key=lambda b: b.read_bytes_s)
@@ -468,7 +506,9 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
                              "read_bytes_s_after": bandwidth_after.read_bytes_s,
                              "roofline_tok_s": bandwidth.read_bytes_s / per_token},
         "fastpath": {"active": reason is None, "reason": reason, "compile": bool(args.compile),
-                     "compile_s": getattr(runner, "compile_s", None)},
+                     "compile_s": getattr(runner, "compile_s", None),
+                     # what bounds the rest: the per-token time of the matrix products alone
+                     "matmul_s_per_token": floor, "matmul_ceiling_tok_s": 1 / floor if floor else None},
         "warmup_s": main["warmup_s"],
         "metrics": metrics,
         "derived": derived,
@@ -552,7 +592,9 @@ def format_table(result: dict[str, Any]) -> str:
                   f"{k} {_pct(v['share'])}" for k, v in result["roofline"].items())]
     fp = result["fastpath"]
     lines.append(f"fast path: {'active' if fp['active'] else 'not used (' + str(fp['reason']) + ')'}"
-                 + (f", compiled in {fp['compile_s']:.1f} s" if fp.get("compile_s") else ""))
+                 + (f", compiled in {fp['compile_s']:.1f} s" if fp.get("compile_s") else "")
+                 + (f"; its matrix products alone take {fp['matmul_s_per_token'] * 1000:.1f} ms per token "
+                    f"(ceiling {fp['matmul_ceiling_tok_s']:.0f} tok/s)" if fp.get("matmul_s_per_token") else ""))
     lines.append("greedy tokens equal to baseline: " + ", ".join(
         f"{k} {'yes' if c['equal'] else 'no, first difference at token ' + str(c['first_difference'])}"
         for k, c in result["correctness"].items()))

@@ -68,6 +68,7 @@ def test_quick_json_has_the_documented_shape(quick_json):
     assert _positive(bw["read_bytes_s"]) and _positive(bw["copy_bytes_s"]) and _positive(bw["roofline_tok_s"])
     assert all(_positive(v["share"]) and _positive(v["achieved_bytes_s"]) for v in r["roofline"].values())
     assert r["fastpath"]["active"] is True and r["fastpath"]["reason"] is None
+    assert _positive(r["fastpath"]["matmul_s_per_token"]) and _positive(r["fastpath"]["matmul_ceiling_tok_s"])
     assert all(_positive(v) for v in r["warmup_s"].values())
     assert r["precisions"] == {}  # --quick measures the main precision only
 
