@@ -124,19 +124,27 @@ def main(argv: list[str] | None = None) -> int:
     settings = app_settings.Settings()
     store = HistoryStore(Path(scratch.name) / "history.sqlite3" if scratch else history_path())
     window = MainWindow(settings, store)
+    code = EXIT_FAILED
     try:
         if scripted:
-            return ScriptedRun(window, args).run()
-        window.show()
-        model, precision, device = settings.model_choice()
-        window.load_model(args.model or model, args.precision or precision, args.device or device)
-        return app.exec()
+            code = ScriptedRun(window, args).run()
+        else:
+            window.show()
+            model, precision, device = settings.model_choice()
+            window.load_model(args.model or model, args.precision or precision, args.device or device)
+            code = app.exec()
+        return code
     finally:
-        window.shutdown()
+        joined = window.shutdown()
         store.close()
-        window.deleteLater()
         if scratch is not None:
             scratch.cleanup()
+        if not joined:
+            # The engine ignored its cancel past the bounded wait. Destroying a running QThread aborts the
+            # process ("QThread: Destroyed while thread is still running"); history is closed, so leave now.
+            log.error("engine thread still running at exit; leaving without waiting for it")
+            logging.shutdown()
+            os._exit(code)
 
 
 class ScriptedRun:

@@ -106,7 +106,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
 
         self.conversations = ConversationList(self.store)
-        self.conversations.setMinimumWidth(220)
+        self.conversations.setMinimumWidth(270)
         self.chat = ChatView()
         self.messages = MessageArea(self.statusBar())
         self.prompt = PromptBox()
@@ -153,7 +153,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.conversations)
         splitter.addWidget(column)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([260, 820])
+        splitter.setSizes([280, 820])
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
 
@@ -270,7 +270,8 @@ class MainWindow(QMainWindow):
             return False
         if self._cid is None:
             self._cid = self._write(self.store.create_conversation, system_prompt=self.settings.chat().system_prompt)
-            self._show_conversation_in_list(self._cid)
+            if self._cid is not None:
+                self._show_conversation_in_list(self._cid)
         if self._editing_index is not None:
             self._cut_history(self._editing_index)
             self._set_editing(None)

@@ -82,7 +82,7 @@ def stylesheet(theme: Theme) -> str:
     QStatusBar {{ background: {theme.surface}; border-top: 1px solid {theme.border}; color: {theme.muted}; }}
     QDockWidget::title {{ background: {theme.surface}; padding: 6px 10px; border-bottom: 1px solid {theme.border}; }}
     QPushButton {{ background: {theme.surface}; border: 1px solid {theme.border}; border-radius: 6px;
-                   padding: 5px 12px; }}
+                   padding: 5px 10px; }}
     QPushButton:hover {{ border-color: {theme.accent}; }}
     QPushButton:disabled {{ color: {theme.muted}; }}
     QPushButton#primary {{ background: {theme.accent}; color: #ffffff; border: 1px solid {theme.accent}; }}

@@ -18,6 +18,15 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
 from app.markdown_view import MessageBrowser
 
 STOPPED_LABELS = {"cancelled": "stopped", "length": "length limit reached", "error": "error"}
+# Laying out a 1 MB paste takes Qt tens of seconds on a slow CPU; a bubble shows this much and says the rest
+# was sent (the model and the history get the whole text).
+DISPLAY_LIMIT = 20_000
+
+
+def _preview(text: str) -> str:
+    if len(text) <= DISPLAY_LIMIT:
+        return text
+    return f"{text[:DISPLAY_LIMIT]}\n\n[… {len(text) - DISPLAY_LIMIT:,} more characters not shown here]"
 
 
 @dataclass(frozen=True)
@@ -85,9 +94,9 @@ class MessageWidget(QFrame):
     def show_message(self, message: ShownMessage) -> None:
         self.message = message
         if message.role == "user":
-            self.browser.show_plain(message.text)
+            self.browser.show_plain(_preview(message.text))
         else:
-            self.browser.show_markdown(message.text)
+            self.browser.show_markdown(_preview(message.text))
         footer = message.footer
         label = STOPPED_LABELS.get(message.finish_reason or "")
         if label:

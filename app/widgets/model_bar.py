@@ -1,18 +1,17 @@
 """The strip at the top of the window: which model, at what precision, on which device; Load and Open.
 
-Owns the choice widgets and the list of models offered: the default model, the models
-``engine.catalog.list_local_models()`` finds (the data dir and the local Hugging Face cache) and the
-recently opened ones (QSettings, via ``app.settings``). "Open model…" takes a folder or a ``.gguf``
+Owns the choice widgets and the list of models offered: the models ``engine.catalog.list_local_models()``
+finds (the default model, the data dir's models folder, the local Hugging Face cache) and the recently
+opened ones (QSettings, via ``app.settings``). "Open model…" takes a folder or a ``.gguf``
 file. It loads nothing itself: it emits ``load_requested`` and the window asks the bridge.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
 from app.settings import Settings
@@ -25,23 +24,20 @@ DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
 
 
 def _catalog_entries() -> list[tuple[str, str]]:
-    """(label, model argument) of every local model the engine's catalog finds; none if it cannot look."""
+    """(label, model argument) of every local model ``engine.catalog`` finds; none if it cannot look."""
     try:
         from engine.catalog import list_local_models
-    except ImportError:  # an engine build without the catalog: the default and recent models remain
-        return []
-    try:
-        found = list_local_models()
+
+        return [(choice.label, choice.spec_model) for choice in list_local_models()]
     except Exception as exc:  # noqa: BLE001 (a broken cache folder must not stop the window opening)
         log.warning("could not list local models: %s", exc)
         return []
-    entries = []
-    for item in found:
-        model = str(getattr(item, "model", None) or getattr(item, "path", None) or getattr(item, "repo_id", None)
-                    or item)
-        label = str(getattr(item, "name", None) or getattr(item, "label", None) or Path(model).name or model)
-        entries.append((label, model))
-    return entries
+
+
+def _recent_label(path: str) -> str:
+    from engine.catalog import choice_for_path
+
+    return choice_for_path(path).label
 
 
 class ModelBar(QWidget):
@@ -98,14 +94,16 @@ class ModelBar(QWidget):
         self.model_combo.blockSignals(True)
         self.model_combo.clear()
         seen: set[str] = set()
-        entries = [(DEFAULT_LABEL, "default")] + _catalog_entries()
-        entries += [(f"{Path(p).name}  ({p})", p) for p in self._settings.recent_models()]
+        entries = _catalog_entries()
+        if not any(model == "default" for _, model in entries):
+            entries.insert(0, (DEFAULT_LABEL, "default"))  # not fetched yet: Load then explains how to get it
+        entries += [(_recent_label(p), p) for p in self._settings.recent_models()]
         for label, model in entries:
             if model in seen:
                 continue
             seen.add(model)
             self.model_combo.addItem(label, model)
-            self.model_combo.setItemData(self.model_combo.count() - 1, model, 3)  # 3 = ToolTipRole
+            self.model_combo.setItemData(self.model_combo.count() - 1, model, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.blockSignals(False)
         if current:
             self._select_model(current)
@@ -130,7 +128,7 @@ class ModelBar(QWidget):
     def _select_model(self, model: str) -> None:
         index = self.model_combo.findData(model)
         if index < 0:
-            self.model_combo.addItem(f"{Path(model).name}  ({model})", model)
+            self.model_combo.addItem(_recent_label(model) if model != "default" else DEFAULT_LABEL, model)
             index = self.model_combo.count() - 1
         self.model_combo.setCurrentIndex(index)
 

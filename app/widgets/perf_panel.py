@@ -22,7 +22,10 @@ from app import theme as themes
 from app.throttle import Throttle
 
 RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet follows a slowdown quickly
-CHART_REDRAW_MS = 250  # a blitted line update costs ~1-3 ms; the rare full redraw (new axis range) ~20-150 ms
+# Nobody reads a figure that changes 30 times a second; each update repaints the panel on the GUI thread,
+# which competes with the engine for the CPU and the GIL (measured: the panel was a third of the GUI's time).
+LABELS_UPDATE_MS = 200
+CHART_REDRAW_MS = 500  # a blit is cheap to draw but its synchronous repaint measured ~30 ms on a busy CPU
 
 
 def fmt_bytes(value: float | None) -> str:
@@ -113,6 +116,7 @@ class PerfPanel(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
         self._redraw = Throttle(self._draw_chart, CHART_REDRAW_MS, self)
+        self._update = Throttle(self._apply_metrics, LABELS_UPDATE_MS, self)
         self.setMinimumWidth(300)
 
     def _build_chart(self) -> QWidget:
@@ -157,13 +161,20 @@ class PerfPanel(QWidget):
             self._values[key].setText("—")
         self._dropped.hide()
         self._redraw.cancel()
+        self._update.cancel()
         self._line.set_data([], [])
         self._draw_chart()
 
     def show_metrics(self, metrics: Any, final: bool = False) -> None:
-        """Show a Metrics snapshot (live, coalesced) or the final one (``final=True`` draws the chart now)."""
+        """Show a Metrics snapshot (live, coalesced further to ~5 per second) or the final one, at once."""
         if metrics is None:
             return
+        self._update(metrics)
+        if final:
+            self._update.flush()
+            self._redraw.flush()
+
+    def _apply_metrics(self, metrics: Any) -> None:
         self._metrics = metrics
         m = lambda name: _get(metrics, name)  # noqa: E731 (short local accessor)
         v = self._values
@@ -201,9 +212,11 @@ class PerfPanel(QWidget):
             v["precision"].setText(str(m("precision")))
         used, limit = m("context_tokens"), m("context_max")
         if used is not None and limit:
-            self._context_bar.setRange(0, int(limit))
-            self._context_bar.setValue(min(int(used), int(limit)))
-            self._context_bar.setFormat(f"{used} / {limit} tokens ({100.0 * used / limit:.1f} %)")
+            text = f"{used} / {limit} tokens ({100.0 * used / limit:.1f} %)"
+            if text != self._context_bar.format():  # each change is a synchronous repaint of the bar
+                self._context_bar.setRange(0, int(limit))
+                self._context_bar.setValue(min(int(used), int(limit)))
+                self._context_bar.setFormat(text)
         dropped = m("dropped_turns") or 0
         self._dropped.setVisible(bool(dropped))
         if dropped:
@@ -211,8 +224,6 @@ class PerfPanel(QWidget):
                                   "the context window (system prompt kept)")
         self._line.set_data(range(2, len(itl) + 2), [gap * 1000 for gap in itl])
         self._redraw()
-        if final:
-            self._redraw.flush()
 
     def displayed(self) -> dict[str, str]:
         """What the panel shows now, label by label (the self-test and tests read this)."""

