@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # packaging/test_deb.sh — what `make package-test` runs after `make package`: the installed-package check.
-# As root: install packaging/out/miaohui_*.deb with apt (which also installs its Depends), run
-# `/usr/bin/miaohui --version` and `/usr/bin/miaohui --self-test` offscreen with no network (a fresh network
-# namespace: `unshare -n`), require exit 0 and a reply streamed from the bundled model, check that
-# nothing was written into /opt/miaohui, remove the package, and check that the user's data directory
-# (MIAOHUI_HOME, with the history.sqlite3 the self-test wrote) was left alone. Not part of `make test`: slow.
+# As root: seed a user data dir (MIAOHUI_HOME) with a history.sqlite3 written by the app's own store, install
+# packaging/out/miaohui_*.deb with apt (which also installs its Depends), run `/usr/bin/miaohui --version` and
+# `/usr/bin/miaohui --self-test` offscreen with no network (a fresh network namespace: `unshare -n`) and a
+# clean environment, require exit 0 and a reply streamed from the bundled model (the self-test's JSON report),
+# check that nothing was written into /opt/miaohui and that the user's history was not touched, remove the
+# package (dpkg -r), and check that the user data dir was left alone. Not part of `make test`: slow.
+# Environment: PY (a Python with the repository's app package, default .venv/bin/python), SELF_TEST_TIMEOUT.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 OUT=packaging/out
+PY=${PY:-.venv/bin/python}
 
 log() { printf 'package-test: %s\n' "$*" >&2; }
 fail() { printf 'package-test: FAIL: %s\n' "$*" >&2; exit 1; }
@@ -28,6 +31,22 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+# ---------------------------------------------------------------- a returning user's data
+# History written by the app's own store (the schema the app expects), before the package exists.
+MIAOHUI_HOME="$DATA" "$PY" - <<'PYEOF' || fail "could not seed the user's history with $PY"
+from engine.paths import history_path
+from app.store import HistoryStore
+
+store = HistoryStore(history_path())
+cid = store.create_conversation("kept across install and removal")
+store.add_message(cid, "user", "hello before the package was installed")
+store.add_message(cid, "assistant", "this history must survive dpkg -r", finish_reason="eos")
+store.close()
+PYEOF
+[ -f "$DATA/history.sqlite3" ] || fail "seeding wrote no $DATA/history.sqlite3"
+history_sum() { sha256sum "$DATA/history.sqlite3" | cut -d' ' -f1; }
+seeded=$(history_sum)
 
 # ---------------------------------------------------------------- install
 log "installing $DEB"
@@ -55,22 +74,37 @@ log "--version: $version"
 [ -n "$version" ] || fail "--version printed nothing"
 
 # ---------------------------------------------------------------- --self-test (the first start)
-log "running /usr/bin/miaohui --self-test offscreen without network (first start)"
+log "running /usr/bin/miaohui --self-test offscreen without network (first start of the installed app)"
 start=$(date +%s.%N)
 set +e
-run_app --self-test >"$WORK/self-test.out" 2>&1
+run_app --self-test >"$WORK/self-test.json" 2>"$WORK/self-test.log"
 rc=$?
 set -e
 wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-sed 's/^/    | /' "$WORK/self-test.out" | tail -40 >&2
-[ "$rc" = 0 ] || fail "--self-test exited $rc (output above)"
-log "self-test passed in ${wall}s (first start of the installed app, offline)"
-# A reply was streamed: the self-test reports its generated tokens; a test that generated nothing is no pass.
-grep -Eiq 'token|repl' "$WORK/self-test.out" || fail "--self-test printed no sign of a streamed reply"
+if [ "$rc" != 0 ]; then
+    tail -30 "$WORK/self-test.log" | sed 's/^/    | /' >&2
+    sed 's/^/    | /' "$WORK/self-test.json" >&2
+    fail "--self-test exited $rc (output above)"
+fi
+# The report says the reply was streamed from the bundled model and the panel showed its figures.
+"$PY" - "$WORK/self-test.json" <<'PYEOF' || fail "the self-test report shows no reply streamed from the bundled model"
+import json, sys
 
-[ -f "$DATA/history.sqlite3" ] || fail "the self-test wrote no history.sqlite3 into MIAOHUI_HOME ($DATA)"
+report = json.load(open(sys.argv[1], encoding="utf-8"))
+checks = report.get("checks", {})
+print(f"    model {report.get('model')} ({report.get('precision')}, {report.get('device')}), load {report.get('load_s')} s, "
+      f"ttft {report.get('ttft_s')}, decode {report.get('decode_tok_s')} tok/s, "
+      f"{report.get('generated_tokens')} tokens: {report.get('reply', '')[:100]!r}", file=sys.stderr)
+ok = report.get("ok") is True and checks.get("reply_streamed") is True and report.get("generated_tokens", 0) > 0
+ok = ok and report.get("model") == "SmolLM2-135M-Instruct"
+sys.exit(0 if ok else 1)
+PYEOF
+log "self-test passed in ${wall}s (first start of the installed app, offline)"
+
 written=$(find /opt/miaohui -newer "$STAMP" | head -5)
 [ -z "$written" ] || fail "the app wrote into its install folder: $written"
+[ "$(history_sum)" = "$seeded" ] || fail "the self-test changed the user's history (it must use a scratch copy)"
+[ ! -e "$DATA/models/SmolLM2-135M-Instruct" ] || fail "the app copied the bundled model into the user's data dir"
 
 # ---------------------------------------------------------------- remove; user data stays
 before=$(cd "$DATA" && find . -type f -exec sha256sum {} + | sort)
@@ -81,8 +115,8 @@ dpkg -r miaohui >/dev/null
 [ ! -e /usr/share/applications/miaohui.desktop ] || fail "desktop entry left after dpkg -r"
 after=$(cd "$DATA" && find . -type f -exec sha256sum {} + | sort)
 [ "$before" = "$after" ] || fail "removing the package changed the user's data dir"
-if command -v sqlite3 >/dev/null; then
-    check=$(sqlite3 "$DATA/history.sqlite3" 'PRAGMA integrity_check;')
-    [ "$check" = ok ] || fail "history.sqlite3 integrity_check: $check"
-fi
+"$PY" -c 'import sqlite3, sys; con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok" and rows == 2, rows' "$DATA/history.sqlite3" \
+    || fail "the user's history.sqlite3 is damaged or lost messages after removal"
 log "PASS: installed, answered offline in ${wall}s, removed; user data ($(du -sh "$DATA" | cut -f1)) untouched"
