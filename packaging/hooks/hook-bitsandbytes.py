@@ -29,14 +29,15 @@ def _torch_backends() -> tuple[str, ...]:
 _BACKENDS = _torch_backends()
 
 
-def _wanted(path: str) -> bool:
+def _wanted(path: str, backends: tuple[str, ...]) -> bool:
+    """Keep a bitsandbytes native library when it is built for one of ``backends`` (cpu, cuda, rocm, xpu)."""
     name = Path(path).name
     if not name.startswith("libbitsandbytes_"):
         return True
-    return name.removeprefix("libbitsandbytes_").startswith(_BACKENDS)
+    return name.removeprefix("libbitsandbytes_").startswith(backends)
 
 
-binaries = [entry for entry in collect_dynamic_libs("bitsandbytes") if _wanted(entry[0])]
+binaries = [entry for entry in collect_dynamic_libs("bitsandbytes") if _wanted(entry[0], _BACKENDS)]
 
 # bitsandbytes' triton kernels (GPU builds) JIT-compile from source files.
 module_collection_mode = "pyz+py"

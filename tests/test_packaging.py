@@ -1,0 +1,145 @@
+"""The packaging recipe's fast parts (packaging/): no PyInstaller run here, that is `make package-test`.
+
+Checks what can go wrong without freezing: the spec parses and names the data the issue requires, the
+runtime hook finds the bundled model only when the user has none, the launcher refuses to act as a
+Python interpreter, the bitsandbytes hook keeps the CPU library, the icon renders, and the .deb pieces
+are consistent (desktop entry keys, launcher target, Depends list).
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGING = ROOT / "packaging"
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spec_parses_and_names_required_contents():
+    source = (PACKAGING / "miaohui.spec").read_text(encoding="utf-8")
+    ast.parse(source)
+    for required in ('"transformers": "pyz+py"', "copy_metadata", 'f"models/{MODEL.name}"', '"assets"',
+                     "pyi_rth_miaohui.py", "collect_submodules(\"engine\")", "BUNDLE(", "contents_directory"):
+        assert required in source, required
+    # Metadata the issue names must be copied; the test reads the spec's own list.
+    tree = ast.parse(source)
+    metadata = next(ast.literal_eval(node.value) for node in ast.walk(tree)
+                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "METADATA")
+    for dist in ("transformers", "torch", "tokenizers", "safetensors", "accelerate", "huggingface_hub",
+                 "bitsandbytes", "gguf", "tqdm", "regex", "requests", "packaging", "filelock", "numpy", "pyyaml"):
+        assert dist in metadata, dist
+
+
+def _fake_model(folder: Path) -> Path:
+    from engine.fetch import MARKER
+
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"")
+    (folder / MARKER).write_text("{}", encoding="utf-8")
+    return folder
+
+
+def _resolve_in_frozen_process(meipass: Path, home: Path) -> dict:
+    """Run the runtime hook as the frozen app would (sys._MEIPASS set) and report what the engine sees."""
+    code = (
+        "import json, os, runpy, sys\n"
+        f"sys._MEIPASS = {str(meipass)!r}\n"
+        f"runpy.run_path({str(PACKAGING / 'pyi_rth_miaohui.py')!r})\n"
+        "from engine import paths\n"
+        "print(json.dumps({'default': str(paths.default_model_dir()),"
+        " 'env': os.environ.get('MIAOHUI_BUNDLED_MODELS')}))\n"
+    )
+    env = {"MIAOHUI_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                         check=True, timeout=60)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_runtime_hook_resolves_bundled_model_only_without_a_user_copy(tmp_path):
+    from engine.paths import DEFAULT_MODEL_NAME
+
+    meipass = tmp_path / "_internal"
+    bundled = _fake_model(meipass / "models" / DEFAULT_MODEL_NAME)
+    home = tmp_path / "home"
+    seen = _resolve_in_frozen_process(meipass, home)
+    assert seen["env"] == str(meipass / "models")
+    assert seen["default"] == str(bundled)
+    assert not (home / "models" / DEFAULT_MODEL_NAME).exists()  # nothing copied into the user's data dir
+
+    own = _fake_model(home / "models" / DEFAULT_MODEL_NAME)
+    assert _resolve_in_frozen_process(meipass, home)["default"] == str(own)
+
+
+def test_runtime_hook_is_inert_without_a_bundled_model(tmp_path):
+    home = tmp_path / "home"
+    seen = _resolve_in_frozen_process(tmp_path / "_internal", home)
+    assert seen["env"] is None
+    assert seen["default"] == str(home / "models" / "SmolLM2-135M-Instruct")
+
+
+@pytest.mark.parametrize("argv", [["-m", "pip", "download", "x"], ["-c", "print(1)"]])
+def test_launcher_refuses_to_act_as_python(argv, capsys):
+    launcher = _load(PACKAGING / "miaohui_launcher.py", "miaohui_launcher")
+    assert launcher.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("miaohui: ") and len(err.strip().splitlines()) == 1
+
+
+def test_bitsandbytes_hook_keeps_cpu_library_and_usable_gpu_families():
+    source = (PACKAGING / "hooks" / "hook-bitsandbytes.py").read_text(encoding="utf-8")
+    # Evaluate only the selection rule (the hook's top level asks torch, which is slow to import).
+    rule = [n for n in ast.parse(source).body if isinstance(n, ast.ImportFrom) and n.module == "pathlib"
+            or isinstance(n, ast.FunctionDef) and n.name == "_wanted"]
+    namespace: dict = {}
+    exec(compile(ast.Module(body=rule, type_ignores=[]), "hook-bitsandbytes", "exec"), namespace)
+    wanted = namespace["_wanted"]
+    cpu_only, cuda = ("cpu",), ("cpu", "cuda")
+    assert wanted("/x/bitsandbytes/libbitsandbytes_cpu.so", cpu_only)
+    assert not wanted("/x/bitsandbytes/libbitsandbytes_cuda128.so", cpu_only)
+    assert not wanted("/x/bitsandbytes/libbitsandbytes_rocm72.so", cpu_only)
+    assert wanted("/x/bitsandbytes/libbitsandbytes_cuda128.so", cuda)
+    assert not wanted("/x/bitsandbytes/libbitsandbytes_xpu2026.so", cuda)
+
+
+def test_icon_renders_from_the_svg(qapp, tmp_path):  # qapp: the session QApplication, not a bare Gui one
+    from PySide6.QtGui import QImage
+
+    render = _load(PACKAGING / "render_icon.py", "render_icon").render
+    png = render(ROOT / "assets" / "miaohui.svg", tmp_path / "icon.png", 64)
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (64, 64)
+    assert image.pixelColor(32, 32).alpha() == 255  # the drawing, not an empty canvas
+    assert image.pixelColor(0, 0).alpha() == 0  # transparent corner of the rounded square
+
+
+def test_deb_pieces_are_consistent():
+    desktop = configparser.ConfigParser(interpolation=None)
+    desktop.optionxform = str  # keys are case-sensitive
+    desktop.read(PACKAGING / "deb" / "miaohui.desktop", encoding="utf-8")
+    entry = desktop["Desktop Entry"]
+    assert entry["Type"] == "Application" and entry["Exec"].split()[0] == "miaohui" and entry["Icon"] == "miaohui"
+    assert "exec /opt/miaohui/miaohui \"$@\"" in (PACKAGING / "deb" / "miaohui.sh").read_text(encoding="utf-8")
+    control = (PACKAGING / "deb" / "control.in").read_text(encoding="utf-8")
+    for field in ("Package: miaohui", "Version: @VERSION@", "Architecture: @ARCH@", "Depends: @DEPENDS@",
+                  "Installed-Size: @INSTALLED_SIZE@", "Maintainer: ", "Description: "):
+        assert field in control, field
+    depends = [line.strip() for line in (PACKAGING / "deb" / "depends.txt").read_text(encoding="utf-8").splitlines()
+               if line.strip() and not line.startswith("#")]
+    # Qt's xcb platform plugin and the GL stack are what PyInstaller leaves to the system.
+    for package in ("libxcb1", "libxcb-cursor0", "libxkbcommon-x11-0", "libegl1", "libgl1", "libfontconfig1",
+                    "libdbus-1-3"):
+        assert package in depends, package
