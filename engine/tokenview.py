@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.errors import BadInputError
 
@@ -32,13 +32,18 @@ class TokenPiece:
     part: int  # 1-based part number when several tokens cover the same characters (a split character)
     parts: int  # how many tokens cover those characters (1 = a whole piece)
     special: bool  # a special token (<|im_start|> ...)
+    starts_inside: bool = False  # its first character is also covered by the previous token (cut mid-character)
+    ends_inside: bool = False  # its last character is also covered by the next token
 
     @property
     def label(self) -> str:
-        """Short display form: the text, with a "(part/parts)" mark for a split character."""
+        """Short display form: the text, "(part/parts)" for a character cut into several tokens, and "…" on
+        a side where the token begins or ends inside a character."""
         shown = self.token if self.special else (self.text or self.token)
         shown = shown.replace("\n", "↵").replace(" ", "·")
-        return f"{shown}({self.part}/{self.parts})" if self.parts > 1 else shown
+        if self.parts > 1:
+            return f"{shown}({self.part}/{self.parts})"
+        return ("…" if self.starts_inside else "") + shown + ("…" if self.ends_inside else "")
 
 
 @dataclass(frozen=True)
@@ -64,12 +69,20 @@ class TokenView:
 
     @property
     def split_chars(self) -> int:
-        """Characters cut into more than one token (each counted once)."""
-        return len({(p.start, p.end) for p in self.pieces if p.parts > 1})
+        """Characters that more than one token covers: cut between tokens (each counted once)."""
+        return len(_coverage(self.pieces)[1])
 
     @property
     def chars_per_token(self) -> float:
         return self.char_count / self.token_count if self.pieces else 0.0
+
+
+def _coverage(pieces) -> tuple[Counter, set[int]]:
+    """How many tokens cover each character index, and the indices covered more than once."""
+    cover: Counter = Counter()
+    for piece in pieces:
+        cover.update(range(piece.start, piece.end))
+    return cover, {i for i, n in cover.items() if n > 1}
 
 
 def tokenize_view(tokenizer, text: str, *, with_template: bool = False) -> TokenView:
@@ -94,6 +107,18 @@ def tokenize_view(tokenizer, text: str, *, with_template: bool = False) -> Token
         pieces.append(TokenPiece(index=index, token_id=int(token_id), token=str(token), text=text[start:end],
                                  start=int(start), end=int(end), part=seen[(start, end)],
                                  parts=span_sizes[(start, end)], special=int(token_id) in special_ids))
+    # Byte-level BPE can also cut a character between two tokens whose spans differ (one ends with the
+    # character's first bytes, the next starts with its last): mark the side shared with the neighbour.
+    marked = []
+    for i, p in enumerate(pieces):
+        if p.parts > 1 or p.end <= p.start:
+            marked.append(p)
+            continue
+        before = pieces[i - 1] if i > 0 else None
+        after = pieces[i + 1] if i + 1 < len(pieces) else None
+        marked.append(replace(p, starts_inside=before is not None and before.end > p.start,
+                              ends_inside=after is not None and after.start < p.end))
+    pieces = marked
     counts = tuple(sorted(Counter(ids).items(), key=lambda item: (-item[1], item[0])))
     return TokenView(text=text, pieces=tuple(pieces), counts=counts, with_template=with_template)
 

@@ -20,14 +20,16 @@ from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel,
-                               QProgressBar, QPushButton, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem,
-                               QTextBrowser, QVBoxLayout, QWidget)
+                               QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTableWidget,
+                               QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png
 from engine.lab.results import write_csv
 
 MAX_TABLE_ROWS = 2000  # the attention table of a big model has layers × heads × 2 rows; the CSV has them all
+CHART_HEIGHT = 300  # px: a line or bar chart
+HEATMAP_HEIGHT = 420  # px per attention heatmap: room for ~40 token labels
 
 
 class _ProgressRelay(QObject):
@@ -112,7 +114,10 @@ class LabTab(QWidget):
         self.status_label.setWordWrap(True)
         self.figure = Figure(figsize=(6.0, 4.0))
         self.canvas = FigureCanvasQTAgg(self.figure)
-        self.canvas.setMinimumHeight(260)
+        self.canvas.setMinimumHeight(CHART_HEIGHT)
+        self.chart_scroll = QScrollArea()  # stacked heatmaps need more height than the dock has
+        self.chart_scroll.setWidgetResizable(True)
+        self.chart_scroll.setWidget(self.canvas)
         self.table = QTableWidget(0, 0)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
@@ -123,11 +128,12 @@ class LabTab(QWidget):
         for button in (self.export_csv_button, self.export_png_button):
             button.setEnabled(False)
 
+        # Two rows: the tab usually lives in a ~380 px side dock.
         controls = QHBoxLayout()
-        controls.addWidget(self.experiment_box, 1)
         controls.addWidget(self.quick_box)
         controls.addWidget(self.layer_spin)
         controls.addWidget(self.head_spin)
+        controls.addStretch(1)
         controls.addWidget(self.run_button)
         controls.addWidget(self.cancel_button)
         exports = QHBoxLayout()
@@ -135,10 +141,11 @@ class LabTab(QWidget):
         exports.addWidget(self.export_csv_button)
         exports.addWidget(self.export_png_button)
         split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.canvas)
+        split.addWidget(self.chart_scroll)
         split.addWidget(self.table)
         split.addWidget(self.findings)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.experiment_box)
         layout.addLayout(controls)
         layout.addWidget(self.description)
         layout.addWidget(self.warning)
@@ -210,6 +217,8 @@ class LabTab(QWidget):
     def show_result(self, result: ExperimentResult) -> None:
         """Draw, list and summarise ``result``."""
         self._result = result
+        self.canvas.setMinimumHeight(HEATMAP_HEIGHT * len(result.heatmaps) + CHART_HEIGHT if result.heatmaps
+                                     else CHART_HEIGHT)
         draw(result, self.figure)
         self.canvas.draw_idle()
         self.table.clear()

@@ -40,8 +40,9 @@ class Sentence:
 
 SENTENCES = (
     Sentence("zh", "我昨天认识的那个人……他居然是我小学同学", "他", "那个人"),
-    Sentence("en", "The man I met yesterday... he turned out to be my primary school classmate.", " he ",
-             "The man"),
+    # The antecedent is not the first token, so its weight is not confused with the attention sink.
+    Sentence("en", "Yesterday I met a man at the station... he turned out to be my primary school classmate.",
+             " he ", "a man"),
 )
 
 
@@ -148,7 +149,7 @@ def run_attention(loaded, cancel: threading.Event, *, layer: int | None = None, 
                              verdict(s, e)))
         labels = tuple(p.label for p in capture.pieces)
         chosen = weights[layer, head]  # (seq, seq)
-        heatmaps.append(Heatmap(title=f"{sentence.text[:24]}… layer {layer}, head {head}",
+        heatmaps.append(Heatmap(title=f"{sentence.text[:16]}… (layer {layer}, head {head})",
                                 matrix=tuple(tuple(round(float(v), 5) for v in row) for row in chosen.tolist()),
                                 row_labels=labels, col_labels=labels))
         layers_x = tuple(float(li) for li in range(weights.shape[0]))

@@ -118,13 +118,18 @@ def _draw_heatmaps(result: ExperimentResult, figure: Figure) -> None:
     heatmaps = result.heatmaps
     n = len(heatmaps)
     has_lines = bool(result.series)
-    rows = 2 if has_lines else 1
-    grid = figure.add_gridspec(rows, n, height_ratios=(3, 1) if has_lines else (1,))
-    for i, heatmap in enumerate(heatmaps):
-        ax = figure.add_subplot(grid[0, i])
-        draw_heatmap(heatmap, ax, figure)
+    # A narrow figure (the GUI's side dock) stacks the heatmaps; a wide one (PNG export) puts them side by side.
+    stacked = figure.get_figwidth() < 4.5 * n
+    if stacked:
+        grid = figure.add_gridspec(n + has_lines, 1, height_ratios=(3,) * n + ((1.2,) if has_lines else ()))
+        cells = [grid[i, 0] for i in range(n)]
+    else:
+        grid = figure.add_gridspec(1 + has_lines, n, height_ratios=(3, 1) if has_lines else (1,))
+        cells = [grid[0, i] for i in range(n)]
+    for cell, heatmap in zip(cells, heatmaps):
+        draw_heatmap(heatmap, figure.add_subplot(cell), figure)
     if has_lines:
-        ax = figure.add_subplot(grid[1, :])
+        ax = figure.add_subplot(grid[-1, :])
         for s in result.series:
             ax.plot(_clean(s.x), _clean(s.y), label=s.name)
         ax.set_xlabel(result.series[0].x_label)

@@ -32,8 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CPU threads for torch (default: torch's choice); 1 steadies timings on a busy machine")
 
 
-def _progress(fraction: float, message: str) -> None:
-    print(f"[{fraction:6.1%}] {message}", file=sys.stderr, flush=True)
+def _progress_printer(start: float):
+    def progress(fraction: float, message: str) -> None:
+        print(f"[{time.perf_counter() - start:6.1f} s {fraction:6.1%}] {message}", file=sys.stderr, flush=True)
+
+    return progress
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         facts = loaded.facts
         print(f"loaded {facts.name} ({facts.precision}, {facts.device}) in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
-        document = run_all(loaded, Path(args.out), cancel, options, keys=keys, progress=_progress)
+        document = run_all(loaded, Path(args.out), cancel, options, keys=keys, progress=_progress_printer(t0))
     except KeyboardInterrupt:
         cancel.set()
         raise

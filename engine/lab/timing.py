@@ -42,6 +42,8 @@ PASSAGE_ZH = (
     "下会挤满躲雨的路人，老板从不赶人，反而会多烧一壶水。附近的孩子放学后常来写作业，写完了就帮忙擦桌子，换一"
     "碟点心。很多搬走多年的老街坊回到城里，第一件事就是来这里坐一坐，点一壶最便宜的茉莉花茶，听听熟悉的吵闹声。"
     "他们说，城市变了很多，只有这张桌子、这壶茶和这份热闹还留在原地，像是专门在等他们回来。"
+    "去年冬天，老板的孙女从外地回来帮忙，她在门口添了一块小黑板，每天写一句天气预报和一句笑话。老主顾们起初"
+    "不习惯，后来却养成了进门先看黑板的习惯，看完再找座位。有人把黑板上的笑话抄在本子上，说等攒够一百条就出一本书。"
 )
 KV_TASK = "\n\nAfter reading this, count from 1 to 100 in digits, separated by commas."
 
@@ -158,6 +160,7 @@ def run_ttft_vs_length(loaded, cancel: threading.Event, *, lengths: Sequence[int
     series = []
     names = {"en": "English", "zh": "Chinese"}
     for lang, pts in points.items():
+        pts.sort()  # trimmed prompts (a small context) can reorder lengths; a line must run left to right
         xs = tuple(p[0] for p in pts)
         series.append(Series(f"TTFT, {names[lang]}", xs, tuple(p[1] for p in pts), "prompt tokens", "TTFT (ms)",
                              panel=0))
@@ -200,14 +203,16 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, prompt: str | None = None,
-                 progress: Progress = no_progress) -> ExperimentResult:
+def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, passage_chars: int = len(PASSAGE_EN),
+                 prompt: str | None = None, progress: Progress = no_progress) -> ExperimentResult:
+    """Without the cache step i recomputes prompt + i tokens, so the run costs ~n·P + n²/2 token-forwards:
+    a shorter prompt makes the rise with position steeper (relative to the start) and the run cheaper."""
     from engine.sampling import SamplingConfig
 
     started = time.perf_counter()
     if prompt is None:
         budget = max(8, loaded.facts.context_length - max_new_tokens - 96)
-        prompt = _fit_prompt(loaded.tokenizer, PASSAGE_EN, len(PASSAGE_EN), budget) + KV_TASK
+        prompt = _fit_prompt(loaded.tokenizer, PASSAGE_EN, passage_chars, budget) + KV_TASK
     progress(0.0, "KV cache: warm-up")
     _warm_up(loaded, cancel)
     runs = {}

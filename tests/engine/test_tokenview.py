@@ -37,6 +37,16 @@ def test_a_character_outside_the_vocabulary_is_split_into_byte_parts(tokenizer):
     assert [p.label for p in view.pieces] == ["鲸(1/3)", "鲸(2/3)", "鲸(3/3)"]
 
 
+def test_tokens_that_cut_a_character_between_them_are_marked(tokenizer):
+    # The tiny BPE merged the last bytes of 昨 with the first of 天: spans overlap instead of repeating.
+    view = tokenize_view(tokenizer, "我昨天")
+    spans = [(p.start, p.end) for p in view.pieces]
+    assert spans == [(0, 1), (1, 2), (1, 3), (2, 3)]
+    assert [p.label for p in view.pieces] == ["我", "昨…", "…昨天…", "…天"]
+    assert view.split_chars == 2  # 昨 and 天 are each covered by more than one token
+    assert not view.pieces[0].starts_inside and not view.pieces[0].ends_inside
+
+
 def test_repeated_tokens_are_counted(tokenizer):
     view = tokenize_view(tokenizer, "Paris Paris Paris")
     top_id, top_count = view.counts[0]
