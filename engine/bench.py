@@ -41,6 +41,7 @@ METRICS = {
     "followup_ttft_full_s": ("s", "lower"),
     "decode_tok_s_no_kv": ("tok/s", "higher"),
 }
+SCENARIOS = ("decode", "long", "followup", "no_kv")
 _SYSTEM = "You are a helpful assistant."
 _SHORT = "Write a long story about a cat who learns to fly. Describe every day of its training."
 _FILLER = ("The history of the printing press begins with movable type in East Asia and continues with "
@@ -74,6 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "none with --quick); '' for none")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the fast decode step")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
 
 def _plan(args: argparse.Namespace) -> Plan:
@@ -436,6 +439,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     """Run the whole benchmark and return the JSON object (see docs/BENCHMARK.md)."""
     import torch
 
+    from engine.errors import BadInputError
     from engine.fastpath import unsupported_reason
     from engine.membw import measure_bandwidth
 
@@ -453,7 +457,13 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     reason = unsupported_reason(loaded.model)
     fast = Engine("fastpath", loaded, _fast_factory(args.compile))
     variants = [Baseline(loaded), Engine("engine", loaded, _plain_factory), fast]
-    main = measure(variants, _scenarios(prompts, plan), plan.reps, list(METRICS), progress)
+    wanted = getattr(args, "scenarios", None) or "decode"
+    chosen = {name.strip() for name in wanted.split(",") if name.strip()} | {"decode"}  # decode is the base
+    unknown = chosen - set(SCENARIOS)
+    if unknown:
+        raise BadInputError(f"unknown scenario {sorted(unknown)[0]}: choose from {', '.join(SCENARIOS)}")
+    scenarios = [(name, fn) for name, fn in _scenarios(prompts, plan) if name in chosen]
+    main = measure(variants, scenarios, plan.reps, list(METRICS), progress)
 
     baseline_ids = main["runs"]["baseline"]["_ids"][0]
     correctness = {}
@@ -493,6 +503,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
         "schema": SCHEMA,
         "machine": machine_description(device),
         "settings": {"model": args.model, "precision": facts.precision, "device": device,
+                     "scenarios": [name for name, _ in scenarios],
                      "tokens": plan.tokens, "reps": plan.reps, "quick": bool(args.quick),
                      "no_kv_tokens": plan.no_kv_tokens, "greedy": True,
                      "prompt_tokens": {k: _count(loaded.tokenizer, v) for k, v in prompts.items()}},

@@ -182,6 +182,22 @@ def _still_backs(model: Any, w: _Weights) -> bool:
     return len(inner.layers) == len(w.layers) and all(a.data_ptr() == b.data_ptr() for a, b in same)
 
 
+def _native_gemm(dtype: torch.dtype) -> bool:
+    """Whether this CPU has a fast matrix-product kernel for ``dtype`` (oneDNN's, with AVX-512 BF16/FP16
+    or AMX). Without one, torch falls back to a generic bf16 kernel: measured on a 2-core AVX2 EPYC,
+    a 256-token bf16 prefill ran at 36 tok/s against 232 tok/s in fp32."""
+    if dtype == torch.float32:
+        return True
+    try:
+        if dtype == torch.bfloat16:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        if dtype == torch.float16:
+            return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    except (AttributeError, RuntimeError):
+        pass
+    return True  # unknown: keep the model's own precision
+
+
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm, operation for operation (fp32 statistics), so results match bit for bit."""
     xf = x.float()
@@ -206,6 +222,9 @@ class FastRunner(ModelRunner):
     are never read and are overwritten by the next write, so crop just forgets ids and an interrupted
     forward cannot corrupt the valid prefix.
 
+    ``upcast_prefill`` (default: only on CPUs without a native bf16/fp16 kernel) runs prefill's matrix
+    products in fp32 on exactly upcast bf16/fp16 operands.
+
     ``static=True`` uses a step whose tensor shapes never change (attention over the whole capacity with
     a mask, position given as a tensor): what CUDA graphs need. ``compile=True`` wraps the decode step
     in ``torch.compile`` (``mode="reduce-overhead"`` on CUDA), falling back to eager on any failure;
@@ -213,7 +232,8 @@ class FastRunner(ModelRunner):
     """
 
     def __init__(self, model: Any, *, max_positions: int | None = None, static: bool = False,
-                 compile: bool = False, initial_capacity: int = INITIAL_CAPACITY) -> None:
+                 compile: bool = False, initial_capacity: int = INITIAL_CAPACITY,
+                 upcast_prefill: bool | None = None) -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"fast path not available: {reason}")
@@ -232,6 +252,9 @@ class FastRunner(ModelRunner):
         self._step: Callable[..., torch.Tensor] = self._decode_static if static else self._decode_eager
         self._compiled = False
         self._want_compile = compile
+        if upcast_prefill is None:  # auto: only where the low-precision kernel is the slow generic one
+            upcast_prefill = device.type == "cpu" and not _native_gemm(self._dtype)
+        self._upcast_prefill = upcast_prefill
         super().__init__(model, use_kv_cache=True)
         if static:
             self._pos_t = torch.zeros(1, dtype=torch.long, device=device)  # (1,) position of the step
@@ -311,9 +334,10 @@ class FastRunner(ModelRunner):
         if start:
             # Query i (at start+i) sees keys 0..start+i.
             mask = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
+        linear = self._prefill_linear
         for index, layer in enumerate(w.layers):
             h = _rms_norm(x, layer.attn_norm, w.eps)
-            qkv = F.linear(h, layer.qkv)  # (n, (H + 2KV) * D)
+            qkv = linear(h, layer.qkv)  # (n, (H + 2KV) * D)
             qk = _rotate(qkv[:, :(heads + kvh) * dim].view(n, heads + kvh, dim), cos, sin)  # (n, H+KV, D)
             self._k[index, :, start:end] = qk[:, heads:].transpose(0, 1)
             self._v[index, :, start:end] = qkv[:, (heads + kvh) * dim:].view(n, kvh, dim).transpose(0, 1)
@@ -321,12 +345,21 @@ class FastRunner(ModelRunner):
             attn = F.scaled_dot_product_attention(
                 q, self._k[index, :, :end][None], self._v[index, :, :end][None], attn_mask=mask,
                 is_causal=mask is None, scale=w.scaling, enable_gqa=True)  # (1, H, n, D)
-            x = x + F.linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o)
+            x = x + linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o)
             h = _rms_norm(x, layer.mlp_norm, w.eps)
-            gate_up = F.linear(h, layer.gate_up)  # (n, 2I)
-            x = x + F.linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
+            gate_up = linear(h, layer.gate_up)  # (n, 2I)
+            x = x + linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
         h = _rms_norm(x[-1:], w.final_norm, w.eps)
         return F.linear(h, w.lm_head)  # (1, vocab)
+
+    def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """A prefill matrix product; on CPUs without a native bf16/fp16 kernel it runs in fp32 on exactly
+        upcast operands and rounds the result once, which is what a bf16 GEMM with fp32 accumulation
+        computes, only in another summation order (so logits may differ by a rounding step). Decode
+        (one row) keeps the model's precision: there the upcast would cost more than it saves."""
+        if self._upcast_prefill and x.shape[0] > 1:
+            return F.linear(x.float(), weight.float()).to(x.dtype)
+        return F.linear(x, weight)
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
         """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix."""

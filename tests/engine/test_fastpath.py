@@ -146,16 +146,18 @@ def test_chat_session_on_fast_runner_streams_the_same_reply_and_reuses_the_cache
     assert second.metrics.reused_tokens > 0
 
 
-def test_bf16_logits_stay_within_rounding_of_transformers(tiny_model_dir):
+@pytest.mark.parametrize("upcast_prefill", [False, True])
+def test_bf16_logits_stay_within_rounding_of_transformers(tiny_model_dir, upcast_prefill):
     """bf16: the fast path runs transformers' operations in the same order, except that q|k|v and gate|up
     are one wider matrix product each; a BLAS that splits that reduction differently may round differently,
     so bound the difference (a few bf16 steps at the top logit) and require the same greedy choices.
-    (On the 2-core AVX2 machine this was written on the logits are bit-identical.)"""
+    (On the 2-core AVX2 machine this was written on the logits are bit-identical without the upcast.)
+    ``upcast_prefill`` (fp32 products on exactly upcast operands, rounded once) is held to the same bound."""
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bf16", device="cpu"))
     model = loaded.model
     prompt = _prompt(model.config.vocab_size)
     ref, tokens = _reference(model, prompt, STEPS)
-    got = _fast(FastRunner(model), prompt, tokens)
+    got = _fast(FastRunner(model, upcast_prefill=upcast_prefill), prompt, tokens, chunk=10)
     for a, b in zip(ref, got):
         scale = a.float().abs().max().item()
         assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8  # 4 bf16 steps at the top logit
