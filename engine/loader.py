@@ -88,13 +88,13 @@ def _looks_like_repo_id(text: str) -> bool:
 
 def resolve_source(model: str) -> ResolvedSource:
     """Find ``model`` on disk without touching the network; raise ModelNotFoundError if absent."""
-    from engine.fetch import is_fetched
+    from engine.fetch import find_default_model
 
     if model == "default":
-        folder = paths.default_model_dir()
-        if not is_fetched(folder):
-            raise ModelNotFoundError(f"default model not found in {folder}: run `python -m engine fetch` "
-                                     "once (needs network) to put it in place")
+        folder = find_default_model()
+        if folder is None:
+            raise ModelNotFoundError(f"default model not found in {paths.default_model_dir()}: run "
+                                     "`python -m engine fetch` once (needs network) to put it in place")
         return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin=str(folder))
     path = Path(model).expanduser()
     if path.is_dir():

@@ -8,6 +8,7 @@ Plain Python: no torch, no Qt. Owns path rules only; it creates folders but neve
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -43,3 +44,16 @@ def history_path() -> Path:
 def default_model_dir() -> Path:
     """Folder of the default model's safetensors copy (may not exist yet: see engine.fetch)."""
     return models_dir() / DEFAULT_MODEL_NAME
+
+
+def bundled_models_dir() -> Path | None:
+    """Read-only models shipped inside a packaged build, or None when running from source.
+
+    ``MIAOHUI_BUNDLED_MODELS`` (set by the packaged app's runtime hook) wins; otherwise PyInstaller's
+    ``sys._MEIPASS/models``.
+    """
+    override = os.environ.get("MIAOHUI_BUNDLED_MODELS")
+    if override:
+        return Path(override)
+    base = getattr(sys, "_MEIPASS", None)
+    return Path(base) / "models" if base else None

@@ -98,3 +98,18 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_default_model_prefers_user_copy_then_bundled(tmp_path, monkeypatch):
+    from engine import paths
+    from engine.fetch import find_default_model
+
+    monkeypatch.setenv("MIAOHUI_HOME", str(tmp_path / "home"))
+    bundled = tmp_path / "bundle" / "models"
+    monkeypatch.setenv("MIAOHUI_BUNDLED_MODELS", str(bundled))
+    assert find_default_model() is None
+    for folder in (bundled / paths.DEFAULT_MODEL_NAME, paths.default_model_dir()):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "model.safetensors").write_bytes(b"x")
+        (folder / MARKER).write_text("{}")
+        assert find_default_model() == folder  # bundled first appears, then the user's copy wins
