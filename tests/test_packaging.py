@@ -59,8 +59,8 @@ def _resolve_in_frozen_process(meipass: Path, home: Path) -> dict:
         "import json, os, runpy, sys\n"
         f"sys._MEIPASS = {str(meipass)!r}\n"
         f"runpy.run_path({str(PACKAGING / 'pyi_rth_miaohui.py')!r})\n"
-        "from engine import paths\n"
-        "print(json.dumps({'default': str(paths.default_model_dir()),"
+        "from engine.fetch import find_default_model\n"
+        "print(json.dumps({'default': str(find_default_model()),"
         " 'env': os.environ.get('MIAOHUI_BUNDLED_MODELS')}))\n"
     )
     env = {"MIAOHUI_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
@@ -88,7 +88,7 @@ def test_runtime_hook_is_inert_without_a_bundled_model(tmp_path):
     home = tmp_path / "home"
     seen = _resolve_in_frozen_process(tmp_path / "_internal", home)
     assert seen["env"] is None
-    assert seen["default"] == str(home / "models" / "SmolLM2-135M-Instruct")
+    assert seen["default"] == "None"  # no user copy, nothing bundled: nothing to load
 
 
 @pytest.mark.parametrize("argv", [["-m", "pip", "download", "x"], ["-c", "print(1)"]])
