@@ -88,8 +88,14 @@ def _draw_lines(result: ExperimentResult, figure: Figure) -> None:
         return
     for i, (_, group) in enumerate(sorted(panels.items())):
         ax = figure.add_subplot(1, len(panels), i + 1)
+        colours: dict[str, str] = {}
         for s in group:
-            ax.plot(_clean(s.x), _clean(s.y), marker="o" if len(s.x) <= 24 else None, markersize=3, label=s.name)
+            base = s.name.split(", least-squares fit")[0]
+            fit = base != s.name  # a fitted trend is drawn dashed in its measured series' colour
+            (line,) = ax.plot(_clean(s.x), _clean(s.y), marker="o" if len(s.x) <= 24 and not fit else None,
+                              markersize=3, label=s.name, linestyle="--" if fit else "-",
+                              linewidth=1.0 if fit else 1.5, color=colours.get(base) if fit else None)
+            colours.setdefault(base, line.get_color())
         ax.set_xlabel(group[0].x_label)
         ax.set_ylabel(group[0].y_label)
         ax.grid(True, alpha=0.3)
