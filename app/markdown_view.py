@@ -18,7 +18,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name, guess_lexer
 from pygments.util import ClassNotFound
-from PySide6.QtCore import QSize, QUrl, Qt, Signal, Slot
+from PySide6.QtCore import QSize, QSizeF, QUrl, Qt, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextBlockFormat, QTextCursor, QTextDocument, QTextOption
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
 
@@ -37,6 +37,7 @@ class Segment:
     text: str
     language: str = ""
     closed: bool = True  # False for a code block still streaming (no closing fence yet)
+    start: int = 0  # offset of the segment (its opening fence, for code) in the text it was split from
 
 
 def split_segments(text: str) -> list[Segment]:
@@ -49,19 +50,33 @@ def split_segments(text: str) -> list[Segment]:
             break
         fence = opening.group("fence")
         if opening.start() > pos:
-            segments.append(Segment("markdown", text[pos:opening.start()]))
+            segments.append(Segment("markdown", text[pos:opening.start()], start=pos))
         body_start = opening.end() + 1
         closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
         close = closing.search(text, body_start) if body_start <= len(text) else None
         language = opening.group("info").strip().split(" ")[0] if opening.group("info").strip() else ""
         if close is None:
-            segments.append(Segment("code", text[body_start:], language, closed=False))
+            segments.append(Segment("code", text[body_start:], language, closed=False, start=opening.start()))
             return segments
-        segments.append(Segment("code", text[body_start:close.start()].rstrip("\n"), language))
+        segments.append(Segment("code", text[body_start:close.start()].rstrip("\n"), language,
+                                start=opening.start()))
         pos = close.end() + 1
     if pos < len(text):
-        segments.append(Segment("markdown", text[pos:]))
+        segments.append(Segment("markdown", text[pos:], start=pos))
     return segments
+
+
+def stable_prefix(text: str) -> int:
+    """Length of the prefix of a streaming reply whose rendering more text cannot change: everything up
+    to the last blank line outside code, or up to the last code block's opening fence."""
+    segments = split_segments(text)
+    if not segments:
+        return 0
+    last = segments[-1]
+    if last.kind == "code":
+        return last.start
+    cut = text.rfind("\n\n", last.start)
+    return cut + 2 if cut >= 0 else last.start
 
 
 def highlight_html(code: str, language: str, style: str) -> str:
@@ -76,11 +91,12 @@ def highlight_html(code: str, language: str, style: str) -> str:
     return highlight(code, lexer, formatter).rstrip("\n")
 
 
-def _auto_direction(cursor: QTextCursor) -> None:
-    """Let every paragraph pick its own direction from its text (Arabic/Hebrew lines run right to left)."""
+def _auto_direction(cursor: QTextCursor, start: int = 0) -> None:
+    """Let every paragraph from ``start`` on pick its own direction from its text (Arabic lines run right to left)."""
     fmt = QTextBlockFormat()
     fmt.setLayoutDirection(Qt.LayoutDirection.LayoutDirectionAuto)
-    cursor.select(QTextCursor.SelectionType.Document)
+    cursor.setPosition(start)
+    cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
     cursor.mergeBlockFormat(fmt)
     cursor.clearSelection()
 
@@ -95,20 +111,49 @@ def render_plain(document: QTextDocument, text: str) -> None:
 
 def render_markdown(document: QTextDocument, text: str, theme: themes.Theme | None = None) -> list[str]:
     """Build ``document`` from a reply's Markdown; return the code blocks' sources (index = Copy anchor)."""
-    theme = theme or themes.current()
     document.clear()
     cursor = QTextCursor(document)
     codes: list[str] = []
-    first = True
+    append_markdown(cursor, text, codes, theme or themes.current(), separate=False)
+    _auto_direction(cursor)
+    return codes
+
+
+def _insert_markdown(cursor: QTextCursor, text: str, separate: bool) -> None:
+    """insertMarkdown in a block of its own, so text rendered in pieces lays out like text rendered at once.
+
+    Qt merges a fragment's first block into the (empty) block at the cursor and drops its block format
+    (a heading would lose its level), or leaves that empty block behind (before a list): undo both.
+    """
+    if not separate:
+        cursor.insertMarkdown(text, MARKDOWN_FEATURES)
+        return
+    cursor.insertBlock(QTextBlockFormat())
+    block_start = cursor.position()
+    cursor.insertMarkdown(text, MARKDOWN_FEATURES)
+    block = cursor.document().findBlock(block_start)
+    following = block.next()
+    if block.length() == 1 and following.isValid() and QTextCursor(following).currentTable() is None:
+        eraser = QTextCursor(block)
+        eraser.movePosition(QTextCursor.MoveOperation.NextBlock, QTextCursor.MoveMode.KeepAnchor)
+        eraser.removeSelectedText()
+    else:
+        alone = QTextDocument()
+        QTextCursor(alone).insertMarkdown(text, MARKDOWN_FEATURES)
+        QTextCursor(block).setBlockFormat(alone.firstBlock().blockFormat())
+    cursor.movePosition(QTextCursor.MoveOperation.End)
+
+
+def append_markdown(cursor: QTextCursor, text: str, codes: list[str], theme: themes.Theme, separate: bool) -> bool:
+    """Append ``text``'s blocks at ``cursor`` (a new block first when ``separate``); code sources go to
+    ``codes``. Returns whether the document now ends with content (so the next append separates)."""
     for segment in split_segments(text):
         if segment.kind == "markdown":
             if not segment.text.strip():
                 continue
-            if not first:
-                cursor.insertBlock(QTextBlockFormat())
-            cursor.insertMarkdown(segment.text, MARKDOWN_FEATURES)
+            _insert_markdown(cursor, segment.text, separate)
         else:
-            if not first:
+            if separate:
                 cursor.insertBlock(QTextBlockFormat())
             index = len(codes)
             codes.append(segment.text)
@@ -121,9 +166,8 @@ def render_markdown(document: QTextDocument, text: str, theme: themes.Theme | No
                 f'&nbsp;&nbsp;&nbsp;<a href="copy:{index}" style="color:{theme.accent};">Copy</a></td></tr>'
                 f'<tr><td><pre style="font-family: \'DejaVu Sans Mono\', monospace;">{body}</pre></td></tr></table>')
             cursor.movePosition(QTextCursor.MoveOperation.End)
-        first = False
-    _auto_direction(cursor)
-    return codes
+        separate = True
+    return separate
 
 
 class MessageBrowser(QTextBrowser):
@@ -152,6 +196,14 @@ class MessageBrowser(QTextBrowser):
         self._codes: list[str] = []
         self._text = ""
         self._markdown = False
+        self._fitting = False
+        # Streaming: the document holds the rendering of text[:_stable_chars] up to position _stable_pos;
+        # only the tail after it is re-rendered when more text arrives (a full re-render of a 3 KB reply
+        # measured ~90 ms per update on the shared CPU, the tail ~5 ms).
+        self._stable_chars = 0
+        self._stable_pos = 0
+        self._stable_codes = 0
+        self._stable_separate = False
         self.anchorClicked.connect(self.on_anchor_clicked)
         self.document().documentLayout().documentSizeChanged.connect(self.on_document_resized)
 
@@ -165,13 +217,35 @@ class MessageBrowser(QTextBrowser):
 
     def show_plain(self, text: str) -> None:
         self._text, self._markdown = text, False
+        self._stable_chars = self._stable_pos = self._stable_codes = 0
         render_plain(self.document(), text)
         self._codes = []
         self._fit()
 
     def show_markdown(self, text: str) -> None:
+        """Render ``text``; when it extends the text shown, only the part after the stable prefix is redone."""
+        if not (self._markdown and text.startswith(self._text[:self._stable_chars])):
+            self._stable_chars = self._stable_pos = self._stable_codes = 0
+            self._stable_separate = False
+            self.document().clear()
         self._text, self._markdown = text, True
-        self._codes = render_markdown(self.document(), text)
+        theme = themes.current()
+        document = self.document()
+        cursor = QTextCursor(document)
+        cursor.setPosition(self._stable_pos)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        del self._codes[self._stable_codes:]
+        redone_from = self._stable_pos
+        boundary = stable_prefix(text)
+        if boundary > self._stable_chars:
+            self._stable_separate = append_markdown(cursor, text[self._stable_chars:boundary], self._codes, theme,
+                                                    self._stable_separate)
+            self._stable_chars = boundary
+            self._stable_pos = document.characterCount() - 1
+            self._stable_codes = len(self._codes)
+        append_markdown(cursor, text[self._stable_chars:], self._codes, theme, self._stable_separate)
+        _auto_direction(cursor, redone_from)
         self._fit()
 
     def loadResource(self, kind: int, name: QUrl) -> object:  # noqa: N802 (Qt override)
@@ -190,17 +264,23 @@ class MessageBrowser(QTextBrowser):
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)  # only on an explicit click, never automatically
 
-    @Slot()
-    def on_document_resized(self) -> None:
+    @Slot(QSizeF)
+    def on_document_resized(self, _size: QSizeF) -> None:
         self._fit()
 
     def _fit(self) -> None:
-        width = self.viewport().width()
-        if width > 0:
-            self.document().setTextWidth(width)
-        height = int(self.document().size().height()) + 2 * self.frameWidth() + 2
-        if height != self.height():
-            self.setFixedHeight(height)
+        if self._fitting:
+            return  # setTextWidth re-emits documentSizeChanged synchronously; one pass is enough
+        self._fitting = True
+        try:
+            width = self.viewport().width()
+            if width > 0 and self.document().textWidth() != width:
+                self.document().setTextWidth(width)
+            height = int(self.document().size().height()) + 2 * self.frameWidth() + 2
+            if height != self.height():
+                self.setFixedHeight(height)
+        finally:
+            self._fitting = False
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)

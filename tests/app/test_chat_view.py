@@ -127,3 +127,30 @@ def test_a_huge_paste_is_previewed_not_laid_out_whole(qtbot):
     assert widget.message.text == text  # the message keeps every character …
     shown = widget.browser.toPlainText()
     assert len(shown) < 21_000 and shown.endswith("more characters not shown here]")  # … the bubble a preview
+
+
+STREAMED = ("Para one.\n\n- item one\n- item *two*\n\nPara two.\n\n# Head\n\n1. a\n2. b\n\n## Sub\n\ntext **bold**\n\n"
+            "```python\nx = 1\n```\n\nمرحبا بالعالم\n\n> quote\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nend")
+
+
+def _blocks(document) -> list[tuple]:
+    block, out = document.begin(), []
+    while block.isValid():
+        out.append((block.text(), block.textList() is not None, block.blockFormat().headingLevel()))
+        block = block.next()
+    return out
+
+
+@pytest.mark.parametrize("step", [1, 9])
+def test_streamed_rendering_equals_rendering_at_once(qtbot, step):
+    from PySide6.QtGui import QTextDocument
+
+    from app.markdown_view import render_markdown
+
+    streamed = _browser(qtbot)
+    for end in range(step, len(STREAMED) + step, step):
+        streamed.show_markdown(STREAMED[:end])  # only the tail after the last blank line is re-rendered
+    whole = QTextDocument()
+    codes = render_markdown(whole, STREAMED)
+    assert _blocks(streamed.document()) == _blocks(whole)
+    assert streamed.code_blocks == codes == ["x = 1"]
