@@ -641,7 +641,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result, indent=1, sort_keys=True))
+        print(json.dumps(result, indent=1))
     else:
         print(format_table(result))
     return 0

@@ -196,6 +196,8 @@ def test_compile_failure_falls_back_to_eager(tiny_fp32, monkeypatch):
 @pytest.mark.default_model
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_default_model_greedy_text_equals_generate(default_model_dir, precision):
+    """128 greedy tokens equal generate()'s. bf16 runs without the prefill upcast: that one rounds K/V
+    differently (bounded by the bf16 logits test), which on a near-tie can change a later token."""
     loaded = load_model(LoadSpec(model=str(default_model_dir), precision=precision, device="cpu"))
     model, tok = loaded.model, loaded.tokenizer
     ids = tok.apply_chat_template([{"role": "user", "content": "Write a long story about a cat who learns to fly."}],
@@ -204,7 +206,7 @@ def test_default_model_greedy_text_equals_generate(default_model_dir, precision)
     with torch.inference_mode():
         ref = model.generate(torch.tensor([ids]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
                              temperature=None, top_p=None, top_k=None)[0, len(ids):].tolist()
-    runner = FastRunner(model)
+    runner = FastRunner(model, upcast_prefill=False)
     logits = [out for _, out in runner.prefill(ids)][-1]
     got = []
     for i in range(n):
