@@ -18,7 +18,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name, guess_lexer
 from pygments.util import ClassNotFound
-from PySide6.QtCore import QSize, QSizeF, QUrl, Qt, Signal, Slot
+from PySide6.QtCore import QSizeF, QUrl, Qt, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextBlockFormat, QTextCursor, QTextDocument, QTextOption
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
 
@@ -285,6 +285,3 @@ class MessageBrowser(QTextBrowser):
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
         self._fit()
-
-    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        return QSize(400, self.height())
