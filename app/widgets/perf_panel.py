@@ -133,7 +133,9 @@ class PerfPanel(QWidget):
         # point costs a line draw, not a re-layout of every tick label (measured ~140 ms on a busy 2-core CPU).
         (self._line,) = self._axes.plot([], [], color=theme.accent, linewidth=1.2, animated=True)
         self._figure.subplots_adjust(left=0.16, right=0.97, top=0.95, bottom=0.24)
-        self._limits = (0.0, 0.0)
+        self._limits = (16.0, 1.0)
+        self._axes.set_xlim(1, self._limits[0])
+        self._axes.set_ylim(0, self._limits[1])
         self._background = None
         self._canvas = FigureCanvasQTAgg(self._figure)
         self._canvas.mpl_connect("draw_event", self._on_canvas_drawn)
