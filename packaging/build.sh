@@ -6,7 +6,7 @@
 # On Windows and macOS it only freezes; their installers are built as packaging/README.md says.
 #
 # Environment: PY (the Python with PyInstaller, default .venv/bin/python), MIAOHUI_BUNDLE_MODEL (see the
-# spec), DEB_COMPRESSION (dpkg-deb -Z: xz|zstd|gzip, default zstd), SKIP_LINTIAN=1 to skip lintian.
+# spec), DEB_COMPRESSION (dpkg-deb -Z: gzip|xz|zstd, default gzip), SKIP_LINTIAN=1 to skip lintian.
 # PyInstaller's work folder build/pyinstaller and its cache are kept between runs: a rebuild reuses them.
 set -euo pipefail
 
@@ -64,11 +64,13 @@ STAGE=$OUT/deb-root
 rm -rf "$STAGE"
 mkdir -p "$STAGE/DEBIAN" "$STAGE/opt" "$STAGE/usr/bin" "$STAGE/usr/share/applications" \
     "$STAGE/usr/share/doc/miaohui" "$STAGE/usr/share/icons/hicolor/scalable/apps" \
-    "$STAGE/usr/share/icons/hicolor/256x256/apps"
+    "$STAGE/usr/share/icons/hicolor/256x256/apps" "$STAGE/usr/share/man/man1" "$STAGE/usr/share/lintian/overrides"
 cp -a "$BUNDLE" "$STAGE/opt/miaohui"
 install -m 0755 packaging/deb/miaohui.sh "$STAGE/usr/bin/miaohui"
 install -m 0644 packaging/deb/miaohui.desktop "$STAGE/usr/share/applications/miaohui.desktop"
 install -m 0644 packaging/deb/copyright "$STAGE/usr/share/doc/miaohui/copyright"
+install -m 0644 packaging/deb/lintian-overrides "$STAGE/usr/share/lintian/overrides/miaohui"
+gzip -9n < packaging/deb/miaohui.1 > "$STAGE/usr/share/man/man1/miaohui.1.gz"
 if [ -f assets/miaohui.svg ]; then install -m 0644 assets/miaohui.svg "$STAGE/usr/share/icons/hicolor/scalable/apps/miaohui.svg"; fi
 if [ -f assets/miaohui.png ]; then
     install -m 0644 assets/miaohui.png "$STAGE/usr/share/icons/hicolor/256x256/apps/miaohui.png"
@@ -81,7 +83,15 @@ fi
 } | gzip -9n > "$STAGE/usr/share/doc/miaohui/changelog.gz"
 chmod 0644 "$STAGE/usr/share/doc/miaohui/changelog.gz"
 # Readable by everyone, writable by root only: the install folder is never a place for user data.
+# Execute bits only where something is executed: directories, the ELF programs (not shared libraries,
+# not library sources whose shebang lines never run, not licence files wheels shipped as +x).
 chmod -R u+rwX,go+rX,go-w "$STAGE"
+find "$STAGE/opt/miaohui" -type f -perm /111 -print0 | while IFS= read -r -d '' file; do
+    case "$file" in
+        *.so|*.so.*) chmod 0644 "$file" ;;
+        *) [ "$(head -c4 "$file" | od -An -c | tr -d ' ')" = '177ELF' ] || chmod 0644 "$file" ;;
+    esac
+done
 # The bundle's .py copies (transformers reads its sources) would get stale __pycache__ folders if any
 # build step compiled them; none belong in the package.
 find "$STAGE/opt/miaohui" -name __pycache__ -type d -prune -exec rm -rf {} +
@@ -90,8 +100,9 @@ INSTALLED_SIZE=$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
 DEPENDS=$(grep -v '^#' packaging/deb/depends.txt | grep -v '^[[:space:]]*$' | paste -sd, | sed 's/,/, /g')
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$DEB_ARCH/" -e "s/@INSTALLED_SIZE@/$INSTALLED_SIZE/" \
     -e "s/@DEPENDS@/$DEPENDS/" packaging/deb/control.in > "$STAGE/DEBIAN/control"
-# zstd: ~2x faster than xz here for a few % more size (the model and torch's libraries barely compress).
-dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-zstd}" --build "$STAGE" "$DEB.part" >/dev/null
+# gzip by default: xz takes minutes on 1.2 GB for a few % (the weights and torch's libraries barely
+# compress), and Debian's tools (lintian, older dpkg) reject zstd members.
+dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-gzip}" --build "$STAGE" "$DEB.part" >/dev/null
 mv "$DEB.part" "$DEB"
 rm -rf "$STAGE"
 log "deb in $((SECONDS - start))s: $DEB ($(du -h "$DEB" | cut -f1))"
