@@ -62,6 +62,7 @@ def make_window(qtbot, settings, store, tiny_model_dir):
     for window in windows:
         assert window.shutdown() is True
         assert not window.bridge._thread.isRunning()
+    qtbot.wait(50)  # pending matplotlib redraws/repaints run while their canvas still exists
 
 
 def send_and_wait(qtbot, window, text: str) -> str:

@@ -27,10 +27,18 @@ def _metrics(tokens: int, dropped: int = 0) -> Metrics:
                    context_max=8192, dropped_turns=dropped, device="cpu", precision="bf16")
 
 
-def test_panel_shows_every_figure_and_keeps_them(qtbot):
-    panel = PerfPanel()
-    qtbot.addWidget(panel)
-    panel.show()
+@pytest.fixture
+def panel(qtbot):
+    widget = PerfPanel()
+    qtbot.addWidget(widget)
+    widget.show()
+    yield widget
+    # matplotlib queues an idle redraw and a repaint on resize; let them run while the canvas exists,
+    # or they can fire during interpreter shutdown on a deleted widget (segfault when these tests run last).
+    qtbot.wait(50)
+
+
+def test_panel_shows_every_figure_and_keeps_them(panel):
     panel.set_model_facts(FACTS)
     panel.reset()
     panel.show_metrics(_metrics(10))
@@ -52,10 +60,7 @@ def test_panel_shows_every_figure_and_keeps_them(qtbot):
     assert panel._dropped.isHidden()
 
 
-def test_dropped_turns_are_announced_and_reset_clears_reply_figures(qtbot):
-    panel = PerfPanel()
-    qtbot.addWidget(panel)
-    panel.show()
+def test_dropped_turns_are_announced_and_reset_clears_reply_figures(panel):
     panel.set_model_facts(FACTS)
     panel.show_metrics(_metrics(5, dropped=3), final=True)
     assert not panel._dropped.isHidden() and "3 oldest messages dropped" in panel._dropped.text()
