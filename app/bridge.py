@@ -30,7 +30,7 @@ from app import _qt_compat  # noqa: F401  (None/True/False refcount workaround, 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from engine.errors import EngineError
-from engine.events import Finished, Message, Started, Stats, Token
+from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.model import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -216,6 +216,8 @@ class Bridge(QObject):
         load_failed(str): a load failed or was cancelled; one line for the user. A previously loaded
             model stays loaded.
         generation_started(object): the engine's ``Started`` event for a reply.
+        prefill_progressed(int, int): prompt tokens computed so far and in all (once per prefill chunk),
+            so a long prompt shows progress before its first token.
         tokens_received(str, list): text generated since the last flush and the ``Token`` events it
             came from (for the token inspector); at most ~30 per second.
         stats_updated(object): the latest ``Metrics`` snapshot while a reply streams (coalesced).
@@ -230,6 +232,7 @@ class Bridge(QObject):
     model_loaded = Signal(object)
     load_failed = Signal(str)
     generation_started = Signal(object)
+    prefill_progressed = Signal(int, int)
     tokens_received = Signal(str, list)
     stats_updated = Signal(object)
     generation_finished = Signal(object)
@@ -383,6 +386,8 @@ class Bridge(QObject):
             elif isinstance(event, Started):
                 emit_stream()
                 self.generation_started.emit(event)
+            elif isinstance(event, PrefillProgress):
+                self.prefill_progressed.emit(event.done, event.total)
             elif isinstance(event, Finished):
                 emit_stream()
                 for job in self._jobs.values():  # jobs run in order: the first unreported one just ended
@@ -390,5 +395,4 @@ class Bridge(QObject):
                         job.reported = True
                         break
                 self.generation_finished.emit(event)
-            # PrefillProgress and future event kinds are not shown by the window yet.
         emit_stream()

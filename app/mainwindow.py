@@ -230,6 +230,7 @@ class MainWindow(QMainWindow):
         b.model_loaded.connect(self.on_bridge_model_loaded)
         b.load_failed.connect(self.on_bridge_load_failed)
         b.generation_started.connect(self.on_bridge_generation_started)
+        b.prefill_progressed.connect(self.on_bridge_prefill_progressed)
         b.tokens_received.connect(self.on_bridge_tokens_received)
         b.stats_updated.connect(self.on_bridge_stats_updated)
         b.generation_finished.connect(self.on_bridge_generation_finished)
@@ -394,6 +395,13 @@ class MainWindow(QMainWindow):
             self.messages.show_message(
                 f"{started.dropped_turns} oldest message{'s' if started.dropped_turns != 1 else ''} left out to fit "
                 f"the {started.context_max}-token context window (the system prompt is kept).", "warning")
+
+    @Slot(int, int)
+    def on_bridge_prefill_progressed(self, done: int, total: int) -> None:
+        if done < total:
+            self.status_state.setText(f"· prefill {done}/{total} tokens")
+        else:
+            self.status_state.setText("· generating")
 
     @Slot(str, list)
     def on_bridge_tokens_received(self, text: str, tokens: list) -> None:

@@ -9,7 +9,7 @@ import pytest
 from app.bridge import Bridge
 from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS
 
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "repetition_penalty": 1.0, "top_logprobs": 3}
 
@@ -37,7 +37,7 @@ class Recorder:
 
     def __init__(self, bridge: Bridge) -> None:
         self.log: list[tuple[str, tuple]] = []
-        for name in ("generation_started", "tokens_received", "stats_updated", "generation_finished",
+        for name in ("generation_started", "prefill_progressed", "tokens_received", "stats_updated", "generation_finished",
                      "busy_changed"):
             getattr(bridge, name).connect(lambda *args, _n=name: self.log.append((_n, args)))
 
@@ -57,7 +57,10 @@ def test_stream_is_coalesced_ordered_and_complete(qtbot, loaded_bridge):
     qtbot.waitUntil(lambda: not loaded_bridge.is_busy(), timeout=5000)
     names = rec.names()
     assert names[0] == "busy_changed" and rec.of("busy_changed") == [(True,), (False,)]
-    assert names.index("generation_started") < names.index("tokens_received") < names.index("generation_finished")
+    assert (names.index("generation_started") < names.index("prefill_progressed") < names.index("tokens_received")
+            < names.index("generation_finished"))
+    done, total = rec.of("prefill_progressed")[-1]
+    assert done == total > 0
     assert "tokens_received" not in names[names.index("generation_finished"):]
     batches = rec.of("tokens_received")
     tokens = [t for _, batch in batches for t in batch]

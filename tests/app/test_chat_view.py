@@ -9,7 +9,7 @@ from PySide6.QtGui import QGuiApplication
 from app.markdown_view import MessageBrowser, split_segments
 from app.widgets.chat_view import ChatView, MessageWidget, ShownMessage
 
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 HOSTILE = '<b>bold?</b> **not bold** <img src="http://example.invalid/x.png"> <script>alert(1)</script>'
 

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
                                      settings, store)
 
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 
 def _start_long_reply(qtbot, window, text: str = "Hello") -> list:

@@ -18,7 +18,7 @@ from app import __version__
 from app.main import install_excepthook, main
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 
 def test_version(capsys):

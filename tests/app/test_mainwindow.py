@@ -13,7 +13,7 @@ from app.settings import ChatSettings, Settings
 from app.widgets.settings_dialog import SettingsDialog
 from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, send_and_wait, settings, store  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 
 def test_send_streams_saves_footer_and_second_turn(qtbot, make_window, store):

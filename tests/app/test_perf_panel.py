@@ -8,7 +8,7 @@ from app.widgets.perf_panel import PerfPanel, fmt_bytes
 from engine.events import Metrics
 from engine.model import ModelFacts
 
-pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 FACTS = ModelFacts(name="SmolLM2-135M-Instruct", source="x", architecture="LlamaForCausalLM", layers=30,
                    hidden_size=576, heads=9, kv_heads=3, head_dim=64, vocab_size=49152, context_length=8192,
