@@ -35,7 +35,8 @@ def attention_explanation(facts: ModelFacts) -> str:
     """One line on what the KV-head count means for this model."""
     group = facts.heads // facts.kv_heads if facts.kv_heads else 0
     if facts.attention_kind == "MQA":
-        return f"MQA: all {facts.heads} query heads share one K/V head, so the cache is {facts.heads}× smaller than MHA."
+        return (f"MQA: all {facts.heads} query heads share one K/V head, so the cache is {facts.heads}× smaller "
+                "than MHA.")
     if facts.attention_kind == "GQA":
         return (f"GQA: each group of {group} query heads shares one K/V head, so the cache is {group}× smaller "
                 f"than with {facts.heads} K/V heads.")

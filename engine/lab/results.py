@@ -68,7 +68,9 @@ class ExperimentResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ExperimentResult":
-        series = tuple(Series(**{**s, "x": tuple(s["x"]), "y": tuple(s["y"]), "x_ticks": tuple(s.get("x_ticks", ()))}) for s in data.get("series", ()))
+        series = tuple(Series(**{**s, "x": tuple(s["x"]), "y": tuple(s["y"]),
+                                 "x_ticks": tuple(s.get("x_ticks", ()))})
+                       for s in data.get("series", ()))
         heatmaps = tuple(Heatmap(title=h["title"], matrix=tuple(tuple(r) for r in h["matrix"]),
                                  row_labels=tuple(h["row_labels"]), col_labels=tuple(h["col_labels"]))
                          for h in data.get("heatmaps", ()))

@@ -228,7 +228,8 @@ def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, 
     n = min(len(itl_on), len(itl_off))
     rows = []
     for i in range(n):
-        rows.append((i + 1, _r(itl_on[i], 3), _r(itl_off[i], 3), _r(itl_off[i] / itl_on[i] if itl_on[i] else math.nan, 2)))
+        ratio = itl_off[i] / itl_on[i] if itl_on[i] else math.nan
+        rows.append((i + 1, _r(itl_on[i], 3), _r(itl_off[i], 3), _r(ratio, 2)))
     quarter = max(1, n // 4)
     early_on, late_on = mean(itl_on[:quarter]), mean(itl_on[n - quarter:n])
     early_off, late_off = mean(itl_off[:quarter]), mean(itl_off[n - quarter:n])

@@ -165,10 +165,10 @@ def test_kv_cache_experiment_compares_the_same_greedy_text(lab_run):
     _, out = lab_run
     kv = json.loads((out / "results.json").read_text(encoding="utf-8"))["experiments"]["kv_cache"]
     s = kv["summary"]
-    assert s["generated_tokens_on"] == s["generated_tokens_off"] == 64
+    assert s["generated_tokens_on"] == s["generated_tokens_off"] == 96
     assert s["texts_identical"] is True and s["first_divergence"] is None and kv["flags"] == []
     positions = [row for row in kv["rows"] if isinstance(row[0], int)]
-    assert len(positions) == 63  # one latency per gap between 64 tokens
+    assert len(positions) == 95  # one latency per gap between 96 tokens
     assert all(on > 0 and off > 0 for _, on, off, _ in positions)
     assert [row[0] for row in kv["rows"][-2:]] == ["text, KV on", "text, KV off"]
     assert kv["rows"][-1][1] == kv["rows"][-2][1]
