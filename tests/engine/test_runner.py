@@ -70,7 +70,8 @@ def test_measured_kv_bytes_equal_the_formula(loaded, ids):
     facts = loaded.facts
     per_token = 2 * facts.layers * facts.kv_heads * facts.head_dim * 4  # fp32
     assert facts.kv_bytes_per_token == per_token
-    runner = make_runner(loaded)
+    # The plain runner (DynamicCache) allocates exactly what it holds; a crop keeps the buffer.
+    runner = ModelRunner(loaded.model)
     _last(runner.prefill(ids, chunk=8))
     for token in (5, 6, 7):
         runner.decode(token)
@@ -80,6 +81,21 @@ def test_measured_kv_bytes_equal_the_formula(loaded, ids):
     filled, allocated = runner.kv_bytes()
     assert filled == per_token * 10
     assert allocated == per_token * (len(ids) + 3)  # a crop is a view: the old buffer is still held
+
+
+def test_fast_runner_filled_kv_bytes_equal_the_formula(loaded, ids):
+    # make_runner may return the fast path's static cache: its filled part follows the formula,
+    # its allocation is fixed up front and never smaller.
+    per_token = loaded.facts.kv_bytes_per_token
+    runner = make_runner(loaded)
+    _last(runner.prefill(ids, chunk=8))
+    for token in (5, 6, 7):
+        runner.decode(token)
+    filled, allocated = runner.kv_bytes()
+    assert filled == per_token * (len(ids) + 3)
+    assert allocated >= filled
+    runner.crop(10)
+    assert runner.kv_bytes()[0] == per_token * 10
 
 
 def test_cancel_between_prefill_chunks_keeps_a_valid_partial_cache(loaded, ids):
