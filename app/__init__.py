@@ -3,9 +3,6 @@
 Owns everything a user sees and the one worker thread that runs the engine. Imports the engine's
 public modules only (never torch or transformers directly: ``tests/test_boundaries.py`` checks it)
 and keeps history persistence in ``app.store`` (plain Python). It owns no inference code.
-Importing it applies ``app._qt_compat`` (a PySide6 6.12 / Python 3.11 reference-count workaround).
 """
-
-from app import _qt_compat  # noqa: F401  (side effect: before any Qt call)
 
 __version__ = "0.1.0"

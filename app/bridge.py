@@ -26,7 +26,6 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from app import _qt_compat  # noqa: F401  (None/True/False refcount workaround, see there)
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from engine.errors import EngineError

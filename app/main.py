@@ -23,7 +23,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from app import _qt_compat  # noqa: F401  (None/True/False refcount workaround, see there)
 from app import __version__
 
 log = logging.getLogger("miaohui")

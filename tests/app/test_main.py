@@ -79,16 +79,19 @@ def test_self_test_with_the_default_model(default_model_dir, tmp_path):
     assert "QThread: Destroyed" not in result.stderr and "Traceback" not in result.stderr
 
 
-def test_singletons_survive_many_void_qt_calls(qapp):
-    """PySide6 6.12 on Python 3.11 drops a reference to None per void call: app._qt_compat must cover it."""
-    from PySide6.QtGui import QTextDocument
-
-    import app  # noqa: F401  (applies the workaround)
-
-    document = QTextDocument()
-    before = sys.getrefcount(None)
-    for _ in range(20_000):  # more than None's whole natural reference count in a fresh interpreter
-        document.clear()
-    assert sys.getrefcount(None) > 0
-    if sys.version_info < (3, 12):
-        assert before > 2**59
+def test_installed_pyside_keeps_references_to_none():
+    """PySide6 6.12.0 on Python 3.11 dropped a reference to None per void Qt call and long sessions
+    died with "none_dealloc"; pyproject.toml excludes it. Guard the pin in a clean interpreter."""
+    code = ("import sys\n"
+            "from PySide6.QtGui import QTextDocument\n"
+            "from PySide6.QtWidgets import QApplication\n"
+            "app = QApplication([])\n"
+            "document = QTextDocument()\n"
+            "before = sys.getrefcount(None)\n"
+            "for _ in range(50_000):\n"
+            "    document.clear()\n"
+            "print(sys.getrefcount(None) - before)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 0, result.stderr[-1000:]
+    assert abs(int(result.stdout.strip().splitlines()[-1])) < 100
