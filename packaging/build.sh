@@ -86,11 +86,9 @@ chmod 0644 "$STAGE/usr/share/doc/miaohui/changelog.gz"
 # Execute bits only where something is executed: directories, the ELF programs (not shared libraries,
 # not library sources whose shebang lines never run, not licence files wheels shipped as +x).
 chmod -R u+rwX,go+rX,go-w "$STAGE"
+find "$STAGE/opt/miaohui" -type f \( -name '*.so' -o -name '*.so.*' \) -perm /111 -exec chmod 0644 {} +
 find "$STAGE/opt/miaohui" -type f -perm /111 -print0 | while IFS= read -r -d '' file; do
-    case "$file" in
-        *.so|*.so.*) chmod 0644 "$file" ;;
-        *) [ "$(head -c4 "$file" | od -An -c | tr -d ' ')" = '177ELF' ] || chmod 0644 "$file" ;;
-    esac
+    [ "$(head -c4 "$file" | od -An -c | tr -d ' ')" = '177ELF' ] || chmod 0644 "$file"
 done
 # The bundle's .py copies (transformers reads its sources) would get stale __pycache__ folders if any
 # build step compiled them; none belong in the package.
@@ -100,9 +98,9 @@ INSTALLED_SIZE=$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
 DEPENDS=$(grep -v '^#' packaging/deb/depends.txt | grep -v '^[[:space:]]*$' | paste -sd, | sed 's/,/, /g')
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$DEB_ARCH/" -e "s/@INSTALLED_SIZE@/$INSTALLED_SIZE/" \
     -e "s/@DEPENDS@/$DEPENDS/" packaging/deb/control.in > "$STAGE/DEBIAN/control"
-# gzip by default: xz takes minutes on 1.2 GB for a few % (the weights and torch's libraries barely
-# compress), and Debian's tools (lintian, older dpkg) reject zstd members.
-dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-gzip}" --build "$STAGE" "$DEB.part" >/dev/null
+# gzip -6 by default: xz (and gzip -9, dpkg-deb's default) take minutes longer on 1.2 GB for a few %
+# (the weights and torch's libraries barely compress); Debian's lintian and older dpkg reject zstd members.
+dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-gzip}" -z6 --build "$STAGE" "$DEB.part" >/dev/null
 mv "$DEB.part" "$DEB"
 rm -rf "$STAGE"
 log "deb in $((SECONDS - start))s: $DEB ($(du -h "$DEB" | cut -f1))"
