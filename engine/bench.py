@@ -577,7 +577,8 @@ def format_table(result: dict[str, Any]) -> str:
     m = result["machine"]
     s = result["settings"]
     lines = [f"Miaohui bench: {result['model']['name']} {s['precision']} on {s['device']} "
-             f"({m['cpu']}, {m['cores_logical']} threads, torch {m['torch']} / transformers {m['transformers']}"
+             f"({m['cpu']}, {m['cpu_capability']}, {m['cores_logical']} cores, {m['torch_threads']} torch threads, "
+             f"torch {m['torch']} / transformers {m['transformers']}"
              f"{', ' + m['gpu'] if m['gpu'] else ''})",
              f"{s['tokens']} new tokens, greedy, {s['reps']} reps, medians; ratio = variant ÷ baseline; "
              f"load average {m['load_average_1m']}", ""]
