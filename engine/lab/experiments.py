@@ -82,7 +82,8 @@ def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOption
         from engine.lab.timing import run_kv_cache
         # Without the cache step i recomputes P + i tokens, so latency rises by (P + n) / P over the run
         # while the run costs ~n·P + n²/2 token-forwards: a short prompt and many tokens make the rise
-        # steep (×2.4 in quick mode: the first sentence, ~67 tokens with the template) for the same cost a long prompt spends on a flat start.
+        # steep (×2.4 in quick mode: the first sentence, ~67 tokens with the template) for the cost a
+        # long prompt would spend on a flat start.
         return run_kv_cache(loaded, cancel, max_new_tokens=96 if q else 160, passage_chars=68 if q else 250,
                             progress=progress)
     if key == "sampling":
