@@ -36,7 +36,9 @@ def tab(qtbot, loaded_bridge):
     qtbot.addWidget(widget)
     widget.resize(700, 900)
     widget.show()
-    return widget
+    yield widget
+    # matplotlib queues an idle redraw; let it run while the canvas exists (not at interpreter shutdown).
+    qtbot.wait(50)
 
 
 def test_attention_heatmap_is_drawn_and_listed(qtbot, tab, tmp_path):
