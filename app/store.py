@@ -15,7 +15,7 @@ Durability rules, each a test in ``tests/app/test_store*.py``:
 - A file that cannot be opened for writing (permissions, a file where the folder should be) is shown
   read-only, or the session's chats are kept in memory; the app always starts.
 - Text round-trips exactly, NUL bytes included. Lone surrogates are not Unicode text and cannot be UTF-8
-  encoded: they are stored as U+FFFD.
+  encoded: they are stored as U+FFFD (a valid surrogate pair is joined into its character).
 """
 
 from __future__ import annotations
@@ -66,8 +66,6 @@ CREATE TABLE perf (
     record TEXT NOT NULL
 );
 """
-
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class StoreError(Exception):
@@ -181,7 +179,9 @@ def _clean_text(text: str) -> str:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return _SURROGATES.sub("\ufffd", text)
+        # A valid pair (text from a UTF-16 source) is joined into its character, as engine.context does
+        # for the prompt, so history keeps what the model saw; only lone halves become U+FFFD.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def auto_title(text: str) -> str:
