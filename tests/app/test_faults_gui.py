@@ -1,0 +1,319 @@
+"""ARCHITECTURE §Faults through the window: the cases ``test_gui_faults.py`` leaves to the engine tests.
+
+Covers, with the real window, bridge, engine, tiny model and SQLite: every kind of damaged model
+file refused with one line while the previous model stays loaded (Faults 7-10); an out-of-memory
+error during a reply and during a load, and an exception inside generation (Faults 4-6); a Stop
+during a long prefill and during a queued load (Fault 3); the context cases a user can type or paste
+(Fault 14); a damaged history file at startup (Fault 12); answering offline (Fault 15).
+Faults are injected through collaborators the engine accepts (``ChatSession``'s ``runner_factory``,
+``load_model``'s ``from_pretrained``); docs/FAULTS.md maps every case to its test.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import random
+import socket
+import threading
+import weakref
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
+                                     settings, store)
+from tests.test_faults import DAMAGES, FaultyRunner, make_damaged
+
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
+
+
+def _one_line_error(window) -> str:
+    shown = window.messages.text()
+    assert window.messages.level == "error" and "\n" not in shown and "Traceback" not in shown
+    return shown
+
+
+def _assert_idle_and_ready(qtbot, window) -> None:
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)  # the job ends just after its Finished
+    assert window.send_button.isEnabled() and not window.stop_button.isEnabled()
+    assert window.status_state.text() == "· ready"
+
+
+# ---------------------------------------------------------------- Faults 7-10: damaged model files
+
+
+def test_fault_7_to_10_each_damaged_model_is_one_line_and_the_previous_model_stays(qtbot, make_window, tiny_model_dir,
+                                                                                  tmp_path):
+    window = make_window(max_new_tokens=3)  # one window for all kinds: a refusal happens before any weight loads
+    for kind in DAMAGES:
+        damaged = make_damaged(kind, tiny_model_dir, tmp_path / kind)
+        with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS):
+            window.load_model(str(damaged.path), "fp32", "cpu")
+        shown = _one_line_error(window)
+        assert shown.startswith("Could not load the model:") and shown.endswith(f"(still using {tiny_model_dir.name})")
+        for needle in damaged.needles:
+            assert needle in shown, (kind, shown)
+        assert not damaged.marker.exists(), kind
+        assert window.status_model.text() == tiny_model_dir.name and window.model_bar.load_button.text() == "Load"
+        _assert_idle_and_ready(qtbot, window)
+    assert send_and_wait(qtbot, window, "still works?") == "length"
+
+
+# ---------------------------------------------------------------- Faults 4-6: errors inside generation and load
+
+
+class _Plan:
+    """What the next sessions' runners do: fail on a forward, or hold the prefill until Stop."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.fail_on = 0
+        self.hold_prefill = False
+
+
+class _HeldPrefill(FaultyRunner):
+    """A prefill that lasts until the user presses Stop (a long prompt on a slow machine), then runs."""
+
+    def prefill(self, ids: Any, cancel: threading.Event | None = None, chunk: int = 256) -> Iterator[Any]:
+        assert cancel is not None and cancel.wait(REPLY_TIMEOUT_MS / 1000)
+        yield from super().prefill(ids, cancel, chunk)
+
+
+@pytest.fixture
+def plan(monkeypatch) -> _Plan:
+    """Route the bridge's sessions through a runner factory that applies ``plan`` (armed per reply)."""
+    import engine.session
+    from engine.runner import make_runner
+
+    armed = _Plan()
+    real_session = engine.session.ChatSession
+
+    def factory(loaded: Any, use_kv_cache: bool) -> Any:
+        runner = make_runner(loaded, use_kv_cache)
+        if armed.hold_prefill:
+            return _HeldPrefill(runner, 0, RuntimeError())
+        if armed.error is not None:
+            return FaultyRunner(runner, armed.fail_on, armed.error)
+        return runner
+
+    class PlannedSession(real_session):  # type: ignore[misc, valid-type]
+        def __init__(self, loaded: Any, **kwargs: Any) -> None:
+            super().__init__(loaded, runner_factory=factory, **kwargs)
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            self._runner = None  # a fresh runner per reply, so the plan armed now applies
+            return super().generate(*args, **kwargs)
+
+    monkeypatch.setattr(engine.session, "ChatSession", PlannedSession)  # the bridge imports it per reply
+    return armed
+
+
+@pytest.mark.parametrize("error, words", [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), ("out of memory", "less context",
+                                                                              "4-bit")),
+    (RuntimeError("injected fault\nsecond line"), ("generation failed: RuntimeError: injected fault",)),
+], ids=["out-of-memory", "exception"])
+def test_fault_4_5_error_during_a_reply_is_shown_the_model_stays_and_history_is_intact(qtbot, make_window, store,
+                                                                                      plan, tiny_model_dir,
+                                                                                      error, words):
+    window = make_window(max_new_tokens=8)
+    assert send_and_wait(qtbot, window, "first question") == "length"
+    cid = window.current_conversation()
+    before = [(r.id, r.role, r.text, r.finish_reason) for r in store.messages(cid)]
+    plan.error, plan.fail_on = error, 6  # prefill, four decode steps, then the fault
+    assert send_and_wait(qtbot, window, "second question") == "error"
+    shown = _one_line_error(window)
+    for word in words:
+        assert word in shown
+    rows = store.messages(cid)
+    assert [(r.id, r.role, r.text, r.finish_reason) for r in rows[:2]] == before  # earlier turns untouched
+    assert rows[2].role == "user" and rows[2].text == "second question"
+    assert rows[3].role == "assistant" and rows[3].finish_reason == "error" and rows[3].text  # the partial reply
+    assert [m.text for m in window.chat.messages()] == [r.text for r in rows]
+    assert window.status_model.text() == tiny_model_dir.name  # the model stays loaded
+    _assert_idle_and_ready(qtbot, window)
+    plan.error = None
+    assert send_and_wait(qtbot, window, "third question") == "length"  # the next request works
+    assert len(store.messages(cid)) == 6
+
+
+def test_fault_6_out_of_memory_at_load_keeps_nothing_and_the_previous_model(qtbot, make_window, tiny_model_dir,
+                                                                            monkeypatch):
+    import engine.loader
+
+    window = make_window(max_new_tokens=3)
+    built: list[weakref.ref] = []
+
+    def from_pretrained(folder: str, **kwargs: Any) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        built.append(weakref.ref(AutoModelForCausalLM.from_pretrained(folder, **kwargs)))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    # The bridge imports load_model per load: this one injects the fault through its from_pretrained.
+    monkeypatch.setattr(engine.loader, "load_model",
+                        functools.partial(engine.loader.load_model, from_pretrained=from_pretrained))
+    with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS):
+        window.load_model(str(tiny_model_dir), "bf16", "cpu")
+    shown = _one_line_error(window)
+    assert "out of memory" in shown and "nf4" in shown and f"(still using {tiny_model_dir.name})" in shown
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)
+    gc.collect()
+    assert built and built[0]() is None  # no half-loaded model kept
+    assert window.status_precision.text() == "· fp32"  # the previous model, not the failed bf16 one
+    _assert_idle_and_ready(qtbot, window)
+    assert send_and_wait(qtbot, window, "still there?") == "length"
+
+
+# ---------------------------------------------------------------- Fault 3: Stop during a long prefill or a load
+
+
+def test_fault_3_stop_during_a_long_prefill_leaves_no_stuck_state(qtbot, make_window, plan):
+    window = make_window(max_new_tokens=50)
+    plan.hold_prefill = True
+    tokens: list[str] = []
+    window.bridge.tokens_received.connect(lambda text, _t: tokens.append(text))
+    with qtbot.waitSignal(window.bridge.generation_started, timeout=REPLY_TIMEOUT_MS):
+        assert window.send("a long prompt " * 6)
+    assert window.stop_button.isEnabled() and window.status_state.text() == "· generating"
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
+        window.on_stop_clicked()
+    assert done.args == ["cancelled"] and tokens == []  # stopped before the first token
+    _assert_idle_and_ready(qtbot, window)
+    assert window.messages.level != "error"
+    plan.hold_prefill = False
+    assert send_and_wait(qtbot, window, "next") == "length"
+
+
+def test_fault_3_stop_during_a_load_leaves_the_previous_model_and_no_stuck_state(qtbot, make_window, tiny_model_dir):
+    window = make_window(max_new_tokens=3)
+    running = threading.Event()
+
+    def busy(_loaded: Any, cancel: threading.Event) -> None:  # the worker is busy: the load waits its turn
+        running.set()
+        cancel.wait(REPLY_TIMEOUT_MS / 1000)
+
+    window.bridge.submit_task(busy)
+    qtbot.waitUntil(running.is_set, timeout=5000)
+    window.load_model(str(tiny_model_dir), "fp32", "cpu")
+    assert window.stop_button.isEnabled() and window.model_bar.load_button.text() == "Loading…"
+    with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        window.on_stop_clicked()
+        window.on_stop_clicked()  # pressed twice
+    assert "cancelled" in failed.args[0]
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)
+    assert f"(still using {tiny_model_dir.name})" in _one_line_error(window)
+    assert window.model_bar.load_button.text() == "Load" and not window._loading
+    _assert_idle_and_ready(qtbot, window)
+    assert send_and_wait(qtbot, window, "hello") == "length"
+
+
+# ---------------------------------------------------------------- Fault 14: what a user can type or paste
+
+
+def test_fault_14_empty_and_whitespace_messages_are_not_sent(qtbot, make_window, store):
+    window = make_window(max_new_tokens=3)
+    for text in ("", "   \n\t  \u3000"):
+        window.prompt.setPlainText(text)
+        window.on_send_clicked()
+        assert window.messages.text() == "Your message is empty." and window.messages.level == "info"
+        assert not window.is_generating() and window.chat.messages() == []
+    assert window.current_conversation() is None and store.list_conversations() == []  # nothing written
+    _assert_idle_and_ready(qtbot, window)
+
+
+def test_fault_14_nul_surrogates_and_mixed_scripts_get_a_reply_and_are_stored(qtbot, make_window, store):
+    window = make_window(max_new_tokens=4)
+    text = "a\x00b \ud800 c \ud83d\ude00 秒回 مرحبا नमस्ते e\u0301 👩‍👩‍👧"
+    assert send_and_wait(qtbot, window, text) == "length"
+    rows = store.messages(window.current_conversation())
+    # The store keeps NUL bytes; a lone surrogate (not encodable) becomes U+FFFD, a pair its character.
+    assert rows[0].text == "a\x00b \ufffd c 😀 秒回 مرحبا नमस्ते e\u0301 👩‍👩‍👧"
+    assert [r.role for r in rows] == ["user", "assistant"] and rows[1].finish_reason == "length"
+    _assert_idle_and_ready(qtbot, window)
+
+
+def test_fault_14_a_1mb_paste_is_refused_kept_and_the_app_stays_usable(qtbot, make_window, store):
+    window = make_window(max_new_tokens=3)
+    paste = ("粘贴 paste مرحبا\x00 " * 60_000)[: 1 << 20]
+    window.prompt.setPlainText(paste)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
+        window.on_send_clicked()
+    assert done.args == ["error"]
+    shown = _one_line_error(window)
+    assert "context holds 256" in shown and "shorten it" in shown
+    rows = store.messages(window.current_conversation())
+    assert [r.role for r in rows] == ["user"] and rows[0].text == paste  # kept whole, no empty reply saved
+    assert window.chat.messages()[0].text == paste
+    _assert_idle_and_ready(qtbot, window)
+    assert send_and_wait(qtbot, window, "short") == "length"
+
+
+def test_fault_14_history_longer_than_the_context_drops_oldest_turns_with_a_notice(qtbot, make_window, store,
+                                                                                   tiny_model_dir):
+    window = make_window(max_new_tokens=16, loaded=False)
+    cid = store.create_conversation()
+    for i in range(12):
+        store.add_message(cid, "user", f"question {i}: what is the capital of France?")
+        store.add_message(cid, "assistant", f"answer {i}: the capital of France is Paris.")
+    window.open_conversation(cid)
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        window.load_model(str(tiny_model_dir), "fp32", "cpu")
+    started: list[Any] = []
+    window.bridge.generation_started.connect(started.append)
+    assert send_and_wait(qtbot, window, "and the newest question?") == "length"
+    assert started[0].dropped_turns > 0
+    shown = window.messages.text()
+    assert window.messages.level == "warning" and f"{started[0].dropped_turns} oldest messages left out" in shown
+    assert "system prompt is kept" in shown
+    assert len(store.messages(cid)) == 26  # nothing is deleted from the history, only left out of the prompt
+
+
+# ---------------------------------------------------------------- Fault 12: damaged history at startup
+
+
+def test_fault_12_damaged_history_file_the_window_starts_and_says_so(qtbot, settings, tmp_path):
+    from app.mainwindow import MainWindow
+    from app.store import HistoryStore
+
+    path = tmp_path / "damaged" / "history.sqlite3"
+    path.parent.mkdir()
+    junk = random.Random(3).randbytes(32 * 1024)
+    path.write_bytes(junk)
+    history = HistoryStore(path)
+    try:
+        window = MainWindow(settings, history)
+        qtbot.addWidget(window)
+        window.show()
+        (quarantine,) = path.parent.glob("history.corrupt-*.sqlite3")
+        assert quarantine.read_bytes() == junk
+        assert window.messages.level == "warning" and "damaged" in window.messages.text()
+        assert str(quarantine) in window.messages.text()
+        assert window.conversations.isEnabled() and window.status_state.text() == "· no model loaded"
+        assert window.shutdown()
+    finally:
+        history.close()
+
+
+# ---------------------------------------------------------------- Fault 15: offline
+
+
+def test_fault_15_offline_the_window_loads_and_answers_without_connecting(qtbot, make_window, monkeypatch):
+    attempts: list[str] = []
+
+    def refuse(*args: Any, **_kwargs: Any) -> Any:
+        attempts.append(repr(args[:2]))
+        raise OSError("network disabled by the test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    window = make_window(max_new_tokens=4)  # the load and the reply run on the worker thread
+    assert send_and_wait(qtbot, window, "Hello offline") == "length"
+    assert window.chat.messages()[-1].text
+    assert attempts == []
+    with pytest.raises(OSError):  # the control: the guard sees a real attempt
+        socket.create_connection(("huggingface.co", 443), timeout=1)
+    assert attempts

@@ -1,0 +1,236 @@
+"""ARCHITECTURE §Faults, engine and CLI side: the gaps the per-module tests left (issue 8's audit).
+
+Owns the damaged-model builders shared with ``tests/app/test_faults_gui.py`` (every kind of bad model
+file of issue 8, each with the words its refusal must contain), the CLI's exit 2 for each of them,
+a CUDA-cache release after an out-of-memory error, the CLI's exit 1 when generation itself fails,
+and mixed scripts in a prompt (the 1 MB paste is checked through the window, where a user meets it).
+Does not repeat what ``tests/engine/test_safety.py``, ``test_session.py``, ``test_loader.py``,
+``test_offline.py`` and ``tests/app/test_store_faults.py`` already check; docs/FAULTS.md maps each
+case to its test.
+
+Faults are injected through the collaborators the engine accepts (``ChatSession``'s
+``runner_factory``) around the real tiny model; nothing here is a stand-in for the engine.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+import pickle
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+import torch
+
+from engine.__main__ import main
+from engine.events import Finished, Message, Token
+from engine.loader import LoadSpec, load_model
+from engine.runner import make_runner
+from engine.sampling import SamplingConfig
+from engine.session import ChatSession
+
+GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=6)
+
+
+# ---------------------------------------------------------------- damaged models (shared with the GUI tests)
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: proof that code from the file ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
+        return builtins.open, (str(self.marker), "w")
+
+
+@dataclasses.dataclass(frozen=True)
+class Damaged:
+    """A damaged model on disk: what to open, the words its refusal must contain, the marker that must not appear."""
+
+    path: Path
+    needles: tuple[str, ...]
+    marker: Path
+
+
+def _copy(tiny: Path, root: Path) -> Path:
+    return Path(shutil.copytree(tiny, root / "model"))
+
+
+def _cut(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def _gguf(root: Path) -> Path:
+    import gguf
+
+    path = root / "m.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.arange(1024, dtype=np.float32).reshape(-1, 16))
+    writer.add_tensor("output_norm.weight", np.ones(16, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    _cut(path, path.stat().st_size - 200)  # the last tensor's data now points past the end
+    return path
+
+
+def _pickled(tiny: Path, root: Path, name: str, marker: Path) -> Path:
+    folder = _copy(tiny, root)
+    (folder / "model.safetensors").unlink()
+    (folder / name).write_bytes(pickle.dumps({"model.embed_tokens.weight": _Payload(marker)}))
+    return folder
+
+
+def _remote_code(tiny: Path, root: Path, marker: Path) -> Path:
+    folder = _copy(tiny, root)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return folder
+
+
+def make_damaged(kind: str, tiny: Path, root: Path) -> Damaged:
+    """Build damage ``kind`` (one of ``DAMAGES``) under ``root`` from the tiny model folder."""
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / "PWNED"
+    weights = "model.safetensors"
+    if kind == "truncated-safetensors":
+        folder = _copy(tiny, root)
+        _cut(folder / weights, (folder / weights).stat().st_size - 1000)
+        return Damaged(folder, ("corrupt or incomplete", weights, "truncated"), marker)
+    if kind == "zero-byte":
+        folder = _copy(tiny, root)
+        (folder / weights).write_bytes(b"")
+        return Damaged(folder, (weights, "empty file"), marker)
+    if kind == "random-bytes":
+        folder = _copy(tiny, root)
+        (folder / weights).write_bytes(np.random.default_rng(0).bytes(4096))
+        return Damaged(folder, (weights, "not a safetensors file"), marker)
+    if kind == "html-as-weights":
+        folder = _copy(tiny, root)
+        (folder / weights).write_bytes(b"<!DOCTYPE html>\n<html><body>Please sign in</body></html>\n" * 20)
+        return Damaged(folder, (weights, "HTML"), marker)
+    if kind == "gguf-data-past-eof":
+        return Damaged(_gguf(root), ("m.gguf", "past the end of the file"), marker)
+    if kind == "no-weights":
+        folder = _copy(tiny, root)
+        (folder / weights).unlink()
+        return Damaged(folder, (str(folder), "no weights"), marker)
+    if kind == "config-not-json":
+        folder = _copy(tiny, root)
+        (folder / "config.json").write_text("<html>404 Not Found</html>")
+        return Damaged(folder, ("config.json", "not JSON"), marker)
+    if kind.startswith("pickle-"):
+        name = {"pickle-bin": "pytorch_model.bin", "pickle-pt": "model.pt", "pickle-pth": "weights.pth"}[kind]
+        return Damaged(_pickled(tiny, root, name, marker), (name, "pickle"), marker)
+    if kind == "auto-map":
+        return Damaged(_remote_code(tiny, root, marker), ("config.json", "auto_map"), marker)
+    raise ValueError(kind)
+
+
+DAMAGES = ("truncated-safetensors", "zero-byte", "random-bytes", "html-as-weights", "gguf-data-past-eof",
+           "no-weights", "config-not-json", "pickle-bin", "pickle-pt", "pickle-pth", "auto-map")
+
+
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_fault_7_to_10_cli_refuses_a_damaged_model_with_exit_2_and_one_line(kind, tiny_model_dir, tmp_path, capsys):
+    damaged = make_damaged(kind, tiny_model_dir, tmp_path)
+    rc = main(["chat", "--prompt", "hi", "--model", str(damaged.path), "--precision", "fp32", "--device", "cpu",
+               "--max-new-tokens", "2"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    for needle in damaged.needles:
+        assert needle in err
+    assert not damaged.marker.exists()  # no pickle payload ran, no file of the model folder was imported
+
+
+# ---------------------------------------------------------------- faults inside generation
+
+
+class FaultyRunner:
+    """The real runner ``make_runner`` gives, whose ``fail_on``-th forward (prefill or decode) raises ``error``."""
+
+    def __init__(self, inner: Any, fail_on: int, error: BaseException) -> None:
+        self._inner, self._fail_on, self._error, self.forwards = inner, fail_on, error, 0
+
+    def _step(self) -> None:
+        self.forwards += 1
+        if self.forwards == self._fail_on:
+            raise self._error
+
+    def prefill(self, ids: Any, cancel: threading.Event | None = None, chunk: int = 256) -> Iterator[Any]:
+        self._step()
+        yield from self._inner.prefill(ids, cancel, chunk)
+
+    def decode(self, token_id: int) -> Any:
+        self._step()
+        return self._inner.decode(token_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_dir):
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+
+
+def _faulty_session(loaded: Any, fail_on: int, error: BaseException) -> ChatSession:
+    return ChatSession(loaded, runner_factory=lambda lm, kv: FaultyRunner(make_runner(lm, kv), fail_on, error))
+
+
+def test_fault_5_oom_during_prefill_empties_the_cuda_cache_and_keeps_the_model(loaded, monkeypatch):
+    # No GPU here: pretend one is present so the recovery path runs, and record the allocator release.
+    emptied: list[bool] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    session = _faulty_session(loaded, 1, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB"))
+    events = list(session.generate([Message("user", "Hello")], GREEDY))
+    monkeypatch.undo()
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.reason == "error" and emptied == [True]
+    assert "less context" in finished.error and "4-bit" in finished.error and "\n" not in finished.error
+    assert not [e for e in events if isinstance(e, Token)] and session.cached_tokens == 0
+    assert session.loaded is loaded  # the model stays; the next request just works
+    assert list(session.generate([Message("user", "Hello")], GREEDY))[-1].reason == "length"
+
+
+def test_fault_4_cli_exits_1_with_one_line_when_generation_fails(tiny_model_dir, monkeypatch, capsys):
+    import engine.session
+
+    class FailingSession(ChatSession):
+        def __init__(self, loaded: Any, **kwargs: Any) -> None:
+            super().__init__(loaded, runner_factory=lambda lm, kv: FaultyRunner(
+                make_runner(lm, kv), 3, RuntimeError("injected fault\nsecond line")))
+
+    monkeypatch.setattr(engine.session, "ChatSession", FailingSession)  # cli_chat imports it at run time
+    rc = main(["chat", "--prompt", "Hello", "--model", str(tiny_model_dir), "--precision", "fp32", "--device", "cpu",
+               "--max-new-tokens", "20"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == "error: generation failed: RuntimeError: injected fault"
+    assert out.endswith("\n")  # what was generated before the fault is still printed
+
+
+# ---------------------------------------------------------------- context
+
+
+def test_fault_14_mixed_scripts_stream_and_round_trip(loaded):
+    text = "Hello 秒回 — مرحبا بالعالم · नमस्ते · Ελληνικά · e\u0301 😀👩‍👩‍👧 한국어"
+    events = list(ChatSession(loaded).generate([Message("user", text)], GREEDY))
+    finished = events[-1]
+    assert finished.reason == "length" and finished.error is None
+    streamed = "".join(e.text for e in events if isinstance(e, Token))
+    assert finished.text.startswith(streamed)  # every streamed piece is valid text, flushed or not
+    finished.text.encode("utf-8")  # no lone surrogate or half character escaped into the reply
