@@ -22,8 +22,8 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
-                                     settings, store)
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window,  # noqa: F401
+                                     send_and_wait, settings, store)
 from tests.test_faults import DAMAGES, FaultyRunner, make_damaged
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
@@ -317,3 +317,100 @@ def test_fault_15_offline_the_window_loads_and_answers_without_connecting(qtbot,
     with pytest.raises(OSError):  # the control: the guard sees a real attempt
         socket.create_connection(("huggingface.co", 443), timeout=1)
     assert attempts
+
+
+# ---------------------------------------------------------------- Fault 13: history from a newer version
+
+
+def test_fault_13_newer_history_is_shown_read_only_chat_goes_on_and_the_file_is_never_written(qtbot, settings,
+                                                                                            tiny_model_dir, tmp_path):
+    import hashlib
+    import sqlite3
+
+    from app.mainwindow import MainWindow
+    from app.store import SCHEMA_VERSION, HistoryStore
+
+    path = tmp_path / "future" / "history.sqlite3"
+    path.parent.mkdir()
+    with HistoryStore(path) as old:
+        cid = old.create_conversation("from the future")
+        old.add_message(cid, "user", "hello")
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.commit()
+    raw.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    names = sorted(p.name for p in path.parent.iterdir())
+    history = HistoryStore(path)
+    try:
+        settings.set_chat(greedy(3))
+        window = MainWindow(settings, history)
+        qtbot.addWidget(window)
+        window.show()
+        assert window.messages.level == "warning" and "newer Miaohui" in window.messages.text()
+        with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+            window.load_model(str(tiny_model_dir), "fp32", "cpu")
+        window.open_conversation(cid)
+        assert [m.text for m in window.chat.messages()] == ["hello"]
+        with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
+            assert window.send("a new message")
+        assert done.args == ["length"] and window.chat.messages()[-1].text  # the chat goes on, unsaved
+        assert window.messages.level == "warning" and window.messages.text().startswith("History not saved:")
+        assert window.shutdown()
+    finally:
+        history.close()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == names
+
+
+# ---------------------------------------------------------------- Fault 2: closing the app during a reply
+
+
+def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_reply(qtbot, qapp, home, settings,
+                                                                                  tiny_model_dir, monkeypatch, qtlog):
+    import logging
+    import sys
+
+    from PySide6.QtCore import QTimer
+
+    from app.main import main
+    from app.mainwindow import MainWindow
+    from app.store import HistoryStore
+    from engine.paths import history_path
+
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
+    handlers = list(logging.getLogger().handlers)
+    settings.set_chat(greedy(200))  # main() reads the same (temporary) settings
+    steps: list[str] = []
+
+    def drive() -> None:  # polled on the GUI thread while main() runs the event loop
+        window = next((w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()), None)
+        if window is None or window._facts is None or steps:
+            return
+        steps.append("send")
+        window.bridge.tokens_received.connect(lambda *_a: steps.append("close") if len(steps) == 1 else None)
+        window.bridge.tokens_received.connect(lambda *_a: window.close() if steps[-1] == "close" else None)
+        assert window.send("Hello")
+
+    poll = QTimer()
+    poll.timeout.connect(drive)
+    poll.start(20)
+    watchdog = QTimer()  # fail rather than hang if closing the window never ends main()
+    watchdog.setSingleShot(True)
+    watchdog.timeout.connect(lambda: qapp.exit(99))
+    watchdog.start(REPLY_TIMEOUT_MS)
+    try:
+        code = main(["--model", str(tiny_model_dir), "--precision", "fp32", "--device", "cpu"])
+    finally:
+        poll.stop()
+        watchdog.stop()  # a later exit() would end whatever event loop runs then (another test's wait)
+        for handler in set(logging.getLogger().handlers) - set(handlers):  # main() added its log file
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    assert code == 0 and steps == ["send", "close"]
+    with HistoryStore(history_path()) as history:
+        (conversation,) = history.list_conversations()
+        rows = history.messages(conversation.id)
+    assert [r.role for r in rows] == ["user", "assistant"]
+    assert rows[1].finish_reason == "cancelled" and rows[1].text and rows[1].perf is not None
+    assert not any("Destroyed while thread" in record.message for record in qtlog.records)
