@@ -382,9 +382,13 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
     handlers = list(logging.getLogger().handlers)
     settings.set_chat(greedy(200))  # main() reads the same (temporary) settings
     steps: list[str] = []
+    earlier = list(qapp.topLevelWidgets())
+    for widget in earlier:  # a window another test left shown would keep the app from quitting on close
+        widget.hide()
 
     def drive() -> None:  # polled on the GUI thread while main() runs the event loop
-        window = next((w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()), None)
+        window = next((w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()
+                       and not any(w is e for e in earlier)), None)
         if window is None or window._facts is None or steps:
             return
         steps.append("send")
