@@ -70,3 +70,21 @@ def send_and_wait(qtbot, window, text: str) -> str:
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
         assert window.send(text)
     return blocker.args[0]
+
+
+@pytest.fixture
+def loaded_bridge(qtbot, home, tiny_model_dir):
+    """A real Bridge with the tiny model loaded on its worker thread; shut down (bounded) afterwards."""
+    import torch
+
+    from app.bridge import Bridge
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # shared CI cores: one thread avoids oversubscription stalls
+    bridge = Bridge()
+    with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
+        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
+    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
+    yield bridge
+    assert bridge.shutdown(5000) is True
+    torch.set_num_threads(threads)

@@ -5,29 +5,15 @@ from __future__ import annotations
 import csv
 
 import pytest
-import torch
 from PySide6.QtCore import Qt
 
 from app.bridge import Bridge
 from app.widgets.lab_tab import LabTab
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS
+from tests.app._gui_fixtures import loaded_bridge  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 RUN_TIMEOUT_MS = 120_000
-
-
-@pytest.fixture
-def loaded_bridge(qtbot, home, tiny_model_dir):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # shared CI cores: one thread avoids oversubscription stalls
-    bridge = Bridge()
-    with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
-    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
-    yield bridge
-    assert bridge.shutdown(5000) is True
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture

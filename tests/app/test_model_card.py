@@ -8,7 +8,7 @@ from app.bridge import Bridge
 from app.widgets.model_card import ModelCard, attention_explanation, card_rows
 from engine.events import Finished, Metrics
 from engine.model import ModelFacts
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS
+from tests.app._gui_fixtures import loaded_bridge  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -17,16 +17,6 @@ SMOLLM2 = ModelFacts(name="SmolLM2-135M-Instruct", source="/models/SmolLM2", arc
                      layers=30, hidden_size=576, heads=9, kv_heads=3, head_dim=64, vocab_size=49152,
                      context_length=8192, params=134_515_008, weights_bytes=269_030_016, precision="bf16",
                      device="cpu", kv_dtype_bytes=2)
-
-
-@pytest.fixture
-def loaded_bridge(qtbot, home, tiny_model_dir):
-    bridge = Bridge()
-    with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
-    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
-    yield bridge
-    assert bridge.shutdown(5000) is True
 
 
 def test_card_rows_show_the_seeds_arithmetic():

@@ -6,21 +6,11 @@ import pytest
 
 from app.bridge import Bridge
 from app.widgets.tokenizer_view import TokenizerView
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS
+from tests.app._gui_fixtures import loaded_bridge  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
 TASK_TIMEOUT_MS = 30_000
-
-
-@pytest.fixture
-def loaded_bridge(qtbot, home, tiny_model_dir):
-    bridge = Bridge()
-    with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
-    qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
-    yield bridge
-    assert bridge.shutdown(5000) is True
 
 
 def test_typed_text_is_shown_as_tokens(qtbot, loaded_bridge, tiny_model_dir):
