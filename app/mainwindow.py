@@ -9,7 +9,6 @@ renders no Markdown (``app.markdown_view``) and owns no SQL (``app.store``).
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
@@ -28,7 +27,10 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.perf_panel import PerfPanel
 from app.widgets.prompt_box import PromptBox
 from app.widgets.settings_dialog import SettingsDialog
+from app.widgets.lab_tab import LabTab
+from app.widgets.model_card import ModelCard
 from app.widgets.token_inspector import TokenInspector
+from app.widgets.tokenizer_view import TokenizerView
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +38,6 @@ SAVE_INTERVAL_MS = 2000  # a streaming reply is written this often: a crash lose
 SHUTDOWN_WAIT_MS = 5000  # the engine sees a cancel within one decode step; 5 s covers a slow load stage
 CONTINUE_PROMPT = "Continue."
 
-# Side tabs other modules provide, each a QWidget built as ``Widget(bridge)``; absent ones are skipped.
-SIDE_TABS = (("app.widgets.model_card", "ModelCard", "Model card"),
-             ("app.widgets.tokenizer_view", "TokenizerView", "Tokenizer"),
-             ("app.widgets.lab_tab", "LabTab", "Lab"))
 
 
 def _footer(perf: PerfRecord | None) -> str:
@@ -163,10 +161,12 @@ class MainWindow(QMainWindow):
         self.side_tabs.setDocumentMode(True)
         self.side_tabs.addTab(self.perf_panel, "Performance")
         self.side_tabs.addTab(self.token_inspector, "Tokens")
-        for module_name, class_name, title in SIDE_TABS:
-            widget = self._optional_tab(module_name, class_name)
-            if widget is not None:
-                self.side_tabs.addTab(widget, title)
+        self.model_card = ModelCard(self.bridge)
+        self.tokenizer_view = TokenizerView(self.bridge)
+        self.lab_tab = LabTab(self.bridge)
+        for widget, title in ((self.model_card, "Model card"), (self.tokenizer_view, "Tokenizer"),
+                              (self.lab_tab, "Lab")):
+            self.side_tabs.addTab(widget, title)
         self.perf_dock = QDockWidget("Performance", self)
         self.perf_dock.setObjectName("perfDock")
         self.perf_dock.setWidget(self.side_tabs)
@@ -210,20 +210,6 @@ class MainWindow(QMainWindow):
         self.addAction(action)
         return action
 
-    def _optional_tab(self, module_name: str, class_name: str) -> QWidget | None:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                return None  # that part is not built into this installation
-            raise
-        try:
-            return getattr(module, class_name)(self.bridge)
-        except Exception as exc:  # noqa: BLE001 (a broken side tab must not take the chat down with it)
-            log.exception("side tab %s failed to build", class_name)
-            self.messages.show_message(f"The {class_name} tab could not be shown: {exc}", "warning")
-            return None
-
     def _connect(self) -> None:
         b = self.bridge
         b.load_progressed.connect(self.on_bridge_load_progressed)
@@ -238,6 +224,8 @@ class MainWindow(QMainWindow):
         self.model_bar.load_requested.connect(self.on_model_load_requested)
         self.send_button.clicked.connect(self.on_send_clicked)
         self.prompt.submitted.connect(self.on_send_clicked)
+        # The Tokenizer tab shows how the prompt being written is cut (it debounces and tokenises on the worker).
+        self.prompt.textChanged.connect(self.on_prompt_text_changed)
         self.stop_button.clicked.connect(self.on_stop_clicked)
         self.cancel_edit_button.clicked.connect(self.on_cancel_edit_clicked)
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
@@ -442,6 +430,10 @@ class MainWindow(QMainWindow):
         self.status_state.setText("loading")
         self.bridge.load({"model": model, "precision": precision, "device": device})
         self._update_state()
+
+    @Slot()
+    def on_prompt_text_changed(self) -> None:
+        self.tokenizer_view.set_text(self.prompt.toPlainText())
 
     @Slot()
     def on_send_clicked(self) -> None:

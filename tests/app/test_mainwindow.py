@@ -151,3 +151,11 @@ def test_gui_thread_stays_responsive_while_a_long_chat_streams(qtbot, make_windo
     # Only a frozen event loop fails this (its timer would stall for most of the reply); the figure itself
     # is reported, not asserted: on a shared CI box the OS scheduler alone can delay a thread by 100s of ms.
     assert count[0] > 0 and worst[0] < max(5000.0, 900.0 * elapsed)  # only a loop frozen for the whole reply fails
+
+
+def test_tokenizer_tab_follows_the_prompt_being_written(qtbot, make_window):
+    window = make_window()
+    window.prompt.setPlainText("我昨天认识的那个人")
+    assert window.tokenizer_view.input.toPlainText() == "我昨天认识的那个人"
+    assert [window.side_tabs.tabText(i) for i in range(window.side_tabs.count())][-3:] == [
+        "Model card", "Tokenizer", "Lab"]
