@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repetition-penalty", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--no-kv-cache", action="store_true", help="recompute the whole sequence every step")
+    parser.add_argument("--allow-remote-code", action="store_true",
+                        help="allow a model whose config needs its own Python code (auto_map); off by default")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming")
 
 
@@ -107,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
     if _drop_per_step_cast_warning not in bnb_logger.filters:
         bnb_logger.addFilter(_drop_per_step_cast_warning)
 
-    loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device))
+    loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
+                                 allow_remote_code=args.allow_remote_code))
     session = ChatSession(loaded)
     cancel = threading.Event()
     interrupted = False

@@ -234,3 +234,18 @@ def test_fault_14_mixed_scripts_stream_and_round_trip(loaded):
     streamed = "".join(e.text for e in events if isinstance(e, Token))
     assert finished.text.startswith(streamed)  # every streamed piece is valid text, flushed or not
     finished.text.encode("utf-8")  # no lone surrogate or half character escaped into the reply
+
+
+def test_fault_10_remote_code_runs_only_with_the_explicit_opt_in(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))  # transformers copies remote code here
+    damaged = make_damaged("auto-map", tiny_model_dir, tmp_path)
+    argv = ["chat", "--prompt", "hi", "--model", str(damaged.path), "--precision", "fp32", "--device", "cpu",
+            "--max-new-tokens", "2"]
+    assert main(argv) == 2 and not damaged.marker.exists()
+    capsys.readouterr()
+    # With the opt-in the folder's own code is imported (its module body runs and leaves the marker);
+    # this one defines no model class, so the load still ends in one line, never a traceback.
+    rc = main([*argv, "--allow-remote-code"])
+    err = capsys.readouterr().err
+    assert damaged.marker.exists()
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
