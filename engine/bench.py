@@ -385,7 +385,8 @@ def matmul_floor(model: Any, passes: int = 3) -> float | None:
     import torch.nn.functional as F
 
     from engine.fastpath import _weights_for, unsupported_reason
-    from engine.runner import model_device, sync
+    from engine.membw import best_seconds
+    from engine.runner import model_device
 
     if unsupported_reason(model) is not None:
         return None
@@ -404,14 +405,7 @@ def matmul_floor(model: Any, passes: int = 3) -> float | None:
                 F.linear(y, layer.down)
             F.linear(x, w.lm_head)
 
-        one_token()
-        best = float("inf")
-        for _ in range(passes):
-            start = time.perf_counter()
-            one_token()
-            sync(device)
-            best = min(best, time.perf_counter() - start)
-    return best
+        return best_seconds(one_token, device, passes)
 
 
 def _load(model: str, precision: str, device: str) -> Any:

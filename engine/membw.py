@@ -37,19 +37,18 @@ class Bandwidth:
         return data
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def best_seconds(fn: Any, device: torch.device, passes: int) -> float:
+    """Best wall time of ``passes`` calls of ``fn`` after one untimed call (first touch: page faults and
+    allocator growth are not what is measured), device-synchronised around each."""
+    from engine.runner import sync
 
-
-def _best_seconds(fn: Any, device: torch.device, passes: int) -> float:
-    fn()  # first touch: page faults and allocator growth are not bandwidth
-    _sync(device)
+    fn()
+    sync(device)
     best = float("inf")
     for _ in range(passes):
         start = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -66,8 +65,8 @@ def measure_bandwidth(device: str | torch.device = "cpu", buffer_bytes: int | No
         src = torch.ones(elements, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
         dst.fill_(0.0)
-        read_s = _best_seconds(lambda: src.sum(), device, passes)
-        copy_s = _best_seconds(lambda: dst.copy_(src), device, passes)
+        read_s = best_seconds(lambda: src.sum(), device, passes)
+        copy_s = best_seconds(lambda: dst.copy_(src), device, passes)
         nbytes = src.nbytes
         del src, dst
     if device.type == "cuda":
