@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import signal
 import sys
 import threading
@@ -76,12 +75,6 @@ def result_json(finished: Any, facts: Any) -> dict[str, Any]:
     return data
 
 
-def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
-    # bitsandbytes logs this for every int8 matmul whose input is not fp16: 210 lines per token for
-    # the default model on a CPU, which would bury the one-line summary. Only this message is dropped.
-    return not str(record.msg).startswith("MatMul8bitLt: inputs will be cast")
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
@@ -104,10 +97,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from engine.loader import LoadSpec, load_model
     from engine.session import ChatSession
-
-    bnb_logger = logging.getLogger("bitsandbytes.autograd._functions")
-    if _drop_per_step_cast_warning not in bnb_logger.filters:
-        bnb_logger.addFilter(_drop_per_step_cast_warning)
 
     loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
                                  allow_remote_code=args.allow_remote_code))

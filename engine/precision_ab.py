@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import threading
 import time
-import logging
 from collections.abc import Callable, Sequence
 
 from engine.errors import CancelledError, EngineError
@@ -22,17 +21,6 @@ from engine.lab.runs import Progress, check_cancel, generate_once, no_progress
 
 PRECISIONS = ("bf16", "int8", "nf4")
 PROMPT = "Give three tips for learning a new language."
-
-
-class _DropRepeatedCastWarning(logging.Filter):
-    """bitsandbytes' int8 matmul logs on every call that it casts its inputs to fp16: one identical
-    line per linear layer per token would bury the lab's own output."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("MatMul8bitLt: inputs will be cast")
-
-
-logging.getLogger("bitsandbytes.autograd._functions").addFilter(_DropRepeatedCastWarning())
 
 
 def _first_difference(a: str, b: str) -> int | None:
