@@ -18,6 +18,7 @@ Does not own what the window does with the events (``app.mainwindow``), nor any 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import logging
@@ -246,6 +247,8 @@ class Bridge(QObject):
         self._ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}  # not yet finished, in submission order
         self._buffer = _EventBuffer()
+        self._pending: collections.deque[object] = collections.deque()  # taken from the buffer, not yet emitted
+        self._finishes = 0  # Finished events emitted so far
         self._thread = QThread()
         self._thread.setObjectName("miaohui-engine")
         self._worker = _Worker(self._buffer)
@@ -362,36 +365,47 @@ class Bridge(QObject):
         self._drain()
 
     def _drain(self) -> None:
+        # Re-entrant: a slot connected to one of these signals may close the window, whose shutdown
+        # drains again. Events wait in ``self._pending`` rather than a local list, so the nested call
+        # delivers what the outer one had taken (a Finished included) and the outer one then stops.
+        self._pending.extend(self._buffer.take())
         text: list[str] = []
         tokens: list[object] = []
         stats: object | None = None
 
         def emit_stream() -> None:
             nonlocal stats
+            finishes_before = self._finishes
             if tokens:
-                self.tokens_received.emit("".join(text), list(tokens))
+                delta, batch = "".join(text), list(tokens)
                 text.clear()
                 tokens.clear()
+                self.tokens_received.emit(delta, batch)
             if stats is not None:
-                self.stats_updated.emit(stats)
-                stats = None
+                snapshot, stats = stats, None
+                if self._finishes == finishes_before:  # a nested drain finished the reply: this is stale
+                    self.stats_updated.emit(snapshot)
 
-        for event in self._buffer.take():
+        while self._pending:
+            event = self._pending[0]
+            if isinstance(event, (Started, Finished)) and (tokens or stats is not None):
+                emit_stream()  # the stream before it goes first; a nested drain may deliver the event itself
+                continue
+            self._pending.popleft()
             if isinstance(event, Token):
                 text.append(event.text)
                 tokens.append(event)
             elif isinstance(event, Stats):
                 stats = event.metrics
             elif isinstance(event, Started):
-                emit_stream()
                 self.generation_started.emit(event)
             elif isinstance(event, PrefillProgress):
                 self.prefill_progressed.emit(event.done, event.total)
             elif isinstance(event, Finished):
-                emit_stream()
                 for job in self._jobs.values():  # jobs run in order: the first unreported one just ended
                     if job.kind == "generate" and not job.reported:
                         job.reported = True
                         break
+                self._finishes += 1
                 self.generation_finished.emit(event)
         emit_stream()

@@ -158,3 +158,35 @@ def test_failed_load_keeps_previous_model(qtbot, loaded_bridge, tmp_path):
     with qtbot.waitSignal(loaded_bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as done:
         assert loaded_bridge.generate(1, [("user", "Hi")], {**GREEDY, "max_new_tokens": 3})
     assert done.args[0].reason == "length"
+
+
+def test_a_slot_that_shuts_the_bridge_down_mid_drain_still_gets_the_finish(qtbot, loaded_bridge):
+    # A window closed from a tokens_received slot drains again inside the drain that called it. When
+    # the whole reply was already taken from the buffer (a fast CPU, a busy GUI thread), the nested
+    # drain must deliver that reply's Finished, once, after its tokens, and nothing stale after it.
+    import time
+
+    rec = Recorder(loaded_bridge)
+    assert loaded_bridge.generate(1, [("user", "Hello")], {**GREEDY, "max_new_tokens": 8})
+    deadline = time.monotonic() + REPLY_TIMEOUT_MS / 1000
+    while loaded_bridge.is_busy() and not any(type(e).__name__ == "Finished" for e in list(loaded_bridge._buffer._events)):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)  # no event loop runs here: the whole reply piles up in the buffer
+
+    finished_by_shutdown: list[bool] = []
+
+    def close_now(*_args: object) -> None:  # what MainWindow.shutdown does, then it looks for the Finished
+        loaded_bridge.tokens_received.disconnect(close_now)
+        loaded_bridge.shutdown(5000)
+        loaded_bridge.flush_pending()
+        finished_by_shutdown.append("generation_finished" in rec.names())
+
+    loaded_bridge.tokens_received.connect(close_now)
+    loaded_bridge.flush_pending()
+    names = rec.names()
+    assert finished_by_shutdown == [True]
+    assert names.count("generation_finished") == 1
+    assert names.index("tokens_received") < names.index("generation_finished")
+    assert not {"tokens_received", "stats_updated"} & set(names[names.index("generation_finished") + 1:])
+    (finished,), = rec.of("generation_finished")
+    assert finished.reason == "length" and finished.metrics.generated_tokens == 8

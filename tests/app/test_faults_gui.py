@@ -65,12 +65,14 @@ def test_fault_7_to_10_each_damaged_model_is_one_line_and_the_previous_model_sta
 
 
 class _Plan:
-    """What the next sessions' runners do: fail on a forward, or hold the prefill until Stop."""
+    """What the next sessions' runners do: fail on a forward, hold the prefill until Stop, or hold
+    the decode after some tokens until Stop."""
 
     def __init__(self) -> None:
         self.error: BaseException | None = None
         self.fail_on = 0
         self.hold_prefill = False
+        self.hold_decode_after = 0
 
 
 class _HeldPrefill(FaultyRunner):
@@ -79,6 +81,25 @@ class _HeldPrefill(FaultyRunner):
     def prefill(self, ids: Any, cancel: threading.Event | None = None, chunk: int = 256) -> Iterator[Any]:
         assert cancel is not None and cancel.wait(REPLY_TIMEOUT_MS / 1000)
         yield from super().prefill(ids, cancel, chunk)
+
+
+class _HeldDecode(FaultyRunner):
+    """A reply that streams ``after`` tokens, then stalls until the user stops it (a slow machine):
+    whatever the test does next happens mid-reply, however fast this machine decodes."""
+
+    def __init__(self, inner: Any, after: int) -> None:
+        super().__init__(inner, 0, RuntimeError())
+        self._after, self._cancel, self._decodes = after, None, 0
+
+    def prefill(self, ids: Any, cancel: threading.Event | None = None, chunk: int = 256) -> Iterator[Any]:
+        self._cancel = cancel
+        yield from super().prefill(ids, cancel, chunk)
+
+    def decode(self, token_id: int) -> Any:
+        self._decodes += 1
+        if self._decodes == self._after:
+            assert self._cancel is not None and self._cancel.wait(REPLY_TIMEOUT_MS / 1000)
+        return super().decode(token_id)
 
 
 @pytest.fixture
@@ -94,6 +115,8 @@ def plan(monkeypatch) -> _Plan:
         runner = make_runner(loaded, use_kv_cache)
         if armed.hold_prefill:
             return _HeldPrefill(runner, 0, RuntimeError())
+        if armed.hold_decode_after:
+            return _HeldDecode(runner, armed.hold_decode_after)
         if armed.error is not None:
             return FaultyRunner(runner, armed.fail_on, armed.error)
         return runner
@@ -367,7 +390,8 @@ def test_fault_13_newer_history_is_shown_read_only_chat_goes_on_and_the_file_is_
 
 
 def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_reply(qtbot, qapp, home, settings,
-                                                                                  tiny_model_dir, monkeypatch, qtlog):
+                                                                                  tiny_model_dir, monkeypatch, qtlog,
+                                                                                  plan):
     import logging
     import sys
 
@@ -381,6 +405,7 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
     handlers = list(logging.getLogger().handlers)
     settings.set_chat(greedy(200))  # main() reads the same (temporary) settings
+    plan.hold_decode_after = 16  # the reply is still running when the window closes, however fast this CPU
     steps: list[str] = []
     earlier = list(qapp.topLevelWidgets())
     for widget in earlier:  # a window another test left shown would keep the app from quitting on close
