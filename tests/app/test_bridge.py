@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from app.bridge import Bridge
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS
+from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, plan  # noqa: F401
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -73,7 +73,8 @@ def test_stream_is_coalesced_ordered_and_complete(qtbot, loaded_bridge):
     print(f"\n40 tokens arrived in {len(batches)} GUI updates")
 
 
-def test_second_generate_is_refused_while_one_runs_and_stop_cancels(qtbot, loaded_bridge):
+def test_second_generate_is_refused_while_one_runs_and_stop_cancels(qtbot, loaded_bridge, plan):
+    plan.hold_decode_after = 8  # still running when the first tokens show, however fast this CPU
     rec = Recorder(loaded_bridge)
     with qtbot.waitSignal(loaded_bridge.tokens_received, timeout=REPLY_TIMEOUT_MS):
         assert loaded_bridge.generate(1, [("user", "Hello")], {**GREEDY, "max_new_tokens": 200})

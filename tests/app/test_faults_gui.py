@@ -17,14 +17,14 @@ import random
 import socket
 import threading
 import weakref
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import torch
 
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window,  # noqa: F401
-                                     send_and_wait, settings, store)
-from tests.test_faults import DAMAGES, FaultyRunner, make_damaged
+                                     plan, send_and_wait, settings, store)
+from tests.test_faults import DAMAGES, make_damaged
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -62,75 +62,6 @@ def test_fault_7_to_10_each_damaged_model_is_one_line_and_the_previous_model_sta
 
 
 # ---------------------------------------------------------------- Faults 4-6: errors inside generation and load
-
-
-class _Plan:
-    """What the next sessions' runners do: fail on a forward, hold the prefill until Stop, or hold
-    the decode after some tokens until Stop."""
-
-    def __init__(self) -> None:
-        self.error: BaseException | None = None
-        self.fail_on = 0
-        self.hold_prefill = False
-        self.hold_decode_after = 0
-
-
-class _HeldPrefill(FaultyRunner):
-    """A prefill that lasts until the user presses Stop (a long prompt on a slow machine), then runs."""
-
-    def prefill(self, ids: Any, cancel: threading.Event | None = None, chunk: int = 256) -> Iterator[Any]:
-        assert cancel is not None and cancel.wait(REPLY_TIMEOUT_MS / 1000)
-        yield from super().prefill(ids, cancel, chunk)
-
-
-class _HeldDecode(FaultyRunner):
-    """A reply that streams ``after`` tokens, then stalls until the user stops it (a slow machine):
-    whatever the test does next happens mid-reply, however fast this machine decodes."""
-
-    def __init__(self, inner: Any, after: int) -> None:
-        super().__init__(inner, 0, RuntimeError())
-        self._after, self._cancel, self._decodes = after, None, 0
-
-    def prefill(self, ids: Any, cancel: threading.Event | None = None, chunk: int = 256) -> Iterator[Any]:
-        self._cancel = cancel
-        yield from super().prefill(ids, cancel, chunk)
-
-    def decode(self, token_id: int) -> Any:
-        self._decodes += 1
-        if self._decodes == self._after:
-            assert self._cancel is not None and self._cancel.wait(REPLY_TIMEOUT_MS / 1000)
-        return super().decode(token_id)
-
-
-@pytest.fixture
-def plan(monkeypatch) -> _Plan:
-    """Route the bridge's sessions through a runner factory that applies ``plan`` (armed per reply)."""
-    import engine.session
-    from engine.runner import make_runner
-
-    armed = _Plan()
-    real_session = engine.session.ChatSession
-
-    def factory(loaded: Any, use_kv_cache: bool) -> Any:
-        runner = make_runner(loaded, use_kv_cache)
-        if armed.hold_prefill:
-            return _HeldPrefill(runner, 0, RuntimeError())
-        if armed.hold_decode_after:
-            return _HeldDecode(runner, armed.hold_decode_after)
-        if armed.error is not None:
-            return FaultyRunner(runner, armed.fail_on, armed.error)
-        return runner
-
-    class PlannedSession(real_session):  # type: ignore[misc, valid-type]
-        def __init__(self, loaded: Any, **kwargs: Any) -> None:
-            super().__init__(loaded, runner_factory=factory, **kwargs)
-
-        def generate(self, *args: Any, **kwargs: Any) -> Any:
-            self._runner = None  # a fresh runner per reply, so the plan armed now applies
-            return super().generate(*args, **kwargs)
-
-    monkeypatch.setattr(engine.session, "ChatSession", PlannedSession)  # the bridge imports it per reply
-    return armed
 
 
 @pytest.mark.parametrize("error, words", [

@@ -9,26 +9,29 @@ from dataclasses import replace
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
-                                     settings, store)
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, plan,  # noqa: F401
+                                     send_and_wait, settings, store)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
 
-def _start_long_reply(qtbot, window, text: str = "Hello") -> list:
-    """Send ``text`` (the tiny model's greedy reply runs to max_new_tokens) and wait for its first tokens."""
+def _start_long_reply(qtbot, window, plan, text: str = "Hello") -> list:
+    """Send ``text`` and wait for its first tokens. The reply stalls after 12 tokens until Stop, so
+    it is still running whatever the test does next, however fast this CPU decodes."""
     after_finish: list = []
+    plan.hold_decode_after = 12
     with qtbot.waitSignal(window.bridge.tokens_received, timeout=REPLY_TIMEOUT_MS):
         assert window.send(text)
+    plan.hold_decode_after = 0  # the running reply's runner has it; later replies run freely
     window.bridge.generation_finished.connect(lambda _f: after_finish.append("finished"))
     window.bridge.tokens_received.connect(lambda *_a: after_finish.append("tokens") if after_finish else None)
     return after_finish
 
 
-def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_window, store, monkeypatch):
+def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_window, store, monkeypatch, plan):
     monkeypatch.setattr("app.mainwindow.SAVE_INTERVAL_MS", 100)  # streaming saves, sooner than the real 2 s
     window = make_window(max_new_tokens=200)
-    order = _start_long_reply(qtbot, window)
+    order = _start_long_reply(qtbot, window, plan)
     cid = window.current_conversation()
     qtbot.waitUntil(lambda: store.messages(cid)[-1].text != "", timeout=REPLY_TIMEOUT_MS)
     assert store.messages(cid)[-1].finish_reason is None  # saved while still streaming
@@ -50,9 +53,9 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_wind
     assert send_and_wait(qtbot, window, "next") == "length"  # the app is usable after a stop
 
 
-def test_rapid_send_during_a_reply_gives_one_reply(qtbot, make_window, store):
+def test_rapid_send_during_a_reply_gives_one_reply(qtbot, make_window, store, plan):
     window = make_window(max_new_tokens=200)
-    _start_long_reply(qtbot, window, "first")
+    _start_long_reply(qtbot, window, plan, "first")
     window.prompt.setPlainText("typed while it streams")
     for _ in range(10):
         qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
@@ -66,9 +69,9 @@ def test_rapid_send_during_a_reply_gives_one_reply(qtbot, make_window, store):
     assert window.prompt.toPlainText() == "typed while it streams"  # nothing the user typed was lost
 
 
-def test_load_during_a_reply_stops_it_and_loads(qtbot, make_window, store):
+def test_load_during_a_reply_stops_it_and_loads(qtbot, make_window, store, plan):
     window = make_window(max_new_tokens=200)
-    _start_long_reply(qtbot, window)
+    _start_long_reply(qtbot, window, plan)
     with qtbot.waitSignals([window.reply_finished, window.model_ready], timeout=LOAD_TIMEOUT_MS):
         qtbot.mouseClick(window.model_bar.load_button, Qt.MouseButton.LeftButton)
         assert window.model_bar.load_button.text() == "Loading…"
@@ -123,9 +126,9 @@ def test_message_longer_than_the_context_is_refused_and_app_stays_usable(qtbot, 
     assert send_and_wait(qtbot, window, "short") == "length"
 
 
-def test_close_during_generation_is_clean_and_keeps_the_partial_reply(qtbot, make_window, store, qtlog):
+def test_close_during_generation_is_clean_and_keeps_the_partial_reply(qtbot, make_window, store, qtlog, plan):
     window = make_window(max_new_tokens=200)
-    _start_long_reply(qtbot, window)
+    _start_long_reply(qtbot, window, plan)
     cid = window.current_conversation()
     assert window.close()
     assert window.bridge._thread.isFinished()
