@@ -19,7 +19,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name, guess_lexer
 from pygments.util import ClassNotFound
 from PySide6.QtCore import QSizeF, QUrl, Qt, Signal, Slot
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextBlockFormat, QTextCursor, QTextDocument, QTextOption
+from PySide6.QtGui import (QColor, QDesktopServices, QGuiApplication, QPalette, QTextBlockFormat, QTextCursor,
+                           QTextDocument, QTextOption)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
 
 from app import theme as themes
@@ -187,7 +188,11 @@ class MessageBrowser(QTextBrowser):
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.viewport().setAutoFillBackground(False)
-        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        # A transparent base through the palette, not a per-widget style sheet: a style sheet on each of a
+        # long chat's bubbles measured ~0.3 ms apiece to build, and re-polishes on every state change.
+        palette = self.palette()
+        palette.setColor(QPalette.ColorRole.Base, QColor(0, 0, 0, 0))
+        self.setPalette(palette)
         option = self.document().defaultTextOption()
         option.setTextDirection(Qt.LayoutDirection.LayoutDirectionAuto)
         option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)

@@ -5,6 +5,12 @@ Owns the display of messages: user text shown exactly as typed, replies rendered
 message, regenerate or continue the last reply). Streaming touches only the reply being written,
 so a 200-message chat streams as fast as an empty one. Owns no persistence and no generation: it
 emits requests and the window acts on them.
+
+A long conversation opens with only its newest ``PAGE`` messages built; a "Show earlier messages"
+button at the top builds the previous page. Laying out hundreds of rich bubbles measured ~150-250 ms
+of frozen GUI thread on opening a 200-message chat, and every bubble added later re-ran that layout
+(~25 ms per reply start); the messages not yet built are kept as data, so ``messages()`` and the
+indices the signals carry always cover the whole conversation.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ STOPPED_LABELS = {"cancelled": "stopped", "length": "length limit reached", "err
 # Laying out a 1 MB paste takes Qt tens of seconds on a slow CPU; a bubble shows this much and says the rest
 # was sent (the model and the history get the whole text).
 DISPLAY_LIMIT = 20_000
+PAGE = 30  # bubbles built when a conversation opens, and per "Show earlier messages"
 
 
 def _preview(text: str) -> str:
@@ -73,16 +80,10 @@ class MessageWidget(QFrame):
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         bottom.addWidget(self.footer)
         bottom.addStretch(1)
+        self._bottom = bottom
+        # Built on first show: most bubbles never offer an action, and three idle buttons per bubble
+        # were a fifth of the widgets a long chat builds when it opens.
         self._buttons: dict[str, QPushButton] = {}
-        for key, text, signal in (("edit", "Edit", self.edit_clicked), ("regenerate", "Regenerate", self.regenerate_clicked),
-                                  ("continue", "Continue", self.continue_clicked)):
-            button = QPushButton(text)
-            button.setFlat(True)
-            button.setCursor(Qt.CursorShape.PointingHandCursor)
-            button.clicked.connect(signal)
-            button.hide()
-            bottom.addWidget(button)
-            self._buttons[key] = button
         layout.addLayout(bottom)
         self._actions_state: tuple[bool, bool, bool, bool] | None = None
         self.show_message(message)
@@ -115,10 +116,36 @@ class MessageWidget(QFrame):
             return  # a long chat calls this for every bubble: skip the no-op changes
         self._actions_state = state
         for key, shown in (("edit", edit), ("regenerate", regenerate), ("continue", continue_)):
-            button = self._buttons[key]
+            button = self._buttons.get(key)
+            if button is None:
+                if not shown:
+                    continue
+                button = self._make_button(key)
+            # Enable before showing, and leave hidden buttons alone: a reply's start disables the actions of
+            # every bubble, and each setEnabled on a styled button costs a re-polish (~0.1 ms x 600 measured).
+            if shown and button.isEnabled() != enabled:
+                button.setEnabled(enabled)
             if button.isHidden() == shown:
                 button.setVisible(shown)
-            button.setEnabled(enabled)
+
+
+    def action_button(self, key: str) -> QPushButton | None:
+        """The "edit" / "regenerate" / "continue" button, or None if this bubble never offered it."""
+        return self._buttons.get(key)
+
+    def _make_button(self, key: str) -> QPushButton:
+        text, signal = {"edit": ("Edit", self.edit_clicked), "regenerate": ("Regenerate", self.regenerate_clicked),
+                        "continue": ("Continue", self.continue_clicked)}[key]
+        button = QPushButton(text)
+        button.setFlat(True)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        button.clicked.connect(signal)
+        button.hide()
+        order = ("edit", "regenerate", "continue")  # keep the buttons in this order whatever was built first
+        after = sum(1 for k in order[:order.index(key)] if k in self._buttons)
+        self._bottom.insertWidget(2 + after, button)  # after the footer and the stretch
+        self._buttons[key] = button
+        return button
 
 
 class ChatView(QScrollArea):
@@ -146,6 +173,13 @@ class ChatView(QScrollArea):
         self._layout = QVBoxLayout(self._canvas)
         self._layout.setContentsMargins(24, 16, 24, 16)
         self._layout.setSpacing(12)
+        self._older: list[ShownMessage] = []  # the conversation's oldest messages, not built (yet)
+        self._earlier_button = QPushButton("")
+        self._earlier_button.setFlat(True)
+        self._earlier_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self._earlier_button.clicked.connect(self.on_earlier_button_clicked)
+        self._earlier_button.hide()
+        self._layout.addWidget(self._earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
         self._placeholder = QLabel("Ask anything. Replies stream token by token; the panel on the right "
                                    "shows why they arrive fast.")
         self._placeholder.setObjectName("footer")
@@ -164,15 +198,19 @@ class ChatView(QScrollArea):
 
     # -- content ------------------------------------------------------------------------------------
     def messages(self) -> list[ShownMessage]:
-        return [w.message for w in self._widgets]
+        """The whole conversation shown, oldest first (bubbles not built yet included)."""
+        return self._older + [w.message for w in self._widgets]
 
     def widgets(self) -> list[MessageWidget]:
+        """The bubbles built so far: the newest messages (``messages()[-len(widgets()):]``)."""
         return list(self._widgets)
 
     def clear(self) -> None:
         for widget in self._widgets:
             widget.deleteLater()
         self._widgets.clear()
+        self._older = []
+        self._earlier_button.hide()
         self._reply = None
         self._reply_text = ""
         self._placeholder.show()
@@ -182,8 +220,11 @@ class ChatView(QScrollArea):
         self.setUpdatesEnabled(False)
         try:
             self.clear()
-            for message in messages:
+            cut = max(0, len(messages) - PAGE)
+            self._older = list(messages[:cut])
+            for message in messages[cut:]:
                 self._append(message)
+            self._update_earlier_button()
         finally:
             self.setUpdatesEnabled(True)
         self._refresh_actions()
@@ -198,17 +239,42 @@ class ChatView(QScrollArea):
 
     def remove_from(self, index: int) -> None:
         """Remove message ``index`` and every later one (edit and regenerate cut the history there)."""
-        for widget in self._widgets[index:]:
+        built_from = max(0, index - len(self._older))
+        del self._older[index:]
+        for widget in self._widgets[built_from:]:
             self._layout.removeWidget(widget)
             widget.deleteLater()
-        del self._widgets[index:]
+        del self._widgets[built_from:]
+        if not self._widgets and self._older:
+            self.show_earlier()  # never leave only the "earlier" button on screen
+        self._update_earlier_button()
         self._refresh_actions()
         self._placeholder.setVisible(not self._widgets)
 
     def set_message_id(self, index: int, message_id: int) -> None:
-        widget = self._widgets[index]
+        if index < len(self._older):
+            m = self._older[index]
+            self._older[index] = ShownMessage(m.role, m.text, message_id, m.footer, m.finish_reason)
+            return
+        widget = self._widgets[index - len(self._older)]
         m = widget.message
         widget.message = ShownMessage(m.role, m.text, message_id, m.footer, m.finish_reason)
+
+    def show_earlier(self) -> None:
+        """Build the previous ``PAGE`` of messages above the ones shown, keeping the view where it was."""
+        if not self._older:
+            return
+        cut = max(0, len(self._older) - PAGE)
+        page, self._older = self._older[cut:], self._older[:cut]
+        bar = self.verticalScrollBar()
+        from_bottom = bar.maximum() - bar.value()
+        self._follow = False
+        for position, message in enumerate(page):
+            self._append(message, position)
+        self._update_earlier_button()
+        self._refresh_actions()
+        self._canvas.adjustSize()  # lay out now so the position can be restored before the next paint
+        bar.setValue(bar.maximum() - from_bottom)
 
     # -- streaming ----------------------------------------------------------------------------------
     def begin_reply(self) -> MessageWidget:
@@ -245,7 +311,8 @@ class ChatView(QScrollArea):
             self._refresh_actions()
 
     # -- internals ----------------------------------------------------------------------------------
-    def _append(self, message: ShownMessage) -> MessageWidget:
+    def _append(self, message: ShownMessage, position: int | None = None) -> MessageWidget:
+        """Build a bubble at the end, or at ``position`` among the built ones (older pages go on top)."""
         self._placeholder.hide()
         widget = MessageWidget(message, self._canvas)
         widget.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
@@ -253,12 +320,23 @@ class ChatView(QScrollArea):
         widget.regenerate_clicked.connect(self.regenerate_requested)
         widget.continue_clicked.connect(self.continue_requested)
         widget.browser.copied.connect(self.code_copied)
-        self._layout.insertWidget(self._layout.count() - 1, widget)
-        self._widgets.append(widget)
+        if position is None:
+            self._layout.insertWidget(self._layout.count() - 1, widget)
+            self._widgets.append(widget)
+        else:
+            first = self._layout.indexOf(self._widgets[0]) if self._widgets else self._layout.count() - 1
+            self._layout.insertWidget(first + position, widget)
+            self._widgets.insert(position, widget)
         return widget
 
+    def _update_earlier_button(self) -> None:
+        count = len(self._older)
+        self._earlier_button.setVisible(bool(count))
+        if count:
+            self._earlier_button.setText(f"Show {min(count, PAGE)} earlier messages ({count} not shown)")
+
     def _refresh_actions(self) -> None:
-        last = len(self._widgets) - 1
+        last = len(self._widgets) - 1  # the last bubble is always built: older pages are the ones held back
         for i, widget in enumerate(self._widgets):
             is_last_reply = i == last and widget.message.role == "assistant" and widget is not self._reply
             widget.set_actions(edit=widget.message.role == "user", regenerate=is_last_reply,
@@ -269,7 +347,11 @@ class ChatView(QScrollArea):
     def on_message_edit_clicked(self) -> None:
         sender = self.sender()
         if sender in self._widgets:
-            self.edit_requested.emit(self._widgets.index(sender))
+            self.edit_requested.emit(len(self._older) + self._widgets.index(sender))
+
+    @Slot()
+    def on_earlier_button_clicked(self) -> None:
+        self.show_earlier()
 
     @Slot(int, int)
     def on_scroll_range_changed(self, _minimum: int, maximum: int) -> None:

@@ -55,6 +55,9 @@ class ConversationList(QWidget):
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.setUniformItemSizes(True)  # lets Qt lay out thousands of rows without measuring each
+        # Long titles end in "…" (the full title is the row's tooltip) instead of scrolling sideways.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.status = QLabel()
         self.status.setObjectName("conversationStatus")
         self.status.setWordWrap(True)

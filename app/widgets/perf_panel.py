@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import psutil
-from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
-from matplotlib.figure import Figure
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QSizePolicy, QVBoxLayout,
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QVBoxLayout,
                                QWidget)
 
 from app import theme as themes
@@ -25,7 +25,7 @@ RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet
 # Nobody reads a figure that changes 30 times a second; each update repaints the panel on the GUI thread,
 # which competes with the engine for the CPU and the GIL (measured: the panel was a third of the GUI's time).
 LABELS_UPDATE_MS = 200
-CHART_REDRAW_MS = 500  # a blit is cheap to draw but its synchronous repaint measured ~30 ms on a busy CPU
+CHART_REDRAW_MS = 250  # a new point costs ~3-5 ms to set and paint: four a second reads as live
 
 
 def fmt_bytes(value: float | None) -> str:
@@ -121,27 +121,31 @@ class PerfPanel(QWidget):
 
     def _build_chart(self) -> QWidget:
         theme = themes.current()
-        self._figure = Figure(figsize=(3.2, 1.6), dpi=100, facecolor=theme.surface)
-        self._axes = self._figure.add_subplot(111)
-        self._axes.set_facecolor(theme.surface)
-        for spine in self._axes.spines.values():
-            spine.set_color(theme.border)
-        self._axes.tick_params(colors=theme.muted, labelsize=7)
-        self._axes.set_xlabel("token", fontsize=7, color=theme.muted)
-        self._axes.set_ylabel("ms", fontsize=7, color=theme.muted)
-        # animated: full redraws leave the line out; it is blitted over a cached background, so a new
-        # point costs a line draw, not a re-layout of every tick label (measured ~140 ms on a busy 2-core CPU).
-        (self._line,) = self._axes.plot([], [], color=theme.accent, linewidth=1.2, animated=True)
-        self._figure.subplots_adjust(left=0.16, right=0.97, top=0.95, bottom=0.24)
-        self._limits = (16.0, 1.0)
-        self._axes.set_xlim(1, self._limits[0])
-        self._axes.set_ylim(0, self._limits[1])
-        self._background = None
-        self._canvas = FigureCanvasQTAgg(self._figure)
-        self._canvas.mpl_connect("draw_event", self._on_canvas_drawn)
-        self._canvas.setMinimumHeight(150)
-        self._canvas.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        return self._canvas
+        # pyqtgraph, not matplotlib, for the live chart: a new point costs ~3-5 ms to set and paint here,
+        # where a matplotlib blit measured ~30 ms and a full redraw (each time an axis grew) ~50 ms, the
+        # GUI thread's worst stalls while a reply streamed. The lab's static charts stay on matplotlib.
+        self._plot = pg.PlotWidget(background=theme.surface)
+        self._plot.setObjectName("latencyChart")
+        item = self._plot.getPlotItem()
+        item.setMouseEnabled(x=False, y=False)
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        tick_font = QFont()
+        tick_font.setPointSize(7)
+        for side, label in (("bottom", "token"), ("left", "ms")):
+            axis = item.getAxis(side)
+            axis.setPen(pg.mkPen(theme.border))
+            axis.setTextPen(pg.mkPen(theme.muted))
+            axis.setStyle(tickFont=tick_font)
+            axis.setLabel(label, color=theme.muted, **{"font-size": "7pt"})
+        item.setXRange(1, 16, padding=0)
+        item.setYRange(0, 1, padding=0)
+        item.enableAutoRange(x=True, y=True)
+        item.setLimits(xMin=0, yMin=0)
+        self._curve = item.plot([], [], pen=pg.mkPen(theme.accent, width=1.2))
+        self._plot.setFixedHeight(170)  # room for the memory and context sections below on a laptop screen
+        self._points: tuple[list[int], list[float]] = ([], [])
+        return self._plot
 
     # -- public ---------------------------------------------------------------------------------------
     def set_model_facts(self, facts: Any) -> None:
@@ -164,7 +168,7 @@ class PerfPanel(QWidget):
         self._dropped.hide()
         self._redraw.cancel()
         self._update.cancel()
-        self._line.set_data([], [])
+        self._points = ([], [])
         self._draw_chart()
 
     def show_metrics(self, metrics: Any, final: bool = False) -> None:
@@ -224,14 +228,15 @@ class PerfPanel(QWidget):
         if dropped:
             self._dropped.setText(f"⚠ {dropped} oldest message{'s' if dropped != 1 else ''} dropped to fit "
                                   "the context window (system prompt kept)")
-        self._line.set_data(range(2, len(itl) + 2), [gap * 1000 for gap in itl])
+        self._points = (list(range(2, len(itl) + 2)), [gap * 1000 for gap in itl])
         self._redraw()
 
     def displayed(self) -> dict[str, str]:
         """What the panel shows now, label by label (the self-test and tests read this)."""
         shown = {key: label.text() for key, label in self._values.items()}
         shown["context"] = self._context_bar.text()
-        shown["chart_points"] = str(len(self._line.get_xdata()))
+        drawn_x, _drawn_y = self._curve.getData()
+        shown["chart_points"] = str(0 if drawn_x is None else len(drawn_x))
         return shown
 
     # -- internals ------------------------------------------------------------------------------------
@@ -243,28 +248,5 @@ class PerfPanel(QWidget):
         return int(psutil.virtual_memory().total)
 
     def _draw_chart(self) -> None:
-        xs = list(self._line.get_xdata())
-        ys = list(self._line.get_ydata())
-        x_max, y_max = self._limits
-        # Axis ranges grow in steps (each doubles past the new peak) so full redraws stay rare.
-        need_x = max(16.0, float(xs[-1]) if xs else 0.0)
-        need_y = max(1.0, max(ys) if ys else 0.0)
-        if not xs:  # a new reply: keep the last ranges, so starting it costs a blit, not a full redraw
-            new_limits = self._limits if self._background is not None else (16.0, 1.0)
-        else:
-            new_limits = (x_max if need_x <= x_max else max(need_x, 2 * x_max),
-                          y_max if need_y <= y_max else need_y * 2.0)
-        if new_limits != self._limits or self._background is None:
-            self._limits = new_limits
-            self._axes.set_xlim(1, new_limits[0])
-            self._axes.set_ylim(0, new_limits[1])
-            self._canvas.draw()  # full redraw; _on_canvas_drawn caches the background and adds the line
-            return
-        self._canvas.restore_region(self._background)
-        self._axes.draw_artist(self._line)
-        self._canvas.blit(self._axes.bbox)
-
-    def _on_canvas_drawn(self, _event: object) -> None:
-        """After any full draw (ours, a resize, a theme change): cache the empty axes, draw the line on top."""
-        self._background = self._canvas.copy_from_bbox(self._axes.bbox)
-        self._axes.draw_artist(self._line)
+        xs, ys = self._points
+        self._curve.setData(xs, ys)  # the axes follow the data (auto range); Qt paints at its next frame

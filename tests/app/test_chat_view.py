@@ -7,7 +7,7 @@ from PySide6.QtCore import QUrl, Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.markdown_view import MessageBrowser, split_segments
-from app.widgets.chat_view import ChatView, MessageWidget, ShownMessage
+from app.widgets.chat_view import PAGE, ChatView, MessageWidget, ShownMessage
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -89,7 +89,7 @@ def test_streaming_touches_only_the_reply_being_written(qtbot, monkeypatch):
     view.show()
     history = [ShownMessage("user" if i % 2 == 0 else "assistant", f"message {i} 中文 😀", i) for i in range(200)]
     view.set_messages(history)
-    assert len(view.widgets()) == 200
+    assert view.messages() == history and len(view.widgets()) == PAGE  # the newest page is built
     rendered: list[MessageWidget] = []
     original = MessageWidget.show_message
     monkeypatch.setattr(MessageWidget, "show_message", lambda self, m: (rendered.append(self), original(self, m)))
@@ -101,6 +101,39 @@ def test_streaming_touches_only_the_reply_being_written(qtbot, monkeypatch):
     view.finish_reply(view.reply_text(), "41.8 tok/s · TTFT 86 ms", "cancelled", 9)
     assert reply.footer.text() == "41.8 tok/s · TTFT 86 ms · stopped"
     assert not view.is_streaming()
+
+
+def test_a_long_chat_builds_its_newest_page_and_the_rest_on_request(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(700, 500)
+    view.show()
+    history = [ShownMessage("user" if i % 2 == 0 else "assistant", f"message {i}", i) for i in range(2 * PAGE + 10)]
+    view.set_messages(history)
+    assert [w.message for w in view.widgets()] == history[-PAGE:]
+    button = view._earlier_button
+    assert not button.isHidden() and button.text() == f"Show {PAGE} earlier messages ({PAGE + 10} not shown)"
+    qtbot.waitUntil(lambda: view.verticalScrollBar().value() == view.verticalScrollBar().maximum() > 0)
+    view.verticalScrollBar().setValue(0)  # the user scrolled to the top and asks for more
+    top_message = view.widgets()[0]
+    y_before = top_message.mapTo(view.viewport(), top_message.rect().topLeft()).y()
+    button.click()
+    assert [w.message for w in view.widgets()] == history[-2 * PAGE:]
+    assert button.text() == "Show 10 earlier messages (10 not shown)"
+    y_after = top_message.mapTo(view.viewport(), top_message.rect().topLeft()).y()
+    assert abs(y_after - y_before) < 30  # what the user was reading stayed in place; the new page is above
+    button.click()
+    assert view.messages() == history and len(view.widgets()) == len(history) and button.isHidden()
+    # Indices always count the whole conversation, built or not.
+    view.set_messages(history)
+    with qtbot.waitSignal(view.edit_requested) as edit:
+        view.widgets()[0]._buttons["edit"].click()
+    assert edit.args == [PAGE + 10]
+    view.set_message_id(3, 99)
+    assert view.messages()[3].message_id == 99
+    view.remove_from(5)  # an edit of an old message that was never built
+    assert view.messages() == [*history[:3], ShownMessage("assistant", "message 3", 99), history[4]]
+    assert len(view.widgets()) == 5 and view._earlier_button.isHidden()  # never only the button on screen
 
 
 def test_actions_follow_the_conversation(qtbot):

@@ -8,6 +8,7 @@ import time
 import pytest
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QApplication
 
 from app.settings import ChatSettings, Settings
 from app.widgets.settings_dialog import SettingsDialog
@@ -123,8 +124,11 @@ def test_gui_thread_stays_responsive_while_a_long_chat_streams(qtbot, make_windo
     for i in range(100):
         store.add_message(cid, "user", f"question {i}: what about **item {i}**?")
         store.add_message(cid, "assistant", f"Answer {i}.\n\n```python\nprint({i})\n```\n")
+    opened = time.perf_counter()
     window.open_conversation(cid)
-    assert len(window.chat.widgets()) == 200
+    QApplication.processEvents()  # its layout and first paint: the cost of opening, not of streaming
+    open_ms = (time.perf_counter() - opened) * 1000
+    assert len(window.chat.messages()) == 200
 
     ticks = QElapsedTimer()
     worst = [0.0]
@@ -147,7 +151,7 @@ def test_gui_thread_stays_responsive_while_a_long_chat_streams(qtbot, make_windo
     elapsed = time.perf_counter() - started
     record_property("gui_worst_timer_lateness_ms", worst[0])
     print(f"\nGUI thread: worst 10 ms-timer lateness {worst[0]:.0f} ms over a {elapsed:.1f} s reply "
-          f"in a 200-message chat")
+          f"in a 200-message chat (opening it took {open_ms:.0f} ms)")
     # Only a frozen event loop fails this (its timer would stall for most of the reply); the figure itself
     # is reported, not asserted: on a shared CI box the OS scheduler alone can delay a thread by 100s of ms.
     assert count[0] > 0 and worst[0] < max(5000.0, 900.0 * elapsed)  # only a loop frozen for the whole reply fails
