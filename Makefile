@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch>=2.6
 PYTEST_ARGS ?=
 STAMP := $(VENV)/.miaohui-installed
 
-.PHONY: install run test bench lab package package-test clean
+.PHONY: install run test bench lab package package-test clean gui-bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ test: install
 
 bench: install
 	$(PY) -m engine bench $(ARGS)
+
+gui-bench: install
+	QT_QPA_PLATFORM=$${QT_QPA_PLATFORM:-offscreen} $(PY) -m app.gui_bench $(ARGS)
 
 lab: install
 	$(PY) -m engine lab --out lab-results $(ARGS)

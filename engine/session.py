@@ -69,11 +69,17 @@ class ChatSession:
     """A conversation's generation state: the loaded model, its runner and KV cache.
 
     ``runner_factory(loaded, use_kv_cache)`` and ``clock`` are collaborators tests can replace.
+    ``reserve_threads``: on a CPU, decode with this many fewer of torch's threads than prefill uses,
+    leaving cores to a caller that works while tokens stream (the GUI thread renders each token). Decode
+    is memory-bound: on the 2-core CI machine one thread decoded as fast as two, while a GUI thread
+    competing with two torch threads cost the window ~10 % of the engine's decode speed (a preempted
+    thread stalls every parallel matmul). Prefill, compute-bound, keeps every thread.
     """
 
     def __init__(self, loaded: Any, *, runner_factory: RunnerFactory = make_runner,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, reserve_threads: int = 0) -> None:
         self.loaded = loaded
+        self._reserve_threads = max(0, int(reserve_threads))
         self._runner_factory = runner_factory
         self._clock = clock
         self._runner: ModelRunner | None = None
@@ -151,31 +157,35 @@ class ChatSession:
 
             sampler = Sampler(config, runner.device, ids)
             reason = "length"
-            for index in range(prompt.max_new_tokens):
-                choice = sampler.choose(logits)
-                runner.sync()
-                t = self._clock()
-                timeline.token_times.append(t)
-                top = tuple(TopCandidate(i, decoder.token_text(i), p)
-                            for i, p in zip(choice.top_ids, choice.top_probs))
-                yield Token(index, choice.token_id, decoder.push(choice.token_id), t, choice.prob, top)
-                if choice.token_id in self._eos:
-                    reason = "eos"
-                    break
-                if index + 1 == prompt.max_new_tokens:
-                    break  # the last token is never fed back: no forward whose result nobody uses
-                if (index + 1) % STATS_EVERY == 0:
-                    yield Stats(self._metrics(timeline, runner))
-                if self._request != request:
-                    yield finished("cancelled")
-                    return
-                if cancel.is_set():
-                    reason = "cancelled"
-                    break
-                logits = runner.decode(choice.token_id)
-                if cancel.is_set():  # set during the forward: stop before emitting another token
-                    reason = "cancelled"
-                    break
+            restore_threads = self._decode_threads(runner)
+            try:
+                for index in range(prompt.max_new_tokens):
+                    choice = sampler.choose(logits)
+                    runner.sync()
+                    t = self._clock()
+                    timeline.token_times.append(t)
+                    top = tuple(TopCandidate(i, decoder.token_text(i), p)
+                                for i, p in zip(choice.top_ids, choice.top_probs))
+                    yield Token(index, choice.token_id, decoder.push(choice.token_id), t, choice.prob, top)
+                    if choice.token_id in self._eos:
+                        reason = "eos"
+                        break
+                    if index + 1 == prompt.max_new_tokens:
+                        break  # the last token is never fed back: no forward whose result nobody uses
+                    if (index + 1) % STATS_EVERY == 0:
+                        yield Stats(self._metrics(timeline, runner))
+                    if self._request != request:
+                        yield finished("cancelled")
+                        return
+                    if cancel.is_set():
+                        reason = "cancelled"
+                        break
+                    logits = runner.decode(choice.token_id)
+                    if cancel.is_set():  # set during the forward: stop before emitting another token
+                        reason = "cancelled"
+                        break
+            finally:
+                restore_threads()
             yield finished(reason)
         except torch.OutOfMemoryError:
             self._recover(runner)
@@ -184,6 +194,19 @@ class ChatSession:
         except Exception as exc:  # noqa: BLE001  (the contract: generation failures end the stream, never raise)
             self._recover(runner)
             yield finished("error", f"generation failed: {_one_line(exc)}")
+
+    def _decode_threads(self, runner: ModelRunner) -> Callable[[], None]:
+        """Drop to the decode thread count (see ``reserve_threads``); returns what restores the old one.
+
+        Called on the generating thread, whose parallel regions it sizes (OpenMP's count is per thread);
+        restored when the reply ends, however it ends, so a lab task run next gets every thread back.
+        """
+        before = torch.get_num_threads()
+        wanted = max(1, before - self._reserve_threads)
+        if runner.device.type != "cpu" or wanted == before:
+            return lambda: None
+        torch.set_num_threads(wanted)
+        return lambda: torch.set_num_threads(before)
 
     def _recover(self, runner: ModelRunner | None) -> None:
         """After a failure the cache may hold a half-written step: drop it; keep the model."""

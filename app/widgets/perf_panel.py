@@ -25,7 +25,8 @@ RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet
 # Nobody reads a figure that changes 30 times a second; each update repaints the panel on the GUI thread,
 # which competes with the engine for the CPU and the GIL (measured: the panel was a third of the GUI's time).
 LABELS_UPDATE_MS = 200
-CHART_REDRAW_MS = 250  # a new point costs ~3-5 ms to set and paint: four a second reads as live
+# A redraw costs ~4 ms, of Python holding the GIL the engine's decode loop needs too: twice a second reads as live.
+CHART_REDRAW_MS = 500
 
 
 def fmt_bytes(value: float | None) -> str:
@@ -138,10 +139,9 @@ class PerfPanel(QWidget):
             axis.setTextPen(pg.mkPen(theme.muted))
             axis.setStyle(tickFont=tick_font)
             axis.setLabel(label, color=theme.muted, **{"font-size": "7pt"})
-        item.setXRange(1, 16, padding=0)
-        item.setYRange(0, 1, padding=0)
-        item.enableAutoRange(x=True, y=True)
-        item.setLimits(xMin=0, yMin=0)
+        item.disableAutoRange()
+        self._limits = (0.0, 0.0)
+        self._set_limits(16.0, 1.0)
         self._curve = item.plot([], [], pen=pg.mkPen(theme.accent, width=1.2))
         self._plot.setFixedHeight(170)  # room for the memory and context sections below on a laptop screen
         self._points: tuple[list[int], list[float]] = ([], [])
@@ -249,4 +249,17 @@ class PerfPanel(QWidget):
 
     def _draw_chart(self) -> None:
         xs, ys = self._points
-        self._curve.setData(xs, ys)  # the axes follow the data (auto range); Qt paints at its next frame
+        # Axis ranges grow in steps (each doubles past the new peak) rather than following every point: the
+        # axes' tick pictures are cached until their range changes, and regenerating them was half the
+        # chart's cost. A new reply keeps the last ranges.
+        x_max, y_max = self._limits
+        need_x = float(xs[-1]) if xs else 0.0
+        need_y = max(ys) if ys else 0.0
+        self._set_limits(x_max if need_x <= x_max else max(need_x, 2 * x_max),
+                         y_max if need_y <= y_max else need_y * 2.0)
+        self._curve.setData(xs, ys)  # Qt paints it at its next frame
+
+    def _set_limits(self, x_max: float, y_max: float) -> None:
+        if (x_max, y_max) != self._limits:
+            self._limits = (x_max, y_max)
+            self._plot.getPlotItem().setRange(xRange=(1, x_max), yRange=(0, y_max), padding=0)

@@ -288,3 +288,44 @@ def test_cuda_greedy_reply_matches_cpu(tiny_model_dir, loaded):
     events = run(ChatSession(gpu))
     assert events[-1].metrics.device.startswith("cuda") and events[-1].metrics.peak_memory_bytes > 0
     assert [t.token_id for t in tokens(events)] == [t.token_id for t in tokens(run(ChatSession(loaded)))]
+
+
+def test_reserved_threads_apply_to_decode_only_and_are_restored(loaded):
+    from engine.runner import make_runner
+
+    seen: dict[str, list[int]] = {"prefill": [], "decode": []}
+
+    class Watching:
+        """The real runner, noting torch's thread count at each forward."""
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def prefill(self, ids, cancel=None, chunk=256):
+            seen["prefill"].append(torch.get_num_threads())
+            yield from self._inner.prefill(ids, cancel, chunk)
+
+        def decode(self, token_id):
+            seen["decode"].append(torch.get_num_threads())
+            return self._inner.decode(token_id)
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        session = ChatSession(loaded, runner_factory=lambda lm, kv: Watching(make_runner(lm, kv)), reserve_threads=1)
+        plain = tokens(run(ChatSession(loaded)))
+        events = run(session)
+        assert torch.get_num_threads() == 2  # restored when the reply ended
+        assert seen["prefill"] == [2] and set(seen["decode"]) == {1}
+        assert [t.token_id for t in tokens(events)] == [t.token_id for t in plain]  # same reply, fewer threads
+        cancelled = threading.Event()
+        stream = session.generate(CHAT, GREEDY, cancelled)
+        next(e for e in stream if isinstance(e, Token))
+        assert torch.get_num_threads() == 1  # mid-decode
+        stream.close()  # abandoned mid-reply (the window closed): threads still come back
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
