@@ -14,8 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QMainWindow, QProgressBar, QPushButton,
-                               QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QProgressBar,
+                               QPushButton, QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
 from app.bridge import Bridge
 from app.settings import Settings
@@ -31,6 +31,7 @@ from app.widgets.lab_tab import LabTab
 from app.widgets.model_card import ModelCard
 from app.widgets.token_inspector import TokenInspector
 from app.widgets.tokenizer_view import TokenizerView
+from engine.errors import REMOTE_CODE_REFUSAL
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class MainWindow(QMainWindow):
         self._generating = False
         self._facts: Any = None
         self._closing = False
+        self._last_load: tuple[str, str, str, bool] | None = None  # model, precision, device, remote code allowed
         self._store_warned = False
         self.last_metrics: Any = None  # final Metrics of the last reply (the self-test reports them)
         self._build()
@@ -376,6 +378,22 @@ class MainWindow(QMainWindow):
         kept = f" (still using {self._facts.name})" if self._facts is not None else ""
         self.messages.show_message(f"Could not load the model: {error}{kept}", "error")
         self._update_state()
+        request = self._last_load
+        if REMOTE_CODE_REFUSAL in error and request is not None and not request[3] and not self._closing:
+            self._offer_remote_code(*request[:3])
+
+    def _offer_remote_code(self, model: str, precision: str, device: str) -> None:
+        """Ask, once per load, whether this model may run its own Python code; load it again if so.
+
+        The answer is not remembered: trusting a folder's code is a decision for each load, never a setting.
+        """
+        answer = QMessageBox.warning(
+            self, "Run this model's own code?",
+            f"{model}\n\nThis model ships Python code that would run on your computer with your permissions "
+            "when it loads. Allow it only for a model from someone you trust.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        if answer == QMessageBox.StandardButton.Yes:
+            self.on_model_load_requested(model, precision, device, allow_remote_code=True)
 
     @Slot(object)
     def on_bridge_generation_started(self, started: Any) -> None:
@@ -420,15 +438,18 @@ class MainWindow(QMainWindow):
 
     # -- user actions ---------------------------------------------------------------------------------
     @Slot(str, str, str)
-    def on_model_load_requested(self, model: str, precision: str, device: str) -> None:
+    def on_model_load_requested(self, model: str, precision: str, device: str,
+                                allow_remote_code: bool = False) -> None:
         if not model:
             return
         self.settings.set_model_choice(model, precision, device)
         self._loading = True
+        self._last_load = (model, precision, device, allow_remote_code)
         self.load_progress.setValue(0)
         self.load_progress.show()
         self.status_state.setText("loading")
-        self.bridge.load({"model": model, "precision": precision, "device": device})
+        self.bridge.load({"model": model, "precision": precision, "device": device,
+                          "allow_remote_code": allow_remote_code})
         self._update_state()
 
     @Slot()

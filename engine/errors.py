@@ -29,6 +29,11 @@ class UnsafeModelError(EngineError):
     """A model would execute code when loaded (pickle checkpoint, remote code)."""
 
 
+# The words every remote-code refusal carries: the window recognises them in the one-line error and offers
+# the opt-in (the CLI's is --allow-remote-code).
+REMOTE_CODE_REFUSAL = "asks to run the model's own Python code"
+
+
 class EngineOutOfMemoryError(EngineError):
     """Device or host memory ran out; the message suggests what to change."""
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from engine.errors import CorruptModelError, ModelNotFoundError, UnsafeModelError
+from engine.errors import REMOTE_CODE_REFUSAL, CorruptModelError, ModelNotFoundError, UnsafeModelError
 
 # Python's pickle runs code while it loads; these are the usual extensions of pickled checkpoints.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -90,7 +90,7 @@ def check_json_files(folder: Path, allow_remote_code: bool) -> None:
             continue
         data = read_json(path)
         if name in REMOTE_CODE_FILES and isinstance(data, dict) and data.get("auto_map") and not allow_remote_code:
-            raise UnsafeModelError(f"refused {path}: it asks to run the model's own Python code (auto_map); "
+            raise UnsafeModelError(f"refused {path}: it {REMOTE_CODE_REFUSAL} (auto_map); "
                                    "allow remote code only for a model you trust")
 
 

@@ -45,7 +45,12 @@ def _assert_idle_and_ready(qtbot, window) -> None:
 
 
 def test_fault_7_to_10_each_damaged_model_is_one_line_and_the_previous_model_stays(qtbot, make_window, tiny_model_dir,
-                                                                                  tmp_path):
+                                                                                  tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    asked: list[str] = []  # the remote-code question: the user says No (the default button)
+    monkeypatch.setattr(QMessageBox, "warning", lambda _parent, title, *_a: asked.append(title)
+                        or QMessageBox.StandardButton.No)
     window = make_window(max_new_tokens=3)  # one window for all kinds: a refusal happens before any weight loads
     for kind in DAMAGES:
         damaged = make_damaged(kind, tiny_model_dir, tmp_path / kind)
@@ -58,7 +63,40 @@ def test_fault_7_to_10_each_damaged_model_is_one_line_and_the_previous_model_sta
         assert not damaged.marker.exists(), kind
         assert window.status_model.text() == tiny_model_dir.name and window.model_bar.load_button.text() == "Load"
         _assert_idle_and_ready(qtbot, window)
+        assert asked == (["Run this model's own code?"] if kind == "auto-map" else []), kind
+        asked.clear()
     assert send_and_wait(qtbot, window, "still works?") == "length"
+
+
+def test_fault_10_remote_code_runs_only_after_the_user_says_yes_for_that_load(qtbot, make_window, tiny_model_dir,
+                                                                              tmp_path, monkeypatch, request):
+    import sys
+
+    from PySide6.QtWidgets import QMessageBox
+
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))  # transformers copies remote code here
+    # The remote code this test lets in must not outlive it (other tests check that none was ever imported).
+    request.addfinalizer(lambda: [sys.modules.pop(name) for name in list(sys.modules)
+                                  if "evil" in name or name.startswith("transformers_modules")])
+    answers = [QMessageBox.StandardButton.Yes]
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda _parent, _title, text, *_a: asked.append(text)
+                        or answers.pop(0))
+    window = make_window(max_new_tokens=3)
+    damaged = make_damaged("auto-map", tiny_model_dir, tmp_path / "auto-map")
+    failures: list[str] = []
+    window.bridge.load_failed.connect(failures.append)
+    window.load_model(str(damaged.path), "fp32", "cpu")  # refused, asked, Yes: loaded again with the opt-in
+    qtbot.waitUntil(lambda: len(failures) == 2, timeout=LOAD_TIMEOUT_MS)
+    assert "auto_map" in failures[0] and "auto_map" not in failures[1]
+    assert len(asked) == 1 and str(damaged.path) in asked[0] and "trust" in asked[0]
+    # The folder's own code ran only after Yes (its module body leaves the marker); it defines no model
+    # class, so that load too ends in one line, the tiny model still loaded, and nobody is asked twice.
+    assert damaged.marker.exists()
+    shown = _one_line_error(window)
+    assert shown.startswith("Could not load the model:") and shown.endswith(f"(still using {tiny_model_dir.name})")
+    _assert_idle_and_ready(qtbot, window)
+    assert window.settings.model_choice()[0] == str(damaged.path) and answers == []
 
 
 # ---------------------------------------------------------------- Faults 4-6: errors inside generation and load
