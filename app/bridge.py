@@ -168,7 +168,7 @@ class _Worker(QObject):
             session = self._sessions.get(conversation_id)
             if session is None:
                 # One torch thread fewer while decoding leaves a core to the GUI thread that renders the
-                # stream (measured: GUI decode speed 0.91 of headless without it; see ChatSession).
+                # stream (see ChatSession: decode is memory-bound, so it costs nothing measurable).
                 session = self._sessions[conversation_id] = ChatSession(self._loaded, reserve_threads=1)
             config = SamplingConfig(**_known_kwargs(SamplingConfig, sampling_kwargs))
             events = session.generate([Message(role, text) for role, text in messages], config, cancel=job.cancel)

@@ -70,10 +70,9 @@ class ChatSession:
 
     ``runner_factory(loaded, use_kv_cache)`` and ``clock`` are collaborators tests can replace.
     ``reserve_threads``: on a CPU, decode with this many fewer of torch's threads than prefill uses,
-    leaving cores to a caller that works while tokens stream (the GUI thread renders each token). Decode
-    is memory-bound: on the 2-core CI machine one thread decoded as fast as two, while a GUI thread
-    competing with two torch threads cost the window ~10 % of the engine's decode speed (a preempted
-    thread stalls every parallel matmul). Prefill, compute-bound, keeps every thread.
+    leaving a core to a caller that works while tokens stream (the GUI thread renders them): a torch
+    thread preempted by it stalls every parallel matrix product. Decode is memory-bound: on the 2-core
+    CI machine one thread decoded as fast as two. Prefill, compute-bound, keeps every thread.
     """
 
     def __init__(self, loaded: Any, *, runner_factory: RunnerFactory = make_runner,
