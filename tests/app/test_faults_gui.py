@@ -373,7 +373,11 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
     handlers = list(logging.getLogger().handlers)
-    settings.set_chat(greedy(200))  # main() reads the same (temporary) settings
+    settings.set_chat(greedy(200))
+    # main() builds Settings() from QSettings' default file, which depends on the application's names: hand
+    # it this test's settings instead. (It used to read the defaults: a long system prompt that left the
+    # tiny model room for only 16 tokens, so the reply could end before the window closed.)
+    monkeypatch.setattr("app.settings.Settings", lambda *_a, **_k: settings)
     plan.hold_decode_after = 16  # the reply is still running when the window closes, however fast this CPU
     steps: list[str] = []
     earlier = list(qapp.topLevelWidgets())
