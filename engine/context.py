@@ -16,6 +16,7 @@ character is complete. This module owns no model, no cache and no sampling.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -70,6 +71,40 @@ def render(tokenizer: Any, messages: Sequence[Message]) -> list[int]:
     return [int(i) for i in ids]
 
 
+_LONGEST_TOKEN_BYTES: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def longest_token_bytes(tokenizer: Any) -> int:
+    """An upper bound on the UTF-8 bytes of text one token can cover: the longest vocabulary entry's
+    string, measured in UTF-8 (byte-level BPE spells a byte with a 1-2 byte character, so this can only
+    overstate). Computed once per tokenizer; 0 when the vocabulary cannot be read (then no bound)."""
+    try:
+        return _LONGEST_TOKEN_BYTES[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    try:
+        longest = max((len(str(token).encode("utf-8")) for token in tokenizer.get_vocab()), default=0)
+    except Exception:  # noqa: BLE001  (an unusual tokenizer only loses the shortcut)
+        longest = 0
+    try:
+        _LONGEST_TOKEN_BYTES[tokenizer] = longest
+    except TypeError:
+        pass  # not weak-referenceable: recomputed next time
+    return longest
+
+
+def _refuse_if_surely_too_long(tokenizer: Any, message: Message, context_max: int) -> None:
+    """Refuse a message that cannot fit however it tokenises, before tokenising it: a 1 MB paste took the
+    tiny test model's tokenizer 2-7 s per pass on the worker thread, twice, only to be refused."""
+    longest = longest_token_bytes(tokenizer)
+    if longest <= 0:
+        return
+    at_least = -(-len(message.content.encode("utf-8")) // longest)  # ceil: fewest tokens the text can take
+    if at_least > context_max:
+        raise ContextTooLongError(
+            f"your message is at least {at_least:,} tokens but this model's context holds {context_max}: shorten it")
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A rendered prompt that fits the context, with the reply budget left for it."""
@@ -88,6 +123,7 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     budget shrinks to the room there is; with no room at all, ``ContextTooLongError``.
     """
     clean = check_messages(messages)
+    _refuse_if_surely_too_long(tokenizer, clean[-1], context_max)
     system = clean[:1] if clean[0].role == "system" else []
     rest = clean[len(system):]
 

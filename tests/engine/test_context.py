@@ -81,12 +81,33 @@ def test_reply_budget_shrinks_when_only_the_newest_message_fits(tok):
 
 
 def test_a_message_that_cannot_fit_is_refused(tok):
-    with pytest.raises(ContextTooLongError, match=r"your message is \d+ tokens .* holds 64"):
+    with pytest.raises(ContextTooLongError, match=r"your message is (at least )?[\d,]+ tokens .* holds 64"):
         build_prompt(tok, [Message("user", "the capital of France " * 40)], context_max=64, max_new_tokens=8)
     # It would fit alone, not with the system prompt: the message says so.
     short = [Message("system", "a very long system prompt " * 20), Message("user", "hi")]
     with pytest.raises(ContextTooLongError, match="system prompt"):
         build_prompt(tok, short, context_max=len(render(tok, short[1:])) + 1, max_new_tokens=8)
+
+
+def test_a_huge_paste_is_refused_before_it_is_tokenised(tok, monkeypatch):
+    from engine.context import longest_token_bytes
+
+    longest = longest_token_bytes(tok)
+    assert 0 < longest == longest_token_bytes(tok)  # computed once, then cached
+    assert all(len(t.encode("utf-8")) <= longest for t in tok.get_vocab())
+    calls: list[int] = []
+    original = type(tok).apply_chat_template
+    monkeypatch.setattr(type(tok), "apply_chat_template",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    paste = "粘贴 paste مرحبا " * 60_000  # ~1.4 MB
+    with pytest.raises(ContextTooLongError, match=r"your message is at least [\d,]+ tokens .* holds 256: shorten it"):
+        build_prompt(tok, [Message("user", paste)], context_max=256, max_new_tokens=8)
+    assert calls == []  # refused from its length alone
+    # Under the bound the usual path decides, with the exact count.
+    text = "x" * (longest * 200)
+    with pytest.raises(ContextTooLongError, match=r"your message is [\d,]+ tokens .* holds 256"):
+        build_prompt(tok, [Message("user", text)], context_max=256, max_new_tokens=8)
+    assert calls
 
 
 def test_incremental_decoder_never_emits_half_a_character(tok):
