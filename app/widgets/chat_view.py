@@ -64,6 +64,7 @@ class MessageWidget(QFrame):
     edit_clicked = Signal()
     regenerate_clicked = Signal()
     continue_clicked = Signal()
+    ACTIONS = {"edit": "Edit", "regenerate": "Regenerate", "continue": "Continue"}  # key -> button text
 
     def __init__(self, message: ShownMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -120,7 +121,7 @@ class MessageWidget(QFrame):
         if state == self._actions_state:
             return  # a long chat calls this for every bubble: skip the no-op changes
         self._actions_state = state
-        for key, shown in (("edit", edit), ("regenerate", regenerate), ("continue", continue_)):
+        for key, shown in zip(self.ACTIONS, (edit, regenerate, continue_)):
             button = self._buttons.get(key)
             if button is None:
                 if not shown:
@@ -133,20 +134,14 @@ class MessageWidget(QFrame):
             if button.isHidden() == shown:
                 button.setVisible(shown)
 
-
-    def action_button(self, key: str) -> QPushButton | None:
-        """The "edit" / "regenerate" / "continue" button, or None if this bubble never offered it."""
-        return self._buttons.get(key)
-
     def _make_button(self, key: str) -> QPushButton:
-        text, signal = {"edit": ("Edit", self.edit_clicked), "regenerate": ("Regenerate", self.regenerate_clicked),
-                        "continue": ("Continue", self.continue_clicked)}[key]
-        button = QPushButton(text)
+        """Build action ``key``'s button (it emits ``<key>_clicked``), placed in ``ACTIONS`` order."""
+        button = QPushButton(self.ACTIONS[key])
         button.setFlat(True)
         button.setCursor(Qt.CursorShape.PointingHandCursor)
-        button.clicked.connect(signal)
+        button.clicked.connect(getattr(self, f"{key}_clicked"))
         button.hide()
-        order = ("edit", "regenerate", "continue")  # keep the buttons in this order whatever was built first
+        order = list(self.ACTIONS)  # keep the buttons in this order whatever was built first
         after = sum(1 for k in order[:order.index(key)] if k in self._buttons)
         self._bottom.insertWidget(2 + after, button)  # after the footer and the stretch
         self._buttons[key] = button
