@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from engine.cpu import native_gemm
 from engine.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -182,22 +183,6 @@ def _still_backs(model: Any, w: _Weights) -> bool:
     return len(inner.layers) == len(w.layers) and all(a.data_ptr() == b.data_ptr() for a, b in same)
 
 
-def _native_gemm(dtype: torch.dtype) -> bool:
-    """Whether this CPU has a fast matrix-product kernel for ``dtype`` (oneDNN's, with AVX-512 BF16/FP16
-    or AMX). Without one, torch falls back to a generic bf16 kernel: measured on a 2-core AVX2 EPYC,
-    a 256-token bf16 prefill ran at 36 tok/s against 232 tok/s in fp32."""
-    if dtype == torch.float32:
-        return True
-    try:
-        if dtype == torch.bfloat16:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        if dtype == torch.float16:
-            return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
-    except (AttributeError, RuntimeError):
-        pass
-    return True  # unknown: keep the model's own precision
-
-
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm, operation for operation (fp32 statistics), so results match bit for bit."""
     xf = x.float()
@@ -253,7 +238,7 @@ class FastRunner(ModelRunner):
         self._compiled = False
         self._want_compile = compile
         if upcast_prefill is None:  # auto: only where the low-precision kernel is the slow generic one
-            upcast_prefill = device.type == "cpu" and not _native_gemm(self._dtype)
+            upcast_prefill = device.type == "cpu" and not native_gemm(self._dtype)
         self._upcast_prefill = upcast_prefill
         super().__init__(model, use_kv_cache=True)
         if static:

@@ -169,19 +169,10 @@ def _hf_cache_snapshot(repo_id: str) -> Path:
 
 
 def cpu_has_native_bf16() -> bool:
-    """True when this CPU computes bf16 in hardware (AVX-512 BF16 or AMX); else bf16 is emulated and slow."""
-    import torch
+    """True when the engine treats this CPU as computing bf16 natively (``engine/cpu.py``; overridable)."""
+    from engine import cpu
 
-    # torch's own CPUID probes work on every OS; they are private, hence guarded.
-    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        check = getattr(torch.cpu, probe, None)
-        if check is not None and check():
-            return True
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text(errors="replace").split())
-    except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    return cpu.native_bf16()
 
 
 def resolve_device(device: str) -> str:

@@ -148,16 +148,6 @@ def test_tokenizer_failure_keeps_no_model(tiny_model_dir):
     assert built and built[0]() is None
 
 
-def test_cpu_bf16_probe_matches_cpu_flags():
-    from pathlib import Path
-
-    from engine.loader import cpu_has_native_bf16
-
-    flags = set(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").exists() else set()
-    if flags:
-        assert cpu_has_native_bf16() == bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
 def test_missing_folder_not_found(tmp_path):
     with pytest.raises(ModelNotFoundError):
         load_model(LoadSpec(model=str(tmp_path / "nope")))
