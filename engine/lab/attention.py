@@ -1,9 +1,17 @@
 """Experiment 5: attention weights of one layer and head over a sentence, and whether they look healthy.
 
-Capturing weights needs transformers' ``eager`` attention (``sdpa`` never materialises them), and
-eager is slower, so the model is switched to eager only for the capture and switched back before
-returning, even on error (``PreTrainedModel.set_attn_implementation`` changes the config the
-attention layers read on every call; no reload). Normal chat therefore keeps its fast kernel.
+Capturing weights needs an attention that materialises them (``sdpa`` never does), and that is
+slower, so the model is switched to it only for the capture and switched back before returning, even
+on error (``PreTrainedModel.set_attn_implementation`` changes the config the attention layers read on
+every call; no reload). Normal chat therefore keeps its fast kernel.
+
+The capture attention (``CAPTURE_ATTENTION``, registered in transformers' ``AttentionInterface``) is
+transformers' eager attention with one difference: it hands back the fp32 softmax it computed instead
+of casting it to the model's dtype first. The layer's output is the same as eager's (it multiplies the
+values by the probabilities cast to the model's dtype, as eager does), but the measures below work on
+fp32 probabilities whether the model runs in fp32 or bf16, so the lab's numbers do not depend on what
+``auto`` picked on this CPU. (Cast to bf16, rows summed to 1 only within 2e-3.) Hand-written because
+transformers offers no switch for the dtype of the returned weights.
 
 Measures, per head, over the query rows 1..n-1 (row 0 can only attend to itself):
 - first-token mass: mean weight on token 0. Above ``SINK_THRESHOLD`` the head is an *attention sink*
@@ -20,12 +28,41 @@ import threading
 import time
 from dataclasses import dataclass
 
+import torch
+from torch import nn
+from transformers import AttentionInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+from engine.errors import BadInputError
 from engine.lab.results import ExperimentResult, Heatmap, Series
 from engine.lab.runs import Progress, check_cancel, model_label, no_progress
 from engine.tokenview import TokenPiece, tokenize_view
 
 SINK_THRESHOLD = 0.5  # more than half of every query's weight on token 0, on average
 COLLAPSE_THRESHOLD = 0.9  # within 10% of the uniform distribution's entropy
+
+
+CAPTURE_ATTENTION = "miaohui_eager_fp32"
+
+
+def _eager_attention_fp32_probs(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
+                                **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention returning fp32 probabilities. query: (batch, heads, q, d); key/value: (batch,
+    kv_heads, k, d); mask: additive (batch, 1, q, k). Returns (batch, q, heads, d) and (batch, heads, q, k)."""
+    groups = query.shape[1] // key.shape[1]  # grouped-query attention: each K/V head serves ``groups`` heads
+    keys = key.repeat_interleave(groups, dim=1) if groups > 1 else key
+    values = value.repeat_interleave(groups, dim=1) if groups > 1 else value
+    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling  # (batch, heads, q, k)
+    if attention_mask is not None:
+        scores = scores + attention_mask[..., :keys.shape[-2]]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32)  # what eager computes, before its cast
+    output = torch.matmul(probs.to(query.dtype), values).transpose(1, 2).contiguous()
+    return output, probs
+
+
+AttentionInterface.register(CAPTURE_ATTENTION, _eager_attention_fp32_probs)
+ALL_MASK_ATTENTION_FUNCTIONS.register(CAPTURE_ATTENTION, eager_mask)  # the additive causal mask eager gets
 
 
 @dataclass(frozen=True)
@@ -51,26 +88,23 @@ class AttentionCapture:
     """Attention weights of every layer for one text (queries × keys), and the tokens' labels."""
 
     pieces: tuple[TokenPiece, ...]
-    weights: object  # torch.Tensor (layers, heads, seq, seq), float32, rows sum to 1
+    weights: torch.Tensor  # (layers, heads, seq, seq), float32 whatever the model's dtype, rows sum to 1
     attn_implementation_used: str
     attn_implementation_restored: str
 
 
 def capture_attention(loaded, text: str) -> AttentionCapture:
-    """Run one forward over ``text`` with eager attention and return every layer's weights."""
-    import torch
-
+    """Run one forward over ``text`` with the capture attention and return every layer's weights."""
     model = loaded.model
     view = tokenize_view(loaded.tokenizer, text)
     if not view.pieces:
-        from engine.errors import BadInputError
         raise BadInputError("nothing to look at: the text has no tokens")
     device = next(model.parameters()).device
     input_ids = torch.tensor([[p.token_id for p in view.pieces]], dtype=torch.long, device=device)  # (1, seq)
     previous = model.config._attn_implementation
     try:
-        if previous != "eager":
-            model.set_attn_implementation("eager")
+        if previous != CAPTURE_ATTENTION:
+            model.set_attn_implementation(CAPTURE_ATTENTION)
         used = model.config._attn_implementation
         with torch.inference_mode():
             out = model(input_ids=input_ids, output_attentions=True, use_cache=False)
@@ -92,8 +126,6 @@ def first_token_mass(weights):
 
 def normalised_entropy(weights):
     """Row entropy ÷ log(i+1) under the causal mask, averaged over rows 1..n-1: (..., seq, seq) -> (...)."""
-    import torch
-
     seq = weights.shape[-1]
     if seq < 2:
         return weights[..., 0, 0] * 0.0
@@ -122,7 +154,6 @@ def run_attention(loaded, cancel: threading.Event, *, layer: int | None = None, 
     facts = loaded.facts
     layer = facts.layers // 2 if layer is None else layer
     if not 0 <= layer < facts.layers or not 0 <= head < facts.heads:
-        from engine.errors import BadInputError
         raise BadInputError(f"layer must be 0..{facts.layers - 1} and head 0..{facts.heads - 1}")
     rows, heatmaps, series, flags = [], [], [], []
     summary: dict[str, object] = {"layer": layer, "head": head, "sink_threshold": SINK_THRESHOLD,
@@ -197,5 +228,5 @@ def run_attention(loaded, cancel: threading.Event, *, layer: int | None = None, 
                "pronoun_to_antecedent = weight from the pronoun's last token to the antecedent's tokens",
                "a sink on the first token is common in trained models (it parks unused weight); the flag says "
                "where it dominates",
-               "weights captured with eager attention for this experiment only; the model is switched back after"),
+               "weights captured with eager attention (fp32 softmax) for this experiment only; the model is switched back after"),
         model=model_label(loaded), elapsed_s=time.perf_counter() - started)

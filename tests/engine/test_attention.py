@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from engine.errors import BadInputError
-from engine.lab.attention import (COLLAPSE_THRESHOLD, SINK_THRESHOLD, capture_attention, first_token_mass,
-                                  normalised_entropy, run_attention, verdict)
+from engine.lab.attention import (CAPTURE_ATTENTION, COLLAPSE_THRESHOLD, SINK_THRESHOLD, capture_attention,
+                                  first_token_mass, normalised_entropy, run_attention, verdict)
 
 
 def causal_uniform(n: int) -> torch.Tensor:
@@ -25,13 +25,27 @@ def all_on_first(n: int) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    from engine.loader import LoadSpec, load_model
-
+def one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # shared CI cores: one thread avoids oversubscription stalls
-    yield load_model(LoadSpec(model=str(tiny_model_dir)))
+    yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir, one_thread):
+    """The tiny model as ``auto`` loads it: bf16 or fp32 depending on the CPU (or MIAOHUI_CPU_BF16)."""
+    from engine.loader import LoadSpec, load_model
+
+    return load_model(LoadSpec(model=str(tiny_model_dir)))
+
+
+@pytest.fixture(scope="module", params=["fp32", "bf16"])
+def tiny_in(request, tiny_model_dir, one_thread):
+    """The tiny model in each float precision, whatever ``auto`` picks on this CPU."""
+    from engine.loader import LoadSpec, load_model
+
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision=request.param))
 
 
 def test_uniform_attention_has_entropy_one():
@@ -73,16 +87,37 @@ def test_thresholds_are_what_the_notes_say():
     assert verdict(SINK_THRESHOLD, COLLAPSE_THRESHOLD - 0.01) == "focused"
 
 
-def test_capture_returns_causal_rows_summing_to_one_and_restores_sdpa(tiny):
-    model = tiny.model
+def test_capture_returns_causal_rows_summing_to_one_and_restores_sdpa(tiny_in):
+    """In fp32 and in bf16 alike: the probabilities are fp32, so rows sum to 1 within fp32 rounding."""
+    model = tiny_in.model
     assert model.config._attn_implementation == "sdpa"  # normal chat loads with the fast kernel
-    capture = capture_attention(tiny, "我昨天认识的那个人……他居然是我小学同学")
-    layers, heads, seq = tiny.facts.layers, tiny.facts.heads, len(capture.pieces)
+    capture = capture_attention(tiny_in, "我昨天认识的那个人……他居然是我小学同学")
+    layers, heads, seq = tiny_in.facts.layers, tiny_in.facts.heads, len(capture.pieces)
     assert capture.weights.shape == (layers, heads, seq, seq)
+    assert capture.weights.dtype == torch.float32
     assert torch.allclose(capture.weights.sum(dim=-1), torch.ones(layers, heads, seq), atol=1e-4)
     assert torch.all(torch.triu(capture.weights, diagonal=1) == 0)  # causal: nothing from the future
-    assert capture.attn_implementation_used == "eager"
+    assert capture.attn_implementation_used == CAPTURE_ATTENTION
     assert capture.attn_implementation_restored == "sdpa" and model.config._attn_implementation == "sdpa"
+
+
+def test_capture_attention_computes_what_eager_does(tiny_in):
+    """Same layer outputs as transformers' eager attention, same probabilities up to eager's final cast."""
+    model = tiny_in.model
+    ids = torch.tensor([[5, 17, 42, 99, 7, 3]])
+    outputs = {}
+    try:
+        for name in ("eager", CAPTURE_ATTENTION):
+            model.set_attn_implementation(name)
+            with torch.inference_mode():
+                outputs[name] = model(input_ids=ids, output_attentions=True, use_cache=False)
+    finally:
+        model.set_attn_implementation("sdpa")
+    eager, ours = outputs["eager"], outputs[CAPTURE_ATTENTION]
+    assert torch.equal(eager.logits, ours.logits)
+    for theirs, mine in zip(eager.attentions, ours.attentions):
+        assert mine.dtype == torch.float32
+        assert torch.equal(mine.to(theirs.dtype), theirs)
 
 
 def test_chat_after_capture_stays_on_sdpa(tiny):
@@ -116,7 +151,7 @@ def test_attention_experiment_rows_heatmaps_and_flags(tiny):
     assert len(zh.matrix) == len(zh.row_labels) == len(zh.col_labels) == result.summary["zh_tokens"]
     assert all(sum(row) == pytest.approx(1.0, abs=1e-3) for row in zh.matrix)
     assert "他" in zh.row_labels
-    assert result.summary["attn_implementation_during_capture"] == "eager"
+    assert result.summary["attn_implementation_during_capture"] == CAPTURE_ATTENTION
     assert result.summary["attn_implementation_after"] == "sdpa"
     # A random-weight model attends almost uniformly: the collapse measure must say so.
     assert result.summary["zh_chosen_verdict"] == "collapse (near-uniform)"
