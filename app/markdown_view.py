@@ -3,7 +3,11 @@
 Owns ``render_markdown`` / ``render_plain`` (build a QTextDocument) and ``MessageBrowser``, a
 read-only, auto-height text view for one message. Replies are Markdown with raw HTML disabled,
 so a model cannot inject markup; user text is inserted as plain characters, never parsed. No
-resource is ever loaded: ``MessageBrowser.loadResource`` refuses images and files, remote or local.
+resource is ever loaded: every Markdown image becomes inert text (``[image: URL]``) as soon as it is
+inserted, before any layout could ask for it, and every document built here is an ``InertDocument``
+whose ``loadResource`` answers with a blank placeholder. (A plain ``QTextDocument``, or a
+``QTextBrowser`` whose ``loadResource`` returns None, falls back to reading a local path itself: a
+reply's ``![x](/dev/zero)`` read without bound.)
 Fenced code blocks get a header with the language and a "Copy" anchor (``copy:<n>``) that puts
 the block's source on the clipboard. Owns no layout of the conversation (``widgets.chat_view``).
 """
@@ -19,8 +23,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name, guess_lexer
 from pygments.util import ClassNotFound
 from PySide6.QtCore import QSizeF, QUrl, Qt, Signal, Slot
-from PySide6.QtGui import (QColor, QDesktopServices, QGuiApplication, QPalette, QTextBlockFormat, QTextCursor,
-                           QTextDocument, QTextOption)
+from PySide6.QtGui import (QColor, QDesktopServices, QGuiApplication, QImage, QPalette, QTextBlockFormat,
+                           QTextCharFormat, QTextCursor, QTextDocument, QTextOption)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
 
 from app import theme as themes
@@ -39,6 +43,47 @@ class Segment:
     language: str = ""
     closed: bool = True  # False for a code block still streaming (no closing fence yet)
     start: int = 0  # offset of the segment (its opening fence, for code) in the text it was split from
+
+
+IMAGE_LABEL = "[image: {}]"
+_IMAGE_URL_SHOWN = 80  # characters of an image's URL shown in its placeholder text
+
+
+class InertDocument(QTextDocument):
+    """A text document that never loads a resource: not a file, not a URL, not a ``data:`` image."""
+
+    def loadResource(self, kind: int, name: QUrl) -> object:  # noqa: N802 (Qt override)
+        # Non-null, so Qt does not fall back to opening the path itself; 1×1 and transparent.
+        placeholder = QImage(1, 1, QImage.Format.Format_ARGB32)
+        placeholder.fill(0)
+        return placeholder
+
+
+def defuse_images(document: QTextDocument, start: int = 0) -> int:
+    """Replace every image from ``start`` on with inert text naming its URL; returns how many there were."""
+    replaced = 0
+    block = document.findBlock(start)
+    while block.isValid():
+        images = []
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.position() + fragment.length() > start and fragment.charFormat().isImageFormat():
+                images.append((fragment.position(), fragment.length(), fragment.charFormat()))
+            it += 1
+        for position, length, fmt in reversed(images):  # from the end, so earlier positions stay valid
+            url = fmt.toImageFormat().name()
+            shown = url if len(url) <= _IMAGE_URL_SHOWN else url[:_IMAGE_URL_SHOWN - 1] + "…"
+            text_format = QTextCharFormat()
+            text_format.setFontItalic(True)
+            cursor = QTextCursor(document)
+            cursor.setPosition(position)
+            cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+            # One U+FFFC per image; a run of adjacent images with one format is one fragment.
+            cursor.insertText(" ".join([IMAGE_LABEL.format(shown)] * length), text_format)
+            replaced += length
+        block = block.next()
+    return replaced
 
 
 def split_segments(text: str) -> list[Segment]:
@@ -126,20 +171,25 @@ def _insert_markdown(cursor: QTextCursor, text: str, separate: bool) -> None:
     Qt merges a fragment's first block into the (empty) block at the cursor and drops its block format
     (a heading would lose its level), or leaves that empty block behind (before a list): undo both.
     """
+    document = cursor.document()
     if not separate:
+        inserted_at = cursor.position()
         cursor.insertMarkdown(text, MARKDOWN_FEATURES)
+        defuse_images(document, inserted_at)
+        cursor.movePosition(QTextCursor.MoveOperation.End)
         return
     cursor.insertBlock(QTextBlockFormat())
     block_start = cursor.position()
     cursor.insertMarkdown(text, MARKDOWN_FEATURES)
-    block = cursor.document().findBlock(block_start)
+    defuse_images(document, block_start)
+    block = document.findBlock(block_start)
     following = block.next()
     if block.length() == 1 and following.isValid() and QTextCursor(following).currentTable() is None:
         eraser = QTextCursor(block)
         eraser.movePosition(QTextCursor.MoveOperation.NextBlock, QTextCursor.MoveMode.KeepAnchor)
         eraser.removeSelectedText()
     else:
-        alone = QTextDocument()
+        alone = InertDocument()  # only its first block's format is read; never laid out
         QTextCursor(alone).insertMarkdown(text, MARKDOWN_FEATURES)
         QTextCursor(block).setBlockFormat(alone.firstBlock().blockFormat())
     cursor.movePosition(QTextCursor.MoveOperation.End)
@@ -182,6 +232,7 @@ class MessageBrowser(QTextBrowser):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setDocument(InertDocument(self))
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setOpenLinks(False)  # every click goes through on_anchor_clicked: copy or an explicit web link
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -254,8 +305,8 @@ class MessageBrowser(QTextBrowser):
         self._fit()
 
     def loadResource(self, kind: int, name: QUrl) -> object:  # noqa: N802 (Qt override)
-        """Refuse every resource: a reply must never make the app read a file or touch the network."""
-        return None
+        """Never load anything: a reply must not make the app read a file or touch the network."""
+        return self.document().loadResource(kind, name)
 
     @Slot(QUrl)
     def on_anchor_clicked(self, url: QUrl) -> None:
