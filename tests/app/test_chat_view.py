@@ -52,7 +52,9 @@ def test_reply_markdown_renders_but_raw_html_does_not(qtbot):
     assert "**" not in plain.split("\n")[1].split("<b>")[0]  # Markdown was interpreted …
     assert "<b>bold?</b>" in plain and "<script>" in plain  # … raw HTML was kept as text
     assert browser.document().firstBlock().blockFormat().headingLevel() == 1
-    assert browser.loadResource(2, QUrl("file:///etc/passwd")) is None  # nothing is ever fetched
+    # Nothing is ever fetched: a blank 1×1 placeholder, not None (on None Qt reads the file itself, issue 18).
+    placeholder = browser.loadResource(2, QUrl("file:///etc/passwd"))
+    assert placeholder.width() == placeholder.height() == 1
 
 
 def test_code_blocks_are_highlighted_and_copyable(qtbot):
