@@ -1,9 +1,10 @@
 """Text in and out of token ids: the prompt from a conversation, and the reply's text as it streams.
 
-In: the conversation is checked, sanitised and rendered with the tokenizer's own chat template
-(``apply_chat_template`` with the generation prompt). When prompt + reply budget exceed the model's
-context, the oldest messages are dropped (never the system prompt, never the newest user message) and
-counted; a message that cannot fit even alone is refused with ``ContextTooLongError``.
+In: the conversation is checked, sanitised and rendered with the tokenizer's own chat template (as
+``apply_chat_template`` with the generation prompt would, but bounded in time and size and cancellable:
+``engine.chat_template``). When prompt + reply budget exceed the model's context, the oldest messages
+are dropped (never the system prompt, never the newest user message) and counted; a message that
+cannot fit even alone is refused with ``ContextTooLongError``.
 
 Sanitising (documented choice): NUL characters are removed (they are invisible, and C-string code
 paths below Python may truncate at them); lone UTF-16 surrogates, which Python strings can hold but
@@ -16,14 +17,19 @@ character is complete. This module owns no model, no cache and no sampling.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from engine.chat_template import deadline_after, render_text
 from engine.errors import BadInputError, ContextTooLongError
 from engine.events import ROLES, Message
 
 REPLACEMENT = "\ufffd"
+# The template ``render`` hands apply_chat_template: the text engine.chat_template rendered, unchanged.
+_RENDERED = "miaohui_rendered_chat"
+_VERBATIM = "{{ %s }}" % _RENDERED
 # A byte-level token run that still does not decode after this many tokens is not a character being
 # built up but genuinely invalid bytes: let it out (with U+FFFD) rather than stall the stream.
 _MAX_HELD_TOKENS = 8
@@ -62,12 +68,21 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
     return clean
 
 
-def render(tokenizer: Any, messages: Sequence[Message]) -> list[int]:
-    """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt."""
+def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event | None = None,
+           deadline: float | None = None) -> list[int]:
+    """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt.
+
+    The ids ``apply_chat_template(tokenize=True)`` gives, with the template run within bounds
+    (engine.chat_template): ``TemplateError`` for a failing or runaway template, ``CancelledError``.
+    """
     if not getattr(tokenizer, "chat_template", None):
         raise BadInputError("this model's tokenizer has no chat template, so it cannot chat")
     conversation = [{"role": m.role, "content": m.content} for m in messages]
-    ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True, return_dict=False)
+    text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline)
+    # apply_chat_template still tokenises, given a template that writes the bounded rendering verbatim:
+    # the ids stay the library's, whatever it does between rendering and tokenising.
+    ids = tokenizer.apply_chat_template(conversation, chat_template=_VERBATIM, add_generation_prompt=True,
+                                        tokenize=True, return_dict=False, **{_RENDERED: text})
     return [int(i) for i in ids]
 
 
@@ -114,23 +129,26 @@ class Prompt:
     max_new_tokens: int  # the request's budget, lowered if the context has less room
 
 
-def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, max_new_tokens: int) -> Prompt:
+def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, max_new_tokens: int,
+                 cancel: threading.Event | None = None) -> Prompt:
     """Check, sanitise, render and trim ``messages`` to fit ``context_max`` with ``max_new_tokens`` of reply.
 
     Trimming drops whole leading messages after the system prompt and always restarts the kept
     history at a user message (chat templates expect user/assistant alternation). When even the
     system prompt plus the newest message leave less than ``max_new_tokens`` of room, the reply
-    budget shrinks to the room there is; with no room at all, ``ContextTooLongError``.
+    budget shrinks to the room there is; with no room at all, ``ContextTooLongError``. Every rendering
+    shares one template deadline (trimming renders several times) and stops once ``cancel`` is set.
     """
     clean = check_messages(messages)
     _refuse_if_surely_too_long(tokenizer, clean[-1], context_max)
     system = clean[:1] if clean[0].role == "system" else []
     rest = clean[len(system):]
+    deadline = deadline_after()
 
     def fits(ids: list[int]) -> bool:
         return len(ids) + max_new_tokens <= context_max
 
-    ids = render(tokenizer, clean)
+    ids = render(tokenizer, clean, cancel, deadline)
     if fits(ids):
         return Prompt(tuple(ids), 0, max_new_tokens)
 
@@ -142,7 +160,7 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     rendered: dict[int, list[int]] = {}
     while lo <= hi:
         mid = (lo + hi) // 2
-        rendered[mid] = render(tokenizer, system + rest[cuts[mid]:])
+        rendered[mid] = render(tokenizer, system + rest[cuts[mid]:], cancel, deadline)
         if fits(rendered[mid]):
             best, hi = mid, mid - 1
         else:
@@ -154,11 +172,11 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     shortest, dropped = ids, 0
     if cuts:
         dropped = cuts[-1]
-        shortest = rendered.get(len(cuts) - 1) or render(tokenizer, system + rest[dropped:])
+        shortest = rendered.get(len(cuts) - 1) or render(tokenizer, system + rest[dropped:], cancel, deadline)
     room = context_max - len(shortest)
     if room >= 1:
         return Prompt(tuple(shortest), dropped, room)
-    alone = len(render(tokenizer, rest[-1:]))
+    alone = len(render(tokenizer, rest[-1:], cancel, deadline))
     if system and alone < context_max:
         raise ContextTooLongError(
             f"the system prompt and your message need {len(shortest)} tokens but this model's context holds "

@@ -13,6 +13,7 @@ the only thing another thread touches.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from engine.context import IncrementalDecoder, build_prompt
+from engine.errors import CancelledError, printable
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
 from engine.runner import ModelRunner, make_runner
@@ -47,7 +49,8 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def _one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    # printable: the first line may still hold a carriage return or an escape sequence from the text.
+    return printable(f"{type(exc).__name__}: {lines[0]}") if lines else type(exc).__name__
 
 
 @dataclass
@@ -106,16 +109,26 @@ class ChatSession:
                  cancel: threading.Event | None = None) -> Iterator[Event]:
         """Render, trim and stream a reply to ``messages``.
 
-        Raises ``BadInputError`` / ``ContextTooLongError`` here, before anything runs; every later
-        failure becomes the final ``Finished(reason="error")``. Iterate the result right away: the
-        submit time (for TTFT) is taken now.
+        Raises ``BadInputError`` / ``ContextTooLongError`` / ``TemplateError`` here, before anything
+        runs; every later failure becomes the final ``Finished(reason="error")``. A cancel while the
+        prompt renders gives a stream of one ``Finished(reason="cancelled")``. Iterate the result right
+        away: the submit time (for TTFT) is taken now.
         """
         t_submit = self._clock()
         config = config or SamplingConfig()
+        cancel = cancel or threading.Event()
         context_max = self.loaded.facts.context_length or _UNKNOWN_CONTEXT
-        prompt = build_prompt(self.loaded.tokenizer, messages, context_max, config.max_new_tokens)
+        # A budget beyond the context cannot be used: cap it there first, so no size derived from it
+        # (the sampler's id buffer) is ever larger than the context (--max-new-tokens 10**12).
+        budget = min(config.max_new_tokens, context_max)
+        try:
+            prompt = build_prompt(self.loaded.tokenizer, messages, context_max, budget, cancel)
+        except CancelledError:
+            return iter([Finished("cancelled", "")])  # nothing ran: no metrics to report
+        if prompt.max_new_tokens != config.max_new_tokens:
+            config = dataclasses.replace(config, max_new_tokens=prompt.max_new_tokens)
         self._request += 1
-        return self._stream(prompt, config, cancel or threading.Event(), t_submit, self._request)
+        return self._stream(prompt, config, cancel, t_submit, self._request)
 
     # -- the loop ------------------------------------------------------------------------------
     def _stream(self, prompt: Any, config: SamplingConfig, cancel: threading.Event, t_submit: float,

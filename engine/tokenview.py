@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, replace
 
+from engine.chat_template import render_text
 from engine.errors import BadInputError
 
 MAX_CHARS = 200_000  # a tokenizer view of a whole book is not useful and would freeze the table
@@ -85,13 +86,14 @@ def _coverage(pieces) -> tuple[Counter, set[int]]:
     return cover, {i for i, n in cover.items() if n > 1}
 
 
-def tokenize_view(tokenizer, text: str, *, with_template: bool = False) -> TokenView:
+def tokenize_view(tokenizer, text: str, *, with_template: bool = False,
+                  cancel: threading.Event | None = None) -> TokenView:
     """Tokenise ``text`` as the model sees it; with ``with_template`` as a user turn in the chat template."""
     if len(text) > MAX_CHARS:
         raise BadInputError(f"text too long for the tokenizer view ({len(text):,} characters, at most {MAX_CHARS:,})")
     if with_template:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                             add_generation_prompt=True)
+        text = render_text(tokenizer, [{"role": "user", "content": text}], add_generation_prompt=True,
+                           cancel=cancel)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids: list[int] = list(encoded["input_ids"])
     offsets = [tuple(span) for span in encoded["offset_mapping"]]
@@ -126,4 +128,4 @@ def tokenize_view(tokenizer, text: str, *, with_template: bool = False) -> Token
 def token_view(loaded, cancel: threading.Event | None = None, *, text: str,
                with_template: bool = False) -> TokenView:
     """``submit_task``-shaped entry for the GUI: runs on the model's worker thread."""
-    return tokenize_view(loaded.tokenizer, text, with_template=with_template)
+    return tokenize_view(loaded.tokenizer, text, with_template=with_template, cancel=cancel)

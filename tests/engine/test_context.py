@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from engine.context import IncrementalDecoder, build_prompt, check_messages, render, sanitise_text
-from engine.errors import BadInputError, ContextTooLongError
+from engine.errors import BadInputError, CancelledError, ContextTooLongError, TemplateError
 from engine.events import Message
 from tests.helpers.tiny_model import build_tiny_tokenizer
 
@@ -129,3 +131,22 @@ def test_flush_lets_out_an_incomplete_character(tok):
     decoder = IncrementalDecoder(tok)
     assert decoder.push(ids[0]) == ""
     assert decoder.flush() == "\ufffd"
+
+
+def test_a_runaway_template_is_refused_with_one_line_instead_of_running(tok):
+    # Issue 18: nested loops over huge ranges ran for minutes at 9 GB; a template's own error was a traceback.
+    own = tok.chat_template
+    tok.chat_template = "{% for i in range(10**9) %}{% for j in range(10**9) %}{{ j }}{% endfor %}{% endfor %}"
+    try:
+        with pytest.raises(TemplateError) as info:
+            build_prompt(tok, _history(1), context_max=256, max_new_tokens=16)
+        assert "\n" not in str(info.value)
+    finally:
+        tok.chat_template = own  # the module's tokenizer: back to its own template
+
+
+def test_cancel_stops_trimming_renders(tok):
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(CancelledError):
+        build_prompt(tok, _history(40), context_max=256, max_new_tokens=16, cancel=cancel)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import threading
+import time
 
 import pytest
 import torch
 
 from engine.context import render
-from engine.errors import BadInputError, ContextTooLongError
+from engine.errors import BadInputError, ContextTooLongError, TemplateError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.loader import LoadSpec, load_model
 from engine.runner import ModelRunner
@@ -329,3 +331,37 @@ def test_reserved_threads_apply_to_decode_only_and_are_restored(loaded):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _model_with_template(tiny_model_dir, folder, template: str):
+    """The tiny model with its chat template replaced (a downloaded model's template is its author's code)."""
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    return load_model(LoadSpec(model=str(folder), precision="fp32", device="cpu"))
+
+
+def test_stop_while_a_runaway_template_renders_finishes_cancelled(tiny_model_dir, tmp_path):
+    # Issue 18: loops with no output, call or lookup inside ran for minutes and Stop had no effect.
+    silent = ("{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% for k in r %}"
+              "{% endfor %}{% endfor %}{% endfor %}")
+    session = ChatSession(_model_with_template(tiny_model_dir, tmp_path / "m", silent))
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    events = list(session.generate(CHAT, GREEDY, cancel))
+    assert time.monotonic() - start < 2
+    assert len(events) == 1 and isinstance(events[0], Finished) and events[0].reason == "cancelled"
+    # Not cancelled, the same template is refused at its deadline with one line.
+    with pytest.raises(TemplateError, match="took more than 5 s") as info:
+        session.generate(CHAT, GREEDY)
+    assert "\n" not in str(info.value)
+
+
+def test_a_budget_beyond_the_context_is_capped_by_it(loaded):
+    # --max-new-tokens 10**12 with a repetition penalty once sized a buffer of 10**12 ids (8 TB) and failed;
+    # the budget is capped by the context (256 positions here), so the reply simply runs to the end of it.
+    config = SamplingConfig(temperature=0.0, max_new_tokens=10**12, repetition_penalty=1.3)
+    events = run(ChatSession(loaded), [Message("user", "Hi")], config)
+    finished = events[-1]
+    assert finished.reason in ("eos", "length"), finished.error
+    assert 0 < finished.metrics.context_tokens <= loaded.facts.context_length == 256
