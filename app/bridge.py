@@ -39,6 +39,12 @@ FLUSH_INTERVAL_MS = 33  # ~30 Hz: faster than the eye reads, slow enough that a 
 
 TaskFn = Callable[[LoadedModel, threading.Event], object]
 
+# Engine threads that ignored their cancel past shutdown's bounded wait (stuck in a long C call), with
+# their workers. Kept here, never destroyed: Qt aborts the process when a running QThread is destroyed,
+# which would happen as soon as the Bridge (a child of the window) went. ``app.main`` then ends the
+# process with ``os._exit`` once history is closed.
+_ABANDONED: list[tuple[QThread, QObject]] = []
+
 
 @dataclass
 class _Job:
@@ -311,7 +317,13 @@ class Bridge(QObject):
             job.cancel.set()
 
     def shutdown(self, timeout_ms: int = 5000) -> bool:
-        """Cancel everything, stop the thread and wait for it at most ``timeout_ms``. True if it ended."""
+        """Cancel everything, stop the thread and wait for it at most ``timeout_ms``. True if it ended.
+
+        Truthful on every call: a repeated call waits no more but reports whether the thread has ended
+        by now (the caller decides from it whether the process may exit normally, see ``app.main``).
+        A thread that did not end is kept referenced for the rest of the process (``_ABANDONED``):
+        destroying a running QThread aborts the process.
+        """
         if self._closed:
             return not self._thread.isRunning()
         self._closed = True
@@ -323,6 +335,7 @@ class Bridge(QObject):
             self._worker.release()
         else:
             log.error("engine thread did not stop within %d ms", timeout_ms)
+            _ABANDONED.append((self._thread, self._worker))
         return finished
 
     def flush_pending(self) -> None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QMainWindow, QM
 
 from app.bridge import Bridge
 from app.settings import Settings
-from app.store import HistoryStore, MessageRow, PerfRecord, StoreError
+from app.store import ConflictError, HistoryStore, MessageRow, PerfRecord, StoreError
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea
@@ -264,8 +264,10 @@ class MainWindow(QMainWindow):
             if self._cid is not None:
                 self._show_conversation_in_list(self._cid)
         if self._editing_index is not None:
-            self._cut_history(self._editing_index)
+            cut = self._cut_history(self._editing_index)
             self._set_editing(None)
+            if not cut:
+                return False  # the typed text stays in the prompt, to send again on the reloaded chat
         mid = self._write(self.store.add_message, self._cid, "user", text) if self._cid is not None else None
         self.chat.add_message(ShownMessage("user", text, mid))
         self.prompt.clear()
@@ -318,23 +320,37 @@ class MainWindow(QMainWindow):
         self._update_state()
         return True
 
-    def _cut_history(self, index: int) -> None:
-        """Delete message ``index`` and everything after it, on screen and in the store."""
+    def _cut_history(self, index: int) -> bool:
+        """Delete message ``index`` and everything after it, on screen and in the store.
+
+        False, with nothing deleted, when another window (another process on the same history) added
+        messages to this chat after the ones shown here: the chat is reloaded to show them instead.
+        """
         shown = self.chat.messages()
         if index >= len(shown):
-            return
+            return True
         mid = shown[index].message_id
         if mid is not None and self._cid is not None:
-            self._write(self.store.delete_messages_from, self._cid, mid)
+            known = [m.message_id for m in shown[index:] if m.message_id is not None]
+            try:
+                self.store.delete_messages_from(self._cid, mid, known_ids=known)
+            except ConflictError as exc:
+                self.messages.show_message(f"{str(exc).capitalize()}. It is reloaded: try again.", "warning")
+                self.open_conversation(self._cid)
+                return False
+            except StoreError as exc:
+                self._warn_unsaved(exc)
         self.chat.remove_from(index)
+        return True
 
     def _finish_reply(self, reason: str, text: str, perf: PerfRecord | None, error: str | None) -> None:
         self._save_timer.stop()
         footer = _footer(perf)
         same_view = self._gen_cid == self._cid
         if self._reply_mid is not None:
-            if not text and reason == "error":
-                self._write(self.store.delete_messages_from, self._gen_cid, self._reply_mid)
+            if not text and reason == "error":  # only the empty reply goes, never what another window added
+                self._write(self.store.delete_messages_from, self._gen_cid, self._reply_mid,
+                            known_ids=(self._reply_mid,))
             else:
                 self._write(self.store.update_message, self._reply_mid, text, finish_reason=reason, perf=perf)
         if same_view and self.chat.is_streaming():
@@ -529,8 +545,8 @@ class MainWindow(QMainWindow):
         shown = self.chat.messages()
         if self._generating or not shown or shown[-1].role != "assistant" or self._facts is None:
             return
-        self._cut_history(len(shown) - 1)
-        self._start_reply()
+        if self._cut_history(len(shown) - 1):
+            self._start_reply()
 
     @Slot()
     def on_chat_continue_requested(self) -> None:
@@ -585,16 +601,30 @@ class MainWindow(QMainWindow):
         try:
             return fn(*args, **kwargs)
         except StoreError as exc:
-            if not self._store_warned:
-                self.messages.show_message(f"History not saved: {exc}", "warning")
-                self._store_warned = True
+            self._warn_unsaved(exc)
             return None
+
+    def _warn_unsaved(self, exc: StoreError) -> None:
+        if not self._store_warned:  # once: a read-only history would otherwise repeat it on every save
+            self.messages.show_message(f"History not saved: {exc}", "warning")
+            self._store_warned = True
+
+    @Slot()
+    def bring_to_front(self) -> None:
+        """Show this window on top (a second start of the app on the same data folder asked for it)."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
 
     # -- closing --------------------------------------------------------------------------------------
     def shutdown(self) -> bool:
-        """Stop work, join the engine thread (bounded), keep the partial reply. Idempotent."""
+        """Stop work, join the engine thread (bounded), keep the partial reply. True if the engine thread
+        ended. Idempotent, and truthful when called again: ``app.main`` calls it after ``closeEvent`` did,
+        and must not exit normally while the thread runs (Qt would abort destroying it)."""
         if self._closing:
-            return True
+            return self.bridge.shutdown(SHUTDOWN_WAIT_MS)  # already closed: reports, waits no more
         self._closing = True
         self._save_timer.stop()
         self.bridge.stop()

@@ -14,6 +14,11 @@ Durability rules, each a test in ``tests/app/test_store*.py``:
   read-only and never written (every write raises ``ReadOnlyStoreError``).
 - A file that cannot be opened for writing (permissions, a file where the folder should be) is shown
   read-only, or the session's chats are kept in memory; the app always starts.
+- Several processes may open one file at once (two windows, or two instances started together on a new
+  data folder): opening (inspect, quarantine, create or migrate) and closing (the final WAL checkpoint)
+  run one process at a time under an advisory lock on the folder, and the schema version is read again
+  inside the write transaction that creates or migrates it. ``delete_messages_from`` can be told which
+  messages the caller knows and then refuses (``ConflictError``) to delete one another process added.
 - Text round-trips exactly, NUL bytes included. Lone surrogates are not Unicode text and cannot be UTF-8
   encoded: they are stored as U+FFFD (a valid surrogate pair is joined into its character).
 """
@@ -30,11 +35,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 from app.store_repair import RepairedText, aside_name, as_number, as_text, decode_text, is_utf8, read_rows
 
 SCHEMA_VERSION = 2
+OPEN_LOCK_TIMEOUT_S = 30.0  # another process opening (a salvage of a big damaged file included) takes far less
 DEFAULT_TITLE = "New chat"
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
@@ -44,7 +50,7 @@ _TITLE_MAX = 48
 # AUTOINCREMENT: a message id deleted by "regenerate" is never handed out again, so a stale id the
 # window still holds can only miss, never hit a different message.
 _SCHEMA_V2 = """
-CREATE TABLE conversations (
+CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     title TEXT NOT NULL,
     created REAL NOT NULL,
@@ -52,7 +58,7 @@ CREATE TABLE conversations (
     system_prompt TEXT NOT NULL DEFAULT '',
     settings TEXT NOT NULL DEFAULT '{}'
 );
-CREATE TABLE messages (
+CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     role TEXT NOT NULL,
@@ -61,7 +67,7 @@ CREATE TABLE messages (
     finish_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
-CREATE TABLE perf (
+CREATE TABLE IF NOT EXISTS perf (
     message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
     record TEXT NOT NULL
 );
@@ -74,6 +80,10 @@ class StoreError(Exception):
 
 class ReadOnlyStoreError(StoreError):
     """A write was attempted on a history opened read-only (written by a newer Miaohui)."""
+
+
+class ConflictError(StoreError):
+    """The conversation was changed by another process (another window) since the caller read it."""
 
 
 class NotFoundError(StoreError, KeyError):
@@ -214,15 +224,18 @@ class HistoryStore:
         self._conn: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            version, problem = self._inspect()
-            if version is not None and version > SCHEMA_VERSION:
-                self._open_read_only(version, problem)
-            elif problem is not None:
-                self._quarantine_and_salvage(problem)
-                self._conn = self._connect()
-            else:
-                self._conn = self._connect()
-                self._upgrade(version or 0)
+            # One process at a time: another one creating, salvaging or checkpointing the file at close
+            # would otherwise look half-made to _inspect (a healthy file taken for a damaged one).
+            with _folder_lock(self.path.parent):
+                version, problem = self._inspect()
+                if version is not None and version > SCHEMA_VERSION:
+                    self._open_read_only(version, problem)
+                elif problem is not None:
+                    self._quarantine_and_salvage(problem)
+                    self._conn = self._connect()
+                else:
+                    self._conn = self._connect()
+                    self._upgrade(version or 0)
         except (sqlite3.Error, OSError, StoreError) as exc:
             self._fall_back(exc)
         self._report_damaged_rows()
@@ -308,28 +321,35 @@ class HistoryStore:
             self.notices.append(f"History at {self.path} cannot be opened ({reason}); this session's chats "
                                 "are kept in memory only.")
 
-    def _upgrade(self, version: int) -> None:
-        if version == 0:
-            with self._write() as c:
+    def _upgrade(self, found: int) -> None:
+        """Create or migrate the schema; ``found`` is the version ``_inspect`` read before the file was open."""
+        if found == SCHEMA_VERSION:
+            return
+        backup = None
+        if found > 0:
+            backup = aside_name(self.path, f"v{found}-backup")
+            target = sqlite3.connect(backup)
+            try:
+                self._conn.backup(target)  # consistent copy, WAL content included
+            finally:
+                target.close()
+        with self._write() as c:  # all steps in one transaction: a crash leaves the old version intact
+            # Read again under the write lock: another process (where the folder lock is unavailable) may
+            # have created or migrated the file since ``found`` was read; doing it twice would fail.
+            version = c.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"history was just upgraded by a newer Miaohui (schema v{version})")
+            if version == 0:
                 for statement in _SCHEMA_V2.split(";"):
                     if statement.strip():
                         c.execute(statement)
-                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            return
-        if version == SCHEMA_VERSION:
-            return
-        backup = aside_name(self.path, f"v{version}-backup")
-        target = sqlite3.connect(backup)
-        try:
-            self._conn.backup(target)  # consistent copy, WAL content included
-        finally:
-            target.close()
-        with self._write() as c:  # all steps in one transaction: a crash leaves the old version intact
-            for step in range(version, SCHEMA_VERSION):
-                _MIGRATIONS[step](c)
+            else:
+                for step in range(version, SCHEMA_VERSION):
+                    _MIGRATIONS[step](c)
             c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        self.notices.append(f"History upgraded from schema v{version} to v{SCHEMA_VERSION}; "
-                            f"a backup of the old file is at {backup}.")
+        if backup is not None and version < SCHEMA_VERSION:
+            self.notices.append(f"History upgraded from schema v{version} to v{SCHEMA_VERSION}; "
+                                f"a backup of the old file is at {backup}.")
 
     def _quarantine_and_salvage(self, problem: str) -> None:
         quarantine = aside_name(self.path, "corrupt")
@@ -523,11 +543,23 @@ class HistoryStore:
                 c.execute("INSERT OR REPLACE INTO perf(message_id, record) VALUES (?, ?)", (mid, perf.to_json()))
             c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), row[0]))
 
-    def delete_messages_from(self, cid: int, mid: int) -> None:
-        """Delete message ``mid`` and every later message of ``cid`` (edit and resend, regenerate)."""
+    def delete_messages_from(self, cid: int, mid: int, known_ids: Collection[int] | None = None) -> None:
+        """Delete message ``mid`` and every later message of ``cid`` (edit and resend, regenerate).
+
+        ``known_ids``: the messages from ``mid`` on that the caller has shown. When the conversation holds
+        a later one the caller has not seen (another window added it), nothing is deleted and
+        ``ConflictError`` is raised: cutting there would throw away that window's newer messages.
+        """
         with self._write() as c:
             if c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?", (mid, cid)).fetchone() is None:
                 raise NotFoundError(f"message {mid} not found in conversation {cid}")
+            if known_ids is not None:
+                known = set(known_ids)
+                unseen = [row[0] for row in c.execute("SELECT id FROM messages WHERE conversation_id = ? AND id >= ?",
+                                                      (cid, mid)) if row[0] not in known]
+                if unseen:
+                    raise ConflictError("this chat was changed in another window since it was opened; "
+                                        "nothing was deleted")
             c.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?", (cid, mid))
             c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), cid))
 
@@ -543,15 +575,57 @@ class HistoryStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
+            if self._conn is None:
+                return
+            try:
+                # The last connection's close checkpoints the WAL into the file and deletes it: not while
+                # another process is inspecting the file to open it.
+                with _folder_lock(self.path.parent):
+                    self._conn.close()
+            except StoreError:  # the lock stayed busy: close anyway, a committed row is never lost by it
                 self._conn.close()
-                self._conn = None
+            self._conn = None
 
     def __enter__(self) -> HistoryStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def _folder_lock(folder: Path, timeout_s: float | None = None) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``folder`` (``flock`` on the directory itself, so no lock file
+    appears beside a history that must stay untouched). Raises ``StoreError`` after ``timeout_s``.
+
+    Where there is no ``flock`` (Windows) or the folder cannot be opened, it holds nothing: the version
+    re-check inside the write transaction still keeps concurrent schema creation safe there.
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + (OPEN_LOCK_TIMEOUT_S if timeout_s is None else timeout_s)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"history is busy: another Miaohui has been opening {folder} for too long")
+                time.sleep(0.02)
+            except OSError:  # a filesystem without flock (some network mounts): go on unlocked
+                break
+        yield  # flock is released when fd closes
+    finally:
+        os.close(fd)
 
 
 def _check(role: str | None, finish_reason: str | None) -> None:

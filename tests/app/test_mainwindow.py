@@ -167,3 +167,52 @@ def test_tokenizer_tab_follows_the_prompt_being_written(qtbot, make_window):
     assert window.tokenizer_view.input.toPlainText() == "我昨天认识的那个人"
     assert [window.side_tabs.tabText(i) for i in range(window.side_tabs.count())][-3:] == [
         "Model card", "Tokenizer", "Lab"]
+
+
+def test_shutdown_stays_truthful_when_called_again_while_the_engine_is_stuck(qtbot, make_window, monkeypatch):
+    """closeEvent's shutdown and main()'s second one must both say the engine thread still runs: main()
+    exits normally only on True, and a running QThread destroyed at exit aborts the process."""
+    import threading
+
+    import app.mainwindow
+
+    monkeypatch.setattr(app.mainwindow, "SHUTDOWN_WAIT_MS", 200)
+    window = make_window()
+    running, release = threading.Event(), threading.Event()
+
+    def stuck(_loaded, _cancel) -> None:  # ignores its cancel flag, like a forward stuck in a C call
+        running.set()
+        release.wait(30)
+
+    window.bridge.submit_task(stuck)
+    qtbot.waitUntil(running.is_set, timeout=5000)
+    try:
+        assert window.shutdown() is False
+        assert window.shutdown() is False  # used to say True: main() then returned and Qt aborted
+    finally:
+        release.set()
+    qtbot.waitUntil(lambda: not window.bridge._thread.isRunning(), timeout=5000)
+    assert window.shutdown() is True  # the thread ended meanwhile: now the truth is True
+
+
+def test_regenerate_never_deletes_what_another_window_added_to_the_chat(qtbot, make_window, store):
+    """Two windows (two processes, two stores on one file) show one chat; the other one adds a turn. A
+    Regenerate here used to delete that turn with this window's reply; now it reloads the chat instead."""
+    from app.store import HistoryStore
+
+    window = make_window(max_new_tokens=4)
+    send_and_wait(qtbot, window, "first question")
+    cid = window.current_conversation()
+    with HistoryStore(store.path) as other:
+        later = [other.add_message(cid, "user", "asked in the other window"),
+                 other.add_message(cid, "assistant", "answered in the other window")]
+    before = [m.id for m in store.messages(cid)]
+    assert before[2:] == later
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)  # the job ends just after its Finished
+    window.on_chat_regenerate_requested()
+    assert not window.is_generating() and not window.bridge.is_busy()  # refused: no reply started
+    assert [m.id for m in store.messages(cid)] == before  # nothing deleted, nothing added
+    assert [m.text for m in window.chat.messages()][2:] == ["asked in the other window", "answered in the other window"]
+    assert window.messages.level == "warning" and "another window" in window.messages.text()
+    assert send_and_wait(qtbot, window, "and now?") == "length"  # the reloaded chat goes on normally
+    assert [m.id for m in store.messages(cid)][:4] == before

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from app.store import (DEFAULT_TITLE, HistoryStore, NotFoundError, PerfRecord, SCHEMA_VERSION, auto_title,
-                       default_path)
+from app.store import (DEFAULT_TITLE, ConflictError, HistoryStore, NotFoundError, PerfRecord, SCHEMA_VERSION,
+                       auto_title, default_path)
 
 METRICS = {"ttft_s": 0.0862, "prefill_tok_s": 1600.4, "decode_tok_s": 41.83, "prompt_tokens": 40,
            "generated_tokens": 128, "kv_cache_bytes": 3_040_000, "weights_bytes": 269_060_000,
@@ -188,6 +188,24 @@ def test_delete_messages_from_cuts_the_tail_and_ids_are_not_reused(store):
     assert new > max(ids + [foreign])
     with pytest.raises(NotFoundError):
         store.delete_messages_from(cid, foreign)
+
+
+def test_delete_from_refuses_to_drop_messages_another_store_added(tmp_path):
+    """One conversation open in two windows (two processes, two stores on one file): a regenerate in the
+    first used to delete the second's newer messages with its own stale reply."""
+    path = tmp_path / "history.sqlite3"
+    with HistoryStore(path) as first, HistoryStore(path) as second:
+        cid = first.create_conversation()
+        question, reply = first.add_message(cid, "user", "q1"), first.add_message(cid, "assistant", "a1")
+        later = [second.add_message(cid, "user", "q2"), second.add_message(cid, "assistant", "a2")]
+        with pytest.raises(ConflictError) as refused:  # the first window regenerates a1, knowing only a1
+            first.delete_messages_from(cid, reply, known_ids=[reply])
+        assert "another window" in str(refused.value) and "\n" not in str(refused.value)
+        assert [m.id for m in second.messages(cid)] == [question, reply, *later]  # nothing deleted
+        second.delete_messages_from(cid, later[1], known_ids=[later[1]])  # it knows everything from a2 on
+        assert [m.id for m in first.messages(cid)] == [question, reply, later[0]]
+        first.delete_messages_from(cid, later[0], known_ids=[later[0], 10_000])  # known ids already gone are fine
+        assert [m.id for m in second.messages(cid)] == [question, reply]
 
 
 def test_open_a_thousand_message_conversation(tmp_path, capsys):

@@ -264,3 +264,48 @@ def test_an_unopenable_location_still_gives_a_working_store_in_memory(tmp_path):
         store.add_message(cid, "user", "still works")
         assert [m.text for m in store.messages(cid)] == ["still works"]
     assert blocker.read_text() == "a file where the data folder should be"
+
+
+# ---------------------------------------------------------------- two instances on one data folder
+
+_OPEN_AND_SAVE = """
+import json, sys, time
+from app.store import HistoryStore
+path, start, n = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+while time.time() < start:  # every process opens the fresh file at the same moment
+    pass
+store = HistoryStore(path)
+try:
+    cid = store.create_conversation(title="process " + n)
+    store.add_message(cid, "user", "saved by process " + n)
+    saved = True
+except Exception as exc:
+    saved = str(exc)
+print(json.dumps({"read_only": store.read_only, "notices": store.notices, "saved": saved}))
+store.close()
+"""
+
+
+def test_processes_opening_a_new_history_at_once_can_all_save(tmp_path):
+    """Each used to create the schema: the losers opened read-only ("table conversations already exists")
+    or in memory ("database is locked"), or took the half-made file for a damaged one."""
+    import json
+    import time
+
+    processes = 6
+    for attempt in range(3):  # the race is timing-dependent: three fresh folders, each must be clean
+        path = tmp_path / f"try{attempt}" / "history.sqlite3"
+        start = time.time() + 2.0  # after every interpreter has started
+        runs = [subprocess.Popen([sys.executable, "-c", _OPEN_AND_SAVE, str(path), str(start), str(i)], cwd=ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for i in range(processes)]
+        reports = []
+        for run in runs:
+            out, err = run.communicate(timeout=60)
+            assert run.returncode == 0, err[-2000:]
+            reports.append(json.loads(out))
+        assert all(r == {"read_only": False, "notices": [], "saved": True} for r in reports), reports
+        with HistoryStore(path) as store:
+            assert store.notices == [] and not store.read_only
+            assert sorted(c.title for c in store.list_conversations()) == [f"process {i}" for i in range(processes)]
+        assert sorted(p.name for p in path.parent.iterdir() if "corrupt" in p.name or "backup" in p.name) == []
