@@ -2,10 +2,12 @@
 ``--self-test``, ``--screenshot OUT.png [--prompt TEXT]``, ``--version``.
 
 Reads top to bottom: parse arguments → check the GUI toolkit is importable (one plain line if
-not) → logging and the excepthook (a bug becomes a dialog, never a silent death) → QApplication,
-theme, settings, history → the window → run. ``--self-test`` and ``--screenshot`` run offscreen
-with throwaway settings and history: load the model, send one message, wait for the streamed
-reply, check the panel showed TTFT, tok/s and KV bytes, print a JSON report (and save a PNG).
+not) → the data folder (unusable: the window opens with history in memory and says why; a scripted
+run prints one line and exits 2) → logging and the excepthook (a bug becomes a dialog, never a
+silent death) → QApplication, theme, settings, history → the window → run. ``--self-test`` and
+``--screenshot`` run offscreen with throwaway settings and history and no log file, so they change
+no file of the user's: load the model, send one message, wait for the streamed reply, check the
+panel showed TTFT, tok/s and KV bytes, print a JSON report (and save a PNG).
 Owns startup and the scripted runs; the window's behaviour lives in ``app.mainwindow``.
 """
 
@@ -24,6 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from app import __version__
+from engine.precisions import PRECISIONS
 
 log = logging.getLogger("miaohui")
 
@@ -36,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="miaohui", description="Miaohui (秒回): a local LLM chat that shows why "
                                      "it answers fast")
     parser.add_argument("--model", help="'default', a model folder or a .gguf file (default: the last one used)")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4"))
+    parser.add_argument("--precision", choices=PRECISIONS)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--self-test", action="store_true",
                         help="offscreen: load, send one message, check the panel, print a JSON report")
@@ -48,18 +51,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def setup_logging() -> Path | None:
-    """Log to ``<data dir>/logs/miaohui.log``; the GUI shows one line, the log keeps the details."""
+def setup_logging(to_file: bool = True) -> Path | None:
+    """Log to ``<data dir>/logs/miaohui.log``; the GUI shows one line, the log keeps the details.
+
+    ``to_file=False`` (scripted runs, which leave every user file as it was): warnings on stderr only.
+    """
+    from engine.errors import DataDirError
     from engine.paths import logs_dir
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not to_file:
+        return None
     try:
         path = logs_dir() / "miaohui.log"
         root = logging.getLogger()
         if any(getattr(h, "baseFilename", None) == str(path) for h in root.handlers):
             return path  # main() ran before in this process (tests): one handler per file
         handler = logging.FileHandler(path, encoding="utf-8")
-    except OSError:
+    except (OSError, DataDirError):  # a read-only or unusable data folder: the app runs without a log file
         return None
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
@@ -102,8 +111,19 @@ def main(argv: list[str] | None = None) -> int:
               "run `make install`", file=sys.stderr)
         return EXIT_USAGE
     import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
+    from engine.errors import DataDirError
+    from engine.paths import data_dir
 
-    log_path = setup_logging()
+    try:
+        data_dir()
+        unusable: DataDirError | None = None
+    except DataDirError as exc:
+        unusable = exc
+    if unusable is not None and scripted:  # a self-test of a broken installation fails at once, plainly
+        print(f"miaohui: {unusable}", file=sys.stderr)
+        return EXIT_USAGE
+
+    log_path = setup_logging(to_file=not scripted)
     install_excepthook(log_path, interactive=not scripted)
 
     from app import settings as app_settings
@@ -119,12 +139,32 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationVersion(__version__)
     theme.apply(app)  # type: ignore[arg-type]
 
+    guard = None  # one window per data folder; scripted runs use throwaway history: never blocked, never blocking
+    if not scripted and unusable is None:
+        from app.single_instance import SingleInstance
+
+        guard = SingleInstance(data_dir())
+        if not guard.acquire():  # before the history opens: a second start only raises the first window
+            delivered, line = guard.hand_over()
+            print(f"miaohui: {line}", file=sys.stdout if delivered else sys.stderr)
+            return EXIT_OK if delivered else EXIT_FAILED
+
     scratch = tempfile.TemporaryDirectory(prefix="miaohui-run-") if scripted else None
-    if scratch is not None:  # scripted runs never touch the user's settings or history
-        app_settings.use_ini_folder(Path(scratch.name))
-    settings = app_settings.Settings()
-    store = HistoryStore(Path(scratch.name) / "history.sqlite3" if scratch else history_path())
+    if scratch is not None:
+        # Scripted runs never touch the user's settings or history: both live in the scratch folder, with
+        # default values (the report does not depend on what the user set). Settings() cannot be
+        # redirected: QSettings(organisation, application) always writes the native file.
+        app_settings.use_ini_folder(Path(scratch.name))  # for anything else asking QSettings()
+        settings = app_settings.Settings.in_file(Path(scratch.name) / "miaohui.ini")
+        store = HistoryStore(Path(scratch.name) / "history.sqlite3")
+    else:
+        settings = app_settings.Settings()
+        store = HistoryStore(history_path())  # an unusable folder: history in memory, with a notice
     window = MainWindow(settings, store)
+    if guard is not None:
+        guard.activation_requested.connect(window.bring_to_front)
+    if unusable is not None:  # the window still opens; loading the default model will say the same
+        window.messages.show_message(f"{unusable}; this session's chats are kept in memory only", "warning")
     code = EXIT_FAILED
     try:
         if scripted:
@@ -138,13 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         joined = window.shutdown()
         store.close()
+        if guard is not None:
+            guard.release()
         if scratch is not None:
             scratch.cleanup()
         if not joined:
             # The engine ignored its cancel past the bounded wait. Destroying a running QThread aborts the
             # process ("QThread: Destroyed while thread is still running"); history is closed, so leave now.
+            # os._exit runs no atexit handler and flushes no Python buffer: flush the report and the log here
+            # (settings are synced as they are set).
             log.error("engine thread still running at exit; leaving without waiting for it")
             logging.shutdown()
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
             os._exit(code)
 
 

@@ -2,22 +2,46 @@
 
 Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the model
 selection (model, precision, device), the recently opened models and the window layout. It does
-not own history (``app.store``) or any widget. Tests point QSettings at a temporary folder with
-``use_ini_folder`` so they never touch the user's real settings.
+not own history (``app.store``) or any widget.
+
+Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
+data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
+list where a string belongs, NaN, a seed past 2^31), and one bad value must not stop the app from
+starting or make every reply fail. An unusable value reads as its default, with one logged warning.
+
+Scripted runs and tests use ``Settings.in_file`` (an INI file of their own), never the user's store.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
+from engine.precisions import PRECISIONS
+
+log = logging.getLogger(__name__)
+
 ORGANISATION = "Miaohui"
 APPLICATION = "miaohui"
 MAX_RECENT_MODELS = 8
 TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
+DEVICES = ("auto", "cpu", "cuda")
+# Inclusive bounds of each numeric ChatSettings field. The settings dialog's spin boxes use the same ones
+# (a stored value outside them could not be shown), and each lies inside engine.sampling.SamplingConfig's.
+RANGES: dict[str, tuple[int, int] | tuple[float, float]] = {
+    "temperature": (0.0, 10.0),
+    "top_p": (0.01, 1.0),
+    "top_k": (0, 100_000),
+    "repetition_penalty": (0.5, 10.0),
+    "max_new_tokens": (1, 32_768),
+    "seed": (-1, 2**31 - 1),  # QSpinBox holds a C int
+}
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
 @dataclass(frozen=True)
@@ -50,38 +74,79 @@ class ChatSettings:
 
 
 def use_ini_folder(folder: Path) -> None:
-    """Store settings as INI files under ``folder`` (tests, the self-test, portable runs)."""
+    """Store settings made by ``QSettings()`` (no names given) as INI files under ``folder`` (tests).
+
+    It does not move ``Settings()``'s store: ``QSettings(organisation, application)`` always uses the
+    native format (on Linux ``~/.config/Miaohui/miaohui.conf``). Use ``Settings.in_file`` for that.
+    """
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
     for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
         QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
 
 
-def _coerce(value: Any, default: Any) -> Any:
-    """QSettings returns strings from INI files; bring each value back to its default's type."""
-    if value is None:
-        return default
-    try:
-        if isinstance(default, bool):
-            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        return default
+class _Unusable(Exception):
+    """A stored value that cannot be read as its setting; the caller falls back to the default."""
+
+
+def _parse(value: Any, default: Any, bounds: tuple[float, float] | None = None) -> Any:
+    """``value`` as read from QSettings (INI files give strings), as ``default``'s type; else ``_Unusable``."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise _Unusable
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise _Unusable
+        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+            raise _Unusable
+        try:  # int("1.5") fails on purpose: a whole-number setting holding a fraction was not written by us
+            number = int(value) if isinstance(default, int) else float(value)
+        except (ValueError, OverflowError):  # also NaN, inf and int() of a 5000-digit string
+            raise _Unusable from None
+        if not math.isfinite(number) or (bounds is not None and not bounds[0] <= number <= bounds[1]):
+            raise _Unusable
+        return number
+    if isinstance(value, str):
+        return value
+    raise _Unusable
 
 
 class Settings:
-    """Typed access to the application's QSettings."""
+    """Typed access to the application's QSettings; every getter returns a valid value."""
 
     def __init__(self, qsettings: QSettings | None = None) -> None:
         self._q = qsettings or QSettings(ORGANISATION, APPLICATION)
+        self._warned: set[str] = set()  # keys already reported: chat() runs on every send
+
+    @classmethod
+    def in_file(cls, path: Path) -> Settings:
+        """Settings kept in the INI file ``path`` (created on the first write), apart from the user's."""
+        return cls(QSettings(str(path), QSettings.Format.IniFormat))
+
+    def _read(self, key: str, default: Any, bounds: tuple[float, float] | None = None) -> Any:
+        value = self._q.value(key)
+        if value is None:  # never written, or written as @Invalid()
+            return default
+        try:
+            return _parse(value, default, bounds)
+        except _Unusable:
+            self._warn(key, value, default)
+            return default
+
+    def _warn(self, key: str, value: Any, default: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            shown = repr(value)
+            log.warning("setting %s in %s is unusable (%s); using %r", key, self._q.fileName(),
+                        shown if len(shown) <= 80 else shown[:77] + "...", default)
 
     # -- generation -----------------------------------------------------------------------------
     def chat(self) -> ChatSettings:
         defaults = ChatSettings()
-        values = {f.name: _coerce(self._q.value(f"chat/{f.name}"), getattr(defaults, f.name))
+        values = {f.name: self._read(f"chat/{f.name}", getattr(defaults, f.name), RANGES.get(f.name))
                   for f in fields(ChatSettings)}
         return replace(defaults, **values)
 
@@ -93,8 +158,19 @@ class Settings:
     # -- model selection ------------------------------------------------------------------------
     def model_choice(self) -> tuple[str, str, str]:
         """(model, precision, device) last loaded; "default"/"auto"/"auto" at first run."""
-        return (str(self._q.value("model/model", "default")), str(self._q.value("model/precision", "auto")),
-                str(self._q.value("model/device", "auto")))
+        model = self._read("model/model", "default")
+        if not model.strip() or "\0" in model:
+            self._warn("model/model", model, "default")
+            model = "default"
+        precision = self._read("model/precision", "auto")
+        if precision not in PRECISIONS:
+            self._warn("model/precision", precision, "auto")
+            precision = "auto"
+        device = self._read("model/device", "auto")
+        if device not in DEVICES:
+            self._warn("model/device", device, "auto")
+            device = "auto"
+        return model, precision, device
 
     def set_model_choice(self, model: str, precision: str, device: str) -> None:
         self._q.setValue("model/model", model)
@@ -103,10 +179,19 @@ class Settings:
         self._q.sync()
 
     def recent_models(self) -> list[str]:
-        value = self._q.value("model/recent", [])
+        """Model paths opened lately, newest first: strings only, each once, at most MAX_RECENT_MODELS."""
+        value = self._q.value("model/recent")
+        if value is None:
+            return []
         if isinstance(value, str):  # INI files store a one-element list as a plain string
             value = [value] if value else []
-        return [str(v) for v in value]
+        if not isinstance(value, (list, tuple)):
+            self._warn("model/recent", value, [])
+            return []
+        kept = [v for v in value if isinstance(v, str) and v.strip() and "\0" not in v]
+        if len(kept) != len(value):
+            self._warn("model/recent", value, kept)
+        return list(dict.fromkeys(kept))[:MAX_RECENT_MODELS]
 
     def add_recent_model(self, path: str) -> None:
         recent = [path] + [p for p in self.recent_models() if p != path]
@@ -127,9 +212,12 @@ class Settings:
 
     def last_conversation(self) -> int | None:
         value = self._q.value("history/last_conversation")
+        if value is None:
+            return None
         try:
-            return int(value) if value is not None else None
-        except (TypeError, ValueError):
+            return _parse(value, 0, (1, 2**63 - 1))  # a SQLite rowid
+        except _Unusable:
+            self._warn("history/last_conversation", value, None)
             return None
 
     def set_last_conversation(self, cid: int | None) -> None:

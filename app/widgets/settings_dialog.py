@@ -2,8 +2,9 @@
 
 Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, top-k, repetition
 penalty, max new tokens, seed, KV cache on/off) and writes it through ``app.settings.Settings``
-(QSettings) on OK. Value ranges match what ``engine.sampling.SamplingConfig`` accepts, so the
-engine never has to refuse what this dialog lets through. Owns no generation.
+(QSettings) on OK. Value ranges are ``app.settings.RANGES``, inside what ``engine.sampling.SamplingConfig``
+accepts, so the engine never has to refuse what this dialog lets through, and every value ``Settings``
+reads back fits a spin box. Owns no generation.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from app.settings import ChatSettings, Settings
+from app.settings import RANGES, ChatSettings, Settings
 
 
 class SettingsDialog(QDialog):
@@ -30,30 +31,30 @@ class SettingsDialog(QDialog):
         self.system_prompt.setFixedHeight(90)
         form.addRow("System prompt", self.system_prompt)
         self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 10.0)
+        self.temperature.setRange(*RANGES["temperature"])
         self.temperature.setSingleStep(0.1)
         self.temperature.setDecimals(2)
         self.temperature.setToolTip("0 = greedy: always the most likely token (deterministic)")
         form.addRow("Temperature", self.temperature)
         self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setRange(*RANGES["top_p"])
         self.top_p.setSingleStep(0.05)
         self.top_p.setDecimals(2)
         form.addRow("Top-p", self.top_p)
         self.top_k = QSpinBox()
-        self.top_k.setRange(0, 100000)
+        self.top_k.setRange(*RANGES["top_k"])
         self.top_k.setSpecialValueText("off")
         form.addRow("Top-k", self.top_k)
         self.repetition_penalty = QDoubleSpinBox()
-        self.repetition_penalty.setRange(0.5, 10.0)
+        self.repetition_penalty.setRange(*RANGES["repetition_penalty"])
         self.repetition_penalty.setSingleStep(0.05)
         self.repetition_penalty.setDecimals(2)
         form.addRow("Repetition penalty", self.repetition_penalty)
         self.max_new_tokens = QSpinBox()
-        self.max_new_tokens.setRange(1, 32768)
+        self.max_new_tokens.setRange(*RANGES["max_new_tokens"])
         form.addRow("Max new tokens", self.max_new_tokens)
         self.seed = QSpinBox()
-        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setRange(*RANGES["seed"])
         self.seed.setSpecialValueText("random")
         self.seed.setToolTip("A fixed seed makes sampled replies reproducible")
         form.addRow("Seed", self.seed)
