@@ -1,7 +1,8 @@
 """Conversation exports: Markdown for reading, JSON for keeping (with performance records), CSV for analysis.
 
-Owns the three text formats only; it reads through ``app.store.HistoryStore`` and writes nothing to disk
-(the caller chooses the file). Plain Python: no Qt, no torch.
+Owns the three text formats and the file name suggested for an export (a conversation title made safe
+on every platform); it reads through ``app.store.HistoryStore`` and writes nothing to disk (the caller
+chooses the file). CSV text cells are escaped against formula injection. Plain Python: no Qt, no torch.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
 
 from app.store import HistoryStore, PerfRecord
+from engine.lab.results import spreadsheet_safe
 
 JSON_FORMAT = "miaohui-conversation"
 JSON_VERSION = 1
@@ -60,10 +63,38 @@ def to_json(store: HistoryStore, cid: int) -> str:
 def perf_to_csv(store: HistoryStore) -> str:
     """Every performance record in the history, one row per reply, with a header row."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    # RFC 4180's CRLF rows: the csv module then quotes a cell holding a lone CR too (with "\n" rows it
+    # left a title's CR bare, and every reader split the row there).
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(PERF_CSV_COLUMNS)
     for conv, message in store.all_perf_records():
         perf = asdict(message.perf)
-        writer.writerow([conv.id, conv.title, message.id, iso(message.created), message.finish_reason or ""]
-                        + ["" if perf[f.name] is None else perf[f.name] for f in fields(PerfRecord)])
+        cells = ([conv.id, conv.title, message.id, iso(message.created), message.finish_reason or ""]
+                 + ["" if perf[f.name] is None else perf[f.name] for f in fields(PerfRecord)])
+        writer.writerow([spreadsheet_safe(cell) for cell in cells])
     return out.getvalue()
+
+
+# Characters no Windows file name may hold, control characters (no platform shows them sanely) and lone
+# surrogates (not encodable).
+_ILLEGAL = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f\ud800-\udfff]')
+# Names Windows reserves for devices, whatever extension follows ("con.md" opens the console).
+_RESERVED = ({"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+             | {f"{port}{n}" for port in ("COM", "LPT") for n in (*"123456789", "¹", "²", "³")})
+# Most file systems allow 255 bytes per name; staying well below leaves room for a "(1)" a dialog adds.
+MAX_FILE_NAME_BYTES = 120
+
+
+def export_file_name(title: str, suffix: str, fallback: str = "conversation") -> str:
+    """A file name for ``title`` + ``suffix`` that every platform accepts.
+
+    Illegal and control characters become ``_``; leading dots (hidden files) and trailing dots and
+    spaces (Windows drops them) go; a reserved device name gets a ``_`` prefix; the whole name is at
+    most ``MAX_FILE_NAME_BYTES`` of UTF-8, cut between characters.
+    """
+    stem = _ILLEGAL.sub("_", title).strip(" .")
+    if stem.split(".")[0].strip().upper() in _RESERVED:
+        stem = "_" + stem
+    room = MAX_FILE_NAME_BYTES - len(suffix.encode("utf-8"))
+    stem = stem.encode("utf-8")[:room].decode("utf-8", "ignore").rstrip(" .")
+    return (stem or fallback) + suffix

@@ -4,7 +4,10 @@ Owns the refusals of ARCHITECTURE §Faults 7-10: pickle checkpoints (``.bin``, `
 ``.ckpt``, ``.pkl``) are refused without being opened; a config asking for remote code
 (``auto_map``) is refused unless the user opted in; safetensors and GGUF files are verified
 structurally from their headers (no tensor is read) so a truncated, empty, garbage or HTML file is
-refused with one line naming the file and the problem. Plain Python (json, struct): no torch, no
+refused with one line naming the file and the problem; a file a load would open that is a FIFO,
+socket, device or folder is refused from ``stat`` before it is opened (opening a FIFO blocks
+forever); the config's numbers and its agreement with the weights' names and shapes are checked by
+``engine.config_check`` from the headers read here. Plain Python (json, struct): no torch, no
 transformers, and never imports a file from the model folder. Does not load anything: the loader
 does, after these checks pass.
 """
@@ -13,11 +16,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from engine import config_check
 from engine.errors import REMOTE_CODE_REFUSAL, CorruptModelError, ModelNotFoundError, UnsafeModelError
 
 # Python's pickle runs code while it loads; these are the usual extensions of pickled checkpoints.
@@ -52,6 +58,45 @@ def refuse_pickle(path: Path) -> UnsafeModelError:
 
 def is_pickle_file(path: Path) -> bool:
     return path.suffix.lower() in PICKLE_SUFFIXES
+
+
+# What a load may open in a model folder (weights, JSON side files, tokenizer vocabularies, templates).
+LOADABLE_SUFFIXES = (".safetensors", ".gguf", ".json", ".model", ".jinja", ".txt", ".tiktoken", ".vocab", ".bpe")
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_regular_problem(path: Path) -> str | None:
+    """Why ``path`` (its symlink followed) is not a regular file, or None when it is one or does not exist.
+
+    Opening a FIFO blocks until a writer appears, and a device can be read forever: both are refused
+    from ``stat`` alone, before any ``open``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing or a dangling link: the caller's own check names that
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"not a regular file ({kind})"
+
+
+def require_regular_file(path: Path) -> None:
+    problem = not_regular_problem(path)
+    if problem:
+        raise corrupt(path, problem)
+
+
+def check_no_special_files(folder: Path) -> None:
+    """Refuse a folder in which a file a load may open is a FIFO, socket, device or folder."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise corrupt(folder, f"cannot list ({exc.strerror or exc})") from None
+    for entry in entries:
+        if entry.suffix.lower() in LOADABLE_SUFFIXES:
+            require_regular_file(entry)
 
 
 # ---------------------------------------------------------------- config
@@ -99,6 +144,12 @@ def check_json_files(folder: Path, allow_remote_code: bool) -> None:
 
 def check_safetensors(path: Path) -> int:
     """Verify a safetensors file from its header alone; return the number of stored elements."""
+    return inspect_safetensors(path)[0]
+
+
+def inspect_safetensors(path: Path) -> tuple[int, dict[str, tuple[int, ...]]]:
+    """Verify a safetensors file from its header alone; return its element count and each tensor's shape."""
+    require_regular_file(path)
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
@@ -107,7 +158,7 @@ def check_safetensors(path: Path) -> int:
         raise corrupt(path, f"cannot read ({exc.strerror or exc})") from None
 
 
-def _check_safetensors_handle(path: Path, handle: BinaryIO, size: int) -> int:
+def _check_safetensors_handle(path: Path, handle: BinaryIO, size: int) -> tuple[int, dict[str, tuple[int, ...]]]:
     if size == 0:
         raise corrupt(path, "empty file (0 bytes)")
     if size < 8:
@@ -131,6 +182,7 @@ def _check_safetensors_handle(path: Path, handle: BinaryIO, size: int) -> int:
     data_size = size - 8 - header_len
     end_max = 0
     elements = 0
+    shapes: dict[str, tuple[int, ...]] = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -150,9 +202,10 @@ def _check_safetensors_handle(path: Path, handle: BinaryIO, size: int) -> int:
                                 f"{int(expected)}")
         end_max = max(end_max, end)
         elements += count
+        shapes[name] = tuple(int(dim) for dim in shape)
     if end_max != data_size:
         raise corrupt(path, f"{data_size - end_max} unexpected bytes after the last tensor")
-    return elements
+    return elements, shapes
 
 
 def _safetensors_files(folder: Path) -> list[Path]:
@@ -221,6 +274,7 @@ class _Reader:
 
 def check_gguf(path: Path) -> int:
     """Parse a GGUF header and verify every tensor's data lies inside the file; return element count."""
+    require_regular_file(path)
     try:
         size = path.stat().st_size
         handle = path.open("rb")
@@ -281,15 +335,18 @@ def check_source(folder: Path, gguf_file: str | None = None, allow_remote_code: 
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelNotFoundError(f"no model folder at {folder}")
+    check_no_special_files(folder)
     check_json_files(folder, allow_remote_code)
     if gguf_file is not None:
         path = folder / gguf_file
         return SafetyReport(weight_files=(path,), param_count=check_gguf(path))
-    config = folder / "config.json"
-    if not config.is_file():
+    config_path = folder / "config.json"
+    if not config_path.is_file():
         raise corrupt(folder, "no config.json (not a Hugging Face model folder)")
-    if not isinstance(read_json(config), dict):
-        raise corrupt(config, "not a JSON object")
+    config = read_json(config_path)
+    if not isinstance(config, dict):
+        raise corrupt(config_path, "not a JSON object")
+    config_check.check_config_values(config, config_path)
     files = _safetensors_files(folder)
     if not files:
         pickles = sorted(p.name for p in folder.iterdir() if p.is_file() and is_pickle_file(p))
@@ -299,4 +356,10 @@ def check_source(folder: Path, gguf_file: str | None = None, allow_remote_code: 
         raise corrupt(folder, "no weights (no .safetensors file)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise corrupt(folder, "no tokenizer (tokenizer.json)")
-    return SafetyReport(weight_files=tuple(files), param_count=sum(check_safetensors(path) for path in files))
+    elements, shapes = 0, {}
+    for path in files:
+        count, file_shapes = inspect_safetensors(path)
+        elements += count
+        shapes.update(file_shapes)
+    config_check.check_weights_match(config, shapes, config_path)
+    return SafetyReport(weight_files=tuple(files), param_count=elements)

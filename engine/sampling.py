@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import torch
 
 MAX_TOP_LOGPROBS = 20
+# Reply positions the repetition penalty's id buffer holds at first; it doubles when full.
+INITIAL_REPLY_IDS = 1024
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,12 @@ class Sampler:
         # every step instead of a freshly concatenated tensor.
         self._ids = None
         self._n = len(prompt_ids)
+        self._limit = self._n + config.max_new_tokens  # positions the buffer may ever need
         if self._needs_ids:
-            self._ids = torch.empty((1, self._n + config.max_new_tokens), dtype=torch.long, device=device)  # (1, seq)
+            # Sized for the first reply tokens and doubled when full, never for the whole budget up front:
+            # a budget of 10**12 (a model that declares no context) must not allocate terabytes.
+            capacity = self._n + min(config.max_new_tokens, INITIAL_REPLY_IDS)
+            self._ids = torch.empty((1, capacity), dtype=torch.long, device=device)  # (1, seq)
             self._ids[0, : self._n] = torch.tensor(prompt_ids, dtype=torch.long)
 
     def choose(self, logits: "torch.Tensor") -> Choice:
@@ -145,7 +151,9 @@ class Sampler:
             else:
                 probs = torch.softmax(scores, dim=-1)  # (1, vocab); masked entries are exactly 0
                 token = torch.multinomial(probs, num_samples=1, generator=self._generator)[:, 0]  # (1,)
-            if self._ids is not None and self._n < self._ids.shape[1]:
+            if self._ids is not None and self._n < self._limit:
+                if self._n == self._ids.shape[1]:
+                    self._grow()
                 self._ids[:, self._n] = token  # device to device: no host round trip
             token_id = int(token.item())  # the one host sync per step: the id is needed on the host anyway
             self._n += 1
@@ -153,3 +161,12 @@ class Sampler:
                 return Choice(token_id, None)
             top_probs, top_ids = torch.topk(probs[0], min(k, probs.shape[-1]))
             return Choice(token_id, float(probs[0, token_id]), tuple(top_ids.tolist()), tuple(top_probs.tolist()))
+
+    def _grow(self) -> None:
+        """Double the id buffer (capped at the budget); amortised, one copy per doubling."""
+        import torch
+
+        capacity = min(self._limit, 2 * self._ids.shape[1])
+        grown = torch.empty((1, capacity), dtype=torch.long, device=self._ids.device)  # (1, seq)
+        grown[:, : self._n] = self._ids[:, : self._n]
+        self._ids = grown

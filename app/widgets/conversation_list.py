@@ -8,7 +8,6 @@ acts (the window knows the current settings a new conversation starts with).
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,7 +18,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
                                QListWidgetItem, QMenu, QMessageBox, QPushButton, QToolButton, QVBoxLayout,
                                QWidget)
 
-from app.export import perf_to_csv, to_json, to_markdown
+from app.export import export_file_name, perf_to_csv, to_json, to_markdown
 from app.store import HistoryStore, StoreError
 
 # Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
@@ -199,7 +198,7 @@ class ConversationList(QWidget):
         if item is None:
             return
         filter_, suffix = EXPORT_FORMATS[fmt]
-        suggested = (re.sub(r'[\\/:*?"<>|\x00-\x1f]', "_", item.text()).strip() or "conversation") + suffix
+        suggested = export_file_name(item.text(), suffix)
         path, _ = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / suggested), filter_)
         if path:
             self.export_to(int(item.data(_ID_ROLE)), fmt, Path(path))

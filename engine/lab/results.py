@@ -98,7 +98,7 @@ def write_csv(result: ExperimentResult, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8-sig", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(result.columns)
+        writer.writerow([spreadsheet_safe(name) for name in result.columns])
         for row in result.rows:
             writer.writerow(["" if cell is None else _csv_cell(cell) for cell in row])
     return path
@@ -108,6 +108,21 @@ def _csv_cell(cell: Cell) -> Cell:
     # Keep full precision for measured values but avoid 17-digit float noise in the file.
     if isinstance(cell, float):
         return f"{cell:.6g}"
+    return spreadsheet_safe(cell)
+
+
+# A spreadsheet runs a cell starting with one of these as a formula (=HYPERLINK(...), +cmd|...).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A text cell a spreadsheet will show as text: a leading single quote before a formula start.
+
+    OWASP's advice against CSV injection; every CSV the app writes passes its cells through this.
+    Only strings are escaped: numbers (a measured -1.5) stay numbers.
+    """
+    if isinstance(cell, str) and cell.startswith(_FORMULA_STARTS):
+        return "'" + cell
     return cell
 
 

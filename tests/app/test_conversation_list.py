@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
@@ -155,3 +156,19 @@ def test_keyboard_f2_renames_and_delete_deletes_when_the_list_has_focus(qtbot, s
     with qtbot.waitSignal(widget.conversation_deleted, timeout=1000):
         qtbot.keyClick(widget.list, Qt.Key.Key_Delete)
     assert store.list_conversations() == []
+
+
+def test_export_suggests_a_safe_file_name_for_a_hostile_title(qtbot, store, widget, monkeypatch, tmp_path):
+    cid = store.create_conversation("CON")
+    store.add_message(cid, "user", "hi")
+    widget.select(cid)
+    offered = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: offered.append(a[2]) or ("", ""))
+    widget.on_export_triggered("markdown")
+    assert Path(offered[0]).name == "_CON.md"
+    store.rename_conversation(cid, "秒" * 100)
+    widget.refresh()
+    widget.select(cid)
+    widget.on_export_triggered("json")
+    name = Path(offered[1]).name
+    assert name.endswith(".json") and len(name.encode("utf-8")) <= 120 and name.startswith("秒秒")

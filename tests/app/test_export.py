@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from app.export import PERF_CSV_COLUMNS, iso, perf_to_csv, to_json, to_markdown
+from app.export import (MAX_FILE_NAME_BYTES, PERF_CSV_COLUMNS, export_file_name, iso, perf_to_csv, to_json,
+                        to_markdown)
 from app.store import HistoryStore, PerfRecord
 
 PERF = PerfRecord(model="SmolLM2-135M-Instruct", ttft_s=0.086, prefill_tok_s=1500.0, decode_tok_s=41.8,
@@ -70,3 +71,43 @@ def test_perf_csv_has_header_and_one_row_per_reply(store):
 def test_perf_csv_of_an_empty_history_is_just_the_header(tmp_path):
     with HistoryStore(tmp_path / "empty.sqlite3") as s:
         assert list(csv.reader(io.StringIO(perf_to_csv(s)))) == [PERF_CSV_COLUMNS]
+
+
+FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"click\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)",
+            "\tTAB", "\rCR"]
+
+
+@pytest.mark.parametrize("title", FORMULAS)
+def test_perf_csv_escapes_formula_text_but_keeps_numbers_numeric(tmp_path, title):
+    with HistoryStore(tmp_path / "h.sqlite3") as s:
+        cid = s.create_conversation(title)
+        s.add_message(cid, "user", "hi")
+        s.add_message(cid, "assistant", "x", "eos", PerfRecord(model="=1+1", decode_tok_s=-1.5, generated_tokens=3))
+        rows = list(csv.reader(io.StringIO(perf_to_csv(s), newline="")))
+    record = dict(zip(rows[0], rows[1]))
+    assert record["conversation_title"] == "'" + title  # OWASP: a leading quote makes it text
+    assert record["model"] == "'=1+1"
+    assert record["decode_tok_s"] == "-1.5" and record["generated_tokens"] == "3"  # numbers stay numbers
+
+
+@pytest.mark.parametrize("title,name", [
+    ("Hello: what/why?", "Hello_ what_why_.md"),
+    ("CON", "_CON.md"), ("con.tar", "_con.tar.md"), ("NUL.", "_NUL.md"), ("com1", "_com1.md"),
+    ("LPT9 .x", "_LPT9 .x.md"), ("AUX", "_AUX.md"), ("PRN", "_PRN.md"),
+    ("CONSOLE", "CONSOLE.md"),  # only the exact device names are reserved
+    ('a<b>c:d"e/f\\g|h?i*j', "a_b_c_d_e_f_g_h_i_j.md"),
+    ("line\nbreak\ttab\x00nul\x7f", "line_break_tab_nul_.md"),
+    ("  ...hidden and trailing. . ", "hidden and trailing.md"),
+    ("..", "conversation.md"), ("", "conversation.md"),
+])
+def test_export_file_name_is_safe_on_every_platform(title, name):
+    assert export_file_name(title, ".md") == name
+
+
+def test_export_file_name_is_capped_without_splitting_a_character():
+    for title in ("我" * 200, "x" * 300, "😀" * 100, "a" + "é" * 150):
+        name = export_file_name(title, ".json")
+        raw = name.encode("utf-8")
+        assert len(raw) <= MAX_FILE_NAME_BYTES and name.endswith(".json") and raw.decode("utf-8") == name
+        assert title.startswith(name[: -len(".json")])
+        assert len(raw) > MAX_FILE_NAME_BYTES - 4  # cut at the limit, not far below it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,3 +105,51 @@ def test_default_model_answers_paris_in_bf16(default_model_dir):
     # bf16 cache: 2 × 30 layers × 3 KV heads × 64 × 2 bytes per token, measured from the tensors.
     assert data["kv_cache_bytes"] == data["kv_cache_bytes_formula"] == 23040 * (data["prompt_tokens"]
                                                                                + data["generated_tokens"] - 1)
+
+
+def _model_with_template(tiny_model_dir: Path, folder: Path, template: str) -> Path:
+    """The tiny model with its chat template replaced (a downloaded model's template is its author's code)."""
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    return folder
+
+
+def test_a_runaway_template_exits_2_with_one_line_in_a_real_process(tiny_model_dir, tmp_path):
+    # Issue 18: nested loops over huge ranges ran for minutes and grew to 9 GB.
+    nested = "{% for i in range(10**9) %}{% for j in range(10**9) %}{{ j }}{% endfor %}{% endfor %}"
+    model = _model_with_template(tiny_model_dir, tmp_path / "hostile", nested)
+    proc = subprocess.run([sys.executable, "-m", "engine", "chat", "--model", str(model), "--prompt", "hi",
+                           "--precision", "fp32", "--device", "cpu", "--max-new-tokens", "4"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert _error_line(proc.stderr).startswith("error: this model's chat template asks for a size of 1,000,000,000")
+    assert proc.stdout == ""
+
+
+def _error_line(err: str) -> str:
+    """The one error line, which ends stderr (after the loader's progress bar, drawn with carriage returns)."""
+    assert err.endswith("\n") and err.count("error: ") == 1 and "Traceback" not in err, err[-2000:]
+    return err[:-1].split("\n")[-1].split("\r")[-1]
+
+
+@pytest.mark.parametrize("template, words", [
+    ("{% for message in messages %}{{ message.content }", "syntax error"),
+    ("{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",
+     "refused the conversation: Conversation roles must alternate"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "calls itself too deeply"),
+    ("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", "builds text of"),
+])
+def test_template_failures_exit_2_with_one_line(tiny_model_dir, tmp_path, capsys, template, words):
+    model = _model_with_template(tiny_model_dir, tmp_path / "broken", template)
+    assert chat("--prompt", "hi", "--model", str(model), "--precision", "fp32", "--max-new-tokens", "4") == 2
+    line = _error_line(capsys.readouterr().err)
+    assert line.startswith("error: this model's chat template") and words in line
+
+
+def test_an_absurd_max_new_tokens_is_accepted_and_capped_by_the_context(tiny_model_dir, capsys):
+    rc = chat("--prompt", "Hi", "--model", str(tiny_model_dir), "--precision", "fp32", "--max-new-tokens",
+              str(10**12), "--repetition-penalty", "1.3", "--json")
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert rc == 0 and data["finish_reason"] in ("eos", "length") and "error" not in data
+    assert data["prompt_tokens"] + data["generated_tokens"] <= data["model"]["context_length"] == 256

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import pickle
 import shutil
+import socket
 import struct
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +141,86 @@ def test_sharded_index_missing_shard_refused(model_copy):
     (model_copy / "model.safetensors.index.json").write_text(json.dumps(index))
     _refused(model_copy, CorruptModelError, "model.safetensors.index.json", "model-00002-of-00002.safetensors",
              "missing")
+
+
+# ---------------------------------------------------------------- not a regular file
+
+
+def _load_within(seconds: float, model: Path, release: Path | None = None) -> BaseException | None:
+    """Load ``model`` on a daemon thread; return what it raised. Fails if it is still running after ``seconds``.
+
+    ``release``: a FIFO a hung load is blocked opening; it is opened for writing once so the thread ends.
+    """
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            load_model(LoadSpec(model=str(model), precision="fp32", device="cpu"))
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001  (handed to the test thread)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if release is not None:
+            os.close(os.open(release, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"loading {model} still blocked after {seconds} s")
+    return outcome[0]
+
+
+def _make_special(path: Path, kind: str, monkeypatch) -> socket.socket | None:
+    """Replace ``path`` with a ``kind`` of non-regular file; a socket is returned so the caller keeps it open."""
+    if path.exists():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "socket":
+        monkeypatch.chdir(path.parent)  # a relative name: socket paths are limited to ~100 bytes
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(path.name)
+        return server
+    return None
+
+
+@pytest.mark.parametrize("name,kind", [("model.safetensors", "fifo"), ("model.safetensors", "folder"),
+                                       ("model.safetensors", "socket"), ("model.safetensors", "device"),
+                                       ("generation_config.json", "fifo"), ("tokenizer.json", "fifo")])
+def test_weights_or_side_file_that_is_not_a_regular_file_is_refused_before_opening(model_copy, monkeypatch,
+                                                                                   name, kind):
+    path = model_copy / name
+    server = _make_special(path, kind, monkeypatch)
+    error = _load_within(20, model_copy, release=path if kind == "fifo" else None)
+    if server is not None:
+        server.close()
+    assert isinstance(error, CorruptModelError), error
+    message = str(error)
+    assert "\n" not in message and str(path) in message and "not a regular file" in message
+    assert {"fifo": "FIFO", "folder": "folder", "socket": "socket", "device": "character device"}[kind] in message
+
+
+def test_gguf_fifo_is_refused_before_opening(tmp_path):
+    direct = tmp_path / "direct" / "m.gguf"
+    direct.parent.mkdir()
+    os.mkfifo(direct)
+    for model in (direct, direct.parent):  # the file picked, or the folder whose only model it is
+        error = _load_within(20, model, release=direct)
+        assert isinstance(error, CorruptModelError) and "not a regular file (a FIFO)" in str(error), error
+        assert str(direct) in str(error)
+
+
+def test_symlinks_to_regular_files_are_fine(model_copy, tmp_path):
+    elsewhere = tmp_path / "blobs"
+    elsewhere.mkdir()
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        (model_copy / name).rename(elsewhere / name)
+        (model_copy / name).symlink_to(elsewhere / name)
+    assert check_source(model_copy).param_count > 0
 
 
 # ---------------------------------------------------------------- pickle

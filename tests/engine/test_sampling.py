@@ -76,3 +76,18 @@ def test_repetition_penalty_sees_prompt_and_reply_tokens():
     sampler = Sampler(SamplingConfig(temperature=0.0, repetition_penalty=2.0), "cpu", prompt_ids=[3])
     assert sampler.choose(logits).token_id == 4  # 3 is in the prompt: penalised
     assert sampler.choose(logits).token_id == 5  # 4 was just generated: penalised too
+
+
+def test_a_huge_budget_allocates_only_what_the_reply_uses_and_penalises_like_a_full_buffer():
+    # --max-new-tokens 10**12 with a repetition penalty: the id buffer once asked for 8 TB up front. It now
+    # starts small and doubles; the choices over 2 500 tokens (two doublings) match a penalty applied by hand.
+    torch.manual_seed(0)
+    steps, prompt = 2500, [1, 2, 3]
+    sampler = Sampler(SamplingConfig(temperature=0.0, repetition_penalty=1.3, max_new_tokens=10**12), "cpu", prompt)
+    penalty = RepetitionPenaltyLogitsProcessor(penalty=1.3)
+    ids = list(prompt)
+    for _ in range(steps):
+        logits = torch.randn((1, VOCAB))
+        expected = int(torch.argmax(penalty(torch.tensor([ids]), logits.clone()), dim=-1))
+        assert sampler.choose(logits).token_id == expected
+        ids.append(expected)
