@@ -19,8 +19,8 @@ import threading
 from typing import Any
 
 from engine.errors import EngineError
+from engine.precisions import PRECISIONS
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4")  # mirrors engine.loader (not imported: heavy)
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_MAX_NEW_TOKENS = 256
 

@@ -17,8 +17,9 @@ import sys
 from typing import Any
 
 from engine.errors import EngineError
+from engine.precisions import INT4_GROUP_SIZE, PRECISIONS
 
-PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4")
+PRECISION_CHOICES = PRECISIONS
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
@@ -35,9 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def estimate_weights_bytes(params: int, shapes: list[tuple[int, int]], double_quant: bool = True) -> dict[str, int]:
     """Bytes of parameters in each precision; quantised formats keep unquantised parts in 16 bits.
 
-    ``shapes`` are the (out, in) of the linear layers bitsandbytes quantises. int8 adds one fp32
+    ``shapes`` are the (out, in) of the linear layers bitsandbytes quantises. bnb-int8 adds one fp32
     scale per output row; 4-bit adds one absmax per 64 weights (fp32, or 8-bit plus one fp32 per
-    256 blocks when double-quantised).
+    256 blocks when double-quantised). Native int8 (engine/quant.py) adds one bf16 scale per row;
+    int4 a bf16 scale and zero per group of 32; both also keep the output projection and the
+    embedding (one table when tied, so the estimate may count it twice when untied) in int8.
     """
     quantized = sum(o * i for o, i in shapes)
     rows = sum(o for o, _ in shapes)
@@ -45,8 +48,11 @@ def estimate_weights_bytes(params: int, shapes: list[tuple[int, int]], double_qu
     blocks = math.ceil(quantized / 64)
     absmax = blocks + math.ceil(blocks / 256) * 4 if double_quant else blocks * 4
     four_bit = math.ceil(quantized / 2) + absmax + rest16
-    return {"fp32": params * 4, "bf16": params * 2, "fp16": params * 2, "int8": quantized + rows * 4 + rest16,
-            "nf4": four_bit, "fp4": four_bit}
+    rest8 = params - quantized  # the int8 embedding/lm_head table; norms (<0.1%) counted at a byte too
+    native_int8 = quantized + rows * 2 + rest8
+    native_int4 = quantized // 2 + (quantized // INT4_GROUP_SIZE) * 4 + rest8
+    return {"fp32": params * 4, "bf16": params * 2, "fp16": params * 2, "int8": native_int8, "int4": native_int4,
+            "bnb-int8": quantized + rows * 4 + rest16, "nf4": four_bit, "fp4": four_bit}
 
 
 def attention_note(heads: int, kv_heads: int) -> str:

@@ -19,11 +19,19 @@ TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_te
 
 
 def count_params(model: Any) -> int:
-    """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape."""
+    """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape; the weights of
+    engine/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape."""
+    from engine.quant import ProjectionSlice, QuantizedLinear
+
     total = 0
     for param in model.parameters():  # parameters() already yields a tied tensor once
         state = getattr(param, "quant_state", None)
         total += state.shape.numel() if state is not None else param.numel()
+    seen: set[int] = set()
+    for module in model.modules():  # a tied table is one module reached twice: counted once
+        if isinstance(module, QuantizedLinear) and not isinstance(module, ProjectionSlice) and id(module) not in seen:
+            seen.add(id(module))
+            total += module.out_features * module.in_features
     return total
 
 

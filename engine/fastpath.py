@@ -14,8 +14,10 @@ tensors so no memory is duplicated), the KV cache is allocated once and written 
 filled cache prefix in place (GQA inside the kernel, no ``repeat_kv`` copies). On CUDA a static-shape
 step (``static=True``) can be captured as a CUDA graph with ``torch.compile(mode="reduce-overhead")``.
 
-Does not know text, templates, sampling or timing; does not handle bitsandbytes-quantized, offloaded
-or non-Llama models (``unsupported_reason`` names the case).
+Weight-only int8/int4 models (``engine/quant.py``) run here too: ``quantize_model`` already fused
+q|k|v and gate|up, the step calls the packed kernels directly, and prefill dequantizes one
+projection at a time for its matrix product. Does not know text, templates, sampling or timing; does not handle
+bitsandbytes-quantized, offloaded or non-Llama models (``unsupported_reason`` names the case).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
+from engine.quant import KERNEL_ROWS, Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 from engine.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,7 @@ SUPPORTED_MODEL_TYPES = ("llama", "mistral")
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 # First cache allocation in positions; it doubles when full (rare, amortised), capped at the context.
 INITIAL_CAPACITY = 1024
+QUANTIZED_PREFILL_CHUNK = 1024  # smallest prefill chunk for int8/int4 weights (see FastRunner.prefill)
 
 
 def unsupported_reason(model: Any) -> str | None:
@@ -73,6 +77,8 @@ def unsupported_reason(model: Any) -> str | None:
         layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)]
     for linear in linears:
         # bitsandbytes' Linear8bitLt / Linear4bit subclass nn.Linear: only the plain class qualifies.
+        if isinstance(linear, QuantizedLinear):
+            continue
         if type(linear) is not torch.nn.Linear:
             return f"quantized or custom layer {type(linear).__name__}"
         if linear.bias is not None:
@@ -86,26 +92,37 @@ def unsupported_reason(model: Any) -> str | None:
     return None
 
 
+# A projection: a dense (out, in) weight, or a module (quantized) called on (n, in) activations.
+Projection = Any
+
+
+def _project(x: torch.Tensor, weight: Projection) -> torch.Tensor:
+    """x (n, in) → (n, out) through a dense weight or a quantized module's kernel. Callers pass 2-D
+    activations in the model's dtype and few rows (decode), so the module's own checks are skipped:
+    they cost ~15 µs a call, measured, ~5 ms a token over 30 layers."""
+    return F.linear(x, weight) if isinstance(weight, torch.Tensor) else weight.kernel(x)
+
+
 @dataclass(frozen=True)
 class _Layer:
     """One decoder layer's weights as the fast path uses them."""
 
     attn_norm: torch.Tensor  # (d,)
-    qkv: torch.Tensor  # (H*D + 2*KV*D, d): rows q | k | v
-    o: torch.Tensor  # (d, H*D)
+    qkv: Projection  # (H*D + 2*KV*D, d): rows q | k | v
+    o: Projection  # (d, H*D)
     mlp_norm: torch.Tensor  # (d,)
-    gate_up: torch.Tensor  # (2*I, d): rows gate | up
-    down: torch.Tensor  # (d, I)
+    gate_up: Projection  # (2*I, d): rows gate | up
+    down: Projection  # (d, I)
 
 
 @dataclass(frozen=True)
 class _Weights:
     """Everything the forward reads, built once per model (shared by every runner of that model)."""
 
-    embed: torch.Tensor  # (V, d)
+    embed: torch.Tensor | Int8Linear  # (V, d); quantized models read rows of an int8 table
     layers: tuple[_Layer, ...]
     final_norm: torch.Tensor  # (d,)
-    lm_head: torch.Tensor  # (V, d); the embedding itself when tied
+    lm_head: Projection  # (V, d); the embedding itself when tied
     eps: float
     heads: int
     kv_heads: int
@@ -119,12 +136,22 @@ _WEIGHTS: "weakref.WeakKeyDictionary[Any, _Weights]" = weakref.WeakKeyDictionary
 _WEIGHTS_LOCK = threading.Lock()
 
 
-def _fuse(linears: Sequence[torch.nn.Linear]) -> torch.Tensor:
+def _projection(linear: torch.nn.Module) -> Projection:
+    return linear if isinstance(linear, QuantizedLinear) else linear.weight.detach()
+
+
+def _fuse(linears: Sequence[torch.nn.Module]) -> Projection:
     """Concatenate the linears' weights by rows and make each parameter a view of its slice.
 
     The model keeps working unchanged (same values, same Parameter objects) and the fused copy costs
-    no extra memory once the old separate tensors are released.
+    no extra memory once the old separate tensors are released. Quantized linears are kept apart.
     """
+    if any(isinstance(lin, QuantizedLinear) for lin in linears):
+        fused = linears[0].fused if isinstance(linears[0], ProjectionSlice) else None
+        if fused is None or not all(isinstance(lin, ProjectionSlice) and lin.fused is fused for lin in linears) \
+                or linears[-1].end != fused.out_features:
+            raise ValueError("quantized projections not fused by engine.quant.quantize_model")
+        return fused
     fused = torch.cat([lin.weight.detach() for lin in linears], dim=0).contiguous()
     start = 0
     for lin in linears:
@@ -150,16 +177,17 @@ def _weights_for(model: Any) -> _Weights:
                 layers.append(_Layer(
                     attn_norm=layer.input_layernorm.weight.detach(),
                     qkv=_fuse((attn.q_proj, attn.k_proj, attn.v_proj)),
-                    o=attn.o_proj.weight.detach(),
+                    o=_projection(attn.o_proj),
                     mlp_norm=layer.post_attention_layernorm.weight.detach(),
                     gate_up=_fuse((mlp.gate_proj, mlp.up_proj)),
-                    down=mlp.down_proj.weight.detach(),
+                    down=_projection(mlp.down_proj),
                 ))
+        embed = inner.embed_tokens
         weights = _Weights(
-            embed=inner.embed_tokens.weight.detach(),
+            embed=embed.table if isinstance(embed, QuantizedEmbedding) else embed.weight.detach(),
             layers=tuple(layers),
             final_norm=inner.norm.weight.detach(),
-            lm_head=model.lm_head.weight.detach(),
+            lm_head=_projection(model.lm_head),
             eps=float(config.rms_norm_eps),
             heads=heads,
             kv_heads=config.num_key_value_heads,
@@ -175,12 +203,40 @@ def _still_backs(model: Any, w: _Weights) -> bool:
     """True while the model's modules still hold the tensors ``w`` was built from (a swapped head or
     reloaded layer means the fused set is stale and must be rebuilt)."""
     inner = model.model
-    same = [(inner.embed_tokens.weight, w.embed), (model.lm_head.weight, w.lm_head), (inner.norm.weight, w.final_norm)]
+    embed = inner.embed_tokens
+    same = [(embed.table if isinstance(embed, QuantizedEmbedding) else embed.weight, w.embed),
+            (_projection(model.lm_head), w.lm_head), (inner.norm.weight, w.final_norm)]
     for layer, fused in zip(inner.layers, w.layers):
-        same += [(layer.self_attn.q_proj.weight, fused.qkv), (layer.self_attn.o_proj.weight, fused.o),
-                 (layer.mlp.gate_proj.weight, fused.gate_up), (layer.mlp.down_proj.weight, fused.down),
+        qkv, gate_up = fused.qkv, fused.gate_up
+        same += [(_source(layer.self_attn.q_proj), qkv), (_source(layer.mlp.gate_proj), gate_up),
+                 (_projection(layer.self_attn.o_proj), fused.o), (_projection(layer.mlp.down_proj), fused.down),
                  (layer.input_layernorm.weight, fused.attn_norm)]
-    return len(inner.layers) == len(w.layers) and all(a.data_ptr() == b.data_ptr() for a, b in same)
+    return len(inner.layers) == len(w.layers) and all(_same(a, b) for a, b in same)
+
+
+def _source(linear: torch.nn.Module) -> Any:
+    """What the fast path built a fused projection from: the weight, the quantized module, or its fused module."""
+    if isinstance(linear, ProjectionSlice):
+        return linear.fused
+    return linear if isinstance(linear, QuantizedLinear) else linear.weight
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.data_ptr() == b.data_ptr()
+    return a is b
+
+
+def _embed(table: torch.Tensor | Int8Linear, ids: torch.Tensor) -> torch.Tensor:
+    """Embeddings of ``ids`` (n,) → (n, d), from a dense table or a quantized one."""
+    return F.embedding(ids, table) if isinstance(table, torch.Tensor) else table.rows(ids)
+
+
+def _embed_row(table: torch.Tensor | Int8Linear, token_id: int) -> torch.Tensor:
+    """One token's embedding (1, d) by slicing: no index tensor to build per decode step."""
+    if isinstance(table, torch.Tensor):
+        return table[token_id:token_id + 1]
+    return table.qweight[token_id:token_id + 1].to(table.dtype) * table.scales[token_id:token_id + 1, None]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -240,6 +296,7 @@ class FastRunner(ModelRunner):
         if upcast_prefill is None:  # auto: only where the low-precision kernel is the slow generic one
             upcast_prefill = device.type == "cpu" and not native_gemm(self._dtype)
         self._upcast_prefill = upcast_prefill
+        self._quantized = not isinstance(self._w.layers[0].qkv, torch.Tensor) if self._w.layers else False
         super().__init__(model, use_kv_cache=True)
         if static:
             self._pos_t = torch.zeros(1, dtype=torch.long, device=device)  # (1,) position of the step
@@ -255,6 +312,7 @@ class FastRunner(ModelRunner):
                    self._w.embed, self._w.final_norm, self._w.lm_head]
         for layer in self._w.layers:
             tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down]
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]  # quantized modules hold their own
         try:
             for tensor in tensors:
                 torch._dynamo.mark_static_address(tensor)
@@ -314,7 +372,7 @@ class FastRunner(ModelRunner):
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
         cos = self._cos[start:end, None, :]  # (n, 1, head_dim): broadcast over heads
         sin = self._sin[start:end, None, :]
-        x = F.embedding(ids, w.embed)  # (n, d)
+        x = _embed(w.embed, ids)  # (n, d)
         mask = None
         if start:
             # Query i (at start+i) sees keys 0..start+i.
@@ -335,14 +393,19 @@ class FastRunner(ModelRunner):
             gate_up = linear(h, layer.gate_up)  # (n, 2I)
             x = x + linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
         h = _rms_norm(x[-1:], w.final_norm, w.eps)
-        return F.linear(h, w.lm_head)  # (1, vocab)
+        return _project(h, w.lm_head)  # (1, vocab)
 
     def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """A prefill matrix product; on CPUs without a native bf16/fp16 kernel it runs in fp32 on exactly
         upcast operands and rounds the result once, which is what a bf16 GEMM with fp32 accumulation
         computes, only in another summation order (so logits may differ by a rounding step). Decode
         (one row) keeps the model's precision: there the upcast would cost more than it saves."""
-        if self._upcast_prefill and x.shape[0] > 1:
+        rows = x.shape[0]
+        if not isinstance(weight, torch.Tensor):  # quantized: dense GEMM on a dequantized copy for many rows
+            if rows <= KERNEL_ROWS or not weight.can_dequantize:
+                return weight(x)
+            weight = weight.dequantize()
+        if self._upcast_prefill and rows > 1:
             return F.linear(x.float(), weight.float()).to(x.dtype)
         return F.linear(x, weight)
 
@@ -351,10 +414,10 @@ class FastRunner(ModelRunner):
         w = self._w
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
         cos, sin = self._cos[pos], self._sin[pos]  # (head_dim,)
-        x = w.embed[token_id:token_id + 1]  # (1, d)
+        x = _embed_row(w.embed, token_id)  # (1, d)
         for index, layer in enumerate(w.layers):
             h = _rms_norm(x, layer.attn_norm, w.eps)
-            qkv = F.linear(h, layer.qkv)  # (1, (H + 2KV) * D)
+            qkv = _project(h, layer.qkv)  # (1, (H + 2KV) * D)
             qk = _rotate(qkv[0, :(heads + kvh) * dim].view(heads + kvh, dim), cos, sin)  # (H+KV, D)
             k_cache, v_cache = self._k[index], self._v[index]  # (KV, capacity, D)
             k_cache[:, pos] = qk[heads:]
@@ -365,11 +428,11 @@ class FastRunner(ModelRunner):
             attn = F.scaled_dot_product_attention(
                 qk[:heads].view(1, heads, 1, dim), k_cache[None, :, :pos + 1], v_cache[None, :, :pos + 1],
                 scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
-            x = x + F.linear(attn.view(1, heads * dim), layer.o)
+            x = x + _project(attn.view(1, heads * dim), layer.o)
             h = _rms_norm(x, layer.mlp_norm, w.eps)
-            gate_up = F.linear(h, layer.gate_up)  # (1, 2I)
-            x = x + F.linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
-        return F.linear(_rms_norm(x, w.final_norm, w.eps), w.lm_head)  # (1, vocab)
+            gate_up = _project(h, layer.gate_up)  # (1, 2I)
+            x = x + _project(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
+        return _project(_rms_norm(x, w.final_norm, w.eps), w.lm_head)  # (1, vocab)
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """The decode step with fixed shapes: ``token`` and ``pos`` are (1,) tensors, attention spans
@@ -379,10 +442,10 @@ class FastRunner(ModelRunner):
         groups = heads // kvh
         cos, sin = self._cos.index_select(0, pos), self._sin.index_select(0, pos)  # (1, head_dim)
         visible = self._positions <= pos  # (capacity,)
-        x = F.embedding(token, w.embed)  # (1, d)
+        x = _embed(w.embed, token)  # (1, d)
         for index, layer in enumerate(w.layers):
             h = _rms_norm(x, layer.attn_norm, w.eps)
-            qkv = F.linear(h, layer.qkv)
+            qkv = _project(h, layer.qkv)
             qk = _rotate(qkv[:, :(heads + kvh) * dim].view(heads + kvh, dim), cos, sin)  # (H+KV, D)
             k_cache, v_cache = self._k[index], self._v[index]
             k_cache.index_copy_(1, pos, qk[heads:, None, :])
@@ -391,11 +454,11 @@ class FastRunner(ModelRunner):
             scores = scores.masked_fill(~visible, float("-inf"))  # (KV, G, capacity)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self._dtype)
             attn = torch.matmul(probs, v_cache)  # (KV, G, D)
-            x = x + F.linear(attn.view(1, heads * dim), layer.o)
+            x = x + _project(attn.view(1, heads * dim), layer.o)
             h = _rms_norm(x, layer.mlp_norm, w.eps)
-            gate_up = F.linear(h, layer.gate_up)
-            x = x + F.linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
-        return F.linear(_rms_norm(x, w.final_norm, w.eps), w.lm_head)
+            gate_up = _project(h, layer.gate_up)
+            x = x + _project(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
+        return _project(_rms_norm(x, w.final_norm, w.eps), w.lm_head)
 
     def _maybe_compile(self) -> None:
         """Compile the step once, on first use; any failure leaves the eager step in place."""
@@ -414,6 +477,11 @@ class FastRunner(ModelRunner):
         total = len(ids)
         if total == 0:
             raise ValueError("prefill needs at least one token")
+        if self._quantized:
+            # Each chunk dequantizes every projection once for its matrix products, so fewer, larger
+            # chunks cost fewer dequantizations (measured: two 256-token chunks of int4 spent more time
+            # dequantizing than multiplying). Stop is then checked every QUANTIZED_PREFILL_CHUNK tokens.
+            chunk = max(chunk, QUANTIZED_PREFILL_CHUNK)
         self._ensure(len(self._ids) + total)
         ids_t = torch.tensor(list(ids), dtype=torch.long, device=self._device)  # (total,)
         done = 0

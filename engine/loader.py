@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from engine import paths, safety
+from engine import config_check, paths, safety
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.facts import build_facts, end_token_ids
 from engine.model import LoadedModel
+from engine.precisions import BNB_QUANTIZED, NATIVE_QUANTIZED, PRECISIONS
 
 
 def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
@@ -38,9 +39,8 @@ def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
 logging.getLogger("bitsandbytes.autograd._functions").addFilter(_drop_per_step_cast_warning)
 
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8", "nf4", "fp4")
 DEVICES = ("auto", "cpu", "cuda")
-QUANTIZED = ("int8", "nf4", "fp4")
+QUANTIZED = NATIVE_QUANTIZED + BNB_QUANTIZED
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,12 @@ class LoadSpec:
     """What to load and how."""
 
     model: str = "default"  # "default" | folder | path to a .gguf file | repo id in the local HF cache
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 | int8 | nf4 | fp4
+    precision: str = "auto"  # one of engine.precisions.PRECISIONS
     device: str = "auto"  # auto | cpu | cuda
     allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
-    # int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
+    # bnb-int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
     # activations, hence the KV cache). None: the device's float dtype (bf16 where native, else fp32).
+    # int8/int4 always compute in bf16 on a CPU: their kernels' fast path (engine/quant.py).
     bnb_compute_dtype: str | None = None
     bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
     offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
@@ -109,6 +110,9 @@ def resolve_source(model: str) -> ResolvedSource:
                                      "`python -m engine fetch` once (needs network) to put it in place")
         return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin=str(folder))
     path = Path(model).expanduser()
+    problem = safety.not_regular_problem(path)
+    if problem and not path.is_dir():  # a FIFO or device picked as the model: opening it would block
+        raise safety.corrupt(path, problem)
     if path.is_dir():
         return _folder_source(path.resolve(), path.resolve().name, model)
     if path.is_file():
@@ -215,10 +219,10 @@ def _torch_dtype(name: str) -> Any:
 
 
 def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: bool) -> Any:
-    """transformers' BitsAndBytesConfig for int8 / nf4 / fp4."""
+    """transformers' BitsAndBytesConfig for bnb-int8 / nf4 / fp4."""
     from transformers import BitsAndBytesConfig
 
-    if precision == "int8":
+    if precision == "bnb-int8":
         return BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=offload)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=precision,
                               bnb_4bit_compute_dtype=_torch_dtype(compute_dtype),
@@ -275,9 +279,15 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
     error: BaseException | None = None
     device = "cpu"
     weights_started = threading.Event()  # set once memory may hold part of a model
+    progress = progress or (lambda _p: None)
     try:
+        # The file checks first: a damaged folder is refused in about a second, before torch is imported.
+        progress(LoadProgress("checking files", 0.0))
+        source = resolve_source(spec.model)
+        report = safety.check_source(source.folder, gguf_file=source.gguf_file,
+                                     allow_remote_code=spec.allow_remote_code)
         device = resolve_device(spec.device)
-        return _load(spec, device, progress or (lambda _p: None), cancel or threading.Event(),
+        return _load(spec, source, report, device, progress, cancel or threading.Event(),
                      from_pretrained or _default_model_loader, tokenizer_from_pretrained or _default_tokenizer_loader,
                      weights_started)
     except EngineError as exc:
@@ -325,7 +335,9 @@ def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
 
 def activation_dtype_name(spec: LoadSpec, device: str, precision: str) -> str:
     """dtype of unquantised parts (embeddings, norms) and activations, hence of the KV cache."""
-    if precision in QUANTIZED:
+    if precision in NATIVE_QUANTIZED:
+        return "bf16" if device == "cpu" else _float_dtype_name(device)
+    if precision in BNB_QUANTIZED:
         return spec.bnb_compute_dtype or _float_dtype_name(device)
     return precision
 
@@ -341,7 +353,7 @@ def model_kwargs(spec: LoadSpec, source: ResolvedSource, device: str, precision:
         kwargs["use_safetensors"] = True  # never fall back to a pickle checkpoint
     if spec.attn_implementation:
         kwargs["attn_implementation"] = spec.attn_implementation
-    if precision in QUANTIZED:
+    if precision in BNB_QUANTIZED:
         kwargs["quantization_config"] = bnb_config(precision, float_name, spec.bnb_double_quant, spec.offload)
     if spec.offload:
         kwargs["device_map"] = "auto"
@@ -349,7 +361,7 @@ def model_kwargs(spec: LoadSpec, source: ResolvedSource, device: str, precision:
             # A cap makes accelerate spill layers to CPU memory even when the model would fit, so
             # the cost of offloading can be measured on any GPU.
             kwargs["max_memory"] = {0: spec.offload_gpu_bytes, "cpu": _host_memory_bytes()}
-    elif device == "cuda" or precision in QUANTIZED:
+    elif device == "cuda" or precision in BNB_QUANTIZED:
         kwargs["device_map"] = {"": "cuda:0" if device == "cuda" else "cpu"}
     return kwargs
 
@@ -360,19 +372,20 @@ def _host_memory_bytes() -> int:
     return int(psutil.virtual_memory().available * 0.9)
 
 
-def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.Event,
-          from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any],
+def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, device: str, progress: ProgressFn,
+          cancel: threading.Event, from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any],
           weights_started: threading.Event) -> LoadedModel:
     if spec.offload and device != "cuda":
         raise BadInputError("CPU offload only applies to a CUDA device: use --device cuda or drop --offload")
-    progress(LoadProgress("checking files", 0.0))
-    source = resolve_source(spec.model)
-    report = safety.check_source(source.folder, gguf_file=source.gguf_file,
-                                 allow_remote_code=spec.allow_remote_code)
     _check_cancel(cancel)
 
     progress(LoadProgress("reading config", 0.1))
     config = _read_config(source, spec)
+    if source.gguf_file:
+        # A GGUF's numbers come from its metadata, not a config.json safety could read: check them here,
+        # before they size anything.
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        config_check.check_config_values(text.to_dict(), source.folder / source.gguf_file)
     estimated = report.param_count or _config_param_estimate(config)
     precision = resolve_precision(spec.precision, device, estimated)
     _check_cancel(cancel)
@@ -382,13 +395,17 @@ def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.E
     float_name = activation_dtype_name(spec, device, precision)
 
     progress(LoadProgress("loading weights", 0.2))
-    if precision in QUANTIZED:
+    if precision in BNB_QUANTIZED:
         # bitsandbytes quantises each weight as it is read: loading and quantising are one pass.
         progress(LoadProgress("quantizing", 0.3))
     weights_started.set()
     model = from_pretrained(str(source.folder), **kwargs)
     model.eval()
     _check_cancel(cancel)
+    if precision in NATIVE_QUANTIZED:
+        progress(LoadProgress("quantizing", 0.6))
+        _quantize_native(model, precision, device)
+        _check_cancel(cancel)
 
     progress(LoadProgress("loading tokenizer", 0.85))
     tok_kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
@@ -404,6 +421,18 @@ def _load(spec: LoadSpec, device: str, progress: ProgressFn, cancel: threading.E
     return loaded
 
 
+def _quantize_native(model: Any, precision: str, device: str) -> None:
+    """Rewrite the loaded bf16 model with int8/int4 weights (engine/quant.py); one line if it cannot."""
+    if device != "cpu":
+        raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
+    from engine.quant import quantize_model
+
+    try:
+        quantize_model(model, precision)
+    except ValueError as exc:
+        raise BadInputError(f"cannot load this model in {precision}: {exc}") from None
+
+
 def _config_param_estimate(config: Any) -> int:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     d, layers, vocab = text.hidden_size, text.num_hidden_layers, text.vocab_size
@@ -412,4 +441,4 @@ def _config_param_estimate(config: Any) -> int:
 
 __all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
            "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs",
-           "activation_dtype_name", "PRECISIONS", "DEVICES", "QUANTIZED"]
+           "activation_dtype_name", "PRECISIONS", "DEVICES", "QUANTIZED", "NATIVE_QUANTIZED", "BNB_QUANTIZED"]

@@ -1,4 +1,4 @@
-"""Precision A/B: the same prompt on bf16, int8 and nf4 copies of one model, loaded one after another.
+"""Precision A/B: the same prompt on bf16, int8 and int4 copies of one model, loaded one after another.
 
 For each precision: load (``engine.loader.load_model``), one warm-up reply (excluded), then one
 greedy reply whose ``Metrics`` give TTFT and decode tok/s; the loaded facts give the weights' bytes;
@@ -19,7 +19,7 @@ from engine.errors import CancelledError, EngineError
 from engine.lab.results import ExperimentResult, Series
 from engine.lab.runs import Progress, check_cancel, generate_once, no_progress
 
-PRECISIONS = ("bf16", "int8", "nf4")
+PRECISIONS = ("bf16", "int8", "int4")
 PROMPT = "Give three tips for learning a new language."
 
 
@@ -93,7 +93,8 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
         rows=tuple(rows), series=series, summary=summary, flags=tuple(flags),
         notes=(f"prompt: {prompt!r}; greedy, {max_new_tokens} new tokens; a warm-up reply per precision is excluded",
                "each precision is loaded, measured and released before the next one loads",
-               "int8/nf4 save memory; at batch 1 they are not necessarily faster than bf16"),
+               "int8/int4 read fewer bytes per weight, so each decoded token is faster (engine/quant.py); "
+               "bitsandbytes' bnb-int8/nf4 save memory but decode slower on a CPU"),
         model=model, elapsed_s=time.perf_counter() - started)
 
 

@@ -15,10 +15,11 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
 from app.settings import Settings
+from engine.precisions import PRECISIONS as ALL_PRECISIONS
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32", "int8", "nf4", "fp4")
+PRECISIONS = ALL_PRECISIONS
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
 
@@ -68,7 +69,8 @@ class ModelBar(QWidget):
         self.precision_combo = QComboBox()
         self.precision_combo.addItems(PRECISIONS)
         self.precision_combo.setToolTip("auto: bf16 where the CPU/GPU computes it natively, else fp32.\n"
-                                        "int8 / nf4 / fp4: bitsandbytes quantisation (less memory, not always faster)")
+                                        "int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)\n"
+                                        "bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)")
         layout.addWidget(self.precision_combo)
         layout.addWidget(QLabel("Device"))
         self.device_combo = QComboBox()

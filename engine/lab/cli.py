@@ -16,18 +16,19 @@ import time
 from pathlib import Path
 
 from engine.errors import BadInputError, EngineError
+from engine.precisions import PRECISIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder for results.json, CSV and PNG files")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, lengths and tokens (minutes on a CPU)")
     parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id")
-    parser.add_argument("--precision", default="auto", help="auto | fp32 | bf16 | fp16 | int8 | nf4 | fp4")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--only", default="", help="comma-separated experiment keys (default: the five)")
     parser.add_argument("--layer", type=int, default=None, help="attention layer (default: the middle one)")
     parser.add_argument("--head", type=int, default=0, help="attention head (default: 0)")
-    parser.add_argument("--precision-ab", action="store_true", help="also run the bf16/int8/nf4 A/B (loads 3 copies)")
+    parser.add_argument("--precision-ab", action="store_true", help="also run the bf16/int8/int4 A/B (loads 3 copies)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (default: torch's choice); 1 steadies timings on a busy machine")
 

@@ -30,7 +30,7 @@ class LabOptions:
     quick: bool = False
     layer: int | None = None  # attention layer; None: the middle one
     head: int = 0  # attention head
-    precisions: tuple[str, ...] = ("bf16", "int8", "nf4")
+    precisions: tuple[str, ...] = ("bf16", "int8", "int4")
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,8 @@ EXPERIMENTS: tuple[ExperimentInfo, ...] = (
                    "Temperature 0.9 + top-p 0.9 against greedy over several seeds: repetition rate, distinct-1/2."),
     ExperimentInfo("attention", "5 · Attention heatmap",
                    "Attention weights of one layer and head over a sentence with a pronoun; sink/collapse flags."),
-    ExperimentInfo("precision_ab", "Precision A/B (bf16 / int8 / nf4)",
-                   "Loads the model again in bf16, int8 and nf4, one after another (temporarily uses extra "
+    ExperimentInfo("precision_ab", "Precision A/B (bf16 / int8 / int4)",
+                   "Loads the model again in bf16, int8 and int4, one after another (temporarily uses extra "
                    "memory): decode tok/s, TTFT, weights size, identical greedy text?", loads_models=True),
 )
 FIVE = ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -39,12 +40,12 @@ def test_info_json(tiny_model_dir, capsys):
     assert card["precision"] == "bf16" and card["attention_kind"] == "GQA"
 
 
-def test_weights_estimate_matches_int8_load(tiny_model_dir):
+def test_weights_estimate_matches_bnb_int8_load(tiny_model_dir):
     from engine.facts import quantizable_shapes
     from engine.loader import LoadSpec, load_model
 
-    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="int8", bnb_compute_dtype="bf16"))
-    estimate = estimate_weights_bytes(loaded.facts.params, quantizable_shapes(loaded.model))["int8"]
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bnb-int8", bnb_compute_dtype="bf16"))
+    estimate = estimate_weights_bytes(loaded.facts.params, quantizable_shapes(loaded.model))["bnb-int8"]
     buffers = sum(b.numel() * b.element_size() for b in loaded.model.buffers())
     assert loaded.facts.weights_bytes == estimate + buffers
 
@@ -97,4 +98,28 @@ def test_info_default_model_json(default_model_dir, capsys):
     assert card["kv_bytes_per_token"] == 23_040 and card["kv_bytes_per_token_no_gqa"] == 69_120
     assert card["weights_bytes"] == 269_030_272
     estimates = card["weights_bytes_estimates"]
-    assert estimates["bf16"] == 2 * card["params"] and estimates["nf4"] < estimates["int8"] < estimates["bf16"]
+    assert estimates["bf16"] == 2 * card["params"] and estimates["nf4"] < estimates["bnb-int8"] < estimates["bf16"]
+    assert estimates["int4"] < estimates["int8"] < estimates["bf16"]
+    # engine/quant.py's resident bytes, measured: 134,959,744 (int8) and 94,835,584 (int4)
+    assert estimates["int8"] == pytest.approx(134_959_744, rel=0.02)
+    assert estimates["int4"] == pytest.approx(94_835_584, rel=0.02)
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "fifo"])
+def test_a_path_with_control_characters_cannot_forge_a_second_error_line(tiny_model_dir, tmp_path, damage):
+    # The real CLI in a subprocess: whatever the path holds, stderr is one line and the exit status 2.
+    folder = tmp_path / "m\nerror: forged line\r\x1b[2Kx\u2028y"
+    if damage != "missing":
+        shutil.copytree(tiny_model_dir, folder)
+        weights = folder / "model.safetensors"
+        weights.unlink()
+        if damage == "corrupt":
+            weights.write_bytes(b"<html>502 Bad Gateway</html>")
+        else:
+            os.mkfifo(weights)  # refused before it is opened, so the run cannot hang
+    result = subprocess.run([sys.executable, "-m", "engine", "info", "--model", str(folder)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and "\r" not in result.stderr
+    assert "\x1b" not in result.stderr and "\u2028" not in result.stderr
+    assert "m\\nerror: forged line\\r\\x1b[2Kx\\u2028y" in result.stderr  # shown escaped, still recognisable
