@@ -224,3 +224,15 @@ def test_precision_ab_reports_a_precision_that_cannot_load(tiny_model_dir, one_t
     result = run_precision_ab(str(tiny_model_dir), threading.Event(), precisions=("fp32", "int3"), max_new_tokens=4)
     assert result.rows[1][0] == "int3" and result.rows[1][-1].startswith("not loaded:")
     assert any("int3" in flag for flag in result.flags)
+
+
+def test_result_csv_escapes_formula_text_but_keeps_numbers_numeric(tmp_path):
+    # A token label is model output: "=HYPERLINK(...)" in a reply must not become a live formula.
+    texts = ("=HYPERLINK(\"http://evil.example\")", "+1", "-x", "@A1", "\tTAB", "\rCR", "plain", "'quoted")
+    result = ExperimentResult(key="inj", title="Injection", columns=("=col", "text", "value"),
+                              rows=tuple((str(i), text, -1.5) for i, text in enumerate(texts)))
+    with write_csv(result, tmp_path / "inj.csv").open(encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["'=col", "text", "value"]
+    assert [row[1] for row in rows[1:]] == ["'" + t if t[0] in "=+-@\t\r" else t for t in texts]
+    assert {row[2] for row in rows[1:]} == {"-1.5"}  # a negative number is not a formula
