@@ -28,7 +28,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:  # engine.quality imports torch; `python -m engine` loads this module for its help text
+    from engine.quality import Predictions
 
 SCHEMA = "miaohui-bench/1"
 VARIANTS = ("baseline", "engine", "fastpath")
@@ -71,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="small sizes, one repetition, no other precisions (a smoke run)")
     parser.add_argument("--precisions", default=None,
-                        help="other precisions to measure decode in, comma-separated (default int8,nf4; "
+                        help="other precisions to measure decode in, comma-separated (default int8,int4; "
                              "none with --quick); '' for none")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the fast decode step")
@@ -177,9 +180,9 @@ def _count(tokenizer: Any, messages: Sequence[Any]) -> int:
 
 
 def _render(tokenizer: Any, messages: Sequence[Any]) -> list[int]:
-    rendered = tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
-                                             add_generation_prompt=True, tokenize=True, return_dict=True)
-    return list(rendered["input_ids"])
+    from engine.context import render  # the engine's bounded rendering: a model's template is its code
+
+    return render(tokenizer, messages)
 
 
 # ---------------------------------------------------------------------------------------- variants
@@ -436,6 +439,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     from engine.errors import BadInputError
     from engine.fastpath import unsupported_reason
     from engine.membw import measure_bandwidth
+    from engine.quality import predict, quality_ids
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -477,9 +481,11 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
                              for name in ("baseline", "engine")},
     }
     precisions = {}
-    others = args.precisions if args.precisions is not None else ("" if args.quick else "int8,nf4")
+    others = args.precisions if args.precisions is not None else ("" if args.quick else "int8,int4")
+    progress("teacher-forced quality reference")
+    reference = predict(loaded.model, quality_ids(loaded.tokenizer))
     for other in [p.strip() for p in others.split(",") if p.strip() and p.strip() != args.precision]:
-        precisions[other] = _other_precision(args, other, prompts, plan, progress)
+        precisions[other] = _other_precision(args, other, prompts, plan, progress, reference)
     progress("timing the matrix products alone")
     floor = matmul_floor(loaded.model)
     progress("measuring memory bandwidth again")
@@ -520,17 +526,20 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
         "roofline": roofline,
         "correctness": correctness,
         "precisions": precisions,
+        "quality": {"tokens": len(reference.top1) + 1, "perplexity": reference.perplexity},
         "elapsed_s": time.perf_counter() - t_start,
     }
 
 
 def _other_precision(args: argparse.Namespace, precision: str, prompts: dict[str, Any], plan: Plan,
-                     progress: Callable[[str], None]) -> dict[str, Any]:
-    """Decode tok/s of every variant in another precision (the model loaded again, then freed)."""
+                     progress: Callable[[str], None], reference: Predictions) -> dict[str, Any]:
+    """Decode tok/s and long-prompt TTFT of every variant in another precision (the model loaded again,
+    then freed), and its teacher-forced agreement with the main precision and perplexity."""
     import gc
 
     from engine.errors import EngineError
     from engine.fastpath import unsupported_reason
+    from engine.quality import agreement, predict, quality_ids
 
     progress(f"loading {args.model} ({precision})")
     try:
@@ -545,10 +554,17 @@ def _other_precision(args: argparse.Namespace, precision: str, prompts: dict[str
     def decode(v: Any) -> dict[str, Any]:
         return {"decode_tok_s": v.run(prompts["short"], plan.tokens).decode_tok_s}
 
-    result = measure(variants, [("decode", decode)], plan.reps, ["decode_tok_s"],
-                     lambda m: progress(f"{precision}: {m}"))
+    def long_prompt(v: Any) -> dict[str, Any]:
+        return {"ttft_long_s": v.run(prompts["long"], 1).ttft_s}
+
+    result = measure(variants, [("decode", decode), ("long", long_prompt)], plan.reps,
+                     ["decode_tok_s", "ttft_long_s"], lambda m: progress(f"{precision}: {m}"))
+    progress(f"{precision}: teacher-forced quality")
+    mine = predict(loaded.model, quality_ids(loaded.tokenizer))
     out = {"weights_bytes": loaded.facts.weights_bytes, "fastpath_active": reason is None,
            "fastpath_reason": reason, "decode_tok_s": result["metrics"]["decode_tok_s"],
+           "ttft_long_s": result["metrics"]["ttft_long_s"],
+           "top1_agreement": agreement(mine, reference), "perplexity": mine.perplexity,
            "warmup_s": result["warmup_s"]}
     del loaded, variants
     gc.collect()
@@ -612,6 +628,16 @@ def format_table(result: dict[str, Any]) -> str:
         med, ratio = p["decode_tok_s"]["median"], p["decode_tok_s"]["ratio"]
         lines.append(f"{name}: weights {p['weights_bytes'] / 1e6:.0f} MB, decode tok/s " + ", ".join(
             f"{k} {_fmt(v, 'tok/s')}" + (f" ({ratio[k]:.2f}×)" if ratio.get(k) else "") for k, v in med.items()))
+        main_decode = result["metrics"]["decode_tok_s"]["median"]
+        fast = med.get("fastpath")
+        ttft = p["ttft_long_s"]["median"].get("fastpath")
+        main_ttft = result["metrics"]["ttft_long_s"]["median"].get("fastpath")
+        lines.append(f"  fastpath {name} ÷ generate() {s['precision']}: {_x(_ratio(fast, main_decode.get('baseline')))}, "
+                     f"÷ fastpath {s['precision']}: {_x(_ratio(fast, main_decode.get('fastpath')))}; "
+                     f"long-prompt TTFT ÷ fastpath {s['precision']}: {_x(_ratio(ttft, main_ttft))}; weights ÷ "
+                     f"{s['precision']}: {_ratio(p['weights_bytes'], result['model']['weights_bytes']):.2f}; "
+                     f"top-1 agreement {_pct(p['top1_agreement'])}, perplexity {p['perplexity']:.2f} "
+                     f"({s['precision']}: {result['quality']['perplexity']:.2f})")
     lines.append(f"total {result['elapsed_s']:.0f} s")
     return "\n".join(lines)
 
