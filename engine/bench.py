@@ -552,18 +552,19 @@ def _other_precision(args: argparse.Namespace, precision: str, prompts: dict[str
         variants.append(Engine("fastpath", loaded, _fast_factory(args.compile)))
 
     def decode(v: Any) -> dict[str, Any]:
-        return {"decode_tok_s": v.run(prompts["short"], plan.tokens).decode_tok_s}
+        sample = v.run(prompts["short"], plan.tokens)
+        return {"decode_tok_s": sample.decode_tok_s, "ttft_short_s": sample.ttft_s}
 
     def long_prompt(v: Any) -> dict[str, Any]:
         return {"ttft_long_s": v.run(prompts["long"], 1).ttft_s}
 
     result = measure(variants, [("decode", decode), ("long", long_prompt)], plan.reps,
-                     ["decode_tok_s", "ttft_long_s"], lambda m: progress(f"{precision}: {m}"))
+                     ["decode_tok_s", "ttft_short_s", "ttft_long_s"], lambda m: progress(f"{precision}: {m}"))
     progress(f"{precision}: teacher-forced quality")
     mine = predict(loaded.model, quality_ids(loaded.tokenizer))
     out = {"weights_bytes": loaded.facts.weights_bytes, "fastpath_active": reason is None,
            "fastpath_reason": reason, "decode_tok_s": result["metrics"]["decode_tok_s"],
-           "ttft_long_s": result["metrics"]["ttft_long_s"],
+           "ttft_short_s": result["metrics"]["ttft_short_s"], "ttft_long_s": result["metrics"]["ttft_long_s"],
            "top1_agreement": agreement(mine, reference), "perplexity": mine.perplexity,
            "warmup_s": result["warmup_s"]}
     del loaded, variants
@@ -632,9 +633,12 @@ def format_table(result: dict[str, Any]) -> str:
         fast = med.get("fastpath")
         ttft = p["ttft_long_s"]["median"].get("fastpath")
         main_ttft = result["metrics"]["ttft_long_s"]["median"].get("fastpath")
+        short = _ratio(p["ttft_short_s"]["median"].get("fastpath"),
+                       result["metrics"]["ttft_short_s"]["median"].get("fastpath"))
         lines.append(f"  fastpath {name} ÷ generate() {s['precision']}: {_x(_ratio(fast, main_decode.get('baseline')))}, "
                      f"÷ fastpath {s['precision']}: {_x(_ratio(fast, main_decode.get('fastpath')))}; "
-                     f"long-prompt TTFT ÷ fastpath {s['precision']}: {_x(_ratio(ttft, main_ttft))}; weights ÷ "
+                     f"TTFT ÷ fastpath {s['precision']}: short prompt {_x(short)}, long prompt "
+                     f"{_x(_ratio(ttft, main_ttft))}; weights ÷ "
                      f"{s['precision']}: {_ratio(p['weights_bytes'], result['model']['weights_bytes']):.2f}; "
                      f"top-1 agreement {_pct(p['top1_agreement'])}, perplexity {p['perplexity']:.2f} "
                      f"({s['precision']}: {result['quality']['perplexity']:.2f})")

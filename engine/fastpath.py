@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
-from engine.quant import KERNEL_ROWS, Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
+from engine.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 from engine.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -402,7 +402,7 @@ class FastRunner(ModelRunner):
         (one row) keeps the model's precision: there the upcast would cost more than it saves."""
         rows = x.shape[0]
         if not isinstance(weight, torch.Tensor):  # quantized: dense GEMM on a dequantized copy for many rows
-            if rows <= KERNEL_ROWS or not weight.can_dequantize:
+            if rows <= weight.kernel_rows or not weight.can_dequantize:
                 return weight(x)
             weight = weight.dequantize()
         if self._upcast_prefill and rows > 1:

@@ -11,7 +11,7 @@ the packed weights and dequantize in registers:
   with minimum ``m`` and step ``s`` stores ``zero = m + 8·s``.
 
 Both kernels are fast for a few rows (decode) and slow for many (measured on a 2-core AVX-512 Xeon: a
-256-row product took ~10× bf16's GEMM). Above ``KERNEL_ROWS`` rows (prefill) a layer's weight is
+256-row product took ~10× bf16's GEMM). Above ``kernel_rows`` rows (a prompt) a layer's weight is
 dequantized for that call and multiplied with the dense GEMM; the dequantized copy is dropped
 after the call, so resident memory stays quantized. Dequantizing int4 needs the kernel's packed
 layout, which depends on the CPU's kernel build (blocks of 64 rows on AVX-512, 32 on AVX2): it is
@@ -43,7 +43,6 @@ from engine.precisions import INT4_GROUP_SIZE, NATIVE_QUANTIZED
 
 log = logging.getLogger(__name__)
 
-KERNEL_ROWS = 8  # up to this many rows per call go through the packed kernel; more are dequantized first
 _INT4_BLOCKS = (64, 32)  # row-block sizes of the CPU int4 packing seen in torch's kernels (AVX-512, AVX2)
 
 
@@ -52,12 +51,16 @@ class QuantizedLinear(nn.Module):
 
     in_features: int
     out_features: int
+    # Up to this many rows per call go through the packed kernel; more are dequantized first. Where the two
+    # cost the same, measured on projections of the default model (2 threads, AVX-512): int8 at 16-32 rows,
+    # int4 at 64-128 (its unpacking costs more).
+    kernel_rows = 8
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])  # (n, in)
         if rows.dtype != self.dtype:
             rows = rows.to(self.dtype)
-        if rows.shape[0] <= KERNEL_ROWS or not self.can_dequantize:
+        if rows.shape[0] <= self.kernel_rows or not self.can_dequantize:
             out = self.kernel(rows)
         else:
             out = F.linear(rows, self.dequantize())
@@ -90,6 +93,8 @@ class QuantizedLinear(nn.Module):
 class Int8Linear(QuantizedLinear):
     """Per-output-row symmetric int8: ``w[r] ≈ q[r] · scale[r]`` with q in -127..127."""
 
+    kernel_rows = 24
+
     def __init__(self, qweight: torch.Tensor, scales: torch.Tensor) -> None:
         super().__init__()
         self.out_features, self.in_features = qweight.shape
@@ -120,6 +125,8 @@ class Int8Linear(QuantizedLinear):
 
 class Int4Linear(QuantizedLinear):
     """Group-wise asymmetric int4 in the CPU kernel's packed layout."""
+
+    kernel_rows = 96
 
     def __init__(self, packed: torch.Tensor, scales_and_zeros: torch.Tensor, group: int, out_features: int,
                  in_features: int, block: int | None) -> None:
@@ -229,6 +236,10 @@ class ProjectionSlice(QuantizedLinear):
         return self.fused.can_dequantize
 
     @property
+    def kernel_rows(self) -> int:  # type: ignore[override]
+        return self.fused.kernel_rows
+
+    @property
     def nbytes(self) -> int:
         return 0  # the fused module holds the bytes
 
@@ -282,5 +293,4 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE) -> Non
         model._tied_weights_keys = None
 
 
-__all__ = ["Int8Linear", "Int4Linear", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding", "quantize_model",
-           "KERNEL_ROWS"]
+__all__ = ["Int8Linear", "Int4Linear", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding", "quantize_model"]

@@ -13,8 +13,7 @@ import torch
 
 from engine.fastpath import FastRunner, unsupported_reason
 from engine.loader import LoadSpec, load_model
-from engine.quant import (KERNEL_ROWS, Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding,
-                          quantize_model)
+from engine.quant import Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, quantize_model
 from engine.runner import ModelRunner
 
 
@@ -47,14 +46,15 @@ def test_int4_dequantizes_within_half_a_step_of_each_group():
 def test_kernel_rows_and_dequantized_rows_give_the_same_products(kind):
     weight = _weight()
     linear = Int8Linear.from_dense(weight) if kind == "int8" else Int4Linear.from_dense(weight)
-    x = torch.randn(KERNEL_ROWS + 8, 256).to(torch.bfloat16)
+    rows = linear.kernel_rows + 8
+    x = torch.randn(rows, 256).to(torch.bfloat16)
     many = linear(x)  # dequantized, then the dense GEMM
     few = torch.cat([linear(x[i:i + 1]) for i in range(x.shape[0])])  # the packed kernel, row by row
     reference = x.float() @ linear.dequantize().float().t()
     scale = reference.abs().max()
     assert (many.float() - reference).abs().max() <= 0.02 * scale
     assert (few.float() - reference).abs().max() <= 0.02 * scale
-    assert many.shape == few.shape == (KERNEL_ROWS + 8, 128)
+    assert many.shape == few.shape == (rows, 128)
 
 
 def test_int4_layout_is_recognised_on_the_avx2_kernels_too():
