@@ -15,7 +15,7 @@ import psutil
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QVBoxLayout,
+from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
 from app import theme as themes
@@ -50,6 +50,20 @@ def fmt_rate(value: float | None) -> str:
 
 def _get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None) if obj is not None else None
+
+
+class _Value(QLabel):
+    """A figure's value: wraps within the panel's width and keeps its whole text as a tooltip."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.setWordWrap(True)
+        # Ignored: the label never asks for more width than the form gives it; it wraps instead.
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
+        super().setText(text)
+        self.setToolTip(text)
 
 
 class PerfPanel(QWidget):
@@ -97,13 +111,14 @@ class PerfPanel(QWidget):
                 layout.addWidget(self._dropped)
             else:
                 form = QFormLayout()
+                form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
                 form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
                 form.setHorizontalSpacing(16)
                 form.setVerticalSpacing(3)
                 forms[section] = form
                 layout.addLayout(form)
         for section, key, label in self.FIELDS:
-            value = QLabel("—")
+            value = _Value("—")
             value.setObjectName("metricValue")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             forms[section].addRow(label, value)
@@ -112,6 +127,9 @@ class PerfPanel(QWidget):
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        # Values wrap instead of widening the panel: a sideways scroll bar hid them (seen at 1440×900).
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area = scroll
         scroll.setWidget(inner)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)

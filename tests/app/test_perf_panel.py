@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.widgets.perf_panel import PerfPanel, fmt_bytes
 from engine.events import Metrics
 from engine.model import ModelFacts
+from tests.app._gui_fixtures import make_window, settings, store  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -68,3 +71,57 @@ def test_dropped_turns_are_announced_and_reset_clears_reply_figures(panel):
     shown = panel.displayed()
     assert shown["ttft"] == "—" and shown["kv"] == "—" and shown["chart_points"] == "0"
     assert shown["device"] == "cpu" and shown["weights"] == "256.6 MiB"  # the model's facts stay
+
+
+def _values_fit(panel: PerfPanel) -> list[str]:
+    """Value labels whose right edge runs past the panel's visible width."""
+    viewport = panel.scroll_area.viewport().width()
+    cut = []
+    for key, label in panel._values.items():
+        right = label.mapTo(panel.scroll_area.viewport(), label.rect().topRight()).x()
+        if right > viewport:
+            cut.append(f"{key} ends at {right} > {viewport}")
+    return cut
+
+
+def _long_metrics() -> Metrics:
+    """The longest value text the panel shows: a large, mostly empty cache ("… (allocated …)")."""
+    m = _metrics(128)
+    return dataclasses.replace(m, kv_cache_bytes_allocated=37 * m.kv_cache_bytes)
+
+
+def test_values_wrap_within_the_narrowest_panel_with_no_sideways_scroll_bar(styled, panel, qtbot):
+    panel.set_model_facts(FACTS)
+    panel.show_metrics(_long_metrics(), final=True)
+    panel.resize(panel.minimumWidth(), 800)
+    qtbot.wait(50)
+    assert "allocated" in panel.displayed()["kv"]
+    assert not panel.scroll_area.horizontalScrollBar().isVisible()
+    assert _values_fit(panel) == []
+    kv = panel._values["kv"]
+    assert kv.toolTip() == kv.text()  # the whole value stays readable on hover
+
+
+@pytest.fixture
+def styled(qapp):
+    """The app's own style sheet (bold, larger figures), as main() applies it; restored after."""
+    from app import theme
+
+    before = qapp.styleSheet(), qapp.palette()
+    theme.apply(qapp, dark=False)
+    yield
+    qapp.setStyleSheet(before[0])
+    qapp.setPalette(before[1])
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1440, 900)])
+def test_side_panel_fits_in_the_window(make_window, qtbot, styled, size):
+    window = make_window(loaded=False)
+    window.resize(*size)
+    window.show()
+    window.perf_panel.set_model_facts(FACTS)
+    window.perf_panel.show_metrics(_long_metrics(), final=True)
+    qtbot.wait(100)
+    assert window.perf_dock.width() >= window.perf_panel.minimumWidth()
+    assert not window.perf_panel.scroll_area.horizontalScrollBar().isVisible()
+    assert _values_fit(window.perf_panel) == []
