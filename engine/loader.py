@@ -404,7 +404,8 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     _check_cancel(cancel)
     if precision in NATIVE_QUANTIZED:
         progress(LoadProgress("quantizing", 0.6))
-        _quantize_native(model, precision, device)
+        if _quantize_native(model, precision, device, source):
+            progress(LoadProgress("quantized weights from the cache", 0.8))
         _check_cancel(cancel)
 
     progress(LoadProgress("loading tokenizer", 0.85))
@@ -421,14 +422,16 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     return loaded
 
 
-def _quantize_native(model: Any, precision: str, device: str) -> None:
-    """Rewrite the loaded bf16 model with int8/int4 weights (engine/quant.py); one line if it cannot."""
+def _quantize_native(model: Any, precision: str, device: str, source: ResolvedSource) -> bool:
+    """Rewrite the loaded bf16 model with int8/int4 weights (engine/quant.py), from the cache of an
+    earlier load when it has them (engine/quant_cache.py; returns True then); one line if it cannot."""
     if device != "cpu":
         raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
-    from engine.quant import quantize_model
+    from engine.quant_cache import quantize_cached
 
+    files = [source.folder / source.gguf_file] if source.gguf_file else sorted(source.folder.glob("*.safetensors"))
     try:
-        quantize_model(model, precision)
+        return quantize_cached(model, precision, files)
     except ValueError as exc:
         raise BadInputError(f"cannot load this model in {precision}: {exc}") from None
 

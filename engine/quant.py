@@ -33,7 +33,7 @@ path's use of them.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -244,20 +244,30 @@ class ProjectionSlice(QuantizedLinear):
         return 0  # the fused module holds the bytes
 
 
-def _groups(model: Any) -> list[tuple[nn.Module, tuple[str, ...]]]:
-    """(parent, names) of every group of projections that read the same input in a Llama-family decoder."""
+def projection_groups(model: Any) -> list[tuple[str, nn.Module, tuple[str, ...]]]:
+    """(name, parent, attributes) of every group of projections that read the same input in a
+    Llama-family decoder; the name is the quantized module's key in a cache."""
     found = []
-    for layer in model.model.layers:
-        found += [(layer.self_attn, ("q_proj", "k_proj", "v_proj")), (layer.self_attn, ("o_proj",)),
-                  (layer.mlp, ("gate_proj", "up_proj")), (layer.mlp, ("down_proj",))]
+    for index, layer in enumerate(model.model.layers):
+        found += [(f"layers.{index}.qkv", layer.self_attn, ("q_proj", "k_proj", "v_proj")),
+                  (f"layers.{index}.o", layer.self_attn, ("o_proj",)),
+                  (f"layers.{index}.gate_up", layer.mlp, ("gate_proj", "up_proj")),
+                  (f"layers.{index}.down", layer.mlp, ("down_proj",))]
     return found
 
 
-def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE) -> None:
+# How quantize_model gets each quantized module: (cache key, dense weight, "int8" | "int4") -> module.
+Maker = Callable[[str, torch.Tensor, str], QuantizedLinear]
+
+
+def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
+                   make: Maker | None = None) -> dict[str, QuantizedLinear]:
     """Replace a Llama-family model's projections, lm_head and embedding with quantized modules, in place.
 
-    The dense weights are released as each is replaced, so peak memory is the dense model plus one
-    layer. Raises ValueError for a model whose layout this does not know.
+    ``make`` builds each module (default: quantize the dense weight; ``engine/quant_cache.py`` passes one
+    that reads them from a cache). Returns the modules by key, for the cache to save. The dense weights
+    are released as each is replaced, so peak memory is the dense model plus one layer. Raises
+    ValueError for a model whose layout this does not know.
     """
     if scheme not in NATIVE_QUANTIZED:
         raise ValueError(f"unknown scheme {scheme!r}")
@@ -265,15 +275,20 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE) -> Non
     if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
         raise ValueError("int8/int4 need a Llama-family model (decoder layers with q/k/v/o and gate/up/down)")
     dtype = inner.embed_tokens.weight.dtype
+
+    def from_dense(key: str, weight: torch.Tensor, kind: str) -> QuantizedLinear:
+        return Int8Linear.from_dense(weight, dtype) if kind == "int8" else Int4Linear.from_dense(weight, group, dtype)
+
+    build = make or from_dense
+    built: dict[str, QuantizedLinear] = {}
     with torch.no_grad():
-        for parent, names in _groups(model):
+        for key, parent, names in projection_groups(model):
             linears = [getattr(parent, name) for name in names]
             for linear in linears:
                 if not isinstance(linear, nn.Linear) or linear.bias is not None:
                     raise ValueError(f"int8/int4 need bias-free linear projections, found {type(linear).__name__}")
             weight = torch.cat([linear.weight for linear in linears]) if len(linears) > 1 else linears[0].weight
-            quantized = (Int8Linear.from_dense(weight, dtype) if scheme == "int8"
-                         else Int4Linear.from_dense(weight, group, dtype))
+            quantized = built[key] = build(key, weight, scheme)
             if len(linears) == 1:
                 setattr(parent, names[0], quantized)
                 continue
@@ -283,14 +298,17 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE) -> Non
                 start += linear.out_features
             del linears, weight
         tied = model.lm_head.weight.data_ptr() == inner.embed_tokens.weight.data_ptr()
-        head = Int8Linear.from_dense(model.lm_head.weight, dtype)
+        head = built["lm_head"] = build("lm_head", model.lm_head.weight, "int8")
         model.lm_head = head
-        inner.embed_tokens = QuantizedEmbedding(head if tied else Int8Linear.from_dense(inner.embed_tokens.weight,
-                                                                                           dtype))
+        if not tied:
+            table = built["embed"] = build("embed", inner.embed_tokens.weight, "int8")
+        inner.embed_tokens = QuantizedEmbedding(head if tied else table)  # type: ignore[arg-type]
     # transformers would re-tie a dense lm_head to the embedding on some calls: there is none now.
     model.config.tie_word_embeddings = False
     if hasattr(model, "_tied_weights_keys"):
         model._tied_weights_keys = None
+    return built
 
 
-__all__ = ["Int8Linear", "Int4Linear", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding", "quantize_model"]
+__all__ = ["Int8Linear", "Int4Linear", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding", "quantize_model",
+           "projection_groups"]
