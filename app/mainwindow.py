@@ -10,6 +10,7 @@ renders no Markdown (``app.markdown_view``) and owns no SQL (``app.store``).
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
@@ -18,7 +19,7 @@ from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QMainWindow, QM
                                QPushButton, QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
 from app.bridge import Bridge
-from app.settings import Settings
+from app.settings import ChatSettings, Settings, chat_from_stored
 from app.store import ConflictError, HistoryStore, MessageRow, PerfRecord, StoreError
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
@@ -45,6 +46,13 @@ def _footer(perf: PerfRecord | None) -> str:
     return perf.footer() if perf is not None else ""
 
 
+def _stored_settings(chat: ChatSettings) -> dict:
+    """A conversation's settings as its history row keeps them (the system prompt has its own column)."""
+    stored = asdict(chat)
+    del stored["system_prompt"]
+    return stored
+
+
 def _shown(row: MessageRow) -> ShownMessage:
     return ShownMessage(row.role, row.text, row.id, _footer(row.perf), row.finish_reason)
 
@@ -66,6 +74,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Miaohui 秒回")
         self.setWindowIcon(QIcon(str(_asset("miaohui.svg"))))
         self.settings = settings
+        self._chat = settings.chat()  # the current conversation's settings; new ones start from the defaults
         self.store = store
         self.bridge = bridge or Bridge(self)
         self._cid: int | None = None  # conversation shown
@@ -260,7 +269,7 @@ class MainWindow(QMainWindow):
             self.messages.show_message("No model loaded: choose a model above and press Load.", "warning")
             return False
         if self._cid is None:
-            self._cid = self._write(self.store.create_conversation, system_prompt=self.settings.chat().system_prompt)
+            self._cid = self._create_conversation()
             if self._cid is not None:
                 self._show_conversation_in_list(self._cid)
         if self._editing_index is not None:
@@ -287,14 +296,29 @@ class MainWindow(QMainWindow):
         except StoreError as exc:
             self.messages.show_message(str(exc), "error")
             return
+        try:
+            row = self.store.get_conversation(cid)
+        except StoreError:
+            row = None  # its messages were readable: chat on with the defaults
         self._cid = cid
+        self._chat = (chat_from_stored(row.system_prompt, row.settings, self.settings.chat()) if row is not None
+                      else self.settings.chat())
         self._set_editing(None)
         self.chat.set_messages([_shown(r) for r in rows if r.role in ("user", "assistant")])
         self.settings.set_last_conversation(cid)
 
+    def chat_settings(self) -> ChatSettings:
+        """The settings the current conversation replies with (its own once saved with it)."""
+        return self._chat
+
+    def _create_conversation(self) -> int | None:
+        """A new conversation in the store, saved with the settings it starts from."""
+        return self._write(self.store.create_conversation, system_prompt=self._chat.system_prompt,
+                           settings=_stored_settings(self._chat))
+
     # -- generation -----------------------------------------------------------------------------------
     def _conversation_for_engine(self) -> list[tuple[str, str]]:
-        chat = self.settings.chat()
+        chat = self._chat
         turns: list[tuple[str, str]] = [("system", chat.system_prompt)] if chat.system_prompt.strip() else []
         for message in self.chat.messages():
             if message.role == "assistant" and (not message.text.strip() or message.finish_reason == "error"):
@@ -305,7 +329,7 @@ class MainWindow(QMainWindow):
     def _start_reply(self) -> bool:
         turns = self._conversation_for_engine()
         cid = self._cid if self._cid is not None else 0
-        if not self.bridge.generate(cid, turns, self.settings.chat().sampling_kwargs()):
+        if not self.bridge.generate(cid, turns, self._chat.sampling_kwargs()):
             return False
         self._generating = True
         self._gen_cid = self._cid
@@ -491,7 +515,8 @@ class MainWindow(QMainWindow):
     def on_new_chat_triggered(self) -> None:
         if self._generating:
             self.bridge.stop()
-        self._cid = self._write(self.store.create_conversation, system_prompt=self.settings.chat().system_prompt)
+        self._chat = self.settings.chat()  # a new conversation starts from the defaults in Settings
+        self._cid = self._create_conversation()
         self.chat.clear()
         self._set_editing(None)
         if self._cid is not None:
@@ -507,7 +532,13 @@ class MainWindow(QMainWindow):
     def on_settings_triggered(self) -> None:
         dialog = SettingsDialog(self.settings, self)
         if dialog.exec():
-            self.statusBar().showMessage("Settings saved; they apply to the next reply.", 5000)
+            # What was just set applies to this conversation, is saved with it, and starts new ones.
+            self._chat = self.settings.chat()
+            if self._cid is not None:
+                self._write(self.store.update_conversation_settings, self._cid, self._chat.system_prompt,
+                            _stored_settings(self._chat))
+            self.statusBar().showMessage("Settings saved for this conversation and new ones; "
+                                         "they apply to the next reply.", 5000)
 
     @Slot(int)
     def on_conversation_selected(self, cid: int) -> None:
@@ -524,6 +555,7 @@ class MainWindow(QMainWindow):
             self._reply_mid = None  # its rows are gone; nothing left to save
         if self._cid == cid:
             self._cid = None
+            self._chat = self.settings.chat()
             self.chat.clear()
             self.settings.set_last_conversation(None)
 

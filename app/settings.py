@@ -114,6 +114,23 @@ def _parse(value: Any, default: Any, bounds: tuple[float, float] | None = None) 
     raise _Unusable
 
 
+def chat_from_stored(system_prompt: Any, stored: Any, defaults: ChatSettings) -> ChatSettings:
+    """A conversation's own settings as saved in its history row, each value checked like a QSettings
+    value; a missing or unusable one (an older row, a damaged file) takes its value from ``defaults``."""
+    values: dict[str, Any] = {}
+    stored = stored if isinstance(stored, dict) else {}
+    for f in fields(ChatSettings):
+        default = getattr(defaults, f.name)
+        raw = system_prompt if f.name == "system_prompt" else stored.get(f.name)
+        if raw is None:
+            continue
+        try:
+            values[f.name] = _parse(raw, default, RANGES.get(f.name))
+        except _Unusable:
+            log.warning("conversation setting %s=%r is unusable; using %r", f.name, raw, default)
+    return replace(defaults, **values)
+
+
 class Settings:
     """Typed access to the application's QSettings; every getter returns a valid value."""
 

@@ -216,3 +216,63 @@ def test_regenerate_never_deletes_what_another_window_added_to_the_chat(qtbot, m
     assert window.messages.level == "warning" and "another window" in window.messages.text()
     assert send_and_wait(qtbot, window, "and now?") == "length"  # the reloaded chat goes on normally
     assert [m.id for m in store.messages(cid)][:4] == before
+
+
+def test_each_conversation_keeps_its_own_settings_and_new_ones_start_from_the_defaults(make_window, qtbot, settings,
+                                                                                        store):
+    from dataclasses import replace
+
+    window = make_window(max_new_tokens=4)
+    terse = replace(settings.chat(), system_prompt="Be terse.", temperature=0.7, max_new_tokens=3, seed=7)
+    settings.set_chat(terse)
+    window.on_new_chat_triggered()
+    assert send_and_wait(qtbot, window, "Hello") in ("length", "eos")
+    first = window.current_conversation()
+    row = store.get_conversation(first)
+    assert row.system_prompt == "Be terse." and row.settings["temperature"] == 0.7 and row.settings["seed"] == 7
+
+    # The defaults change; a new conversation starts from them, the first keeps its own.
+    chatty = replace(terse, system_prompt="Explain at length.", temperature=0.2, max_new_tokens=5, seed=-1)
+    settings.set_chat(chatty)
+    window.on_new_chat_triggered()
+    assert window.chat_settings() == chatty
+    assert send_and_wait(qtbot, window, "Hi again") in ("length", "eos")
+    second = window.current_conversation()
+
+    window.open_conversation(first)
+    assert window.chat_settings() == terse
+    assert window._conversation_for_engine()[0] == ("system", "Be terse.")
+    window.open_conversation(second)
+    assert window.chat_settings() == chatty
+    assert window._conversation_for_engine()[0] == ("system", "Explain at length.")
+
+
+def test_a_damaged_stored_setting_falls_back_to_the_default(make_window, settings, store):
+    window = make_window(loaded=False)
+    cid = store.create_conversation(system_prompt="Stored prompt",
+                                    settings={"temperature": float("nan"), "top_k": "many", "max_new_tokens": 10**9,
+                                              "seed": 3, "unknown": 1})
+    window.open_conversation(cid)
+    chat, defaults = window.chat_settings(), settings.chat()
+    assert chat.system_prompt == "Stored prompt" and chat.seed == 3
+    assert (chat.temperature, chat.top_k, chat.max_new_tokens) == (defaults.temperature, defaults.top_k,
+                                                                   defaults.max_new_tokens)
+
+
+def test_settings_changed_in_the_dialog_apply_to_the_open_conversation(make_window, qtbot, settings, store,
+                                                                        monkeypatch):
+    from dataclasses import replace
+
+    window = make_window(max_new_tokens=3)
+    assert send_and_wait(qtbot, window, "Hello") in ("length", "eos")
+    cid = window.current_conversation()
+    changed = replace(settings.chat(), system_prompt="Answer in French.")
+
+    def accept(dialog):
+        settings.set_chat(changed)
+        return True
+
+    monkeypatch.setattr(SettingsDialog, "exec", accept)
+    window.on_settings_triggered()
+    assert window.chat_settings() == changed
+    assert store.get_conversation(cid).system_prompt == "Answer in French."
