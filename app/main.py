@@ -212,6 +212,7 @@ class ScriptedRun:
             system_prompt=chat.system_prompt, temperature=0.0 if greedy else chat.temperature, top_p=chat.top_p,
             top_k=chat.top_k, repetition_penalty=chat.repetition_penalty,
             max_new_tokens=args.max_new_tokens or (64 if greedy else 256), seed=0, use_kv_cache=True))
+        window.apply_settings()  # the scratch settings, not those of a conversation reopened at start
         self.clock = QElapsedTimer()
         self.watchdog = QTimer()
         self.watchdog.setSingleShot(True)

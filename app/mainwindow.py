@@ -307,6 +307,14 @@ class MainWindow(QMainWindow):
         self.chat.set_messages([_shown(r) for r in rows if r.role in ("user", "assistant")])
         self.settings.set_last_conversation(cid)
 
+    def apply_settings(self) -> None:
+        """Settings' chat values just changed: they apply to this conversation, are saved with it, and
+        start new ones."""
+        self._chat = self.settings.chat()
+        if self._cid is not None:
+            self._write(self.store.update_conversation_settings, self._cid, self._chat.system_prompt,
+                        _stored_settings(self._chat))
+
     def chat_settings(self) -> ChatSettings:
         """The settings the current conversation replies with (its own once saved with it)."""
         return self._chat
@@ -532,11 +540,7 @@ class MainWindow(QMainWindow):
     def on_settings_triggered(self) -> None:
         dialog = SettingsDialog(self.settings, self)
         if dialog.exec():
-            # What was just set applies to this conversation, is saved with it, and starts new ones.
-            self._chat = self.settings.chat()
-            if self._cid is not None:
-                self._write(self.store.update_conversation_settings, self._cid, self._chat.system_prompt,
-                            _stored_settings(self._chat))
+            self.apply_settings()
             self.statusBar().showMessage("Settings saved for this conversation and new ones; "
                                          "they apply to the next reply.", 5000)
 
