@@ -236,7 +236,7 @@ def _embed_row(table: torch.Tensor | Int8Linear, token_id: int) -> torch.Tensor:
     """One token's embedding (1, d) by slicing: no index tensor to build per decode step."""
     if isinstance(table, torch.Tensor):
         return table[token_id:token_id + 1]
-    return table.qweight[token_id:token_id + 1].to(table.dtype) * table.scales[token_id:token_id + 1, None]
+    return table.row(token_id)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

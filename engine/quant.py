@@ -122,6 +122,10 @@ class Int8Linear(QuantizedLinear):
         """Rows ``ids`` of the dequantized weight: (n,) → (n, in), for an embedding that shares it."""
         return self.qweight[ids].to(self.dtype) * self.scales[ids, None]
 
+    def row(self, index: int) -> torch.Tensor:
+        """Row ``index`` as (1, in), by slicing: no index tensor to build per decode step."""
+        return self.qweight[index:index + 1].to(self.dtype) * self.scales[index:index + 1, None]
+
 
 class Int4Linear(QuantizedLinear):
     """Group-wise asymmetric int4 in the CPU kernel's packed layout."""
