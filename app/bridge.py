@@ -31,7 +31,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from engine.errors import EngineError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
-from engine.model import LoadedModel
+from engine.models.model import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class _Worker(QObject):
         self._loaded = None
 
     def _load(self, job: _Job) -> None:
-        from engine.loader import LoadProgress, LoadSpec, load_model  # heavy: torch loads on first use
+        from engine.models.loader import LoadProgress, LoadSpec, load_model  # heavy: torch loads on first use
 
         def progress(p: LoadProgress) -> None:
             self.load_progressed.emit(p.stage, float(p.fraction))
@@ -167,8 +167,8 @@ class _Worker(QObject):
         if self._loaded is None:
             self._finish(_finished_without_run("error", "no model loaded: choose a model and press Load"))
             return
-        from engine.sampling import SamplingConfig
-        from engine.session import ChatSession
+        from engine.generate.sampling import SamplingConfig
+        from engine.generate.session import ChatSession
 
         try:
             session = self._sessions.get(conversation_id)

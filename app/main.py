@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from app import __version__
-from engine.precisions import PRECISIONS
+from engine.inputs import PRECISIONS
 
 log = logging.getLogger("miaohui")
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     from app import settings as app_settings
     from app import theme
     from app.mainwindow import MainWindow
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
     from engine.paths import history_path
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

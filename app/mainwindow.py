@@ -4,7 +4,7 @@ Owns the wiring between the widgets, the bridge and the history store: what Send
 Edit, Regenerate and Continue do; when a streaming reply is saved (every few seconds and at its
 finish, with its finish reason and performance record); the window's state (idle, loading,
 generating) and the one channel of messages to the user. It runs no inference (``app.bridge``),
-renders no Markdown (``app.markdown_view``) and owns no SQL (``app.store``).
+renders no Markdown (``app.markdown_view``) and owns no SQL (``app.history.store``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QMainWindow, QM
 
 from app.bridge import Bridge
 from app.settings import ChatSettings, Settings, chat_from_stored
-from app.store import ConflictError, HistoryStore, MessageRow, PerfRecord, StoreError
+from app.history.store import ConflictError, HistoryStore, MessageRow, PerfRecord, StoreError
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea

@@ -2,7 +2,7 @@
 
 Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the model
 selection (model, precision, device), the recently opened models and the window layout. It does
-not own history (``app.store``) or any widget.
+not own history (``app.history.store``) or any widget.
 
 Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
 data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
@@ -22,7 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from engine.precisions import PRECISIONS
+from engine.inputs import PRECISIONS
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ MAX_RECENT_MODELS = 8
 TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
 DEVICES = ("auto", "cpu", "cuda")
 # Inclusive bounds of each numeric ChatSettings field. The settings dialog's spin boxes use the same ones
-# (a stored value outside them could not be shown), and each lies inside engine.sampling.SamplingConfig's.
+# (a stored value outside them could not be shown), and each lies inside engine.generate.sampling.SamplingConfig's.
 RANGES: dict[str, tuple[int, int] | tuple[float, float]] = {
     "temperature": (0.0, 10.0),
     "top_p": (0.01, 1.0),
@@ -46,7 +46,7 @@ _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """What the settings dialog edits; turned into ``engine.sampling.SamplingConfig`` keyword arguments."""
+    """What the settings dialog edits; turned into ``engine.generate.sampling.SamplingConfig`` keyword arguments."""
 
     system_prompt: str = "You are a helpful assistant."
     # SmolLM2's model card recommends a low temperature; small models ramble when sampled hot.

@@ -14,11 +14,11 @@ import sys
 import engine  # noqa: F401  (offline switches)
 
 COMMANDS = {
-    "chat": ("engine.cli_chat", "stream a reply to one prompt"),
-    "info": ("engine.cli_info", "print the model card"),
-    "fetch": ("engine.cli_fetch", "put the default model in place"),
-    "bench": ("engine.bench", "benchmark the engine against transformers generate()"),
-    "lab": ("engine.lab.cli", "run the inference-lab experiments headless"),
+    "chat": ("engine.cli.chat", "stream a reply to one prompt"),
+    "info": ("engine.cli.info", "print the model card"),
+    "fetch": ("engine.cli.fetch", "put the default model in place"),
+    "bench": ("engine.bench.run", "benchmark the engine against transformers generate()"),
+    "lab": ("engine.cli.lab", "run the inference-lab experiments headless"),
 }
 
 

@@ -60,7 +60,7 @@ def history_path() -> Path:
 
 
 def default_model_dir() -> Path:
-    """Folder of the default model's safetensors copy (may not exist yet: see engine.fetch)."""
+    """Folder of the default model's safetensors copy (may not exist yet: see engine.models.fetch)."""
     return models_dir() / DEFAULT_MODEL_NAME
 
 

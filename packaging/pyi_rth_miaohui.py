@@ -33,7 +33,7 @@ def _install() -> None:
 
     if hasattr(paths, "bundled_models_dir"):
         return  # the engine resolves "default" itself
-    from engine.fetch import is_fetched
+    from engine.models.fetch import is_fetched
 
     user_default = paths.default_model_dir
 

@@ -36,7 +36,7 @@ trap cleanup EXIT
 # History written by the app's own store (the schema the app expects), before the package exists.
 MIAOHUI_HOME="$DATA" "$PY" - <<'PYEOF' || fail "could not seed the user's history with $PY"
 from engine.paths import history_path
-from app.store import HistoryStore
+from app.history.store import HistoryStore
 
 store = HistoryStore(history_path())
 cid = store.create_conversation("kept across install and removal")

@@ -37,7 +37,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def default_model_dir() -> Path:
     """The real default model, fetched by `make install` (`python -m engine fetch`)."""
-    from engine.fetch import is_fetched
+    from engine.models.fetch import is_fetched
 
     if not is_fetched(_REAL_DEFAULT_MODEL):
         pytest.fail(f"default model missing at {_REAL_DEFAULT_MODEL}: run `python -m engine fetch`")

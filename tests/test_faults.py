@@ -4,8 +4,8 @@ Owns the damaged-model builders shared with ``tests/app/test_faults_gui.py`` (ev
 file of issue 8, each with the words its refusal must contain), the CLI's exit 2 for each of them,
 a CUDA-cache release after an out-of-memory error, the CLI's exit 1 when generation itself fails,
 and mixed scripts in a prompt (the 1 MB paste is checked through the window, where a user meets it).
-Does not repeat what ``tests/engine/test_safety.py``, ``test_session.py``, ``test_loader.py``,
-``test_offline.py`` and ``tests/app/test_store_faults.py`` already check; docs/FAULTS.md maps each
+Does not repeat what ``tests/engine/models/test_safety.py``, ``test_session.py``, ``test_loader.py``,
+``test_offline.py`` and ``tests/app/history/test_store_faults.py`` already check; docs/FAULTS.md maps each
 case to its test.
 
 Faults are injected through the collaborators the engine accepts (``ChatSession``'s
@@ -29,10 +29,10 @@ import torch
 
 from engine.__main__ import main
 from engine.events import Finished, Message, Token
-from engine.loader import LoadSpec, load_model
-from engine.runner import make_runner
-from engine.sampling import SamplingConfig
-from engine.session import ChatSession
+from engine.models.loader import LoadSpec, load_model
+from engine.generate.runner import make_runner
+from engine.generate.sampling import SamplingConfig
+from engine.generate.session import ChatSession
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=6)
 
@@ -207,14 +207,14 @@ def test_fault_5_oom_during_prefill_empties_the_cuda_cache_and_keeps_the_model(l
 
 
 def test_fault_4_cli_exits_1_with_one_line_when_generation_fails(tiny_model_dir, monkeypatch, capsys):
-    import engine.session
+    import engine.generate.session
 
     class FailingSession(ChatSession):
         def __init__(self, loaded: Any, **kwargs: Any) -> None:
             super().__init__(loaded, runner_factory=lambda lm, kv: FaultyRunner(
                 make_runner(lm, kv), 3, RuntimeError("injected fault\nsecond line")))
 
-    monkeypatch.setattr(engine.session, "ChatSession", FailingSession)  # cli_chat imports it at run time
+    monkeypatch.setattr(engine.generate.session, "ChatSession", FailingSession)  # cli_chat imports it at run time
     rc = main(["chat", "--prompt", "Hello", "--model", str(tiny_model_dir), "--precision", "fp32", "--device", "cpu",
                "--max-new-tokens", "20"])
     out, err = capsys.readouterr()

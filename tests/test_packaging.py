@@ -45,7 +45,7 @@ def test_spec_parses_and_names_required_contents():
 
 
 def _fake_model(folder: Path) -> Path:
-    from engine.fetch import MARKER
+    from engine.models.fetch import MARKER
 
     folder.mkdir(parents=True)
     (folder / "model.safetensors").write_bytes(b"")
@@ -59,7 +59,7 @@ def _resolve_in_frozen_process(meipass: Path, home: Path) -> dict:
         "import json, os, runpy, sys\n"
         f"sys._MEIPASS = {str(meipass)!r}\n"
         f"runpy.run_path({str(PACKAGING / 'pyi_rth_miaohui.py')!r})\n"
-        "from engine.fetch import find_default_model\n"
+        "from engine.models.fetch import find_default_model\n"
         "print(json.dumps({'default': str(find_default_model()),"
         " 'env': os.environ.get('MIAOHUI_BUNDLED_MODELS')}))\n"
     )

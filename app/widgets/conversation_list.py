@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
                                QListWidgetItem, QMenu, QMessageBox, QPushButton, QToolButton, QVBoxLayout,
                                QWidget)
 
-from app.export import export_file_name, perf_to_csv, to_json, to_markdown
-from app.store import HistoryStore, StoreError
+from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
+from app.history.store import HistoryStore, StoreError
 
 # Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
 SEARCH_DELAY_MS = 150

@@ -1,6 +1,6 @@
 """The strip at the top of the window: which model, at what precision, on which device; Load and Open.
 
-Owns the choice widgets and the list of models offered: the models ``engine.catalog.list_local_models()``
+Owns the choice widgets and the list of models offered: the models ``engine.models.catalog.list_local_models()``
 finds (the default model, the data dir's models folder, the local Hugging Face cache) and the recently
 opened ones (QSettings, via ``app.settings``). "Open model…" takes a folder or a ``.gguf``
 file. It loads nothing itself: it emits ``load_requested`` and the window asks the bridge.
@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
 from app.settings import Settings
-from engine.precisions import PRECISIONS as ALL_PRECISIONS
+from engine.inputs import PRECISIONS as ALL_PRECISIONS
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +25,9 @@ DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
 
 
 def _catalog_entries() -> list[tuple[str, str]]:
-    """(label, model argument) of every local model ``engine.catalog`` finds; none if it cannot look."""
+    """(label, model argument) of every local model ``engine.models.catalog`` finds; none if it cannot look."""
     try:
-        from engine.catalog import list_local_models
+        from engine.models.catalog import list_local_models
 
         return [(choice.label, choice.spec_model) for choice in list_local_models()]
     except Exception as exc:  # noqa: BLE001 (a broken cache folder must not stop the window opening)
@@ -36,7 +36,7 @@ def _catalog_entries() -> list[tuple[str, str]]:
 
 
 def _recent_label(path: str) -> str:
-    from engine.catalog import choice_for_path
+    from engine.models.catalog import choice_for_path
 
     return choice_for_path(path).label
 

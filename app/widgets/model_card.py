@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from engine.model import ModelFacts
+from engine.models.model import ModelFacts
 
 
 def fmt_count(value: int) -> str:

@@ -1,6 +1,6 @@
 """The tokenizer view: how a text is cut into the loaded model's tokens, with ids and counts.
 
-The text is tokenised by ``engine.tokenview`` on the model's worker thread (through the bridge's
+The text is tokenised by ``engine.lab.tokenview`` on the model's worker thread (through the bridge's
 ``submit_task``); the widget shows the pieces as coloured chips (a split character shows its parts),
 a table of index / id / token / covered text, and the counts (tokens, characters, bytes, characters per
 token, split characters). Typing re-tokenises after a short pause; only the latest request's answer
@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
-from engine.tokenview import TokenView, token_view
+from engine.lab.tokenview import TokenView, token_view
 
 DEBOUNCE_MS = 300  # re-tokenise after the user pauses typing, not on every keystroke
 CHIP_COLOURS = ("#dbeafe", "#fde68a", "#bbf7d0", "#fecaca", "#e9d5ff")  # readable on light and dark text

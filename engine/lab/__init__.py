@@ -4,7 +4,7 @@ Headless (``python -m engine lab``) and in the GUI's Lab tab, every figure comes
 the loaded model through the engine's own session. Importing this package is cheap (no torch): the
 GUI imports the catalogue and the result types from here, and each experiment's module loads when it
 runs. This package owns the experiments, their results, charts and exports; it does not own loading,
-generation or sampling (``engine.loader``, ``engine.session``, ``engine.sampling``).
+generation or sampling (``engine.models.loader``, ``engine.generate.session``, ``engine.generate.sampling``).
 """
 
 from engine.lab.experiments import EXPERIMENTS, FIVE, ExperimentInfo, LabOptions, lab_task, run_all, run_experiment

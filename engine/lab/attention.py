@@ -19,7 +19,7 @@ Measures, per head, over the query rows 1..n-1 (row 0 can only attend to itself)
 - normalised entropy: entropy of row i divided by log(i+1), its maximum under the causal mask, then
   averaged. 1.0 is perfectly uniform; at or above ``COLLAPSE_THRESHOLD`` the head has *collapsed*
   (it no longer picks out any token).
-Owns the capture, the measures and the experiment's table; the token labels come from ``engine.tokenview``.
+Owns the capture, the measures and the experiment's table; the token labels come from ``engine.lab.tokenview``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 from engine.errors import BadInputError
 from engine.lab.results import ExperimentResult, Heatmap, Series
 from engine.lab.runs import Progress, check_cancel, model_label, no_progress
-from engine.tokenview import TokenPiece, tokenize_view
+from engine.lab.tokenview import TokenPiece, tokenize_view
 
 SINK_THRESHOLD = 0.5  # more than half of every query's weight on token 0, on average
 COLLAPSE_THRESHOLD = 0.9  # within 10% of the uniform distribution's entropy

@@ -4,7 +4,7 @@ The GUI lists ``EXPERIMENTS`` and submits ``lab_task(key, options)`` to the mode
 the CLI calls ``run_all``. Importing this module is cheap (no torch): each experiment's module is
 imported when it first runs. Owns the catalogue, the quick/full sizes of each experiment and the
 export layout (``<key>.csv``, ``<key>.png``, ``results.json``); the measuring lives in
-``timing``, ``sampling_stats``, ``attention`` and ``engine.precision_ab``.
+``timing``, ``sampling_stats``, ``attention`` and ``engine.lab.precision_ab``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOption
     if key == "attention":
         from engine.lab.attention import run_attention
         return run_attention(loaded, cancel, layer=options.layer, head=options.head, progress=progress)
-    from engine.precision_ab import precision_ab_task
+    from engine.lab.precision_ab import precision_ab_task
     return precision_ab_task(loaded, cancel, precisions=options.precisions, max_new_tokens=24 if q else 48,
                              progress=progress)
 

@@ -46,7 +46,7 @@ def generate_once(loaded, prompt: str | Sequence, config, cancel: threading.Even
     KV-cache experiments depend on that); pass ``session`` to measure reuse on purpose.
     """
     from engine.events import Finished, Message, Token
-    from engine.session import ChatSession
+    from engine.generate.session import ChatSession
 
     check_cancel(cancel, "experiment")
     messages = [Message("user", prompt)] if isinstance(prompt, str) else list(prompt)

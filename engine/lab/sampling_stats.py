@@ -4,7 +4,7 @@ Owns the measures of a generated sequence: repetition rate (share of n-grams tha
 one) and distinct-n (unique n-grams over all n-grams, Li et al. 2016), and the experiment that
 applies them to greedy and sampled replies over several seeds. The measures work on any sequence of
 hashable items; the experiment feeds them the model's token ids so English and Chinese are treated
-alike (no word splitter needed). Owns no sampling itself: ``engine.sampling`` and the session do that.
+alike (no word splitter needed). Owns no sampling itself: ``engine.generate.sampling`` and the session do that.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def run_sampling(loaded, cancel: threading.Event, *, seeds: Sequence[int] = (0, 
                  max_new_tokens: int = 64, prompt: str = PROMPT,
                  progress: Progress = no_progress) -> ExperimentResult:
     """Greedy once (it is deterministic) and temperature 0.9 + top-p 0.9 once per seed, same prompt."""
-    from engine.sampling import SamplingConfig
+    from engine.generate.sampling import SamplingConfig
 
     started = time.perf_counter()
     plans = [("greedy", None, SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens))]

@@ -36,7 +36,7 @@ def settings(tmp_path: Path, home: Path) -> Settings:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[object]:
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
 
     history = HistoryStore(tmp_path / "history.sqlite3")
     yield history
@@ -138,11 +138,11 @@ class _HeldDecode(FaultyRunner):
 @pytest.fixture
 def plan(monkeypatch) -> _Plan:
     """Route the bridge's sessions through a runner factory that applies ``plan`` (armed per reply)."""
-    import engine.session
-    from engine.runner import make_runner
+    import engine.generate.session
+    from engine.generate.runner import make_runner
 
     armed = _Plan()
-    real_session = engine.session.ChatSession
+    real_session = engine.generate.session.ChatSession
 
     def factory(loaded: Any, use_kv_cache: bool) -> Any:
         runner = make_runner(loaded, use_kv_cache)
@@ -162,5 +162,5 @@ def plan(monkeypatch) -> _Plan:
             self._runner = None  # a fresh runner per reply, so the plan armed now applies
             return super().generate(*args, **kwargs)
 
-    monkeypatch.setattr(engine.session, "ChatSession", PlannedSession)  # the bridge imports it per reply
+    monkeypatch.setattr(engine.generate.session, "ChatSession", PlannedSession)  # the bridge imports it per reply
     return armed

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
-from app.store import HistoryStore
+from app.history.store import HistoryStore
 from app.widgets.conversation_list import ConversationList
 
 

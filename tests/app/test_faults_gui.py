@@ -133,7 +133,7 @@ def test_fault_4_5_error_during_a_reply_is_shown_the_model_stays_and_history_is_
 
 def test_fault_6_out_of_memory_at_load_keeps_nothing_and_the_previous_model(qtbot, make_window, tiny_model_dir,
                                                                             monkeypatch):
-    import engine.loader
+    import engine.models.loader
 
     window = make_window(max_new_tokens=3)
     built: list[weakref.ref] = []
@@ -145,8 +145,8 @@ def test_fault_6_out_of_memory_at_load_keeps_nothing_and_the_previous_model(qtbo
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     # The bridge imports load_model per load: this one injects the fault through its from_pretrained.
-    monkeypatch.setattr(engine.loader, "load_model",
-                        functools.partial(engine.loader.load_model, from_pretrained=from_pretrained))
+    monkeypatch.setattr(engine.models.loader, "load_model",
+                        functools.partial(engine.models.loader.load_model, from_pretrained=from_pretrained))
     with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS):
         window.load_model(str(tiny_model_dir), "bf16", "cpu")
     shown = _one_line_error(window)
@@ -268,7 +268,7 @@ def test_fault_14_history_longer_than_the_context_drops_oldest_turns_with_a_noti
 
 def test_fault_12_damaged_history_file_the_window_starts_and_says_so(qtbot, settings, tmp_path):
     from app.mainwindow import MainWindow
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
 
     path = tmp_path / "damaged" / "history.sqlite3"
     path.parent.mkdir()
@@ -320,7 +320,7 @@ def test_fault_13_newer_history_is_shown_read_only_chat_goes_on_and_the_file_is_
     import sqlite3
 
     from app.mainwindow import MainWindow
-    from app.store import SCHEMA_VERSION, HistoryStore
+    from app.history.store import SCHEMA_VERSION, HistoryStore
 
     path = tmp_path / "future" / "history.sqlite3"
     path.parent.mkdir()
@@ -368,7 +368,7 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
 
     from app.main import main
     from app.mainwindow import MainWindow
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
     from engine.paths import history_path
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own

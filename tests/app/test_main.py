@@ -105,7 +105,7 @@ _STUCK_ENGINE_RUN = """
 import sys, threading, time
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-import app.mainwindow, engine.loader
+import app.mainwindow, engine.models.loader
 from app.main import main
 from app.mainwindow import MainWindow
 
@@ -116,7 +116,7 @@ def load_model(*_args, **_kwargs):  # never polls its cancel flag, like a forwar
     stuck.set()
     time.sleep(120)
 
-engine.loader.load_model = load_model
+engine.models.loader.load_model = load_model
 qapp = QApplication(sys.argv[:1])  # before the QTimer: main() reuses it
 done = []
 
@@ -137,7 +137,7 @@ sys.exit(main(["--model", "anything", "--device", "cpu"]))
 
 
 def test_closing_while_the_engine_is_stuck_exits_0_without_aborting_and_closes_history(tmp_path):
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
 
     home = tmp_path / "home"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "MIAOHUI_HOME": str(home),
@@ -185,7 +185,7 @@ def _tree(folder: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("run", ["self-test", "screenshot"])
 def test_scripted_runs_leave_every_user_file_byte_identical(tmp_path, tiny_model_dir, run):
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
 
     env = _user_env(tmp_path)
     written = subprocess.run([sys.executable, "-c", _WRITE_USER_SETTINGS], cwd=ROOT, env=env, capture_output=True,

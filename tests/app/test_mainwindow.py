@@ -198,7 +198,7 @@ def test_shutdown_stays_truthful_when_called_again_while_the_engine_is_stuck(qtb
 def test_regenerate_never_deletes_what_another_window_added_to_the_chat(qtbot, make_window, store):
     """Two windows (two processes, two stores on one file) show one chat; the other one adds a turn. A
     Regenerate here used to delete that turn with this window's reply; now it reloads the chat instead."""
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
 
     window = make_window(max_new_tokens=4)
     send_and_wait(qtbot, window, "first question")

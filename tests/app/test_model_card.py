@@ -7,7 +7,7 @@ import pytest
 from app.bridge import Bridge
 from app.widgets.model_card import ModelCard, attention_explanation, card_rows
 from engine.events import Finished, Metrics
-from engine.model import ModelFacts
+from engine.models.model import ModelFacts
 from tests.app._gui_fixtures import loaded_bridge  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")

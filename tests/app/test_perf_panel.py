@@ -8,7 +8,7 @@ import pytest
 
 from app.widgets.perf_panel import PerfPanel, fmt_bytes
 from engine.events import Metrics
-from engine.model import ModelFacts
+from engine.models.model import ModelFacts
 from tests.app._gui_fixtures import make_window, settings, store  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]

@@ -17,7 +17,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.settings import MAX_RECENT_MODELS, ChatSettings, Settings
-from engine.sampling import SamplingConfig
+from engine.generate.sampling import SamplingConfig
 
 HOSTILE_INI = r"""
 [chat]
@@ -136,7 +136,7 @@ def test_settings_dialog_opens_on_a_hostile_file_and_shows_valid_values(qtbot, t
 
 def test_main_window_builds_on_a_hostile_settings_file(qtbot, tmp_path):
     from app.mainwindow import MainWindow
-    from app.store import HistoryStore
+    from app.history.store import HistoryStore
 
     settings = _settings(tmp_path, HOSTILE_INI.replace("last_conversation=1, 2", "last_conversation=" + "9" * 30))
     with HistoryStore(tmp_path / "history.sqlite3") as store:

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from engine.errors import ModelNotFoundError
-from engine.loader import LoadSpec, load_model
+from engine.models.loader import LoadSpec, load_model
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app.store import HistoryStore, PerfRecord
+from app.history.store import HistoryStore, PerfRecord
 
 
 def main(path: str) -> None:

@@ -1,0 +1,100 @@
+"""Conversation exports: Markdown for reading, JSON for keeping (with performance records), CSV for analysis.
+
+Owns the three text formats and the file name suggested for an export (a conversation title made safe
+on every platform); it reads through ``app.history.store.HistoryStore`` and writes nothing to disk (the caller
+chooses the file). CSV text cells are escaped against formula injection. Plain Python: no Qt, no torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import asdict, fields
+from datetime import datetime, timezone
+
+from app.history.store import HistoryStore, PerfRecord
+from engine.lab.results import spreadsheet_safe
+
+JSON_FORMAT = "miaohui-conversation"
+JSON_VERSION = 1
+_STOPPED = {"cancelled": "stopped", "length": "cut at the length limit", "error": "failed"}
+PERF_CSV_COLUMNS = (["conversation_id", "conversation_title", "message_id", "created", "finish_reason"]
+                    + [f.name for f in fields(PerfRecord)])
+
+
+def iso(timestamp: float) -> str:
+    """Seconds since the epoch as ISO 8601 UTC, e.g. ``2026-11-29T10:05:54Z``."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def to_markdown(store: HistoryStore, cid: int) -> str:
+    """The conversation as Markdown: a heading per turn, replies verbatim, the perf footer under each reply."""
+    conv = store.get_conversation(cid)
+    lines = [f"# {conv.title}", "", f"*Miaohui · created {iso(conv.created)} · {conv.message_count} messages*", ""]
+    if conv.system_prompt:
+        lines += ["> **System prompt:** " + conv.system_prompt.replace("\n", "\n> "), ""]
+    for message in store.messages(cid):
+        lines += [f"## {message.role.capitalize()}", "", message.text, ""]
+        notes = [note for note in (_STOPPED.get(message.finish_reason or ""),
+                                   message.perf.footer() if message.perf else "") if note]
+        if notes:
+            lines += [f"*{' · '.join(notes)}*", ""]
+    return "\n".join(lines)
+
+
+def to_json(store: HistoryStore, cid: int) -> str:
+    """The whole conversation, settings and per-message performance records included, as pretty JSON."""
+    conv = store.get_conversation(cid)
+    document = {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "conversation": {"id": conv.id, "title": conv.title, "created": iso(conv.created),
+                         "updated": iso(conv.updated), "system_prompt": conv.system_prompt,
+                         "settings": conv.settings},
+        "messages": [{"id": m.id, "role": m.role, "text": m.text, "created": iso(m.created),
+                      "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None}
+                     for m in store.messages(cid)],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def perf_to_csv(store: HistoryStore) -> str:
+    """Every performance record in the history, one row per reply, with a header row."""
+    out = io.StringIO()
+    # RFC 4180's CRLF rows: the csv module then quotes a cell holding a lone CR too (with "\n" rows it
+    # left a title's CR bare, and every reader split the row there).
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(PERF_CSV_COLUMNS)
+    for conv, message in store.all_perf_records():
+        perf = asdict(message.perf)
+        cells = ([conv.id, conv.title, message.id, iso(message.created), message.finish_reason or ""]
+                 + ["" if perf[f.name] is None else perf[f.name] for f in fields(PerfRecord)])
+        writer.writerow([spreadsheet_safe(cell) for cell in cells])
+    return out.getvalue()
+
+
+# Characters no Windows file name may hold, control characters (no platform shows them sanely) and lone
+# surrogates (not encodable).
+_ILLEGAL = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f\ud800-\udfff]')
+# Names Windows reserves for devices, whatever extension follows ("con.md" opens the console).
+_RESERVED = ({"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+             | {f"{port}{n}" for port in ("COM", "LPT") for n in (*"123456789", "¹", "²", "³")})
+# Most file systems allow 255 bytes per name; staying well below leaves room for a "(1)" a dialog adds.
+MAX_FILE_NAME_BYTES = 120
+
+
+def export_file_name(title: str, suffix: str, fallback: str = "conversation") -> str:
+    """A file name for ``title`` + ``suffix`` that every platform accepts.
+
+    Illegal and control characters become ``_``; leading dots (hidden files) and trailing dots and
+    spaces (Windows drops them) go; a reserved device name gets a ``_`` prefix; the whole name is at
+    most ``MAX_FILE_NAME_BYTES`` of UTF-8, cut between characters.
+    """
+    stem = _ILLEGAL.sub("_", title).strip(" .")
+    if stem.split(".")[0].strip().upper() in _RESERVED:
+        stem = "_" + stem
+    room = MAX_FILE_NAME_BYTES - len(suffix.encode("utf-8"))
+    stem = stem.encode("utf-8")[:room].decode("utf-8", "ignore").rstrip(" .")
+    return (stem or fallback) + suffix

@@ -1,0 +1,4 @@
+"""The headless sub-commands dispatched by ``engine/__main__.py``: ``chat``, ``info``, ``fetch``, ``lab``.
+
+Each module parses its arguments, calls the engine and prints; none holds engine logic of its own.
+"""

@@ -1,0 +1,145 @@
+"""CLI sub-command ``python -m engine chat`` (dispatched by ``engine/__main__.py``): one prompt, one reply.
+
+Streams the reply to stdout as it is produced and prints a one-line summary (TTFT, tok/s, KV bytes) to
+stderr; with ``--json`` prints one JSON object at the end instead (the benchmark, the lab and outside
+checks parse it, so its keys are fixed). Sampling is greedy unless ``--temperature`` is given, so two
+runs print the same text. Exit status: 0 done, 2 bad input or a model that cannot be loaded (one line,
+no traceback), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
+what was generated. Owns argument parsing and output only;
+torch and transformers are imported lazily so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from engine.errors import EngineError
+from engine.inputs import PRECISIONS
+
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_MAX_NEW_TOKENS = 256
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompt", required=True, help="the user message")
+    parser.add_argument("--system", default=None, help="system prompt")
+    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a cached repo id")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
+    parser.add_argument("--temperature", type=float, default=None, help="sample at this temperature (default: greedy)")
+    parser.add_argument("--top-p", type=float, default=0.9)
+    parser.add_argument("--top-k", type=int, default=50)
+    parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--no-kv-cache", action="store_true", help="recompute the whole sequence every step")
+    parser.add_argument("--allow-remote-code", action="store_true",
+                        help="allow a model whose config needs its own Python code (auto_map); off by default")
+    parser.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming")
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _fmt(value: float | None, spec: str, unit: str) -> str:
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
+def summary_line(finished: Any) -> str:
+    """One line for stderr: TTFT, prefill and decode speeds, tokens, KV bytes measured and by formula."""
+    m = finished.metrics
+    return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')} · prefill {m.prefill_tokens} tok "
+            f"@ {_fmt(m.prefill_tok_s, '.0f', ' tok/s')} · decode {_fmt(m.decode_tok_s, '.1f', ' tok/s')} · "
+            f"{m.generated_tokens} tokens · KV {_human_bytes(m.kv_cache_bytes)} "
+            f"(formula {_human_bytes(m.kv_cache_bytes_formula)}, no-GQA {_human_bytes(m.kv_cache_bytes_formula_no_gqa)})"
+            f" · {m.device} {m.precision}")
+
+
+def result_json(finished: Any, facts: Any) -> dict[str, Any]:
+    """The ``--json`` object: the reply, its finish reason, every metric, and the model's name + facts."""
+    data: dict[str, Any] = {"text": finished.text, "finish_reason": finished.reason}
+    if finished.error:
+        data["error"] = finished.error
+    data.update(finished.metrics.to_dict())
+    data["model"] = facts.to_dict()
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from engine.generate.context import check_messages
+    from engine.events import Finished, Message, Token
+    from engine.generate.sampling import SamplingConfig
+
+    greedy = args.temperature is None
+    config = SamplingConfig(temperature=0.0 if greedy else args.temperature, top_p=args.top_p, top_k=args.top_k,
+                            repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens,
+                            seed=args.seed, use_kv_cache=not args.no_kv_cache)
+    messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.prompt)]
+    check_messages(messages)  # bad input fails before the model loads
+
+    from engine.models.loader import LoadSpec, load_model
+    from engine.generate.session import ChatSession
+
+    loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
+                                 allow_remote_code=args.allow_remote_code))
+    session = ChatSession(loaded)
+    cancel = threading.Event()
+    interrupted = False
+
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        # First Ctrl-C: stop cleanly within one token and still print what was generated; a second
+        # one falls back to Python's KeyboardInterrupt (exit 130 from engine/__main__.py).
+        nonlocal interrupted
+        interrupted = True
+        cancel.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() else None
+    finished = None
+    streamed: list[str] = []
+    try:
+        for event in session.generate(messages, config, cancel):
+            if isinstance(event, Token) and not args.json and event.text:
+                streamed.append(event.text)
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, Finished):
+                finished = event
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if finished is None:  # cannot happen by the session's contract; say so rather than crash
+        print("error: generation ended without a result", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result_json(finished, loaded.facts), ensure_ascii=False))
+    else:
+        # The stream may lack bytes held back at the very end (an incomplete character): print them.
+        shown = "".join(streamed)
+        tail = finished.text[len(shown):] if finished.text.startswith(shown) else ""
+        sys.stdout.write(tail + "\n")
+        sys.stdout.flush()
+        print(summary_line(finished), file=sys.stderr)
+    if finished.reason == "error":
+        if not args.json:
+            print(f"error: {finished.error}", file=sys.stderr)
+        return 1
+    return 130 if interrupted else 0

@@ -1,0 +1,131 @@
+"""CLI sub-command ``python -m engine info``: the model card (dispatched by ``engine/__main__.py``).
+
+Loads the model with ``engine.models.loader`` and prints its facts: shape (layers, hidden, heads, KV
+heads and what GQA/MQA means for the cache), exact parameters beside the seeds' estimate
+``V·d + 12·L·d²``, KV bytes per token in the GQA and no-GQA forms and at full context, and bytes of
+weights as loaded plus an estimate for every other precision. Owns formatting and argument parsing
+only; torch is imported lazily (through the loader) so ``python -m engine --help`` stays fast.
+A failure is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from engine.errors import EngineError
+from engine.inputs import INT4_GROUP_SIZE, PRECISIONS
+
+PRECISION_CHOICES = PRECISIONS
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id "
+                                                            "in the local Hugging Face cache")
+    parser.add_argument("--precision", default="auto", choices=PRECISION_CHOICES)
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
+    parser.add_argument("--allow-remote-code", action="store_true",
+                        help="run the model folder's own Python code (only for models you trust)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def estimate_weights_bytes(params: int, shapes: list[tuple[int, int]], double_quant: bool = True) -> dict[str, int]:
+    """Bytes of parameters in each precision; quantised formats keep unquantised parts in 16 bits.
+
+    ``shapes`` are the (out, in) of the linear layers bitsandbytes quantises. bnb-int8 adds one fp32
+    scale per output row; 4-bit adds one absmax per 64 weights (fp32, or 8-bit plus one fp32 per
+    256 blocks when double-quantised). Native int8 (engine/models/quant.py) adds one bf16 scale per row;
+    int4 a bf16 scale and zero per group of 32; both also keep the output projection and the
+    embedding (one table when tied, so the estimate may count it twice when untied) in int8.
+    """
+    quantized = sum(o * i for o, i in shapes)
+    rows = sum(o for o, _ in shapes)
+    rest16 = (params - quantized) * 2
+    blocks = math.ceil(quantized / 64)
+    absmax = blocks + math.ceil(blocks / 256) * 4 if double_quant else blocks * 4
+    four_bit = math.ceil(quantized / 2) + absmax + rest16
+    rest8 = params - quantized  # the int8 embedding/lm_head table; norms (<0.1%) counted at a byte too
+    native_int8 = quantized + rows * 2 + rest8
+    native_int4 = quantized // 2 + (quantized // INT4_GROUP_SIZE) * 4 + rest8
+    return {"fp32": params * 4, "bf16": params * 2, "fp16": params * 2, "int8": native_int8, "int4": native_int4,
+            "bnb-int8": quantized + rows * 4 + rest16, "nf4": four_bit, "fp4": four_bit}
+
+
+def attention_note(heads: int, kv_heads: int) -> str:
+    if kv_heads == 1:
+        return f"MQA: all {heads} query heads share one key/value head, so the KV cache is {heads}x smaller than MHA"
+    if kv_heads < heads:
+        return (f"GQA: {heads} query heads share {kv_heads} key/value heads ({heads // kv_heads} per group), "
+                f"so the KV cache is {heads / kv_heads:g}x smaller than with one K/V head per query head")
+    return "MHA: every query head has its own key/value head (no KV cache saving)"
+
+
+def model_card(loaded: Any) -> dict[str, Any]:
+    """The card as plain data (the --json output)."""
+    from engine.models.facts import quantizable_shapes
+
+    facts = loaded.facts
+    card = facts.to_dict()
+    card.update(
+        attention_note=attention_note(facts.heads, facts.kv_heads),
+        param_estimate_error=(facts.param_estimate - facts.params) / facts.params,
+        kv_bytes_full_context=facts.kv_bytes_per_token * facts.context_length,
+        kv_bytes_full_context_no_gqa=facts.kv_bytes_per_token_no_gqa * facts.context_length,
+        weights_bytes_estimates=estimate_weights_bytes(facts.params, quantizable_shapes(loaded.model)),
+        eos_token_ids=list(loaded.eos_token_ids),
+    )
+    return card
+
+
+def _mib(num_bytes: float) -> str:
+    return f"{num_bytes / (1 << 20):,.1f} MiB"
+
+
+def format_card(card: dict[str, Any]) -> str:
+    bpe = card["kv_dtype_bytes"]
+    lines = [
+        f"{card['name']}  ({card['architecture']}, {card['precision']} on {card['device']})",
+        f"  source              {card['source']}",
+        f"  layers (L)          {card['layers']}",
+        f"  hidden size (d)     {card['hidden_size']}",
+        f"  attention heads     {card['heads']}",
+        f"  KV heads            {card['kv_heads']}   {card['attention_note']}",
+        f"  head dim            {card['head_dim']}",
+        f"  vocab (V)           {card['vocab_size']:,}",
+        f"  context             {card['context_length']:,} tokens",
+        f"  parameters          {card['params']:,} exact (tied weights once)",
+        f"  seeds' estimate     {card['param_estimate']:,} = V*d + 12*L*d^2 ({card['param_estimate_error']:+.1%})",
+        f"  KV bytes / token    {card['kv_bytes_per_token']:,} B = 2 x L x kv_heads x head_dim x {bpe} B"
+        f"   (no GQA: {card['kv_bytes_per_token_no_gqa']:,} B = 2 x L x d x {bpe} B)",
+        f"  KV at full context  {_mib(card['kv_bytes_full_context'])}   (no GQA: "
+        f"{_mib(card['kv_bytes_full_context_no_gqa'])})",
+        f"  weights as loaded   {card['weights_bytes']:,} B ({_mib(card['weights_bytes'])})",
+        "  weights estimate    " + ", ".join(f"{name} {_mib(value)}"
+                                             for name, value in card["weights_bytes_estimates"].items()),
+    ]
+    if card.get("device_map"):
+        places = sorted(set(card["device_map"].values()))
+        lines.append("  offload split       " + ", ".join(
+            f"{place}: {sum(1 for v in card['device_map'].values() if v == place)} modules" for place in places))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.models.loader import LoadSpec, load_model
+
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the card is the output; a weights progress bar is noise here
+        loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
+                                     allow_remote_code=args.allow_remote_code))
+        card = model_card(loaded)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(card) if args.json else format_card(card))
+    return 0

@@ -1,0 +1,84 @@
+"""CLI sub-command ``python -m engine lab --out DIR [--quick] [--model M] [--precision P] [--device D]``.
+
+Loads the model once, runs the five experiments (``--precision-ab`` adds the precision A/B, which
+loads further copies), and writes ``results.json``, one CSV per experiment and the PNG charts into
+``--out``. Progress goes to stderr, a summary of the key figures to stdout. Owns argument parsing
+and the printed summary; the experiments live in ``engine.lab.experiments``. Exit status: 0 done,
+2 bad input or a model that cannot load (one line, no traceback), 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.errors import BadInputError, EngineError
+from engine.inputs import PRECISIONS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="folder for results.json, CSV and PNG files")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, lengths and tokens (minutes on a CPU)")
+    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    parser.add_argument("--only", default="", help="comma-separated experiment keys (default: the five)")
+    parser.add_argument("--layer", type=int, default=None, help="attention layer (default: the middle one)")
+    parser.add_argument("--head", type=int, default=0, help="attention head (default: 0)")
+    parser.add_argument("--precision-ab", action="store_true", help="also run the bf16/int8/int4 A/B (loads 3 copies)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's choice); 1 steadies timings on a busy machine")
+
+
+def _progress_printer(start: float):
+    def progress(fraction: float, message: str) -> None:
+        print(f"[{time.perf_counter() - start:6.1f} s {fraction:6.1%}] {message}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.lab.experiments import FIVE, LabOptions, info, run_all
+    from engine.models.loader import LoadSpec, load_model
+
+    cancel = threading.Event()
+    try:
+        keys = tuple(k.strip() for k in args.only.split(",") if k.strip()) or FIVE
+        for key in keys:
+            info(key)  # reject a typo before minutes of loading
+        if args.precision_ab and "precision_ab" not in keys:
+            keys += ("precision_ab",)
+        options = LabOptions(quick=args.quick, layer=args.layer, head=args.head)
+        if args.threads is not None:
+            if args.threads < 1:
+                raise BadInputError("--threads must be at least 1")
+            import torch
+
+            torch.set_num_threads(args.threads)
+        t0 = time.perf_counter()
+        loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device), cancel=cancel)
+        facts = loaded.facts
+        print(f"loaded {facts.name} ({facts.precision}, {facts.device}) in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+        document = run_all(loaded, Path(args.out), cancel, options, keys=keys, progress=_progress_printer(t0))
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _print_summary(document, Path(args.out))
+    return 0
+
+
+def _print_summary(document: dict, out: Path) -> None:
+    print(f"lab results in {out} ({document['elapsed_s']:.0f} s): {', '.join(document['files'])}, results.json")
+    for key, result in document["experiments"].items():
+        print(f"\n{result['title']}")
+        for name, value in result["summary"].items():
+            print(f"  {name}: {value}")
+        for flag in result["flags"]:
+            print(f"  ! {flag}")

@@ -1,0 +1,241 @@
+"""Text in and out of token ids: the prompt from a conversation, and the reply's text as it streams.
+
+In: the conversation is checked, sanitised and rendered with the tokenizer's own chat template (as
+``apply_chat_template`` with the generation prompt would, but bounded in time and size and cancellable:
+``engine.generate.chat_template``). When prompt + reply budget exceed the model's context, the oldest messages
+are dropped (never the system prompt, never the newest user message) and counted; a message that
+cannot fit even alone is refused with ``ContextTooLongError``.
+
+Sanitising (documented choice): NUL characters are removed (they are invisible, and C-string code
+paths below Python may truncate at them); lone UTF-16 surrogates, which Python strings can hold but
+UTF-8 cannot encode, become U+FFFD, while a valid surrogate pair is joined into its character.
+
+Out: ``IncrementalDecoder`` turns token ids into text deltas without ever emitting half a character:
+a token that ends inside a multi-byte UTF-8 sequence (Chinese, emoji) is held back until the
+character is complete. This module owns no model, no cache and no sampling.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from engine.generate.chat_template import deadline_after, render_text
+from engine.errors import BadInputError, ContextTooLongError
+from engine.events import ROLES, Message
+
+REPLACEMENT = "\ufffd"
+# The template ``render`` hands apply_chat_template: the text engine.generate.chat_template rendered, unchanged.
+_RENDERED = "miaohui_rendered_chat"
+_VERBATIM = "{{ %s }}" % _RENDERED
+# A byte-level token run that still does not decode after this many tokens is not a character being
+# built up but genuinely invalid bytes: let it out (with U+FFFD) rather than stall the stream.
+_MAX_HELD_TOKENS = 8
+
+
+def sanitise_text(text: str) -> str:
+    """Remove NUL, join surrogate pairs, replace lone surrogates with U+FFFD."""
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # UTF-16 round trip with surrogatepass joins valid pairs; 'replace' turns lone halves into U+FFFD.
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def check_messages(messages: Sequence[Message]) -> list[Message]:
+    """Validate and sanitise a conversation; raise ``BadInputError`` with one line when it is unusable."""
+    if not messages:
+        raise BadInputError("the conversation is empty: write a message first")
+    clean: list[Message] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise BadInputError(f"message {i + 1} is not a Message (got {type(message).__name__})")
+        if message.role not in ROLES:
+            raise BadInputError(f"message {i + 1} has role {message.role!r}; expected one of {', '.join(ROLES)}")
+        if message.role == "system" and i != 0:
+            raise BadInputError("only the first message may be the system prompt")
+        if not isinstance(message.content, str):
+            raise BadInputError(f"message {i + 1} has no text")
+        clean.append(Message(message.role, sanitise_text(message.content)))
+    if clean[-1].role != "user":
+        raise BadInputError("the last message must be the user's")
+    if not clean[-1].content.strip():
+        raise BadInputError("your message is empty")
+    return clean
+
+
+def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event | None = None,
+           deadline: float | None = None) -> list[int]:
+    """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt.
+
+    The ids ``apply_chat_template(tokenize=True)`` gives, with the template run within bounds
+    (engine.generate.chat_template): ``TemplateError`` for a failing or runaway template, ``CancelledError``.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise BadInputError("this model's tokenizer has no chat template, so it cannot chat")
+    conversation = [{"role": m.role, "content": m.content} for m in messages]
+    text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline)
+    # apply_chat_template still tokenises, given a template that writes the bounded rendering verbatim:
+    # the ids stay the library's, whatever it does between rendering and tokenising.
+    ids = tokenizer.apply_chat_template(conversation, chat_template=_VERBATIM, add_generation_prompt=True,
+                                        tokenize=True, return_dict=False, **{_RENDERED: text})
+    return [int(i) for i in ids]
+
+
+_LONGEST_TOKEN_BYTES: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def longest_token_bytes(tokenizer: Any) -> int:
+    """An upper bound on the UTF-8 bytes of text one token can cover: the longest vocabulary entry's
+    string, measured in UTF-8 (byte-level BPE spells a byte with a 1-2 byte character, so this can only
+    overstate). Computed once per tokenizer; 0 when the vocabulary cannot be read (then no bound)."""
+    try:
+        return _LONGEST_TOKEN_BYTES[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    try:
+        longest = max((len(str(token).encode("utf-8")) for token in tokenizer.get_vocab()), default=0)
+    except Exception:  # noqa: BLE001  (an unusual tokenizer only loses the shortcut)
+        longest = 0
+    try:
+        _LONGEST_TOKEN_BYTES[tokenizer] = longest
+    except TypeError:
+        pass  # not weak-referenceable: recomputed next time
+    return longest
+
+
+def _refuse_if_surely_too_long(tokenizer: Any, message: Message, context_max: int) -> None:
+    """Refuse a message that cannot fit however it tokenises, before tokenising it: a 1 MB paste took the
+    tiny test model's tokenizer 2-7 s per pass on the worker thread, twice, only to be refused."""
+    longest = longest_token_bytes(tokenizer)
+    if longest <= 0:
+        return
+    at_least = -(-len(message.content.encode("utf-8")) // longest)  # ceil: fewest tokens the text can take
+    if at_least > context_max:
+        raise ContextTooLongError(
+            f"your message is at least {at_least:,} tokens but this model's context holds {context_max}: shorten it")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt that fits the context, with the reply budget left for it."""
+
+    ids: tuple[int, ...]
+    dropped_turns: int  # messages left out, oldest first
+    max_new_tokens: int  # the request's budget, lowered if the context has less room
+
+
+def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, max_new_tokens: int,
+                 cancel: threading.Event | None = None) -> Prompt:
+    """Check, sanitise, render and trim ``messages`` to fit ``context_max`` with ``max_new_tokens`` of reply.
+
+    Trimming drops whole leading messages after the system prompt and always restarts the kept
+    history at a user message (chat templates expect user/assistant alternation). When even the
+    system prompt plus the newest message leave less than ``max_new_tokens`` of room, the reply
+    budget shrinks to the room there is; with no room at all, ``ContextTooLongError``. Every rendering
+    shares one template deadline (trimming renders several times) and stops once ``cancel`` is set.
+    """
+    clean = check_messages(messages)
+    _refuse_if_surely_too_long(tokenizer, clean[-1], context_max)
+    system = clean[:1] if clean[0].role == "system" else []
+    rest = clean[len(system):]
+    deadline = deadline_after()
+
+    def fits(ids: list[int]) -> bool:
+        return len(ids) + max_new_tokens <= context_max
+
+    ids = render(tokenizer, clean, cancel, deadline)
+    if fits(ids):
+        return Prompt(tuple(ids), 0, max_new_tokens)
+
+    # Cut points: indices into `rest` where a kept history may start (a user message). The last one
+    # is the newest user message alone. Fewer tokens with every later cut, so binary search the
+    # earliest cut that fits.
+    cuts = [i for i, m in enumerate(rest) if m.role == "user" and i > 0]
+    lo, hi, best = 0, len(cuts) - 1, None
+    rendered: dict[int, list[int]] = {}
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        rendered[mid] = render(tokenizer, system + rest[cuts[mid]:], cancel, deadline)
+        if fits(rendered[mid]):
+            best, hi = mid, mid - 1
+        else:
+            lo = mid + 1
+    if best is not None:
+        return Prompt(tuple(rendered[best]), cuts[best], max_new_tokens)
+
+    # Even system + newest user message leave less room than asked: shorten the reply budget instead.
+    shortest, dropped = ids, 0
+    if cuts:
+        dropped = cuts[-1]
+        shortest = rendered.get(len(cuts) - 1) or render(tokenizer, system + rest[dropped:], cancel, deadline)
+    room = context_max - len(shortest)
+    if room >= 1:
+        return Prompt(tuple(shortest), dropped, room)
+    alone = len(render(tokenizer, rest[-1:], cancel, deadline))
+    if system and alone < context_max:
+        raise ContextTooLongError(
+            f"the system prompt and your message need {len(shortest)} tokens but this model's context holds "
+            f"{context_max}: shorten one of them")
+    raise ContextTooLongError(
+        f"your message is {alone} tokens but this model's context holds {context_max}: shorten it")
+
+
+class IncrementalDecoder:
+    """Token ids in, text deltas out; holds back bytes until they form whole characters.
+
+    Decodes a small sliding window (the tokens since the last emitted text plus the ones before
+    them) rather than the whole reply each step, the way vLLM's incremental detokenizer does, so the
+    cost per token stays constant. Special tokens (the end token) add no text.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._prefix = 0  # window start: already emitted tokens kept for context
+        self._read = 0  # tokens up to here have been emitted as text
+        self._parts: list[str] = []
+        self._token_text: dict[int, str] = {}
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def push(self, token_id: int) -> str:
+        """Add one token; return the text it completes ("" while a character is incomplete)."""
+        self._ids.append(token_id)
+        prefix_text = self._decode(self._ids[self._prefix:self._read])
+        new_text = self._decode(self._ids[self._prefix:])
+        held = len(self._ids) - self._read
+        if len(new_text) > len(prefix_text) and (not new_text.endswith(REPLACEMENT) or held >= _MAX_HELD_TOKENS):
+            delta = new_text[len(prefix_text):]
+            self._prefix, self._read = self._read, len(self._ids)
+            self._parts.append(delta)
+            return delta
+        return ""
+
+    def flush(self) -> str:
+        """Whatever is still held back (an incomplete character decodes to U+FFFD)."""
+        if self._read == len(self._ids):
+            return ""
+        prefix_text = self._decode(self._ids[self._prefix:self._read])
+        delta = self._decode(self._ids[self._prefix:])[len(prefix_text):]
+        self._prefix = self._read = len(self._ids)
+        self._parts.append(delta)
+        return delta
+
+    @property
+    def text(self) -> str:
+        """Text emitted so far (deltas joined)."""
+        return "".join(self._parts)
+
+    def token_text(self, token_id: int) -> str:
+        """One token on its own, special tokens shown, for the inspector (cached: the same ids recur)."""
+        text = self._token_text.get(token_id)
+        if text is None:
+            text = self._tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            self._token_text[token_id] = text
+        return text

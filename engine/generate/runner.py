@@ -1,0 +1,185 @@
+"""The model's forward passes over a KV cache: chunked prefill, one-token decode, crop, measured bytes.
+
+This is the only module that touches KV-cache internals (transformers' ``DynamicCache`` and its layers'
+``keys``/``values``): that API moves between transformers releases (5.x renamed ``past_key_values``
+to ``cache`` and made ``crop`` take a negative count), so it is kept in one place. ``ModelRunner``
+knows the token ids whose keys and values the cache holds, so the session can reuse the common
+prefix across turns. ``make_runner`` is the factory the session calls; a faster runner (static cache,
+compiled step) can be returned from it with the same methods. This module knows nothing of text,
+chat templates, sampling or timing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, Sequence
+
+import torch
+
+
+def model_device(model: Any) -> torch.device:
+    """The device inputs must go to (the embedding's device when accelerate split the model)."""
+    try:
+        return model.get_input_embeddings().weight.device
+    except (AttributeError, NotImplementedError):
+        return torch.device(getattr(model, "device", "cpu"))
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued device work, so a clock read after it measures the work (no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class ModelRunner:
+    """Forward passes of one conversation over its own KV cache (or none: ``use_kv_cache=False``).
+
+    ``cached_ids`` are the tokens whose keys and values are in the cache, in order. Without a cache
+    the runner keeps the sequence and recomputes all of it for every new token (the seeds'
+    experiment 3); its logits, hence its greedy output, equal the cached mode's.
+
+    The interface the session relies on (a faster runner from ``make_runner`` provides the same):
+    ``device``, ``use_kv_cache``, ``cached_ids``, ``cached_len``, ``reset()``, ``crop(n)``,
+    ``prefill(ids, cancel, chunk)`` (a generator of ``(done, logits | None)``), ``decode(token_id)``,
+    ``kv_bytes()`` and ``sync()``. Logits are (1, vocab) tensors of the last position.
+    """
+
+    def __init__(self, model: Any, use_kv_cache: bool = True) -> None:
+        self.model = model
+        self.use_kv_cache = use_kv_cache
+        self.device = model_device(model)
+        self._ids: list[int] = []
+        self._cache = None
+        # Reused input for every decode step: filled in place rather than allocated per token.
+        self._step_input = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # (batch, seq)
+        self._dirty = False  # a forward was interrupted: the cache may hold a partial update
+        self.reset()
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def cached_ids(self) -> tuple[int, ...]:
+        """Token ids whose keys/values the cache holds (empty without a cache)."""
+        return tuple(self._ids) if self.use_kv_cache else ()
+
+    @property
+    def cached_len(self) -> int:
+        """Number of positions in the cache."""
+        return len(self._ids) if self.use_kv_cache else 0
+
+    def reset(self) -> None:
+        """Drop everything cached (after an error, or to start over)."""
+        from transformers import DynamicCache
+
+        self._ids = []
+        self._cache = DynamicCache(config=self.model.config) if self.use_kv_cache else None
+        self._dirty = False
+
+    def crop(self, n: int) -> None:
+        """Keep only the first ``n`` cached positions (edit, regenerate: back to the common prefix)."""
+        self._heal()
+        n = max(0, min(n, len(self._ids)))
+        if n == len(self._ids):
+            return
+        if not self.use_kv_cache:
+            del self._ids[n:]
+            return
+        if n == 0:
+            self.reset()
+            return
+        if not getattr(self._cache, "is_croppable", True):
+            # Sliding-window or recurrent layers cannot be put back: recompute instead of corrupting.
+            self.reset()
+            return
+        with torch.inference_mode():
+            self._cache.crop(-(len(self._ids) - n))  # transformers 5: a negative count of tokens to remove
+        del self._ids[n:]
+
+    def _heal(self) -> None:
+        if self._dirty:
+            self.reset()
+
+    # -- forward passes --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits of the last position (1, vocab) for ``input_ids`` (1, seq) appended to the cache."""
+        self._dirty = True
+        if self.use_kv_cache:
+            out = self.model(input_ids=input_ids, cache=self._cache, use_cache=True, logits_to_keep=1)
+        else:
+            out = self.model(input_ids=input_ids, use_cache=False, logits_to_keep=1)
+        logits = out.logits[:, -1, :]  # (batch, vocab)
+        self._dirty = False
+        return logits
+
+    def prefill(self, ids: Sequence[int], cancel: threading.Event | None = None,
+                chunk: int = 256) -> Iterator[tuple[int, torch.Tensor | None]]:
+        """Append ``ids`` to the cache ``chunk`` tokens per forward.
+
+        Yields ``(done, logits)`` after each chunk: ``logits`` (1, vocab) of the last position once all
+        ``ids`` are in, else ``None``. Stops early, with the cache valid up to ``done``, when ``cancel``
+        is set between chunks. Without a cache there is one forward over the whole sequence at the end.
+        """
+        self._heal()
+        total = len(ids)
+        if total == 0:
+            raise ValueError("prefill needs at least one token")
+        ids_t = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, total)
+        done = 0
+        while done < total:
+            if cancel is not None and cancel.is_set():
+                return
+            end = min(total, done + chunk)
+            if self.use_kv_cache:
+                logits = self._forward(ids_t[:, done:end])
+                self._ids.extend(ids[done:end])
+            else:
+                self._ids.extend(ids[done:end])
+                logits = None
+                if end == total:
+                    logits = self._forward(torch.tensor([self._ids], dtype=torch.long, device=self.device))
+            done = end
+            yield done, logits if done == total else None
+
+    def decode(self, token_id: int) -> torch.Tensor:
+        """Append one token and return the next position's logits (1, vocab)."""
+        self._heal()
+        if self.use_kv_cache:
+            self._step_input.fill_(token_id)
+            logits = self._forward(self._step_input)
+        else:
+            logits = self._forward(torch.tensor([self._ids + [token_id]], dtype=torch.long, device=self.device))
+        self._ids.append(token_id)
+        return logits
+
+    # -- measurement -------------------------------------------------------------------------
+    def kv_bytes(self) -> tuple[int, int]:
+        """Measured (filled, allocated) bytes of every key/value tensor in the cache.
+
+        Filled is ``nbytes`` of the tensors as the cache exposes them; allocated is the storage behind
+        them, larger after a crop (a view into the old buffer) or for a preallocated static cache.
+        """
+        if self._cache is None:
+            return 0, 0
+        filled = allocated = 0
+        seen: set[int] = set()
+        for layer in getattr(self._cache, "layers", ()):
+            for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                filled += tensor.nbytes
+                storage = tensor.untyped_storage()
+                if storage.data_ptr() not in seen:
+                    seen.add(storage.data_ptr())
+                    allocated += storage.nbytes()
+        return filled, allocated
+
+    def sync(self) -> None:
+        sync(self.device)
+
+
+def make_runner(loaded: Any, use_kv_cache: bool = True) -> ModelRunner:
+    """The runner for ``loaded`` (an ``engine.models.model.LoadedModel``): ``engine.generate.fastpath.FastRunner`` where it
+    applies (Llama-family fp32/bf16/fp16 on CPU or CUDA, cache on), else the plain ``ModelRunner``."""
+    from engine.generate.fastpath import make_fast_runner  # here, not at the top: fastpath subclasses ModelRunner
+
+    return make_fast_runner(loaded, use_kv_cache)

@@ -1,0 +1,280 @@
+"""One conversation with a loaded model: ``ChatSession.generate(messages, config, cancel)`` streams events.
+
+Owns the generation loop and its bookkeeping: reuse of the KV cache across turns (only the prompt
+tokens after the common prefix with what the cache holds are computed; an edited or regenerated
+history crops the cache back to that prefix), stop tokens, cancel, the finish reason, the metrics
+(ARCHITECTURE §Metrics) and turning failures into a ``Finished(reason="error")`` that leaves the
+session usable. Prompt rendering and trimming are ``engine.generate.context``'s, token choice is
+``engine.generate.sampling``'s, forward passes and cache internals are ``engine.generate.runner``'s.
+
+Threading: a session is used by one thread at a time (the worker that owns the model); ``cancel`` is
+the only thing another thread touches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from engine.generate.context import IncrementalDecoder, build_prompt
+from engine.errors import CancelledError, printable
+from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
+                           TopCandidate)
+from engine.generate.runner import ModelRunner, make_runner
+from engine.generate.sampling import Sampler, SamplingConfig
+
+# A Stats event every this many tokens: often enough for a live readout at typical decode speeds,
+# rare enough that building the snapshot (a few dozen attribute reads and one RSS read) is noise.
+STATS_EVERY = 8
+# When a model declares no context length, treat it as unbounded rather than refuse everything.
+_UNKNOWN_CONTEXT = 1 << 30
+
+RunnerFactory = Callable[[Any, bool], ModelRunner]
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two id sequences."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    # printable: the first line may still hold a carriage return or an escape sequence from the text.
+    return printable(f"{type(exc).__name__}: {lines[0]}") if lines else type(exc).__name__
+
+
+@dataclass
+class _Timeline:
+    """Clock readings and counts of one request (mutable, private to the loop)."""
+
+    t_submit: float
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    prefill_tokens: int = 0
+    dropped_turns: int = 0
+    t_prefill_start: float | None = None
+    t_prefill_end: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    peak_rss: int = 0
+
+
+class ChatSession:
+    """A conversation's generation state: the loaded model, its runner and KV cache.
+
+    ``runner_factory(loaded, use_kv_cache)`` and ``clock`` are collaborators tests can replace.
+    ``reserve_threads``: on a CPU, decode with this many fewer of torch's threads than prefill uses,
+    leaving a core to a caller that works while tokens stream (the GUI thread renders them): a torch
+    thread preempted by it stalls every parallel matrix product. Decode is memory-bound: on the 2-core
+    CI machine one thread decoded as fast as two. Prefill, compute-bound, keeps every thread.
+    """
+
+    def __init__(self, loaded: Any, *, runner_factory: RunnerFactory = make_runner,
+                 clock: Callable[[], float] = time.perf_counter, reserve_threads: int = 0) -> None:
+        self.loaded = loaded
+        self._reserve_threads = max(0, int(reserve_threads))
+        self._runner_factory = runner_factory
+        self._clock = clock
+        self._runner: ModelRunner | None = None
+        self._eos = frozenset(loaded.eos_token_ids)
+        self._request = 0  # bumped by each generate(): an older, unfinished generator then stops
+        self._process = None  # psutil.Process, created on first CPU memory reading
+
+    @property
+    def cached_tokens(self) -> int:
+        """Positions currently held in the KV cache."""
+        return self._runner.cached_len if self._runner is not None else 0
+
+    def reset(self) -> None:
+        """Forget the cache (a new conversation reuses nothing)."""
+        if self._runner is not None:
+            self._runner.reset()
+
+    def _runner_for(self, use_kv_cache: bool) -> ModelRunner:
+        if self._runner is None or self._runner.use_kv_cache != use_kv_cache:
+            self._runner = None  # free the old cache before a new runner allocates
+            self._runner = self._runner_factory(self.loaded, use_kv_cache)
+        return self._runner
+
+    def generate(self, messages: Sequence[Message], config: SamplingConfig | None = None,
+                 cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Render, trim and stream a reply to ``messages``.
+
+        Raises ``BadInputError`` / ``ContextTooLongError`` / ``TemplateError`` here, before anything
+        runs; every later failure becomes the final ``Finished(reason="error")``. A cancel while the
+        prompt renders gives a stream of one ``Finished(reason="cancelled")``. Iterate the result right
+        away: the submit time (for TTFT) is taken now.
+        """
+        t_submit = self._clock()
+        config = config or SamplingConfig()
+        cancel = cancel or threading.Event()
+        context_max = self.loaded.facts.context_length or _UNKNOWN_CONTEXT
+        # A budget beyond the context cannot be used: cap it there first, so no size derived from it
+        # (the sampler's id buffer) is ever larger than the context (--max-new-tokens 10**12).
+        budget = min(config.max_new_tokens, context_max)
+        try:
+            prompt = build_prompt(self.loaded.tokenizer, messages, context_max, budget, cancel)
+        except CancelledError:
+            return iter([Finished("cancelled", "")])  # nothing ran: no metrics to report
+        if prompt.max_new_tokens != config.max_new_tokens:
+            config = dataclasses.replace(config, max_new_tokens=prompt.max_new_tokens)
+        self._request += 1
+        return self._stream(prompt, config, cancel, t_submit, self._request)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _stream(self, prompt: Any, config: SamplingConfig, cancel: threading.Event, t_submit: float,
+                request: int) -> Iterator[Event]:
+        facts = self.loaded.facts
+        timeline = _Timeline(t_submit=t_submit, prompt_tokens=len(prompt.ids), dropped_turns=prompt.dropped_turns)
+        decoder = IncrementalDecoder(self.loaded.tokenizer)
+        runner: ModelRunner | None = None
+
+        def finished(reason: str, error: str | None = None) -> Finished:
+            text = decoder.text + decoder.flush()
+            return Finished(reason, text, self._metrics(timeline, runner), error)  # type: ignore[arg-type]
+
+        try:
+            runner = self._runner_for(config.use_kv_cache)
+            ids = list(prompt.ids)
+            # Keep at least the last prompt token to compute: its logits choose the first reply token.
+            reused = min(common_prefix(runner.cached_ids, ids), len(ids) - 1)
+            runner.crop(reused)
+            reused = runner.cached_len  # a runner that cannot crop starts over
+            timeline.reused_tokens, timeline.prefill_tokens = reused, len(ids) - reused
+            self._reset_peak(runner)
+            yield Started(len(ids), reused, prompt.dropped_turns, facts.context_length, t_submit)
+
+            timeline.t_prefill_start = self._clock()
+            logits = None
+            todo = ids[reused:]
+            for done, logits in runner.prefill(todo, cancel, config.prefill_chunk):
+                yield PrefillProgress(done, len(todo))
+                if self._request != request:
+                    yield finished("cancelled")  # superseded by a newer generate()
+                    return
+            if logits is None or cancel.is_set():
+                yield finished("cancelled")
+                return
+            runner.sync()
+            timeline.t_prefill_end = self._clock()
+
+            sampler = Sampler(config, runner.device, ids)
+            reason = "length"
+            restore_threads = self._decode_threads(runner)
+            try:
+                for index in range(prompt.max_new_tokens):
+                    choice = sampler.choose(logits)
+                    runner.sync()
+                    t = self._clock()
+                    timeline.token_times.append(t)
+                    top = tuple(TopCandidate(i, decoder.token_text(i), p)
+                                for i, p in zip(choice.top_ids, choice.top_probs))
+                    yield Token(index, choice.token_id, decoder.push(choice.token_id), t, choice.prob, top)
+                    if choice.token_id in self._eos:
+                        reason = "eos"
+                        break
+                    if index + 1 == prompt.max_new_tokens:
+                        break  # the last token is never fed back: no forward whose result nobody uses
+                    if (index + 1) % STATS_EVERY == 0:
+                        yield Stats(self._metrics(timeline, runner))
+                    if self._request != request:
+                        yield finished("cancelled")
+                        return
+                    if cancel.is_set():
+                        reason = "cancelled"
+                        break
+                    logits = runner.decode(choice.token_id)
+                    if cancel.is_set():  # set during the forward: stop before emitting another token
+                        reason = "cancelled"
+                        break
+            finally:
+                restore_threads()
+            yield finished(reason)
+        except torch.OutOfMemoryError:
+            self._recover(runner)
+            yield finished("error", "out of memory while generating: start a new conversation or shorten it "
+                                    "(less context), or load the model in 4-bit (nf4)")
+        except Exception as exc:  # noqa: BLE001  (the contract: generation failures end the stream, never raise)
+            self._recover(runner)
+            yield finished("error", f"generation failed: {_one_line(exc)}")
+
+    def _decode_threads(self, runner: ModelRunner) -> Callable[[], None]:
+        """Drop to the decode thread count (see ``reserve_threads``); returns what restores the old one.
+
+        Called on the generating thread, whose parallel regions it sizes (OpenMP's count is per thread);
+        restored when the reply ends, however it ends, so a lab task run next gets every thread back.
+        """
+        before = torch.get_num_threads()
+        wanted = max(1, before - self._reserve_threads)
+        if runner.device.type != "cpu" or wanted == before:
+            return lambda: None
+        torch.set_num_threads(wanted)
+        return lambda: torch.set_num_threads(before)
+
+    def _recover(self, runner: ModelRunner | None) -> None:
+        """After a failure the cache may hold a half-written step: drop it; keep the model."""
+        if runner is not None:
+            runner.reset()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # -- metrics -------------------------------------------------------------------------------
+    def _reset_peak(self, runner: ModelRunner) -> None:
+        if runner.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(runner.device)
+
+    def _peak_memory(self, timeline: _Timeline, runner: ModelRunner | None) -> int:
+        if runner is not None and runner.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(runner.device))
+        if self._process is None:
+            import psutil
+
+            self._process = psutil.Process()
+        timeline.peak_rss = max(timeline.peak_rss, self._process.memory_info().rss)
+        return timeline.peak_rss
+
+    def _metrics(self, tl: _Timeline, runner: ModelRunner | None) -> Metrics:
+        facts = self.loaded.facts
+        times = tl.token_times
+        n = len(times)
+        prefill_s = (tl.t_prefill_end - tl.t_prefill_start
+                     if tl.t_prefill_end is not None and tl.t_prefill_start is not None else None)
+        ttft = times[0] - tl.t_submit if n else None
+        e2e = times[-1] - tl.t_submit if n else None
+        span = times[-1] - times[0] if n > 1 else 0.0
+        cached = runner.cached_len if runner is not None else 0
+        filled, allocated = runner.kv_bytes() if runner is not None else (0, 0)
+        return Metrics(
+            prompt_tokens=tl.prompt_tokens,
+            prefill_tokens=tl.prefill_tokens,
+            reused_tokens=tl.reused_tokens,
+            generated_tokens=n,
+            ttft_s=ttft,
+            prefill_s=prefill_s,
+            prefill_tok_s=tl.prefill_tokens / prefill_s if prefill_s else None,
+            decode_tok_s=(n - 1) / span if span > 0 else None,
+            itl_s=tuple(b - a for a, b in zip(times, times[1:])),
+            tpot_s=(e2e - ttft) / (n - 1) if n > 1 and e2e is not None and ttft is not None else None,
+            e2e_s=e2e,
+            kv_cache_bytes=filled,
+            kv_cache_bytes_allocated=allocated,
+            kv_cache_bytes_formula=facts.kv_bytes_per_token * cached,
+            kv_cache_bytes_formula_no_gqa=facts.kv_bytes_per_token_no_gqa * cached,
+            weights_bytes=facts.weights_bytes,
+            peak_memory_bytes=self._peak_memory(tl, runner),
+            context_tokens=tl.prompt_tokens + n,
+            context_max=facts.context_length,
+            dropped_turns=tl.dropped_turns,
+            device=facts.device,
+            precision=facts.precision,
+        )

@@ -1,0 +1,131 @@
+"""What a loaded transformers model holds, measured: the numbers behind ``ModelFacts``.
+
+Owns reading a live model: exact parameter count (tied weights once, 4-bit weights by their
+unpacked shape), bytes of weights as loaded (parameters, buffers and quantisation scales), the
+linear layers bitsandbytes quantises, and every end-of-reply token id. Loads nothing (that is
+``engine.models.loader``) and does no card arithmetic (that is ``engine.models.model``); torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.models.model import ModelFacts
+
+# Token strings chat templates use to end a turn or a document. Only those present in the
+# model's vocabulary are used as stop tokens.
+TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>",
+                       "<end_of_turn>", "</s>")
+
+
+def count_params(model: Any) -> int:
+    """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape; the weights of
+    engine/models/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape."""
+    from engine.models.quant import ProjectionSlice, QuantizedLinear
+
+    total = 0
+    for param in model.parameters():  # parameters() already yields a tied tensor once
+        state = getattr(param, "quant_state", None)
+        total += state.shape.numel() if state is not None else param.numel()
+    seen: set[int] = set()
+    for module in model.modules():  # a tied table is one module reached twice: counted once
+        if isinstance(module, QuantizedLinear) and not isinstance(module, ProjectionSlice) and id(module) not in seen:
+            seen.add(id(module))
+            total += module.out_features * module.in_features
+    return total
+
+
+def quantizable_shapes(model: Any) -> list[tuple[int, int]]:
+    """(out, in) of every linear layer bitsandbytes quantises: all but the output head."""
+    import torch
+
+    head = model.get_output_embeddings()
+    shapes = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and module is not head:
+            shapes.append((module.out_features, module.in_features))
+    return shapes
+
+
+def _tensor_bytes(tensor: Any) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def weights_bytes(model: Any) -> int:
+    """Bytes held by parameters, buffers and quantisation scales, each tensor counted once."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+
+    def add(tensor: Any) -> None:
+        nonlocal total
+        if isinstance(tensor, torch.Tensor) and tensor.data_ptr() not in seen and tensor.device.type != "meta":
+            seen.add(tensor.data_ptr())
+            total += _tensor_bytes(tensor)
+
+    for param in model.parameters():
+        add(param)
+        add(getattr(param, "SCB", None))  # int8: one fp32 scale per row
+        state = getattr(param, "quant_state", None)
+        if state is not None:  # 4-bit: per-block absmax (and, double-quantised, its own scales)
+            add(state.absmax)
+            nested = getattr(state, "state2", None)
+            if nested is not None:
+                add(nested.absmax)
+                add(getattr(nested, "code", None))
+    for buffer in model.buffers():
+        add(buffer)
+    return total
+
+
+def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
+    """Every id that ends a reply: generation config's, the tokenizer's EOS, template end tokens."""
+    ids: list[int] = []
+
+    def add(value: Any) -> None:
+        if value is None:
+            return
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, int) and item >= 0 and item not in ids:
+                ids.append(item)
+
+    generation_config = getattr(model, "generation_config", None)
+    add(getattr(generation_config, "eos_token_id", None))
+    add(getattr(model.config, "eos_token_id", None))
+    add(tokenizer.eos_token_id)
+    vocab = tokenizer.get_vocab()
+    for token in TEMPLATE_END_TOKENS:
+        if token in vocab:
+            add(vocab[token])
+    return tuple(ids)
+
+
+def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_bytes: int) -> ModelFacts:
+    """Read a loaded model's architecture and sizes into ``ModelFacts``."""
+    config = model.config
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(text_config.num_attention_heads)
+    hidden = int(text_config.hidden_size)
+    head_dim = getattr(text_config, "head_dim", None) or hidden // heads
+    device_map = getattr(model, "hf_device_map", None)
+    first = next(model.parameters())
+    return ModelFacts(
+        name=name,
+        source=source,
+        architecture=(config.architectures or [type(model).__name__])[0],
+        layers=int(text_config.num_hidden_layers),
+        hidden_size=hidden,
+        heads=heads,
+        kv_heads=int(getattr(text_config, "num_key_value_heads", None) or heads),
+        head_dim=int(head_dim),
+        vocab_size=int(text_config.vocab_size),
+        context_length=int(getattr(text_config, "max_position_embeddings", 0) or 0),
+        params=count_params(model),
+        weights_bytes=weights_bytes(model),
+        precision=precision,
+        device=str(first.device),
+        kv_dtype_bytes=kv_dtype_bytes,
+        # accelerate's split, only when it actually spans more than one place.
+        device_map={k: str(v) for k, v in device_map.items()} if device_map and len(set(map(str, device_map.values()))) > 1 else None,
+    )

@@ -1,0 +1,451 @@
+"""Load a local model: ``LoadSpec`` in, ``LoadedModel`` out.
+
+Owns source resolution (the default model, a local folder, a single ``.gguf`` file, a repo id
+already in the local Hugging Face cache), precision and device resolution (``auto`` rules,
+bitsandbytes configs, accelerate CPU offload), load progress and cancel, and turning every load
+failure into one ``EngineError`` with nothing half-loaded kept.
+
+Does not own file-safety checks (``engine.models.safety`` runs them before anything is deserialised),
+measuring the loaded model (``engine.models.facts``), the model-card arithmetic (``engine.models.model``) or
+generation (``engine.generate.session``). Never touches the network: every Hugging Face call is
+``local_files_only``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from engine import paths
+
+from engine.models import config_check
+
+from engine.models import safety
+from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
+                           EngineOutOfMemoryError, ModelNotFoundError)
+from engine.models.facts import build_facts, end_token_ids
+from engine.models.model import LoadedModel
+from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, PRECISIONS
+
+
+def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
+    # bitsandbytes logs this for every int8 matmul whose input is not fp16: ~210 identical lines per
+    # token for the default model on a CPU, burying every other output (CLI summary, lab, GUI log).
+    # Only this message is dropped; installed once here because every int8 model comes through here.
+    return not str(record.msg).startswith("MatMul8bitLt: inputs will be cast")
+
+
+logging.getLogger("bitsandbytes.autograd._functions").addFilter(_drop_per_step_cast_warning)
+
+
+DEVICES = ("auto", "cpu", "cuda")
+QUANTIZED = NATIVE_QUANTIZED + BNB_QUANTIZED
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What to load and how."""
+
+    model: str = "default"  # "default" | folder | path to a .gguf file | repo id in the local HF cache
+    precision: str = "auto"  # one of engine.inputs.PRECISIONS
+    device: str = "auto"  # auto | cpu | cuda
+    allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
+    # bnb-int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
+    # activations, hence the KV cache). None: the device's float dtype (bf16 where native, else fp32).
+    # int8/int4 always compute in bf16 on a CPU: their kernels' fast path (engine/models/quant.py).
+    bnb_compute_dtype: str | None = None
+    bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
+    offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
+    offload_gpu_bytes: int | None = None  # with offload: GPU memory accelerate may use (None: all free memory)
+    attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """One step of a load: a stage name and the fraction of the whole load done."""
+
+    stage: str  # checking files | reading config | loading weights | quantizing | loading tokenizer | ready
+    fraction: float  # 0.0 … 1.0
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """Where a spec's model lives on disk."""
+
+    folder: Path  # folder holding config/tokenizer (for .gguf: the file's folder)
+    name: str  # short display name
+    gguf_file: str | None = None  # file name inside ``folder`` when loading a GGUF
+    origin: str = ""  # what the user gave: path or repo id
+
+
+ProgressFn = Callable[[LoadProgress], None]
+
+
+def _validate(spec: LoadSpec) -> None:
+    if spec.precision not in PRECISIONS:
+        raise BadInputError(f"unknown precision {spec.precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if spec.device not in DEVICES:
+        raise BadInputError(f"unknown device {spec.device!r}: choose one of {', '.join(DEVICES)}")
+    if spec.offload_gpu_bytes is not None and spec.offload_gpu_bytes <= 0:
+        raise BadInputError("the offload GPU memory cap must be a positive number of bytes")
+    if spec.bnb_compute_dtype not in (None, "fp32", "bf16", "fp16"):
+        raise BadInputError(f"unknown compute dtype {spec.bnb_compute_dtype!r}: choose fp32, bf16 or fp16")
+
+
+def _looks_like_repo_id(text: str) -> bool:
+    parts = text.split("/")
+    return (len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+            and not any(c in text for c in "\\:") and ".." not in text)
+
+
+def resolve_source(model: str) -> ResolvedSource:
+    """Find ``model`` on disk without touching the network; raise ModelNotFoundError if absent."""
+    from engine.models.fetch import find_default_model
+
+    if model == "default":
+        folder = find_default_model()
+        if folder is None:
+            raise ModelNotFoundError(f"default model not found in {paths.default_model_dir()}: run "
+                                     "`python -m engine fetch` once (needs network) to put it in place")
+        return ResolvedSource(folder=folder, name=paths.DEFAULT_MODEL_NAME, origin=str(folder))
+    path = Path(model).expanduser()
+    problem = safety.not_regular_problem(path)
+    if problem and not path.is_dir():  # a FIFO or device picked as the model: opening it would block
+        raise safety.corrupt(path, problem)
+    if path.is_dir():
+        return _folder_source(path.resolve(), path.resolve().name, model)
+    if path.is_file():
+        if path.suffix.lower() == ".gguf":
+            # absolute(), not resolve(): in the HF cache the file is a symlink to a blob whose
+            # folder does not hold a file of this name.
+            return ResolvedSource(folder=path.absolute().parent, name=path.stem, gguf_file=path.name, origin=model)
+        if safety.is_pickle_file(path):
+            raise safety.refuse_pickle(path)
+        # A weights file picked directly: its folder is the model (safety then judges the folder).
+        return ResolvedSource(folder=path.resolve().parent, name=path.resolve().parent.name, origin=model)
+    if _looks_like_repo_id(model):
+        return _folder_source(_hf_cache_snapshot(model), model.split("/")[1], model)
+    raise ModelNotFoundError(f"no model at {model}: give a model folder, a .gguf file, a repo id already in "
+                             "the local Hugging Face cache, or 'default' (`python -m engine fetch`)")
+
+
+def _folder_source(folder: Path, name: str, origin: str) -> ResolvedSource:
+    """A Hugging Face folder, or a folder (e.g. a GGUF repo) whose only model is one .gguf file."""
+    if not (folder / "config.json").is_file():
+        ggufs = sorted(folder.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return ResolvedSource(folder=folder, name=ggufs[0].stem, gguf_file=ggufs[0].name, origin=origin)
+        if len(ggufs) > 1:
+            raise BadInputError(f"{origin} holds {len(ggufs)} .gguf files: open one of them "
+                                f"(e.g. {folder / ggufs[0].name})")
+    return ResolvedSource(folder=folder, name=name, origin=origin)
+
+
+def hf_cache_dir() -> Path:
+    """The local Hugging Face hub cache, read from the environment on every call.
+
+    huggingface_hub freezes its own constant at import time; reading the variables here lets a
+    user (or a test) point at another cache without restarting.
+    """
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def _hf_cache_snapshot(repo_id: str) -> Path:
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache (never downloads)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, cache_dir=hf_cache_dir(), local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+        raise ModelNotFoundError(f"model {repo_id} is not in the local Hugging Face cache and Miaohui never "
+                                 "downloads: copy the model folder to this machine and open the folder") from None
+
+
+# ---------------------------------------------------------------- precision and device
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when the engine treats this CPU as computing bf16 natively (``engine/cpu.py``; overridable)."""
+    from engine import cpu
+
+    return cpu.native_bf16()
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BadInputError("device cuda asked for but no CUDA GPU is available: use --device cpu")
+    return device
+
+
+def _float_dtype_name(device: str) -> str:
+    """The float dtype a device computes fastest in: bf16 where native, else fp32 (fp16 on old GPUs)."""
+    import torch
+
+    if device == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16" if cpu_has_native_bf16() else "fp32"
+
+
+def resolve_precision(precision: str, device: str, estimated_params: int,
+                      free_cuda_bytes: Callable[[], int] | None = None) -> str:
+    """Apply the ``auto`` rule; explicit precisions pass through."""
+    if precision != "auto":
+        return precision
+    if device != "cuda":
+        return _float_dtype_name(device)
+    import torch
+
+    free = free_cuda_bytes() if free_cuda_bytes else torch.cuda.mem_get_info()[0]
+    # 16-bit weights plus a fifth for activations, KV cache and allocator slack.
+    return _float_dtype_name(device) if estimated_params * 2 * 1.2 <= free else "nf4"
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: bool) -> Any:
+    """transformers' BitsAndBytesConfig for bnb-int8 / nf4 / fp4."""
+    from transformers import BitsAndBytesConfig
+
+    if precision == "bnb-int8":
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=offload)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=precision,
+                              bnb_4bit_compute_dtype=_torch_dtype(compute_dtype),
+                              bnb_4bit_use_double_quant=double_quant,
+                              llm_int8_enable_fp32_cpu_offload=offload)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _default_model_loader(folder: str, **kwargs: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, **kwargs)
+    # transformers fills weights absent from the checkpoint with random values and only logs it:
+    # a model answering gibberish is worse than a clear refusal.
+    missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
+    if missing:
+        where = Path(folder) / kwargs["gguf_file"] if kwargs.get("gguf_file") else Path(folder)
+        raise CorruptModelError(f"corrupt or incomplete: {where}: {len(missing)} weights missing or of the wrong "
+                                f"shape (e.g. {missing[0]})")
+    return model
+
+
+def _default_tokenizer_loader(folder: str, **kwargs: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, **kwargs)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threading.Event | None = None, *,
+               from_pretrained: Callable[..., Any] | None = None,
+               tokenizer_from_pretrained: Callable[..., Any] | None = None) -> LoadedModel:
+    """Load ``spec``'s model, reporting progress and honouring ``cancel`` between stages.
+
+    ``from_pretrained`` / ``tokenizer_from_pretrained`` default to transformers' Auto classes; tests
+    pass their own to inject failures. On any failure or cancel nothing half-loaded is kept.
+    Raises only ``EngineError`` subclasses (one-line messages).
+    """
+    _validate(spec)
+    error: BaseException | None = None
+    device = "cpu"
+    weights_started = threading.Event()  # set once memory may hold part of a model
+    progress = progress or (lambda _p: None)
+    try:
+        # The file checks first: a damaged folder is refused in about a second, before torch is imported.
+        progress(LoadProgress("checking files", 0.0))
+        source = resolve_source(spec.model)
+        report = safety.check_source(source.folder, gguf_file=source.gguf_file,
+                                     allow_remote_code=spec.allow_remote_code)
+        device = resolve_device(spec.device)
+        return _load(spec, source, report, device, progress, cancel or threading.Event(),
+                     from_pretrained or _default_model_loader, tokenizer_from_pretrained or _default_tokenizer_loader,
+                     weights_started)
+    except EngineError as exc:
+        error = exc
+    except Exception as exc:  # noqa: BLE001  (converted at the engine's edge into one line)
+        if _is_oom(exc):
+            error = EngineOutOfMemoryError(
+                f"out of memory loading {spec.model} in {spec.precision}: try a smaller precision (nf4) "
+                f"or {'the CPU' if device == 'cuda' else 'closing other programs'}")
+        elif isinstance(exc, (OSError, ValueError)):
+            error = CorruptModelError(f"could not load {spec.model}: {_one_line(exc)}")
+        else:
+            error = EngineError(f"could not load {spec.model}: {type(exc).__name__}: {_one_line(exc)}")
+    # Raised outside the except block with no traceback or context, so no frame holding a
+    # half-built model survives in the exception chain; then reclaim its memory.
+    error.__traceback__ = None
+    error.__context__ = None
+    error.__cause__ = None
+    if weights_started.is_set():  # a full collection costs ~1 s with torch loaded: only when needed
+        _release(device)
+    raise error
+
+
+def _release(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _check_cancel(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise CancelledError("model load cancelled")
+
+
+def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
+    from transformers import AutoConfig
+
+    kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    return AutoConfig.from_pretrained(str(source.folder), **kwargs)
+
+
+def activation_dtype_name(spec: LoadSpec, device: str, precision: str) -> str:
+    """dtype of unquantised parts (embeddings, norms) and activations, hence of the KV cache."""
+    if precision in NATIVE_QUANTIZED:
+        return "bf16" if device == "cpu" else _float_dtype_name(device)
+    if precision in BNB_QUANTIZED:
+        return spec.bnb_compute_dtype or _float_dtype_name(device)
+    return precision
+
+
+def model_kwargs(spec: LoadSpec, source: ResolvedSource, device: str, precision: str) -> dict[str, Any]:
+    """Keyword arguments for ``from_pretrained`` (without ``config``); pure, so CUDA paths test on a CPU."""
+    float_name = activation_dtype_name(spec, device, precision)
+    kwargs: dict[str, Any] = dict(dtype=_torch_dtype(float_name), local_files_only=True,
+                                  trust_remote_code=spec.allow_remote_code)
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    else:
+        kwargs["use_safetensors"] = True  # never fall back to a pickle checkpoint
+    if spec.attn_implementation:
+        kwargs["attn_implementation"] = spec.attn_implementation
+    if precision in BNB_QUANTIZED:
+        kwargs["quantization_config"] = bnb_config(precision, float_name, spec.bnb_double_quant, spec.offload)
+    if spec.offload:
+        kwargs["device_map"] = "auto"
+        if spec.offload_gpu_bytes is not None:
+            # A cap makes accelerate spill layers to CPU memory even when the model would fit, so
+            # the cost of offloading can be measured on any GPU.
+            kwargs["max_memory"] = {0: spec.offload_gpu_bytes, "cpu": _host_memory_bytes()}
+    elif device == "cuda" or precision in BNB_QUANTIZED:
+        kwargs["device_map"] = {"": "cuda:0" if device == "cuda" else "cpu"}
+    return kwargs
+
+
+def _host_memory_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available * 0.9)
+
+
+def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, device: str, progress: ProgressFn,
+          cancel: threading.Event, from_pretrained: Callable[..., Any], tokenizer_from_pretrained: Callable[..., Any],
+          weights_started: threading.Event) -> LoadedModel:
+    if spec.offload and device != "cuda":
+        raise BadInputError("CPU offload only applies to a CUDA device: use --device cuda or drop --offload")
+    _check_cancel(cancel)
+
+    progress(LoadProgress("reading config", 0.1))
+    config = _read_config(source, spec)
+    if source.gguf_file:
+        # A GGUF's numbers come from its metadata, not a config.json safety could read: check them here,
+        # before they size anything.
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        config_check.check_config_values(text.to_dict(), source.folder / source.gguf_file)
+    estimated = report.param_count or _config_param_estimate(config)
+    precision = resolve_precision(spec.precision, device, estimated)
+    _check_cancel(cancel)
+
+    kwargs = model_kwargs(spec, source, device, precision)
+    kwargs["config"] = config
+    float_name = activation_dtype_name(spec, device, precision)
+
+    progress(LoadProgress("loading weights", 0.2))
+    if precision in BNB_QUANTIZED:
+        # bitsandbytes quantises each weight as it is read: loading and quantising are one pass.
+        progress(LoadProgress("quantizing", 0.3))
+    weights_started.set()
+    model = from_pretrained(str(source.folder), **kwargs)
+    model.eval()
+    _check_cancel(cancel)
+    if precision in NATIVE_QUANTIZED:
+        progress(LoadProgress("quantizing", 0.6))
+        if _quantize_native(model, precision, device, source):
+            progress(LoadProgress("quantized weights from the cache", 0.8))
+        _check_cancel(cancel)
+
+    progress(LoadProgress("loading tokenizer", 0.85))
+    tok_kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
+    if source.gguf_file:
+        tok_kwargs["gguf_file"] = source.gguf_file
+    tokenizer = tokenizer_from_pretrained(str(source.folder), **tok_kwargs)
+    _check_cancel(cancel)
+
+    origin = str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder))
+    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize)
+    loaded = LoadedModel(model=model, tokenizer=tokenizer, facts=facts, eos_token_ids=end_token_ids(model, tokenizer))
+    progress(LoadProgress("ready", 1.0))
+    return loaded
+
+
+def _quantize_native(model: Any, precision: str, device: str, source: ResolvedSource) -> bool:
+    """Rewrite the loaded bf16 model with int8/int4 weights (engine/models/quant.py), from the cache of an
+    earlier load when it has them (engine/models/quant_cache.py; returns True then); one line if it cannot."""
+    if device != "cpu":
+        raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
+    from engine.models.quant_cache import quantize_cached
+
+    files = [source.folder / source.gguf_file] if source.gguf_file else sorted(source.folder.glob("*.safetensors"))
+    try:
+        return quantize_cached(model, precision, files)
+    except ValueError as exc:
+        raise BadInputError(f"cannot load this model in {precision}: {exc}") from None
+
+
+def _config_param_estimate(config: Any) -> int:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    d, layers, vocab = text.hidden_size, text.num_hidden_layers, text.vocab_size
+    return vocab * d + 12 * layers * d * d
+
+
+__all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
+           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs",
+           "activation_dtype_name", "PRECISIONS", "DEVICES", "QUANTIZED", "NATIVE_QUANTIZED", "BNB_QUANTIZED"]

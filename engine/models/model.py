@@ -1,0 +1,72 @@
+"""What a loaded model is: the model, its tokenizer and its facts.
+
+Plain frozen data shared by the loader (which builds it), the session (which generates with it),
+the lab, the benchmark and the GUI (which reads ``facts`` only). Owns the model-card arithmetic
+(KV bytes per token in the GQA and no-GQA forms, the seeds' parameter estimate); owns no loading
+and no generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """Architecture facts and sizes of a loaded model."""
+
+    name: str
+    source: str  # folder, file or repo id it was loaded from
+    architecture: str  # e.g. "LlamaForCausalLM"
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab_size: int
+    context_length: int
+    params: int  # exact count, tied weights counted once
+    weights_bytes: int  # bytes of parameters and buffers as loaded (quantized size for int8/nf4)
+    precision: str  # fp32 | bf16 | fp16 | int8 | nf4 | fp4
+    device: str  # "cpu" | "cuda" | "cuda:0" ...
+    kv_dtype_bytes: int  # bytes per element of the KV cache (activations dtype)
+    device_map: dict[str, str] | None = field(default=None)  # accelerate split, when offloading
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """2 (K and V) × layers × kv_heads × head_dim × bytes per element."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_dtype_bytes
+
+    @property
+    def kv_bytes_per_token_no_gqa(self) -> int:
+        """The seeds' form 2 × layers × d_model × bytes: what the cache would cost without GQA."""
+        return 2 * self.layers * self.hidden_size * self.kv_dtype_bytes
+
+    @property
+    def param_estimate(self) -> int:
+        """The seeds' estimate V·d + 12·L·d² (embeddings + attention and MLP blocks)."""
+        return self.vocab_size * self.hidden_size + 12 * self.layers * self.hidden_size ** 2
+
+    @property
+    def attention_kind(self) -> str:
+        if self.kv_heads == 1:
+            return "MQA"
+        return "GQA" if self.kv_heads < self.heads else "MHA"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(kv_bytes_per_token=self.kv_bytes_per_token,
+                    kv_bytes_per_token_no_gqa=self.kv_bytes_per_token_no_gqa,
+                    param_estimate=self.param_estimate, attention_kind=self.attention_kind)
+        return data
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to generate. Built by ``engine.models.loader.load_model``; owned by one thread."""
+
+    model: Any  # transformers PreTrainedModel, in eval mode
+    tokenizer: Any  # transformers tokenizer with a chat template
+    facts: ModelFacts
+    eos_token_ids: tuple[int, ...]  # every end token from generation config and template

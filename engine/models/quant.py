@@ -1,0 +1,318 @@
+"""Weight-only int8 and int4 linears on torch's native CPU kernels, and ``quantize_model`` to use them.
+
+Decoding one token reads every weight once, so its speed is bound by bytes read: int8 halves them
+against bf16, int4 quarters them. The matrix products run in torch's own fused kernels, which read
+the packed weights and dequantize in registers:
+
+- ``int8``: symmetric, one scale per output row; ``aten._weight_int8pack_mm``.
+- ``int4``: asymmetric, a scale and a zero per group of ``INT4_GROUP_SIZE`` input columns;
+  ``aten._convert_weight_to_int4pack_for_cpu`` packs once, ``aten._weight_int4pack_mm_for_cpu``
+  multiplies. The kernel computes ``w = (q - 8) · scale + zero`` with ``q`` in 0..15, so a group
+  with minimum ``m`` and step ``s`` stores ``zero = m + 8·s``.
+
+Both kernels are fast for a few rows (decode) and slow for many (measured on a 2-core AVX-512 Xeon: a
+256-row product took ~10× bf16's GEMM). Above ``kernel_rows`` rows (a prompt) a layer's weight is
+dequantized for that call and multiplied with the dense GEMM; the dequantized copy is dropped
+after the call, so resident memory stays quantized. Dequantizing int4 needs the kernel's packed
+layout, which depends on the CPU's kernel build (blocks of 64 rows on AVX-512, 32 on AVX2): it is
+found at pack time by unpacking a round trip, and if no known layout matches, prefill uses the kernel.
+
+Both take activations in bf16 (their fast path; fp32 activations measured 15-30× slower), so the
+loader gives int8/int4 models bf16 activations and KV cache. The lm_head (and the embedding, which
+reads the same rows when tied) stays int8 in the int4 scheme, as GGUF's Q4 files commonly keep it at
+higher precision: the output projection is where 4 bits cost most quality.
+
+Written by hand rather than with torchao (0.18, evaluated side by side, docs/BENCHMARK.md): its CPU
+int4 weight-only path is a prototype tensor subclass over these same aten ops, and its int8
+weight-only linear measured 4.5× slower per call than ``_weight_int8pack_mm`` on this CPU; a tensor
+subclass would also have to be unwrapped again by the fast path (``engine/generate/fastpath.py``).
+Owns the quantized modules and the model rewrite; not loading (``engine/models/loader.py``) nor the fast
+path's use of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.inputs import INT4_GROUP_SIZE, NATIVE_QUANTIZED
+
+log = logging.getLogger(__name__)
+
+_INT4_BLOCKS = (64, 32)  # row-block sizes of the CPU int4 packing seen in torch's kernels (AVX-512, AVX2)
+
+
+class QuantizedLinear(nn.Module):
+    """A bias-free linear whose weight is stored quantized. ``forward`` accepts (..., in) activations."""
+
+    in_features: int
+    out_features: int
+    # Up to this many rows per call go through the packed kernel; more are dequantized first. Where the two
+    # cost the same, measured on projections of the default model (2 threads, AVX-512): int8 at 16-32 rows,
+    # int4 at 64-128 (its unpacking costs more).
+    kernel_rows = 8
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])  # (n, in)
+        if rows.dtype != self.dtype:
+            rows = rows.to(self.dtype)
+        if rows.shape[0] <= self.kernel_rows or not self.can_dequantize:
+            out = self.kernel(rows)
+        else:
+            out = F.linear(rows, self.dequantize())
+        return out.view(*x.shape[:-1], self.out_features)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        raise NotImplementedError
+
+    @property
+    def can_dequantize(self) -> bool:
+        return True
+
+    def kernel(self, rows: torch.Tensor) -> torch.Tensor:
+        """(n, in) in ``dtype`` → (n, out) through the packed kernel."""
+        raise NotImplementedError
+
+    def dequantize(self) -> torch.Tensor:
+        """The weight as a dense (out, in) tensor in ``dtype`` (a temporary copy)."""
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers())
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+class Int8Linear(QuantizedLinear):
+    """Per-output-row symmetric int8: ``w[r] ≈ q[r] · scale[r]`` with q in -127..127."""
+
+    kernel_rows = 24
+
+    def __init__(self, qweight: torch.Tensor, scales: torch.Tensor) -> None:
+        super().__init__()
+        self.out_features, self.in_features = qweight.shape
+        self.register_buffer("qweight", qweight)  # (out, in) int8
+        self.register_buffer("scales", scales)  # (out,) in the activation dtype
+
+    @classmethod
+    def from_dense(cls, weight: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> "Int8Linear":
+        w = weight.detach().float()  # (out, in)
+        scales = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)  # (out,)
+        q = torch.round(w / scales[:, None]).clamp_(-127, 127).to(torch.int8)
+        return cls(q.contiguous(), scales.to(dtype))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scales.dtype
+
+    def kernel(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
+
+    def dequantize(self) -> torch.Tensor:
+        return self.qweight.to(self.dtype).mul_(self.scales[:, None])
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows ``ids`` of the dequantized weight: (n,) → (n, in), for an embedding that shares it."""
+        return self.qweight[ids].to(self.dtype) * self.scales[ids, None]
+
+    def row(self, index: int) -> torch.Tensor:
+        """Row ``index`` as (1, in), by slicing: no index tensor to build per decode step."""
+        return self.qweight[index:index + 1].to(self.dtype) * self.scales[index:index + 1, None]
+
+
+class Int4Linear(QuantizedLinear):
+    """Group-wise asymmetric int4 in the CPU kernel's packed layout."""
+
+    kernel_rows = 96
+
+    def __init__(self, packed: torch.Tensor, scales_and_zeros: torch.Tensor, group: int, out_features: int,
+                 in_features: int, block: int | None) -> None:
+        super().__init__()
+        self.out_features, self.in_features, self.group, self.block = out_features, in_features, group, block
+        self.register_buffer("packed", packed)  # (out, in/2) uint8, the kernel's layout
+        self.register_buffer("scales_and_zeros", scales_and_zeros)  # (in/group, out, 2) in the activation dtype
+
+    @classmethod
+    def from_dense(cls, weight: torch.Tensor, group: int = INT4_GROUP_SIZE,
+                   dtype: torch.dtype = torch.bfloat16) -> "Int4Linear":
+        out_features, in_features = weight.shape
+        if in_features % group or out_features % 16:
+            raise ValueError(f"int4 needs in % {group} == 0 and out % 16 == 0, got {tuple(weight.shape)}")
+        w = weight.detach().float().view(out_features, in_features // group, group)  # (out, groups, group)
+        low, high = w.amin(dim=-1), w.amax(dim=-1)  # (out, groups)
+        scale = ((high - low) / 15.0).clamp_min(1e-12)
+        q = torch.round((w - low[..., None]) / scale[..., None]).clamp_(0, 15).to(torch.int32)
+        q = q.view(out_features, in_features)  # (out, in) in 0..15
+        zero = low + 8.0 * scale  # the kernel computes (q - 8) · scale + zero
+        scales_and_zeros = torch.stack([scale.t(), zero.t()], dim=-1).to(dtype).contiguous()  # (groups, out, 2)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+        block = next((b for b in _INT4_BLOCKS if _unpack(packed, b, out_features, in_features) is not None
+                      and torch.equal(_unpack(packed, b, out_features, in_features), q)), None)
+        if block is None:
+            log.info("int4 packing layout not recognised for %s: prefill uses the kernel", tuple(weight.shape))
+        return cls(packed, scales_and_zeros, group, out_features, in_features, block)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scales_and_zeros.dtype
+
+    @property
+    def can_dequantize(self) -> bool:
+        return self.block is not None
+
+    def kernel(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_and_zeros)
+
+    def dequantize(self) -> torch.Tensor:
+        assert self.block is not None
+        q = _unpack(self.packed, self.block, self.out_features, self.in_features)  # (out, in) 0..15
+        groups = self.in_features // self.group
+        scale = self.scales_and_zeros[..., 0].t()[..., None]  # (out, groups, 1)
+        zero = self.scales_and_zeros[..., 1].t()[..., None]
+        # In place on the one fresh copy: three passes fewer than the out-of-place expression.
+        w = q.view(self.out_features, groups, self.group).to(self.dtype)
+        w.sub_(8).mul_(scale).add_(zero)
+        return w.view(self.out_features, self.in_features)
+
+
+def _unpack(packed: torch.Tensor, block: int, out_features: int, in_features: int) -> torch.Tensor | None:
+    """The 0..15 values of a packed int4 weight, for the layout of ``block`` rows: each byte at
+    (row block, column, j) holds row j in its low nibble and row j + block/2 in its high one."""
+    if out_features % block:
+        return None
+    tiles = packed.view(out_features // block, in_features, block // 2)  # (blocks, in, block/2)
+    values = torch.cat([tiles & 0xF, tiles >> 4], dim=-1)  # (blocks, in, block)
+    return values.transpose(1, 2).reshape(out_features, in_features)
+
+
+class QuantizedEmbedding(nn.Module):
+    """Token embeddings read from an ``Int8Linear`` (the tied lm_head, or the embedding's own rows)."""
+
+    def __init__(self, table: Int8Linear) -> None:
+        super().__init__()
+        self.table = table
+        self.num_embeddings, self.embedding_dim = table.out_features, table.in_features
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table.rows(ids.reshape(-1)).view(*ids.shape, self.embedding_dim)
+
+
+class ProjectionSlice(QuantizedLinear):
+    """Rows ``start:end`` of a fused quantized projection (q, k or v of q|k|v; gate or up of gate|up).
+
+    The packed int4 layout cannot be cut into row slices that the kernel accepts (its scales would be
+    a strided view, which it silently misreads), so q, k and v share one fused module. transformers'
+    attention projects one hidden state with q, k and v in that order: the first slice always computes
+    the fused product and keeps it, the following slices reuse it when they are given the very same
+    tensor (and, outside inference mode, at the same version), and the last slice drops it. One
+    product instead of three, and no weight stored twice; any other call order is merely slower.
+    """
+
+    def __init__(self, fused: QuantizedLinear, start: int, end: int) -> None:
+        super().__init__()
+        self.fused, self.start, self.end = fused, start, end
+        self.in_features, self.out_features = fused.in_features, end - start
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fused.dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        version = None if x.is_inference() else x._version  # inference tensors keep no version counter
+        memo = self.fused.__dict__.get("_memo")
+        if self.start == 0 or memo is None or memo[0] is not x or memo[1] != version:
+            memo = (x, version, self.fused(x))
+        self.fused.__dict__["_memo"] = None if self.end == self.fused.out_features else memo
+        return memo[2][..., self.start:self.end]
+
+    def dequantize(self) -> torch.Tensor:
+        return self.fused.dequantize()[self.start:self.end]
+
+    @property
+    def can_dequantize(self) -> bool:
+        return self.fused.can_dequantize
+
+    @property
+    def kernel_rows(self) -> int:  # type: ignore[override]
+        return self.fused.kernel_rows
+
+    @property
+    def nbytes(self) -> int:
+        return 0  # the fused module holds the bytes
+
+
+def projection_groups(model: Any) -> list[tuple[str, nn.Module, tuple[str, ...]]]:
+    """(name, parent, attributes) of every group of projections that read the same input in a
+    Llama-family decoder; the name is the quantized module's key in a cache."""
+    found = []
+    for index, layer in enumerate(model.model.layers):
+        found += [(f"layers.{index}.qkv", layer.self_attn, ("q_proj", "k_proj", "v_proj")),
+                  (f"layers.{index}.o", layer.self_attn, ("o_proj",)),
+                  (f"layers.{index}.gate_up", layer.mlp, ("gate_proj", "up_proj")),
+                  (f"layers.{index}.down", layer.mlp, ("down_proj",))]
+    return found
+
+
+# How quantize_model gets each quantized module: (cache key, dense weight, "int8" | "int4") -> module.
+Maker = Callable[[str, torch.Tensor, str], QuantizedLinear]
+
+
+def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
+                   make: Maker | None = None) -> dict[str, QuantizedLinear]:
+    """Replace a Llama-family model's projections, lm_head and embedding with quantized modules, in place.
+
+    ``make`` builds each module (default: quantize the dense weight; ``engine/models/quant_cache.py`` passes one
+    that reads them from a cache). Returns the modules by key, for the cache to save. The dense weights
+    are released as each is replaced, so peak memory is the dense model plus one layer. Raises
+    ValueError for a model whose layout this does not know.
+    """
+    if scheme not in NATIVE_QUANTIZED:
+        raise ValueError(f"unknown scheme {scheme!r}")
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
+        raise ValueError("int8/int4 need a Llama-family model (decoder layers with q/k/v/o and gate/up/down)")
+    dtype = inner.embed_tokens.weight.dtype
+
+    def from_dense(key: str, weight: torch.Tensor, kind: str) -> QuantizedLinear:
+        return Int8Linear.from_dense(weight, dtype) if kind == "int8" else Int4Linear.from_dense(weight, group, dtype)
+
+    build = make or from_dense
+    built: dict[str, QuantizedLinear] = {}
+    with torch.no_grad():
+        for key, parent, names in projection_groups(model):
+            linears = [getattr(parent, name) for name in names]
+            for linear in linears:
+                if not isinstance(linear, nn.Linear) or linear.bias is not None:
+                    raise ValueError(f"int8/int4 need bias-free linear projections, found {type(linear).__name__}")
+            weight = torch.cat([linear.weight for linear in linears]) if len(linears) > 1 else linears[0].weight
+            quantized = built[key] = build(key, weight, scheme)
+            if len(linears) == 1:
+                setattr(parent, names[0], quantized)
+                continue
+            start = 0
+            for name, linear in zip(names, linears):
+                setattr(parent, name, ProjectionSlice(quantized, start, start + linear.out_features))
+                start += linear.out_features
+            del linears, weight
+        tied = model.lm_head.weight.data_ptr() == inner.embed_tokens.weight.data_ptr()
+        head = built["lm_head"] = build("lm_head", model.lm_head.weight, "int8")
+        model.lm_head = head
+        if not tied:
+            table = built["embed"] = build("embed", inner.embed_tokens.weight, "int8")
+        inner.embed_tokens = QuantizedEmbedding(head if tied else table)  # type: ignore[arg-type]
+    # transformers would re-tie a dense lm_head to the embedding on some calls: there is none now.
+    model.config.tie_word_embeddings = False
+    if hasattr(model, "_tied_weights_keys"):
+        model._tied_weights_keys = None
+    return built
+
+
+__all__ = ["Int8Linear", "Int4Linear", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding", "quantize_model",
+           "projection_groups"]

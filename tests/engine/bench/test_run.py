@@ -1,0 +1,99 @@
+"""engine.bench.run: a quick run on the tiny model prints the documented JSON shape (never a speed check),
+and the readable table names every figure; engine.bench.membw measures a positive bandwidth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.__main__ import main
+from engine.bench.run import METRICS, SCHEMA, VARIANTS, format_table
+from engine.bench.membw import measure_bandwidth
+
+
+@pytest.fixture(scope="module")
+def quick_json(tiny_model_dir, capsys_module):
+    return capsys_module(["bench", "--quick", "--json", "--model", str(tiny_model_dir), "--precision", "fp32",
+                          "--device", "cpu", "--tokens", "4"])
+
+
+@pytest.fixture(scope="module")
+def capsys_module():
+    """Run the CLI and return its stdout parsed as JSON (module-scoped: one bench run for all checks)."""
+    import contextlib
+    import io
+
+    def run(argv):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = main(argv)
+        assert status == 0
+        return json.loads(out.getvalue())
+
+    return run
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and value > 0
+
+
+def test_quick_json_has_the_documented_shape(quick_json):
+    r = quick_json
+    assert r["schema"] == SCHEMA
+    for key in ("machine", "settings", "model", "memory_bandwidth", "fastpath", "warmup_s", "metrics", "derived",
+                "roofline", "correctness", "precisions", "elapsed_s"):
+        assert key in r, key
+    for key in ("cpu", "cores_logical", "torch", "transformers", "device", "torch_threads"):
+        assert r["machine"][key] not in (None, ""), key
+    assert r["settings"]["tokens"] == 4 and r["settings"]["quick"] is True
+    assert set(r["metrics"]) == set(METRICS)
+    for name, metric in r["metrics"].items():
+        assert set(metric) == {"unit", "better", "median", "runs", "ratio"}, name
+        assert set(metric["median"]) == set(VARIANTS)
+        assert set(metric["ratio"]) == set(VARIANTS) - {"baseline"}
+    # Figures every variant produces are positive numbers; a ratio exists wherever both sides do.
+    for name in ("decode_tok_s", "ttft_short_s", "ttft_long_s", "followup_ttft_full_s"):
+        for variant in VARIANTS:
+            assert _positive(r["metrics"][name]["median"][variant]), (name, variant)
+        assert all(_positive(v) for v in r["metrics"][name]["ratio"].values()), name
+    for variant in ("engine", "fastpath"):
+        assert _positive(r["metrics"]["followup_ttft_reuse_s"]["median"][variant])
+        assert _positive(r["derived"]["followup_reuse_share"][variant])
+        assert r["derived"]["followup_reused_tokens"][variant] > 0
+    assert r["metrics"]["followup_ttft_reuse_s"]["median"]["baseline"] is None  # generate() keeps no cache
+    for variant in ("baseline", "engine"):
+        assert _positive(r["metrics"]["decode_tok_s_no_kv"]["median"][variant])
+    bw = r["memory_bandwidth"]
+    assert _positive(bw["read_bytes_s"]) and _positive(bw["copy_bytes_s"]) and _positive(bw["roofline_tok_s"])
+    assert all(_positive(v["share"]) and _positive(v["achieved_bytes_s"]) for v in r["roofline"].values())
+    assert r["fastpath"]["active"] is True and r["fastpath"]["reason"] is None
+    assert _positive(r["fastpath"]["matmul_s_per_token"]) and _positive(r["fastpath"]["matmul_ceiling_tok_s"])
+    assert all(_positive(v) for v in r["warmup_s"].values())
+    assert r["precisions"] == {}  # --quick measures the main precision only
+
+
+def test_greedy_outputs_agree_with_the_baseline(quick_json):
+    for variant in ("engine", "fastpath"):
+        check = quick_json["correctness"][variant]
+        assert check["equal"] is True and check["first_difference"] is None and check["compared_tokens"] == 4
+
+
+def test_table_names_every_figure(quick_json):
+    table = format_table(quick_json)
+    for name in METRICS:
+        assert name in table
+    for text in ("baseline", "fastpath", "roofline", "KV cache on", "follow-up TTFT", "greedy tokens equal"):
+        assert text in table
+
+
+def test_bad_model_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["bench", "--quick", "--model", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ")
+
+
+def test_memory_bandwidth_is_measured():
+    bw = measure_bandwidth("cpu", buffer_bytes=8 * 1024 * 1024, passes=2)
+    assert bw.read_bytes_s > 0 and bw.copy_bytes_s > 0 and bw.buffer_bytes == 8 * 1024 * 1024
+    assert bw.to_dict()["read_gb_s"] == pytest.approx(bw.read_bytes_s / 1e9)

@@ -1,0 +1,108 @@
+"""The int8/int4 weight cache (engine/models/quant_cache.py): a second load reads it, and a stale or damaged
+file is rebuilt, never trusted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.models import quant_cache
+from engine.models.loader import LoadSpec, load_model
+from engine.models.quant_cache import cache_folder, cache_key
+
+HIT = "quantized weights from the cache"
+
+
+def _load(folder: Path, precision: str):
+    stages: list[str] = []
+    loaded = load_model(LoadSpec(model=str(folder), precision=precision), progress=lambda p: stages.append(p.stage))
+    return loaded, HIT in stages
+
+
+def _logits(loaded) -> torch.Tensor:
+    with torch.inference_mode():
+        return loaded.model(input_ids=torch.tensor([[5, 17, 42, 99, 7]])).logits
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_a_second_load_reads_the_cache_and_computes_the_same(home, tiny_model_dir, precision):
+    first, hit = _load(tiny_model_dir, precision)
+    assert not hit and len(list(cache_folder().glob("*.safetensors"))) == 1
+    second, hit = _load(tiny_model_dir, precision)
+    assert hit
+    assert torch.equal(_logits(first), _logits(second))
+    assert second.facts.weights_bytes == first.facts.weights_bytes
+
+
+def _same_tensors(path: Path, expected: dict[str, torch.Tensor]) -> bool:
+    from safetensors.torch import load_file
+
+    found = load_file(str(path))
+    return found.keys() == expected.keys() and all(torch.equal(found[k], expected[k]) for k in expected)
+
+
+def _only_cache_file() -> Path:
+    files = list(cache_folder().glob("*.safetensors"))
+    assert len(files) == 1
+    return files[0]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_a_damaged_cache_is_rebuilt_not_trusted(home, tiny_model_dir, damage):
+    reference, _ = _load(tiny_model_dir, "int4")
+    path = _only_cache_file()
+    from safetensors.torch import load_file
+
+    # Cloned: load_file's tensors map the file, which the test is about to overwrite.
+    good, expected = path.read_bytes(), {k: v.clone() for k, v in load_file(str(path)).items()}
+    path.write_bytes({"garbage": os.urandom(4096), "truncated": good[: len(good) // 2], "empty": b""}[damage])
+    loaded, hit = _load(tiny_model_dir, "int4")
+    assert not hit and torch.equal(_logits(loaded), _logits(reference))
+    assert _same_tensors(path, expected)  # rewritten whole
+    assert _load(tiny_model_dir, "int4")[1]
+
+
+def test_a_cache_of_other_shapes_is_ignored_and_rewritten(home, tiny_model_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    reference, _ = _load(tiny_model_dir, "int8")
+    path = _only_cache_file()
+    expected = {k: v.clone() for k, v in load_file(str(path)).items()}  # the file is about to be rewritten
+    # The file of another model under this model's key: same names, wrong shapes.
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    tensors = {k: v.clone() for k, v in load_file(str(path)).items()}
+    tensors["layers.0.qkv.qweight"] = tensors["layers.0.qkv.qweight"][:8].contiguous()
+    save_file(tensors, str(path), metadata=metadata)
+    loaded, hit = _load(tiny_model_dir, "int8")
+    assert not hit and torch.equal(_logits(loaded), _logits(reference))
+    assert _same_tensors(path, expected)
+
+
+def test_the_key_changes_with_the_weights_the_precision_the_group_and_the_kernel_build(tiny_model_dir, monkeypatch,
+                                                                                        tmp_path):
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes((tiny_model_dir / "model.safetensors").read_bytes())
+    key = cache_key([weights], "int4")
+    assert key == cache_key([weights], "int4")
+    assert key != cache_key([weights], "int8") and key != cache_key([weights], "int4", group=64)
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000_000))
+    touched = cache_key([weights], "int4")
+    assert touched != key
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2-test")
+    assert cache_key([weights], "int4") != touched
+
+
+def test_without_a_usable_data_folder_it_quantizes_without_a_cache(tmp_path, monkeypatch, tiny_model_dir):
+    not_a_folder = tmp_path / "home-file"
+    not_a_folder.write_text("x")
+    monkeypatch.setenv("MIAOHUI_HOME", str(not_a_folder))
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bf16"))
+    assert quant_cache.quantize_cached(loaded.model, "int4", [tiny_model_dir / "model.safetensors"]) is False
+    assert type(loaded.model.lm_head).__name__ == "Int8Linear"
