@@ -32,6 +32,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from engine.errors import EngineError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.models.model import LoadedModel
+from engine.fmt import one_line
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,6 @@ class _Job:
     payload: Any
     cancel: threading.Event = field(default_factory=threading.Event)
     reported: bool = False  # a generation's Finished reached the GUI (the job may still be winding down)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _known_kwargs(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -148,11 +144,11 @@ class _Worker(QObject):
             spec = LoadSpec(**_known_kwargs(LoadSpec, job.payload))
             loaded = load_model(spec, progress=progress, cancel=job.cancel)
         except EngineError as exc:
-            self.load_failed.emit(_one_line(exc))
+            self.load_failed.emit(one_line(exc))
             return
         except Exception as exc:  # noqa: BLE001 (engine edge missed a conversion: still one line for the user)
             log.error("unexpected load failure:\n%s", traceback.format_exc())
-            self.load_failed.emit(f"could not load the model: {type(exc).__name__}: {_one_line(exc)}")
+            self.load_failed.emit(f"could not load the model: {one_line(exc, name_type=True)}")
             return
         # Only now is the previous model dropped: a failed load keeps the user's working model.
         self._sessions.clear()
@@ -187,10 +183,10 @@ class _Worker(QObject):
             if not finished:  # the contract says Finished always comes; never leave the GUI waiting
                 self._finish(_finished_without_run("error", "generation ended without a finish event"))
         except EngineError as exc:
-            self._finish(_finished_without_run("error", _one_line(exc)))
+            self._finish(_finished_without_run("error", one_line(exc)))
         except Exception as exc:  # noqa: BLE001
             log.error("unexpected generation failure:\n%s", traceback.format_exc())
-            self._finish(_finished_without_run("error", f"generation failed: {type(exc).__name__}: {_one_line(exc)}"))
+            self._finish(_finished_without_run("error", f"generation failed: {one_line(exc, name_type=True)}"))
 
     def _finish(self, event: Finished) -> None:
         self._buffer.put(event)
@@ -207,10 +203,10 @@ class _Worker(QObject):
         try:
             result = fn(self._loaded, job.cancel)
         except EngineError as exc:
-            self.task_failed.emit(job.job_id, _one_line(exc))
+            self.task_failed.emit(job.job_id, one_line(exc))
         except Exception as exc:  # noqa: BLE001
             log.error("task %s failed:\n%s", job.job_id, traceback.format_exc())
-            self.task_failed.emit(job.job_id, f"{type(exc).__name__}: {_one_line(exc)}")
+            self.task_failed.emit(job.job_id, one_line(exc, name_type=True))
         else:
             self.task_finished.emit(job.job_id, result)
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
 from app.history.repair import RepairedText, aside_name, as_number, as_text, decode_text, is_utf8, read_rows
+from engine.fmt import format_bytes
 
 SCHEMA_VERSION = 2
 OPEN_LOCK_TIMEOUT_S = 30.0  # another process opening (a salvage of a big damaged file included) takes far less
@@ -151,15 +152,6 @@ class PerfRecord:
         if self.kv_cache_bytes is not None:
             parts.append(f"KV {format_bytes(self.kv_cache_bytes)}")
         return " · ".join(parts)
-
-
-def format_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # unreachable: the loop returns at GiB
 
 
 @dataclass(frozen=True)

@@ -17,18 +17,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
                                QWidget)
 
 from engine.models.model import ModelFacts
+from engine.fmt import format_bytes
 
 
 def fmt_count(value: int) -> str:
     return f"{value:,}"
-
-
-def fmt_bytes(value: float) -> str:
-    """Bytes with a binary unit, exact below 1 KiB."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{int(value)} B"
 
 
 def attention_explanation(facts: ModelFacts) -> str:
@@ -64,16 +57,16 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
         ("Context length", f"{fmt_count(full)} tokens"),
         ("Parameters (exact)", fmt_count(facts.params)),
         ("Seeds' estimate V·d + 12·L·d²", f"{fmt_count(V)}·{d} + 12·{L}·{d}² = {fmt_count(estimate)} ({off:+.1f}%)"),
-        ("Weights in memory", f"{fmt_bytes(facts.weights_bytes)} ({fmt_count(facts.weights_bytes)} B)"),
+        ("Weights in memory", f"{format_bytes(facts.weights_bytes)} ({fmt_count(facts.weights_bytes)} B)"),
         ("KV bytes / token (GQA form)",
-         f"2·{L}·{facts.kv_heads}·{facts.head_dim}·{b} = {fmt_count(per_token)} B ({fmt_bytes(per_token)})"),
+         f"2·{L}·{facts.kv_heads}·{facts.head_dim}·{b} = {fmt_count(per_token)} B ({format_bytes(per_token)})"),
         ("KV bytes / token (no-GQA form)",
-         f"2·{L}·{d}·{b} = {fmt_count(per_token_no_gqa)} B ({fmt_bytes(per_token_no_gqa)})"),
+         f"2·{L}·{d}·{b} = {fmt_count(per_token_no_gqa)} B ({format_bytes(per_token_no_gqa)})"),
         ("KV memory, current context",
-         f"{fmt_count(context_tokens)} tokens → {fmt_bytes(context_tokens * per_token)}"
-         f" (no GQA: {fmt_bytes(context_tokens * per_token_no_gqa)})"),
+         f"{fmt_count(context_tokens)} tokens → {format_bytes(context_tokens * per_token)}"
+         f" (no GQA: {format_bytes(context_tokens * per_token_no_gqa)})"),
         ("KV memory, full context",
-         f"{fmt_count(full)} tokens → {fmt_bytes(full * per_token)} (no GQA: {fmt_bytes(full * per_token_no_gqa)})"),
+         f"{fmt_count(full)} tokens → {format_bytes(full * per_token)} (no GQA: {format_bytes(full * per_token_no_gqa)})"),
     ]
 
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, Q
 
 from app import theme as themes
 from app.throttle import Throttle
+from engine.fmt import format_bytes
 
 RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet follows a slowdown quickly
 # Nobody reads a figure that changes 30 times a second; each update repaints the panel on the GUI thread,
@@ -27,15 +28,6 @@ RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet
 LABELS_UPDATE_MS = 200
 # A redraw costs ~4 ms, of Python holding the GIL the engine's decode loop needs too: twice a second reads as live.
 CHART_REDRAW_MS = 500
-
-
-def fmt_bytes(value: float | None) -> str:
-    if value is None:
-        return "—"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{int(value)} B"
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -170,7 +162,7 @@ class PerfPanel(QWidget):
         self._facts = facts
         self._values["device"].setText(str(_get(facts, "device") or "—"))
         self._values["precision"].setText(str(_get(facts, "precision") or "—"))
-        self._values["weights"].setText(fmt_bytes(_get(facts, "weights_bytes")))
+        self._values["weights"].setText(format_bytes(_get(facts, "weights_bytes")))
         context = _get(facts, "context_length")
         if context:
             self._context_bar.setRange(0, int(context))
@@ -218,18 +210,18 @@ class PerfPanel(QWidget):
         v["e2e"].setText(fmt_seconds(m("e2e_s")))
         kv = m("kv_cache_bytes")
         allocated = m("kv_cache_bytes_allocated")
-        kv_text = fmt_bytes(kv)
+        kv_text = format_bytes(kv)
         if allocated and kv is not None and allocated > kv:
-            kv_text += f" (allocated {fmt_bytes(allocated)})"
+            kv_text += f" (allocated {format_bytes(allocated)})"
         v["kv"].setText(kv_text)
-        v["kv_formula"].setText(fmt_bytes(m("kv_cache_bytes_formula")))
-        v["kv_no_gqa"].setText(fmt_bytes(m("kv_cache_bytes_formula_no_gqa")))
+        v["kv_formula"].setText(format_bytes(m("kv_cache_bytes_formula")))
+        v["kv_no_gqa"].setText(format_bytes(m("kv_cache_bytes_formula_no_gqa")))
         total = self._memory_total(m("device"))
         if kv is not None and total:
-            v["kv_share"].setText(f"{100.0 * kv / total:.3f} % of {fmt_bytes(total)}")
+            v["kv_share"].setText(f"{100.0 * kv / total:.3f} % of {format_bytes(total)}")
         if m("weights_bytes"):
-            v["weights"].setText(fmt_bytes(m("weights_bytes")))
-        v["peak"].setText(fmt_bytes(m("peak_memory_bytes")))
+            v["weights"].setText(format_bytes(m("weights_bytes")))
+        v["peak"].setText(format_bytes(m("peak_memory_bytes")))
         if m("device"):
             v["device"].setText(str(m("device")))
         if m("precision"):

@@ -29,6 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+from engine.fmt import first_difference
 
 if TYPE_CHECKING:  # engine.bench.quality imports torch; `python -m engine` loads this module for its help text
     from engine.bench.quality import Predictions
@@ -332,13 +333,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
 def measure(variants: Sequence[Any], scenarios: Sequence[tuple[str, Callable[[Any], dict[str, Any]]]],
             reps: int, names: Sequence[str], progress: Callable[[str], None]) -> dict[str, Any]:
     """Warm up each variant once, then ``reps`` repetitions, variants alternated (rotated per rep)."""
@@ -467,7 +461,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     correctness = {}
     for name in ("engine", "fastpath"):
         ids = main["runs"][name]["_ids"][0]
-        diff = _first_difference(baseline_ids, ids)
+        diff = first_difference(baseline_ids, ids)
         correctness[name] = {"equal": diff is None, "first_difference": diff, "compared_tokens": len(baseline_ids)}
     metrics = main["metrics"]
     derived = {

@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.inputs import PRECISIONS
+from engine.fmt import format_bytes
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -43,14 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming")
 
 
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
 def _fmt(value: float | None, spec: str, unit: str) -> str:
     return "n/a" if value is None else f"{value:{spec}}{unit}"
 
@@ -60,8 +53,8 @@ def summary_line(finished: Any) -> str:
     m = finished.metrics
     return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')} · prefill {m.prefill_tokens} tok "
             f"@ {_fmt(m.prefill_tok_s, '.0f', ' tok/s')} · decode {_fmt(m.decode_tok_s, '.1f', ' tok/s')} · "
-            f"{m.generated_tokens} tokens · KV {_human_bytes(m.kv_cache_bytes)} "
-            f"(formula {_human_bytes(m.kv_cache_bytes_formula)}, no-GQA {_human_bytes(m.kv_cache_bytes_formula_no_gqa)})"
+            f"{m.generated_tokens} tokens · KV {format_bytes(m.kv_cache_bytes)} "
+            f"(formula {format_bytes(m.kv_cache_bytes_formula)}, no-GQA {format_bytes(m.kv_cache_bytes_formula_no_gqa)})"
             f" · {m.device} {m.precision}")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.inputs import INT4_GROUP_SIZE, PRECISIONS
+from engine.fmt import format_bytes
 
 PRECISION_CHOICES = PRECISIONS
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -81,10 +82,6 @@ def model_card(loaded: Any) -> dict[str, Any]:
     return card
 
 
-def _mib(num_bytes: float) -> str:
-    return f"{num_bytes / (1 << 20):,.1f} MiB"
-
-
 def format_card(card: dict[str, Any]) -> str:
     bpe = card["kv_dtype_bytes"]
     lines = [
@@ -101,10 +98,10 @@ def format_card(card: dict[str, Any]) -> str:
         f"  seeds' estimate     {card['param_estimate']:,} = V*d + 12*L*d^2 ({card['param_estimate_error']:+.1%})",
         f"  KV bytes / token    {card['kv_bytes_per_token']:,} B = 2 x L x kv_heads x head_dim x {bpe} B"
         f"   (no GQA: {card['kv_bytes_per_token_no_gqa']:,} B = 2 x L x d x {bpe} B)",
-        f"  KV at full context  {_mib(card['kv_bytes_full_context'])}   (no GQA: "
-        f"{_mib(card['kv_bytes_full_context_no_gqa'])})",
-        f"  weights as loaded   {card['weights_bytes']:,} B ({_mib(card['weights_bytes'])})",
-        "  weights estimate    " + ", ".join(f"{name} {_mib(value)}"
+        f"  KV at full context  {format_bytes(card['kv_bytes_full_context'])}   (no GQA: "
+        f"{format_bytes(card['kv_bytes_full_context_no_gqa'])})",
+        f"  weights as loaded   {card['weights_bytes']:,} B ({format_bytes(card['weights_bytes'])})",
+        "  weights estimate    " + ", ".join(f"{name} {format_bytes(value)}"
                                              for name, value in card["weights_bytes_estimates"].items()),
     ]
     if card.get("device_map"):

@@ -40,6 +40,7 @@ from jinja2.utils import Namespace, generate_lorem_ipsum
 from jinja2.visitor import NodeTransformer
 
 from engine.errors import CancelledError, TemplateError
+from engine.fmt import one_line
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,6 @@ _HUGE_WIDTH = re.compile(r"[0-9]{7,}")
 # Process size is read this often at most: a read costs ~10 µs, a check ~100 ns.
 _MEMORY_EVERY_S = 0.01
 _MESSAGE_CHARS = 200  # a template's own words in an error, cut to fit one line
-
-
-def _one_line(text: object) -> str:
-    line = next((part.strip() for part in str(text).splitlines() if part.strip()), "")
-    return line if len(line) <= _MESSAGE_CHARS else line[:_MESSAGE_CHARS] + "…"
 
 
 class _Budget:
@@ -437,7 +433,7 @@ def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, ad
     try:
         source = tokenizer.get_chat_template()
     except ValueError as exc:  # transformers: no template, or several and none named "default"
-        raise TemplateError(f"this model's chat template cannot be used: {_one_line(exc)}") from None
+        raise TemplateError(f"this model's chat template cannot be used: {one_line(exc, max_chars=_MESSAGE_CHARS)}") from None
     if not isinstance(source, str):
         raise TemplateError("this model's chat template is not text")
     if len(source) > MAX_TEMPLATE_CHARS:
@@ -465,18 +461,18 @@ def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, ad
         raise
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"this model's chat template has a syntax error on line {exc.lineno}: "
-                            f"{_one_line(exc.message)}") from None
+                            f"{one_line(exc.message, max_chars=_MESSAGE_CHARS)}") from None
     except _TemplateRaised as exc:
-        raise TemplateError(f"this model's chat template refused the conversation: {_one_line(exc)}") from None
+        raise TemplateError(f"this model's chat template refused the conversation: {one_line(exc, max_chars=_MESSAGE_CHARS)}") from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateError(f"this model's chat template tried something the sandbox forbids: "
-                            f"{_one_line(exc)}") from None
+                            f"{one_line(exc, max_chars=_MESSAGE_CHARS)}") from None
     except RecursionError:
         raise TemplateError("this model's chat template calls itself too deeply, so it was stopped") from None
     except MemoryError:
         raise TemplateError("this model's chat template ran out of memory, so it was stopped") from None
     except Exception as exc:  # noqa: BLE001  (a template is a program: any error it hits is its own)
         raise TemplateError(f"this model's chat template failed: {type(exc).__name__}: "
-                            f"{_one_line(exc)}") from None
+                            f"{one_line(exc, max_chars=_MESSAGE_CHARS)}") from None
     finally:
         _BUDGET.reset(token)

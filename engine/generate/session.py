@@ -23,11 +23,12 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from engine.generate.context import IncrementalDecoder, build_prompt
-from engine.errors import CancelledError, printable
+from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
 from engine.generate.runner import ModelRunner, make_runner
 from engine.generate.sampling import Sampler, SamplingConfig
+from engine.fmt import one_line
 
 # A Stats event every this many tokens: often enough for a live readout at typical decode speeds,
 # rare enough that building the snapshot (a few dozen attribute reads and one RSS read) is noise.
@@ -45,12 +46,6 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
         if a[i] != b[i]:
             return i
     return n
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    # printable: the first line may still hold a carriage return or an escape sequence from the text.
-    return printable(f"{type(exc).__name__}: {lines[0]}") if lines else type(exc).__name__
 
 
 @dataclass
@@ -205,7 +200,7 @@ class ChatSession:
                                     "(less context), or load the model in 4-bit (nf4)")
         except Exception as exc:  # noqa: BLE001  (the contract: generation failures end the stream, never raise)
             self._recover(runner)
-            yield finished("error", f"generation failed: {_one_line(exc)}")
+            yield finished("error", f"generation failed: {one_line(exc, name_type=True)}")
 
     def _decode_threads(self, runner: ModelRunner) -> Callable[[], None]:
         """Drop to the decode thread count (see ``reserve_threads``); returns what restores the old one.

@@ -18,16 +18,10 @@ from collections.abc import Callable, Sequence
 from engine.errors import CancelledError, EngineError
 from engine.lab.results import ExperimentResult, Series
 from engine.lab.runs import Progress, check_cancel, generate_once, no_progress
+from engine.fmt import first_difference
 
 PRECISIONS = ("bf16", "int8", "int4")
 PROMPT = "Give three tips for learning a new language."
-
-
-def _first_difference(a: str, b: str) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequence[str] = PRECISIONS,
@@ -69,7 +63,7 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
             reference = (precision, run.text)
             same = "reference"
         else:
-            diff = _first_difference(reference[1], run.text)
+            diff = first_difference(reference[1], run.text)
             same = "identical" if diff is None else f"differs from character {diff}"
             if diff is not None:
                 flags.append(f"greedy text on {precision} differs from {reference[0]} (from character {diff})")

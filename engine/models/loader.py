@@ -31,6 +31,7 @@ from engine.errors import (BadInputError, CancelledError, CorruptModelError, Eng
 from engine.models.facts import build_facts, end_token_ids
 from engine.models.model import LoadedModel
 from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, PRECISIONS
+from engine.fmt import one_line
 
 
 def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
@@ -265,11 +266,6 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threading.Event | None = None, *,
                from_pretrained: Callable[..., Any] | None = None,
                tokenizer_from_pretrained: Callable[..., Any] | None = None) -> LoadedModel:
@@ -302,9 +298,9 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
                 f"out of memory loading {spec.model} in {spec.precision}: try a smaller precision (nf4) "
                 f"or {'the CPU' if device == 'cuda' else 'closing other programs'}")
         elif isinstance(exc, (OSError, ValueError)):
-            error = CorruptModelError(f"could not load {spec.model}: {_one_line(exc)}")
+            error = CorruptModelError(f"could not load {spec.model}: {one_line(exc)}")
         else:
-            error = EngineError(f"could not load {spec.model}: {type(exc).__name__}: {_one_line(exc)}")
+            error = EngineError(f"could not load {spec.model}: {one_line(exc, name_type=True)}")
     # Raised outside the except block with no traceback or context, so no frame holding a
     # half-built model survives in the exception chain; then reclaim its memory.
     error.__traceback__ = None

@@ -26,10 +26,10 @@ def test_card_rows_show_the_seeds_arithmetic():
     assert rows["Parameters (exact)"] == "134,515,008"
     # V·d + 12·L·d² = 49152·576 + 12·30·576² = 28,311,552 + 119,439,360
     assert rows["Seeds' estimate V·d + 12·L·d²"] == "49,152·576 + 12·30·576² = 147,750,912 (+9.8%)"
-    assert rows["KV bytes / token (GQA form)"] == "2·30·3·64·2 = 23,040 B (22.50 KiB)"
-    assert rows["KV bytes / token (no-GQA form)"] == "2·30·576·2 = 69,120 B (67.50 KiB)"
-    assert rows["KV memory, current context"] == "1,000 tokens → 21.97 MiB (no GQA: 65.92 MiB)"
-    assert rows["KV memory, full context"] == "8,192 tokens → 180.00 MiB (no GQA: 540.00 MiB)"
+    assert rows["KV bytes / token (GQA form)"] == "2·30·3·64·2 = 23,040 B (22.5 KiB)"
+    assert rows["KV bytes / token (no-GQA form)"] == "2·30·576·2 = 69,120 B (67.5 KiB)"
+    assert rows["KV memory, current context"] == "1,000 tokens → 22.0 MiB (no GQA: 65.9 MiB)"
+    assert rows["KV memory, full context"] == "8,192 tokens → 180.0 MiB (no GQA: 540.0 MiB)"
     assert "each group of 3 query heads shares one K/V head" in rows[""]
 
 

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from app.widgets.perf_panel import PerfPanel, fmt_bytes
+from app.widgets.perf_panel import PerfPanel
+from engine.fmt import format_bytes
 from engine.events import Metrics
 from engine.models.model import ModelFacts
 from tests.app._gui_fixtures import make_window, settings, store  # noqa: F401 (fixtures)
@@ -52,9 +53,9 @@ def test_panel_shows_every_figure_and_keeps_them(panel):
     assert shown["prefill"] == "40 tok · 1600.0 tok/s"
     assert shown["decode_avg"] == "41.8 tok/s" and shown["decode_now"] == "40.0 tok/s"
     assert shown["tokens"] == "128"
-    assert shown["kv"] == fmt_bytes(FACTS.kv_bytes_per_token * 168) != first_kv  # grew with the reply
+    assert shown["kv"] == format_bytes(FACTS.kv_bytes_per_token * 168) != first_kv  # grew with the reply
     assert shown["kv_formula"] == shown["kv"]
-    assert shown["kv_no_gqa"] == fmt_bytes(FACTS.kv_bytes_per_token_no_gqa * 168)  # 3x: GQA's saving visible
+    assert shown["kv_no_gqa"] == format_bytes(FACTS.kv_bytes_per_token_no_gqa * 168)  # 3x: GQA's saving visible
     assert shown["kv_share"].endswith("B") and "%" in shown["kv_share"]
     assert shown["weights"] == "256.6 MiB" and shown["peak"] == "900.0 MiB"
     assert shown["device"] == "cpu" and shown["precision"] == "bf16"

@@ -1,0 +1,48 @@
+"""The one home of the small text helpers that the engine, its command lines and the window all use.
+
+Owns: an exception or text as one printable line (``one_line``), the first index where two sequences differ
+(``first_difference``) and byte counts in binary units (``format_bytes``: B, KiB, MiB, GiB, never "KB").
+Pure Python, no torch and no Qt, so the window can import it without loading the engine.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.errors import printable
+
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def one_line(value: object, *, max_chars: int | None = None, name_type: bool = False) -> str:
+    """The first non-blank line of ``value`` (an exception or any text), control characters escaped.
+
+    An exception with no text reads as its class name; ``name_type`` prefixes the class name anyway
+    ("ValueError: …"), for messages whose reader needs to know what failed. ``max_chars`` cuts a long line with "…".
+    """
+    line = next((part.strip() for part in str(value).splitlines() if part.strip()), "")
+    if isinstance(value, BaseException) and (name_type or not line):
+        line = f"{type(value).__name__}: {line}" if line else type(value).__name__
+    if max_chars is not None and len(line) > max_chars:
+        line = line[:max_chars] + "…"
+    return printable(line)
+
+
+def first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:
+    """The first index where ``a`` and ``b`` differ (strings or token ids); ``None`` when they are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def format_bytes(value: float | None, digits: int = 1) -> str:
+    """Bytes in the largest binary unit that keeps the number at least 1 ("22.5 MiB"); exact below 1 KiB.
+
+    ``None`` (a figure that cannot be known) reads as "—".
+    """
+    if value is None:
+        return "—"
+    for unit, size in _UNITS:
+        if abs(value) >= size:
+            return f"{value / size:.{digits}f} {unit}"
+    return f"{int(value)} B"
