@@ -133,7 +133,8 @@ class _Worker(QObject):
         self._loaded = None
 
     def _load(self, job: _Job) -> None:
-        from engine.models.loader import LoadProgress, LoadSpec, load_model  # heavy: torch loads on first use
+        from engine.models.loader import LoadProgress, load_model  # heavy: torch loads on first use
+        from engine.inputs import LoadSpec
 
         def progress(p: LoadProgress) -> None:
             self.load_progressed.emit(p.stage, float(p.fraction))
@@ -163,7 +164,7 @@ class _Worker(QObject):
         if self._loaded is None:
             self._finish(_finished_without_run("error", "no model loaded: choose a model and press Load"))
             return
-        from engine.generate.sampling import SamplingConfig
+        from engine.inputs import SamplingConfig
         from engine.generate.session import ChatSession
 
         try:

@@ -22,7 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from engine.inputs import PRECISIONS
+from engine.inputs import DEVICES, PRECISIONS
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,8 @@ ORGANISATION = "Miaohui"
 APPLICATION = "miaohui"
 MAX_RECENT_MODELS = 8
 TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
-DEVICES = ("auto", "cpu", "cuda")
 # Inclusive bounds of each numeric ChatSettings field. The settings dialog's spin boxes use the same ones
-# (a stored value outside them could not be shown), and each lies inside engine.generate.sampling.SamplingConfig's.
+# (a stored value outside them could not be shown), and each lies inside engine.inputs.SamplingConfig's.
 RANGES: dict[str, tuple[int, int] | tuple[float, float]] = {
     "temperature": (0.0, 10.0),
     "top_p": (0.01, 1.0),
@@ -46,7 +45,7 @@ _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """What the settings dialog edits; turned into ``engine.generate.sampling.SamplingConfig`` keyword arguments."""
+    """What the settings dialog edits; turned into ``engine.inputs.SamplingConfig`` keyword arguments."""
 
     system_prompt: str = "You are a helpful assistant."
     # SmolLM2's model card recommends a low temperature; small models ramble when sampled hot.

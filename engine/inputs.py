@@ -1,4 +1,6 @@
-"""The precisions a model can be loaded in: one list for the loader, the command lines and the window.
+"""The validated inputs of the engine, one home for each: the precisions and devices a model can be loaded in,
+what to load (``LoadSpec``) and how to sample (``SamplingConfig``). The loader, the command lines and the window
+all use these; a bad value raises ``BadInputError`` (one line) when the object is built.
 
 Two families of quantized weights, named for what they are:
 - ``int8`` / ``int4``: weight-only quantization on torch's native kernels (``engine/models/quant.py``): fewer
@@ -7,16 +9,25 @@ Two families of quantized weights, named for what they are:
   already quantized with bitsandbytes, but their kernels are built for training and memory, not for
   batch-1 speed: on a CPU they decode several times slower than bf16.
 
-Imports nothing heavy, so the window (which never imports torch) can use it. Owns names and their
-one-line explanations; not how any of them is loaded.
+Imports nothing heavy, so the window (which never imports torch) can use it. Owns names, rules and one-line
+explanations; not how a model is loaded (``engine/models/loader.py``) or a token chosen
+(``engine/generate/sampling.py``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import BadInputError
 
 FLOATS = ("fp32", "bf16", "fp16")
 NATIVE_QUANTIZED = ("int8", "int4")  # engine/models/quant.py
 BNB_QUANTIZED = ("bnb-int8", "nf4", "fp4")  # bitsandbytes through transformers' BitsAndBytesConfig
 PRECISIONS = ("auto",) + FLOATS + NATIVE_QUANTIZED + BNB_QUANTIZED
+
+DEVICES = ("auto", "cpu", "cuda")
+COMPUTE_DTYPES = FLOATS  # what bitsandbytes may compute in
+MAX_TOP_LOGPROBS = 20  # candidates the token inspector and the API may ask for per token
 
 INT4_GROUP_SIZE = 32  # weights sharing one scale and zero in int4: GGUF Q4_0/Q4_1's block size
 
@@ -33,4 +44,82 @@ EXPLANATIONS = {
     "fp4": "bitsandbytes 4-bit float: saves memory, slow at batch 1 on a CPU",
 }
 
-__all__ = ["FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "INT4_GROUP_SIZE", "EXPLANATIONS"]
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What to load and how. Invalid values raise ``BadInputError`` on construction."""
+
+    model: str = "default"  # "default" | folder | path to a .gguf file | repo id in the local HF cache
+    precision: str = "auto"  # one of engine.inputs.PRECISIONS
+    device: str = "auto"  # auto | cpu | cuda
+    allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
+    # bnb-int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
+    # activations, hence the KV cache). None: the device's float dtype (bf16 where native, else fp32).
+    # int8/int4 always compute in bf16 on a CPU: their kernels' fast path (engine/models/quant.py).
+    bnb_compute_dtype: str | None = None
+    bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
+    offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
+    offload_gpu_bytes: int | None = None  # with offload: GPU memory accelerate may use (None: all free memory)
+    attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise BadInputError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
+        if self.device not in DEVICES:
+            raise BadInputError(f"unknown device {self.device!r}: choose one of {', '.join(DEVICES)}")
+        if self.offload_gpu_bytes is not None and self.offload_gpu_bytes <= 0:
+            raise BadInputError("the offload GPU memory cap must be a positive number of bytes")
+        if self.bnb_compute_dtype not in (None,) + COMPUTE_DTYPES:
+            raise BadInputError(f"unknown compute dtype {self.bnb_compute_dtype!r}: choose fp32, bf16 or fp16")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Per-request generation settings. Invalid values raise ``BadInputError`` on construction."""
+
+    temperature: float = 0.7  # 0 means greedy (argmax), the deterministic mode tests and the CLI use
+    top_p: float = 0.9  # 1.0 disables nucleus filtering
+    top_k: int = 50  # 0 disables top-k filtering
+    repetition_penalty: float = 1.0  # 1.0 disables it (and skips its per-step scatter/gather)
+    max_new_tokens: int = 512
+    seed: int | None = None  # None: a fresh random seed per request
+    use_kv_cache: bool = True  # False recomputes the whole sequence every step (the seeds' experiment 3)
+    top_logprobs: int = 0  # candidates reported per token for the inspector, 0..20 (0 costs nothing)
+    prefill_chunk: int = 256  # prompt tokens per forward during prefill; a cancel is seen between chunks
+
+    def __post_init__(self) -> None:
+        def bad(name: str, value: object, rule: str) -> BadInputError:
+            return BadInputError(f"{name} must be {rule} (got {value!r})")
+
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        def is_num(value: object) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+
+        if not is_num(self.temperature) or not 0.0 <= self.temperature <= 10.0:
+            raise bad("temperature", self.temperature, "between 0 and 10")
+        if not is_num(self.top_p) or not 0.0 < self.top_p <= 1.0:
+            raise bad("top_p", self.top_p, "greater than 0 and at most 1")
+        if not is_int(self.top_k) or self.top_k < 0:
+            raise bad("top_k", self.top_k, "a whole number ≥ 0 (0 disables it)")
+        if not is_num(self.repetition_penalty) or not 0.0 < self.repetition_penalty <= 10.0:
+            raise bad("repetition_penalty", self.repetition_penalty, "greater than 0 and at most 10")
+        if not is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise bad("max_new_tokens", self.max_new_tokens, "a whole number ≥ 1")
+        if self.seed is not None and (not is_int(self.seed) or not 0 <= self.seed < 2**63):
+            raise bad("seed", self.seed, "a whole number ≥ 0, or empty")
+        if not isinstance(self.use_kv_cache, bool):
+            raise bad("use_kv_cache", self.use_kv_cache, "true or false")
+        if not is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise bad("top_logprobs", self.top_logprobs, f"between 0 and {MAX_TOP_LOGPROBS}")
+        if not is_int(self.prefill_chunk) or self.prefill_chunk < 1:
+            raise bad("prefill_chunk", self.prefill_chunk, "a whole number ≥ 1")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+__all__ = ["FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "DEVICES", "COMPUTE_DTYPES", "INT4_GROUP_SIZE",
+           "MAX_TOP_LOGPROBS", "EXPLANATIONS", "LoadSpec", "SamplingConfig"]

@@ -29,9 +29,10 @@ import torch
 
 from engine.__main__ import main
 from engine.events import Finished, Message, Token
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.generate.runner import make_runner
-from engine.generate.sampling import SamplingConfig
+from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=6)

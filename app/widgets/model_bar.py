@@ -15,12 +15,10 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
 from app.settings import Settings
-from engine.inputs import PRECISIONS as ALL_PRECISIONS
+from engine.inputs import DEVICES, PRECISIONS
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ALL_PRECISIONS
-DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
 
 

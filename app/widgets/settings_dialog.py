@@ -2,7 +2,7 @@
 
 Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, top-k, repetition
 penalty, max new tokens, seed, KV cache on/off) and writes it through ``app.settings.Settings``
-(QSettings) on OK. Value ranges are ``app.settings.RANGES``, inside what ``engine.generate.sampling.SamplingConfig``
+(QSettings) on OK. Value ranges are ``app.settings.RANGES``, inside what ``engine.inputs.SamplingConfig``
 accepts, so the engine never has to refuse what this dialog lets through, and every value ``Settings``
 reads back fits a spin box. Owns no generation.
 """

@@ -276,7 +276,7 @@ class Engine:
     def run(self, messages: Sequence[Any], tokens: int, use_kv_cache: bool = True,
             session: Any = None) -> Sample:
         from engine.events import Finished, Token
-        from engine.generate.sampling import SamplingConfig
+        from engine.inputs import SamplingConfig
 
         session = session or self.session()
         config = SamplingConfig(temperature=0.0, max_new_tokens=tokens, use_kv_cache=use_kv_cache)
@@ -406,7 +406,8 @@ def matmul_floor(model: Any, passes: int = 3) -> float | None:
 
 
 def _load(model: str, precision: str, device: str) -> Any:
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     return load_model(LoadSpec(model=model, precision=precision, device=device))
 

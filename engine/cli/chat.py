@@ -19,10 +19,9 @@ import threading
 from typing import Any
 
 from engine.errors import EngineError
-from engine.inputs import PRECISIONS
+from engine.inputs import DEVICES, PRECISIONS
 from engine.fmt import format_bytes
 
-DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_MAX_NEW_TOKENS = 256
 
 
@@ -79,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from engine.generate.context import check_messages
     from engine.events import Finished, Message, Token
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     greedy = args.temperature is None
     config = SamplingConfig(temperature=0.0 if greedy else args.temperature, top_p=args.top_p, top_k=args.top_k,
@@ -88,7 +87,9 @@ def _run(args: argparse.Namespace) -> int:
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.prompt)]
     check_messages(messages)  # bad input fails before the model loads
 
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+
+    from engine.inputs import LoadSpec
     from engine.generate.session import ChatSession
 
     loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,

@@ -17,18 +17,16 @@ import sys
 from typing import Any
 
 from engine.errors import EngineError
-from engine.inputs import INT4_GROUP_SIZE, PRECISIONS
+from engine.inputs import DEVICES, INT4_GROUP_SIZE, PRECISIONS
 from engine.fmt import format_bytes
 
-PRECISION_CHOICES = PRECISIONS
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id "
                                                             "in the local Hugging Face cache")
-    parser.add_argument("--precision", default="auto", choices=PRECISION_CHOICES)
-    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
+    parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="run the model folder's own Python code (only for models you trust)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -112,7 +110,8 @@ def format_card(card: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     try:
         from transformers.utils import logging as hf_logging

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from engine.errors import BadInputError, EngineError
-from engine.inputs import PRECISIONS
+from engine.inputs import DEVICES, PRECISIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, lengths and tokens (minutes on a CPU)")
     parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--only", default="", help="comma-separated experiment keys (default: the five)")
     parser.add_argument("--layer", type=int, default=None, help="attention layer (default: the middle one)")
     parser.add_argument("--head", type=int, default=0, help="attention head (default: 0)")
@@ -42,7 +42,8 @@ def _progress_printer(start: float):
 
 def run(args: argparse.Namespace) -> int:
     from engine.lab.experiments import FIVE, LabOptions, info, run_all
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     cancel = threading.Event()
     try:

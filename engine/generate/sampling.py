@@ -1,4 +1,4 @@
-"""How the next token is chosen: ``SamplingConfig`` and the ``Sampler`` that applies it to logits.
+"""How the next token is chosen: the ``Sampler`` that applies a ``SamplingConfig`` (``engine/inputs.py``) to logits.
 
 The logits processors are transformers' own (repetition penalty, temperature, top-k, top-p), applied in
 the order ``generate()`` applies them, so a seeded run here behaves like a seeded ``generate()``.
@@ -14,62 +14,13 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.errors import BadInputError
+from engine.inputs import SamplingConfig
 
 if TYPE_CHECKING:
     import torch
 
-MAX_TOP_LOGPROBS = 20
 # Reply positions the repetition penalty's id buffer holds at first; it doubles when full.
 INITIAL_REPLY_IDS = 1024
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """Per-request generation settings. Invalid values raise ``BadInputError`` on construction."""
-
-    temperature: float = 0.7  # 0 means greedy (argmax), the deterministic mode tests and the CLI use
-    top_p: float = 0.9  # 1.0 disables nucleus filtering
-    top_k: int = 50  # 0 disables top-k filtering
-    repetition_penalty: float = 1.0  # 1.0 disables it (and skips its per-step scatter/gather)
-    max_new_tokens: int = 512
-    seed: int | None = None  # None: a fresh random seed per request
-    use_kv_cache: bool = True  # False recomputes the whole sequence every step (the seeds' experiment 3)
-    top_logprobs: int = 0  # candidates reported per token for the inspector, 0..20 (0 costs nothing)
-    prefill_chunk: int = 256  # prompt tokens per forward during prefill; a cancel is seen between chunks
-
-    def __post_init__(self) -> None:
-        def bad(name: str, value: object, rule: str) -> BadInputError:
-            return BadInputError(f"{name} must be {rule} (got {value!r})")
-
-        def is_int(value: object) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        def is_num(value: object) -> bool:
-            return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
-
-        if not is_num(self.temperature) or not 0.0 <= self.temperature <= 10.0:
-            raise bad("temperature", self.temperature, "between 0 and 10")
-        if not is_num(self.top_p) or not 0.0 < self.top_p <= 1.0:
-            raise bad("top_p", self.top_p, "greater than 0 and at most 1")
-        if not is_int(self.top_k) or self.top_k < 0:
-            raise bad("top_k", self.top_k, "a whole number ≥ 0 (0 disables it)")
-        if not is_num(self.repetition_penalty) or not 0.0 < self.repetition_penalty <= 10.0:
-            raise bad("repetition_penalty", self.repetition_penalty, "greater than 0 and at most 10")
-        if not is_int(self.max_new_tokens) or self.max_new_tokens < 1:
-            raise bad("max_new_tokens", self.max_new_tokens, "a whole number ≥ 1")
-        if self.seed is not None and (not is_int(self.seed) or not 0 <= self.seed < 2**63):
-            raise bad("seed", self.seed, "a whole number ≥ 0, or empty")
-        if not isinstance(self.use_kv_cache, bool):
-            raise bad("use_kv_cache", self.use_kv_cache, "true or false")
-        if not is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
-            raise bad("top_logprobs", self.top_logprobs, f"between 0 and {MAX_TOP_LOGPROBS}")
-        if not is_int(self.prefill_chunk) or self.prefill_chunk < 1:
-            raise bad("prefill_chunk", self.prefill_chunk, "a whole number ≥ 1")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
 from engine.generate.runner import ModelRunner, make_runner
-from engine.generate.sampling import Sampler, SamplingConfig
+from engine.generate.sampling import Sampler
+from engine.inputs import SamplingConfig
 from engine.fmt import one_line
 
 # A Stats event every this many tokens: often enough for a live readout at typical decode speeds,

@@ -28,8 +28,9 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
                      device: str = "auto", prompt: str = PROMPT, max_new_tokens: int = 48,
                      progress: Progress = no_progress, loader: Callable | None = None) -> ExperimentResult:
     """Load ``model`` in each precision in turn and compare speed, size and the greedy text."""
-    from engine.models.loader import LoadSpec, load_model
-    from engine.generate.sampling import SamplingConfig
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
+    from engine.inputs import SamplingConfig
 
     load = loader or load_model
     started = time.perf_counter()

@@ -62,7 +62,7 @@ def run_sampling(loaded, cancel: threading.Event, *, seeds: Sequence[int] = (0, 
                  max_new_tokens: int = 64, prompt: str = PROMPT,
                  progress: Progress = no_progress) -> ExperimentResult:
     """Greedy once (it is deterministic) and temperature 0.9 + top-p 0.9 once per seed, same prompt."""
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     started = time.perf_counter()
     plans = [("greedy", None, SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens))]

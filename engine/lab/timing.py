@@ -52,7 +52,7 @@ LENGTHS_QUICK = (10, 100, 250, 500)
 
 
 def _warm_up(loaded, cancel: threading.Event) -> None:
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), cancel)
 
@@ -74,7 +74,7 @@ def _r(value: float | None, digits: int = 4) -> float | None:
 
 def run_greedy20(loaded, cancel: threading.Event, *, reps: int = 5, max_new_tokens: int = 20,
                  prompt: str = GREEDY_PROMPT, progress: Progress = no_progress) -> ExperimentResult:
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     started = time.perf_counter()
     progress(0.0, "greedy 20: warm-up")
@@ -130,7 +130,7 @@ def _fit_prompt(tokenizer, passage: str, chars: int, budget: int) -> str:
 
 def run_ttft_vs_length(loaded, cancel: threading.Event, *, lengths: Sequence[int] = LENGTHS_FULL, reps: int = 3,
                        progress: Progress = no_progress) -> ExperimentResult:
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     started = time.perf_counter()
     progress(0.0, "TTFT vs length: warm-up")
@@ -207,7 +207,7 @@ def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, 
                  prompt: str | None = None, progress: Progress = no_progress) -> ExperimentResult:
     """Without the cache step i recomputes prompt + i tokens, so the run costs ~n·P + n²/2 token-forwards:
     a shorter prompt makes the rise with position steeper (relative to the start) and the run cheaper."""
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     started = time.perf_counter()
     if prompt is None:

@@ -30,7 +30,7 @@ from engine.errors import (BadInputError, CancelledError, CorruptModelError, Eng
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.models.facts import build_facts, end_token_ids
 from engine.models.model import LoadedModel
-from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, PRECISIONS
+from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, LoadSpec
 from engine.fmt import one_line
 
 
@@ -44,26 +44,7 @@ def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
 logging.getLogger("bitsandbytes.autograd._functions").addFilter(_drop_per_step_cast_warning)
 
 
-DEVICES = ("auto", "cpu", "cuda")
 QUANTIZED = NATIVE_QUANTIZED + BNB_QUANTIZED
-
-
-@dataclass(frozen=True)
-class LoadSpec:
-    """What to load and how."""
-
-    model: str = "default"  # "default" | folder | path to a .gguf file | repo id in the local HF cache
-    precision: str = "auto"  # one of engine.inputs.PRECISIONS
-    device: str = "auto"  # auto | cpu | cuda
-    allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
-    # bnb-int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
-    # activations, hence the KV cache). None: the device's float dtype (bf16 where native, else fp32).
-    # int8/int4 always compute in bf16 on a CPU: their kernels' fast path (engine/models/quant.py).
-    bnb_compute_dtype: str | None = None
-    bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
-    offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
-    offload_gpu_bytes: int | None = None  # with offload: GPU memory accelerate may use (None: all free memory)
-    attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention
 
 
 @dataclass(frozen=True)
@@ -85,17 +66,6 @@ class ResolvedSource:
 
 
 ProgressFn = Callable[[LoadProgress], None]
-
-
-def _validate(spec: LoadSpec) -> None:
-    if spec.precision not in PRECISIONS:
-        raise BadInputError(f"unknown precision {spec.precision!r}: choose one of {', '.join(PRECISIONS)}")
-    if spec.device not in DEVICES:
-        raise BadInputError(f"unknown device {spec.device!r}: choose one of {', '.join(DEVICES)}")
-    if spec.offload_gpu_bytes is not None and spec.offload_gpu_bytes <= 0:
-        raise BadInputError("the offload GPU memory cap must be a positive number of bytes")
-    if spec.bnb_compute_dtype not in (None, "fp32", "bf16", "fp16"):
-        raise BadInputError(f"unknown compute dtype {spec.bnb_compute_dtype!r}: choose fp32, bf16 or fp16")
 
 
 def _looks_like_repo_id(text: str) -> bool:
@@ -275,7 +245,6 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
     pass their own to inject failures. On any failure or cancel nothing half-loaded is kept.
     Raises only ``EngineError`` subclasses (one-line messages).
     """
-    _validate(spec)
     error: BaseException | None = None
     device = "cpu"
     weights_started = threading.Event()  # set once memory may hold part of a model
@@ -442,6 +411,6 @@ def _config_param_estimate(config: Any) -> int:
     return vocab * d + 12 * layers * d * d
 
 
-__all__ = ["LoadSpec", "LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
+__all__ = ["LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
            "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs",
-           "activation_dtype_name", "PRECISIONS", "DEVICES", "QUANTIZED", "NATIVE_QUANTIZED", "BNB_QUANTIZED"]
+           "activation_dtype_name", "QUANTIZED"]

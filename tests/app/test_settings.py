@@ -17,7 +17,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.settings import MAX_RECENT_MODELS, ChatSettings, Settings
-from engine.generate.sampling import SamplingConfig
+from engine.inputs import SamplingConfig
 
 HOSTILE_INI = r"""
 [chat]

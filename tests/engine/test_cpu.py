@@ -10,7 +10,8 @@ import torch
 from engine import cpu
 from engine.errors import BadInputError
 from engine.generate.fastpath import FastRunner
-from engine.models.loader import LoadSpec, cpu_has_native_bf16, load_model, resolve_precision
+from engine.models.loader import cpu_has_native_bf16, load_model, resolve_precision
+from engine.inputs import LoadSpec
 
 
 def test_hardware_probe_matches_the_cpu_flags(monkeypatch):

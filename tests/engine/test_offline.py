@@ -9,7 +9,8 @@ import socket
 import pytest
 
 from engine.errors import ModelNotFoundError
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 
 
 @pytest.fixture

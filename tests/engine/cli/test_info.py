@@ -42,7 +42,8 @@ def test_info_json(tiny_model_dir, capsys):
 
 def test_weights_estimate_matches_bnb_int8_load(tiny_model_dir):
     from engine.models.facts import quantizable_shapes
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bnb-int8", bnb_compute_dtype="bf16"))
     estimate = estimate_weights_bytes(loaded.facts.params, quantizable_shapes(loaded.model))["bnb-int8"]

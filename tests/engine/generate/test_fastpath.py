@@ -10,9 +10,10 @@ import torch
 
 from engine.events import Finished, Message, Token
 from engine.generate.fastpath import FastRunner, make_fast_runner, unsupported_reason
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner
-from engine.generate.sampling import SamplingConfig
+from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession
 
 STEPS = 20

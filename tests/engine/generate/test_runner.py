@@ -7,7 +7,9 @@ import threading
 import pytest
 import torch
 
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+
+from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner, make_runner
 
 

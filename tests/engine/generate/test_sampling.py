@@ -8,7 +8,8 @@ from transformers import (RepetitionPenaltyLogitsProcessor, TemperatureLogitsWar
                           TopPLogitsWarper)
 
 from engine.errors import BadInputError
-from engine.generate.sampling import Sampler, SamplingConfig, build_processors
+from engine.generate.sampling import Sampler, build_processors
+from engine.inputs import SamplingConfig
 
 VOCAB = 64
 

@@ -13,9 +13,10 @@ import torch
 from engine.generate.context import render
 from engine.errors import BadInputError, ContextTooLongError, TemplateError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner
-from engine.generate.sampling import SamplingConfig
+from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession, common_prefix
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=12)

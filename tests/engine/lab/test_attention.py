@@ -35,7 +35,8 @@ def one_thread():
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir, one_thread):
     """The tiny model as ``auto`` loads it: bf16 or fp32 depending on the CPU (or MIAOHUI_CPU_BF16)."""
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     return load_model(LoadSpec(model=str(tiny_model_dir)))
 
@@ -43,7 +44,8 @@ def tiny(tiny_model_dir, one_thread):
 @pytest.fixture(scope="module", params=["fp32", "bf16"])
 def tiny_in(request, tiny_model_dir, one_thread):
     """The tiny model in each float precision, whatever ``auto`` picks on this CPU."""
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     return load_model(LoadSpec(model=str(tiny_model_dir), precision=request.param))
 
@@ -122,7 +124,7 @@ def test_capture_attention_computes_what_eager_does(tiny_in):
 
 def test_chat_after_capture_stays_on_sdpa(tiny):
     from engine.lab.runs import generate_once
-    from engine.generate.sampling import SamplingConfig
+    from engine.inputs import SamplingConfig
 
     capture_attention(tiny, "The man I met yesterday... he turned out to be my classmate.")
     run = generate_once(tiny, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), threading.Event())
@@ -163,7 +165,8 @@ def test_attention_experiment_rows_heatmaps_and_flags(tiny):
 
 @pytest.mark.default_model
 def test_default_model_heads_include_sinks(default_model_dir):
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     loaded = load_model(LoadSpec(model=str(default_model_dir)))
     capture = capture_attention(loaded, "我昨天认识的那个人……他居然是我小学同学")

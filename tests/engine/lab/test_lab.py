@@ -35,7 +35,8 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir, one_thread):
-    from engine.models.loader import LoadSpec, load_model
+    from engine.models.loader import load_model
+    from engine.inputs import LoadSpec
 
     return load_model(LoadSpec(model=str(tiny_model_dir)))
 

@@ -7,7 +7,8 @@ import shutil
 from engine import paths
 from engine.models.catalog import choice_for_path, list_local_models
 from engine.models.fetch import MARKER
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from tests.engine._local_models import add_to_hf_cache
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import CorruptModelError
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.models.safety import check_source
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,8 @@ import torch
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineOutOfMemoryError,
                            ModelNotFoundError)
 from engine.models.facts import count_params, weights_bytes
-from engine.models.loader import LoadProgress, LoadSpec, load_model, resolve_precision
+from engine.models.loader import LoadProgress, load_model, resolve_precision
+from engine.inputs import LoadSpec
 
 
 def _spec(folder, **kw) -> LoadSpec:

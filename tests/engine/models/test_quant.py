@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from engine.generate.fastpath import FastRunner, unsupported_reason
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.models.quant import Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, quantize_model
 from engine.generate.runner import ModelRunner
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from engine.models import quant_cache
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.models.quant_cache import cache_folder, cache_key
 
 HIT = "quantized weights from the cache"

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from engine.errors import CorruptModelError, EngineError, UnsafeModelError
-from engine.models.loader import LoadSpec, load_model
+from engine.models.loader import load_model
+from engine.inputs import LoadSpec
 from engine.models.safety import check_gguf, check_safetensors, check_source
 
 
