@@ -3,7 +3,7 @@
 ``ChatSession.generate`` yields, in order: ``Started``, ``PrefillProgress``*, then ``Token`` events with an
 occasional ``Stats``, and always exactly one ``Finished`` last. Everything here is plain data (no torch,
 no Qt) so the GUI, the lab, the benchmark and the CLI can read it; the session computes the values.
-Metric definitions are those of ARCHITECTURE §Metrics (the vLLM ``bench serve`` / GenAI-Perf ones).
+Metric definitions are in docs/DESIGN.md, "Metrics" (the vLLM ``bench serve`` / GenAI-Perf ones).
 This module owns the shapes and ``Metrics`` arithmetic only; it computes nothing from tensors.
 """
 

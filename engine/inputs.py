@@ -83,7 +83,7 @@ class SamplingConfig:
     repetition_penalty: float = 1.0  # 1.0 disables it (and skips its per-step scatter/gather)
     max_new_tokens: int = 512
     seed: int | None = None  # None: a fresh random seed per request
-    use_kv_cache: bool = True  # False recomputes the whole sequence every step (the seeds' experiment 3)
+    use_kv_cache: bool = True  # False recomputes the whole sequence every step (the lab's KV-cache experiment)
     top_logprobs: int = 0  # candidates reported per token for the inspector, 0..20 (0 costs nothing)
     prefill_chunk: int = 256  # prompt tokens per forward during prefill; a cancel is seen between chunks
 

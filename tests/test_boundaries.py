@@ -48,3 +48,105 @@ def test_importing_engine_loads_no_qt():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ---------------------------------------------------------------- the shape of the tree (docs/DESIGN.md's module map)
+
+MAX_MODULE_LINES = 450  # past this a module is doing several jobs: split it along them
+MAX_ENGINE_TOP_LEVEL = 8  # engine/'s loose modules; everything else lives in a folder that names its concern
+
+
+def _project_modules() -> dict[str, Path]:
+    return {p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__"): p
+            for package in ("engine", "app") for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``path`` imports anywhere (inside functions too), except under ``TYPE_CHECKING``."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _is_type_checking(node):
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                # ``from engine.models import loader`` imports a module; ``from engine.inputs import LoadSpec`` a name.
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    return {name for name in found if name in modules}
+
+
+def test_no_import_cycles_among_the_projects_modules():
+    modules = _project_modules()
+    graph = {name: _project_imports(path, modules) - {name} for name, path in modules.items()}
+    cycles: list[list[str]] = []
+    # Tarjan's strongly connected components: a component of more than one module is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            connect(name)
+    assert cycles == []
+
+
+def test_no_module_is_over_the_size_that_means_several_jobs():
+    long = {str(path.relative_to(ROOT)): lines for path in _project_modules().values()
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_engine_keeps_few_loose_modules_beside_its_folders():
+    loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
+    folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
+    assert folders == ["bench", "cli", "generate", "lab", "models"]
+
+
+def test_docs_and_comments_cite_only_files_inside_the_repository():
+    # A clone cannot resolve the design notes the project grew from: cite docs/ or the module instead.
+    outside = ("ARCHITECTURE", "STYLE.md", "../shared", "the seeds' experiment")
+    found = [f"{path.relative_to(ROOT)}:{number}"
+             for folder in ("engine", "app", "tests", "packaging", "docs")
+             for path in sorted((ROOT / folder).rglob("*")) if path.suffix in (".py", ".md", ".spec", ".sh")
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if any(word in line for word in outside)]
+    found += [f"README.md:{number}" for number, line in enumerate((ROOT / "README.md").read_text().splitlines(), 1)
+              if any(word in line for word in outside)]
+    assert found == []

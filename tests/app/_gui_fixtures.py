@@ -16,7 +16,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.settings import ChatSettings, Settings, use_ini_folder
-from tests.test_faults import FaultyRunner
+from tests.helpers.faults import FaultyRunner
 
 LOAD_TIMEOUT_MS = 120_000  # the first load imports torch and transformers on a shared 2-core CI box
 REPLY_TIMEOUT_MS = 120_000

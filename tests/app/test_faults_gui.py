@@ -24,7 +24,7 @@ import torch
 
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window,  # noqa: F401
                                      plan, send_and_wait, settings, store)
-from tests.test_faults import DAMAGES, make_damaged
+from tests.helpers.faults import DAMAGES, make_damaged
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
