@@ -20,7 +20,9 @@ from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QMainWindow, QM
 
 from app.bridge import Bridge
 from app.settings import ChatSettings, Settings, chat_from_stored
-from app.history.store import ConflictError, HistoryStore, MessageRow, PerfRecord, StoreError
+from app.history.perf import PerfRecord
+from app.history.rows import MessageRow
+from app.history.store import ConflictError, HistoryStore, StoreError
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea

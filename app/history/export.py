@@ -14,7 +14,8 @@ import re
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
 
-from app.history.store import HistoryStore, PerfRecord
+from app.history.perf import PerfRecord
+from app.history.store import HistoryStore
 from engine.lab.results import spreadsheet_safe
 
 JSON_FORMAT = "miaohui-conversation"

@@ -1,9 +1,10 @@
 """What a damaged SQLite file still holds: lenient text decoding, type checks, and a row salvage walk.
 
-Owns the schema-agnostic half of ``app.history.store``'s damage handling: decoding text that is not UTF-8
-without aborting a query, telling a usable value from garbage, naming copies set aside next to the file,
-and reading every row a table still yields when pages of the file are destroyed. It knows nothing of
-Miaohui's tables (``app.history.store`` decides what a valid row is and writes the fresh file) and creates no file.
+Owns the schema-agnostic half of the history's damage handling: decoding text that is not UTF-8 without
+aborting a query, telling a usable value from garbage, naming copies set aside next to the file, and
+reading every row a table still yields when pages of the file are destroyed. It knows nothing of Miaohui's
+tables (``app.history.rows`` decides what a valid row is, ``app.history.recovery`` writes the fresh file)
+and creates no file.
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Conversation history on disk: one SQLite file (``history.sqlite3`` in the data dir) that survives crashes.
 
-Owns the schema (version in ``PRAGMA user_version``), its migrations (after a backup copy), the startup
-integrity check with quarantine and salvage of a damaged file (schema-agnostic helpers live in
-``app.history.repair``), and every read and write of
-conversations, messages and their performance records. Plain Python + sqlite3: no Qt, no torch. It does
-not render, export (``app.history.export``) or decide when to save (the window saves a streaming reply as it grows).
+Owns ``HistoryStore``: opening the file (under an advisory lock on its folder), its connection and
+transactions, creating or migrating the schema after a backup copy, the read-only and in-memory
+fall-backs, and every read and write of conversations, messages and their performance records. Plain
+Python + sqlite3: no Qt, no torch. The pieces it uses live beside it: the tables and migrations in
+``app.history.schema``, the row types and their defensive decoding in ``app.history.rows``, ``PerfRecord``
+in ``app.history.perf``, the startup check, quarantine and salvage of a damaged file in
+``app.history.recovery`` (its schema-agnostic helpers in ``app.history.repair``). It does not render,
+export (``app.history.export``) or decide when to save (the window saves a streaming reply as it grows).
 
-Durability rules, each a test in ``tests/app/test_store*.py``:
+Durability rules, each a test in ``tests/app/history/test_faults.py`` or ``test_store.py`` (docs/FAULTS.md):
 - WAL journal, one transaction per write: a process killed mid-write loses at most the write in flight.
 - A file that fails ``PRAGMA integrity_check`` is copied aside (timestamped), the readable rows are
   salvaged into a fresh file, and ``notices`` says so. A malformed row is skipped or repaired, never fatal.
@@ -28,51 +31,29 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator
+from typing import Callable, Collection, Iterator
 
-from app.history.repair import RepairedText, aside_name, as_number, as_text, decode_text, is_utf8, read_rows
-from engine.fmt import format_bytes
+from app.history.perf import PerfRecord
+from app.history.recovery import damaged_row_notices, inspect, quarantine_and_salvage, read_only_uri
+from app.history.repair import aside_name, decode_text
+from app.history.rows import (CONVERSATION_COLUMNS, MESSAGE_COLUMNS, ConversationRow, MessageRow, conversation_from_row,
+                              message_from_row)
+from app.history.schema import FINISH_REASONS, ROLES, SCHEMA_VERSION, create_or_migrate
+from engine.paths import history_path
 
-SCHEMA_VERSION = 2
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so _folder_lock holds nothing
+    fcntl = None  # type: ignore[assignment]
+
 OPEN_LOCK_TIMEOUT_S = 30.0  # another process opening (a salvage of a big damaged file included) takes far less
 DEFAULT_TITLE = "New chat"
-ROLES = ("system", "user", "assistant")
-FINISH_REASONS = ("eos", "length", "cancelled", "error")
 _TITLE_MAX = 48
-
-# v2 = v1 + conversations.settings, messages.finish_reason, the perf table (see _migrate_v1_to_v2).
-# AUTOINCREMENT: a message id deleted by "regenerate" is never handed out again, so a stale id the
-# window still holds can only miss, never hit a different message.
-_SCHEMA_V2 = """
-CREATE TABLE IF NOT EXISTS conversations (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    title TEXT NOT NULL,
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    system_prompt TEXT NOT NULL DEFAULT '',
-    settings TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    role TEXT NOT NULL,
-    text TEXT NOT NULL,
-    created REAL NOT NULL,
-    finish_reason TEXT
-);
-CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
-CREATE TABLE IF NOT EXISTS perf (
-    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
-    record TEXT NOT NULL
-);
-"""
 
 
 class StoreError(Exception):
@@ -96,84 +77,7 @@ class NotFoundError(StoreError, KeyError):
 
 def default_path() -> Path:
     """``history.sqlite3`` in the data dir (``MIAOHUI_HOME`` or the platform's user data dir)."""
-    from engine.paths import history_path  # plain Python module; imported late to keep the store standalone
-
     return history_path()
-
-
-@dataclass(frozen=True)
-class PerfRecord:
-    """How one assistant reply was produced; the keys are the engine's ``Metrics.to_dict()`` keys."""
-
-    model: str
-    ttft_s: float | None = None
-    prefill_tok_s: float | None = None
-    decode_tok_s: float | None = None
-    prompt_tokens: int | None = None
-    generated_tokens: int | None = None
-    kv_cache_bytes: int | None = None
-    weights_bytes: int | None = None
-    peak_memory_bytes: int | None = None
-    device: str | None = None
-    precision: str | None = None
-
-    @classmethod
-    def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
-        """Keep the fields a footer and the CSV need; unknown keys and wrong types are dropped."""
-        return cls.from_dict({**metrics_dict, "model": model})
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PerfRecord:
-        values: dict[str, Any] = {"model": str(data.get("model") or "")}
-        for f in fields(cls):
-            if f.name == "model":
-                continue
-            raw = data.get(f.name)
-            if f.name in ("device", "precision"):
-                values[f.name] = raw if isinstance(raw, str) else None
-            else:
-                num = as_number(raw)
-                is_count = f.name.endswith(("_tokens", "_bytes"))
-                values[f.name] = None if num is None else (int(num) if is_count else num)
-        return cls(**values)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
-
-    def footer(self) -> str:
-        """One line under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 128 tokens · KV 2.9 MiB``."""
-        parts = []
-        if self.decode_tok_s is not None:
-            parts.append(f"{self.decode_tok_s:.1f} tok/s")
-        if self.ttft_s is not None:
-            parts.append(f"TTFT {self.ttft_s * 1000:.0f} ms" if self.ttft_s < 10 else f"TTFT {self.ttft_s:.1f} s")
-        if self.generated_tokens is not None:
-            parts.append(f"{self.generated_tokens} token{'' if self.generated_tokens == 1 else 's'}")
-        if self.kv_cache_bytes is not None:
-            parts.append(f"KV {format_bytes(self.kv_cache_bytes)}")
-        return " · ".join(parts)
-
-
-@dataclass(frozen=True)
-class ConversationRow:
-    id: int
-    title: str
-    created: float  # seconds since the epoch (time.time())
-    updated: float
-    system_prompt: str
-    settings: dict = field(hash=False)
-    message_count: int
-
-
-@dataclass(frozen=True)
-class MessageRow:
-    id: int
-    conversation_id: int
-    role: str
-    text: str
-    created: float
-    finish_reason: str | None  # None while streaming or for user/system messages
-    perf: PerfRecord | None
 
 
 def _clean_text(text: str) -> str:
@@ -191,12 +95,6 @@ def auto_title(text: str) -> str:
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
     line = " ".join(line.replace("\x00", " ").split())
     return line if len(line) <= _TITLE_MAX else line[: _TITLE_MAX - 1].rstrip() + "…"
-
-
-_MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record "
-                    "FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
-_CONVERSATION_COLUMNS = ("SELECT c.id, c.title, c.created, c.updated, c.system_prompt, c.settings, "
-                         "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) FROM conversations c")
 
 
 class HistoryStore:
@@ -217,13 +115,13 @@ class HistoryStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # One process at a time: another one creating, salvaging or checkpointing the file at close
-            # would otherwise look half-made to _inspect (a healthy file taken for a damaged one).
+            # would otherwise look half-made to inspect (a healthy file taken for a damaged one).
             with _folder_lock(self.path.parent):
-                version, problem = self._inspect()
+                version, problem = inspect(self.path)
                 if version is not None and version > SCHEMA_VERSION:
                     self._open_read_only(version, problem)
                 elif problem is not None:
-                    self._quarantine_and_salvage(problem)
+                    self.notices.append(quarantine_and_salvage(self.path, problem, self._clock()))
                     self._conn = self._connect()
                 else:
                     self._conn = self._connect()
@@ -246,42 +144,11 @@ class HistoryStore:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
-    def _read_only_uri(self) -> str:
-        wal = Path(str(self.path) + "-wal")
-        # immutable=1: SQLite creates no -wal/-shm beside a file we must not touch. A non-empty -wal (its
-        # writer was killed) still holds committed rows, and only mode=ro reads them.
-        mode = "mode=ro" if wal.exists() and wal.stat().st_size > 0 else "immutable=1"
-        return self.path.resolve().as_uri() + "?" + mode
-
-    def _inspect(self) -> tuple[int | None, str | None]:
-        """(user_version, problem) of the file as found, read-only; (None, None) when there is no file yet."""
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            return None, None
-        try:
-            conn = sqlite3.connect(self._read_only_uri(), uri=True)
-        except sqlite3.Error as exc:
-            return None, str(exc)
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        except sqlite3.Error as exc:
-            return None, str(exc)
-        finally:
-            conn.close()
-        if result != ["ok"]:
-            return version, "; ".join(result[:3])
-        if version == 0 and tables - {"sqlite_sequence"}:
-            return None, "not a Miaohui history file (no schema version)"
-        if 0 < version <= SCHEMA_VERSION and not {"conversations", "messages"} <= tables:
-            return None, "tables are missing"
-        return version, None
-
     def _open_read_only(self, version: int, problem: str | None) -> None:
         self.read_only = True
         self._read_only_reason = (f"history was written by a newer Miaohui (schema v{version}); "
                                   "it is read-only here and will not be changed")
-        self._conn = self._connect(self._read_only_uri())
+        self._conn = self._connect(read_only_uri(self.path))
         note = f"Opened {self.path.name} read-only: it was written by a newer Miaohui (schema v{version})"
         note += "; new chats will not be saved." if problem is None else f" and looks damaged ({problem})."
         self.notices.append(note)
@@ -297,7 +164,7 @@ class HistoryStore:
             self._conn = None
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         try:
-            self._conn = self._connect(self._read_only_uri())
+            self._conn = self._connect(read_only_uri(self.path))
             self._conn.execute("SELECT count(*) FROM conversations").fetchone()
             self.read_only = True
             self._read_only_reason = f"history cannot be written ({reason})"
@@ -314,7 +181,7 @@ class HistoryStore:
                                 "are kept in memory only.")
 
     def _upgrade(self, found: int) -> None:
-        """Create or migrate the schema; ``found`` is the version ``_inspect`` read before the file was open."""
+        """Create or migrate the schema; ``found`` is the version ``recovery.inspect`` read before the file was open."""
         if found == SCHEMA_VERSION:
             return
         backup = None
@@ -331,77 +198,16 @@ class HistoryStore:
             version = c.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreError(f"history was just upgraded by a newer Miaohui (schema v{version})")
-            if version == 0:
-                for statement in _SCHEMA_V2.split(";"):
-                    if statement.strip():
-                        c.execute(statement)
-            else:
-                for step in range(version, SCHEMA_VERSION):
-                    _MIGRATIONS[step](c)
-            c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            create_or_migrate(c, version)
         if backup is not None and version < SCHEMA_VERSION:
             self.notices.append(f"History upgraded from schema v{version} to v{SCHEMA_VERSION}; "
                                 f"a backup of the old file is at {backup}.")
 
-    def _quarantine_and_salvage(self, problem: str) -> None:
-        quarantine = aside_name(self.path, "corrupt")
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(str(self.path) + suffix)
-            if src.exists():
-                shutil.copy2(src, str(quarantine) + suffix)
-        tables = read_rows(self.path, ("conversations", "messages", "perf"))
-        fresh = self.path.with_name(self.path.name + ".salvage-tmp")
-        counts = _write_salvage(fresh, tables, self._clock())
-        # The old -wal must go before the new file takes the name, or SQLite would replay it into it.
-        for suffix in ("-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
-        os.replace(fresh, self.path)
-        self.notices.append(f"History file was damaged ({problem}); a copy is kept at {quarantine}. "
-                            f"Recovered {counts[0]} conversations and {counts[1]} messages.")
-
     def _report_damaged_rows(self) -> None:
         """One notice for rows that cannot be shown or are repaired for display; the file is left as it is."""
-        skipped, repaired = [], []
         with self._lock:
-            suspects = self._suspect_message_ids()
-            where = "" if suspects is None else f" WHERE m.id IN ({','.join(map(str, suspects))})"
-            for row in self._read(_MESSAGE_COLUMNS + where + " ORDER BY m.id", ()) if suspects != [] else []:
-                message, damaged = _message_from_row(row)
-                if message is None:
-                    skipped.append(str(row[0]))
-                elif damaged:
-                    repaired.append(str(row[0]))
-            for row in self._read(_CONVERSATION_COLUMNS, ()):
-                conversation, damaged = _conversation_from_row(row)
-                if conversation is None or damaged:
-                    repaired.append(f"conversation {row[0]}")
-        if skipped:
-            self.notices.append(f"{len(skipped)} damaged messages cannot be shown (ids {', '.join(skipped[:10])}).")
-        if repaired:
-            self.notices.append(f"{len(repaired)} damaged rows were repaired for display "
-                                f"({', '.join(repaired[:10])}).")
-
-    def _suspect_message_ids(self) -> list[int] | None:
-        """Ids of messages that may be malformed, found in SQL (None: check them all, JSON1 is missing).
-
-        Building every MessageRow at startup took 1.8 s for 20,000 messages; this pass takes a fraction
-        of that and leaves the full check to the few rows it flags.
-        """
-        types_ok = ("typeof(m.conversation_id) = 'integer' AND typeof(m.text) = 'text' "
-                    "AND typeof(m.created) IN ('real', 'integer') AND m.role IN {roles} "
-                    "AND (m.finish_reason IS NULL OR m.finish_reason IN {reasons}) AND (p.record IS NULL OR "
-                    "CASE WHEN json_valid(p.record) THEN json_type(p.record) = 'object' ELSE 0 END)"
-                    ).format(roles=ROLES, reasons=FINISH_REASONS)
-        try:
-            cur = self._live().execute(f"SELECT m.id, {types_ok}, CAST(m.text AS BLOB) FROM messages m "
-                                       "LEFT JOIN perf p ON p.message_id = m.id")
-            suspects = []
-            for mid, ok, raw in cur:
-                if not ok or not is_utf8(raw):
-                    suspects.append(mid)
-            return suspects
-        except sqlite3.Error:
-            return None
+            notices = damaged_row_notices(self._live(), self._read)
+        self.notices.extend(notices)
 
     # ----------------------------------------------------------------- plumbing
     @contextmanager
@@ -461,20 +267,20 @@ class HistoryStore:
         """Newest updated first; ``query`` matches titles and message text (substring, ASCII case-insensitive)."""
         query = _clean_text(query.strip())
         if not query:
-            rows = self._read(_CONVERSATION_COLUMNS + " ORDER BY c.updated DESC, c.id DESC", ())
+            rows = self._read(CONVERSATION_COLUMNS + " ORDER BY c.updated DESC, c.id DESC", ())
         else:
             # LIKE, not FTS5: correct for Chinese (no tokenizer needed) and fast enough for a person's history.
             # LIKE ignores ASCII case but stops at a NUL byte; instr() (exact case) sees past it.
             pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
             match = "({0} LIKE ?1 ESCAPE '\\' OR instr({0}, ?2) > 0)"
-            rows = self._read(_CONVERSATION_COLUMNS + f" WHERE {match.format('c.title')} OR EXISTS "
+            rows = self._read(CONVERSATION_COLUMNS + f" WHERE {match.format('c.title')} OR EXISTS "
                               "(SELECT 1 FROM messages m WHERE m.conversation_id = c.id "
                               f"AND {match.format('m.text')}) ORDER BY c.updated DESC, c.id DESC", (pattern, query))
-        return [conv for conv, _ in map(_conversation_from_row, rows) if conv is not None]
+        return [conv for conv, _ in map(conversation_from_row, rows) if conv is not None]
 
     def get_conversation(self, cid: int) -> ConversationRow:
-        rows = self._read(_CONVERSATION_COLUMNS + " WHERE c.id = ?", (cid,))
-        conversation = _conversation_from_row(rows[0])[0] if rows else None
+        rows = self._read(CONVERSATION_COLUMNS + " WHERE c.id = ?", (cid,))
+        conversation = conversation_from_row(rows[0])[0] if rows else None
         if conversation is None:
             raise NotFoundError(f"conversation {cid} not found")
         return conversation
@@ -498,8 +304,8 @@ class HistoryStore:
 
     # ----------------------------------------------------------------- messages
     def messages(self, cid: int) -> list[MessageRow]:
-        rows = self._read(_MESSAGE_COLUMNS + " WHERE m.conversation_id = ? ORDER BY m.id", (cid,))
-        return [msg for msg, _ in map(_message_from_row, rows) if msg is not None]
+        rows = self._read(MESSAGE_COLUMNS + " WHERE m.conversation_id = ? ORDER BY m.id", (cid,))
+        return [msg for msg, _ in map(message_from_row, rows) if msg is not None]
 
     def add_message(self, cid: int, role: str, text: str, finish_reason: str | None = None,
                     perf: PerfRecord | None = None) -> int:
@@ -558,9 +364,9 @@ class HistoryStore:
     def all_perf_records(self) -> list[tuple[ConversationRow, MessageRow]]:
         """Every message that has a performance record, oldest first, with its conversation."""
         conversations = {conv.id: conv for conv in self.list_conversations()}
-        rows = self._read(_MESSAGE_COLUMNS + " WHERE p.record IS NOT NULL ORDER BY m.id", ())
+        rows = self._read(MESSAGE_COLUMNS + " WHERE p.record IS NOT NULL ORDER BY m.id", ())
         out = []
-        for message, _ in map(_message_from_row, rows):
+        for message, _ in map(message_from_row, rows):
             if message is not None and message.perf is not None and message.conversation_id in conversations:
                 out.append((conversations[message.conversation_id], message))
         return out
@@ -593,9 +399,7 @@ def _folder_lock(folder: Path, timeout_s: float | None = None) -> Iterator[None]
     Where there is no ``flock`` (Windows) or the folder cannot be opened, it holds nothing: the version
     re-check inside the write transaction still keeps concurrent schema creation safe there.
     """
-    try:
-        import fcntl
-    except ImportError:  # Windows
+    if fcntl is None:  # Windows
         yield
         return
     try:
@@ -625,99 +429,3 @@ def _check(role: str | None, finish_reason: str | None) -> None:
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
     if finish_reason is not None and finish_reason not in FINISH_REASONS:
         raise ValueError(f"finish_reason must be None or one of {FINISH_REASONS}, not {finish_reason!r}")
-
-
-def _migrate_v1_to_v2(c: sqlite3.Connection) -> None:
-    """v1 had no per-conversation settings, no finish reasons and no performance records."""
-    c.execute("ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
-    c.execute("ALTER TABLE messages ADD COLUMN finish_reason TEXT")
-    c.execute("CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id)")
-    c.execute("CREATE TABLE perf (message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE, "
-              "record TEXT NOT NULL)")
-
-
-# schema version -> the step that brings it to the next version
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2}
-
-
-# --------------------------------------------------------------------- defensive row readers
-def _message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
-    """(message, repaired): None when the row cannot be shown (no id, no text, unknown role)."""
-    mid, cid, role, raw_text, created, finish, record = row
-    text, damaged = as_text(raw_text)
-    if not isinstance(mid, int) or not isinstance(cid, int) or role not in ROLES or text is None:
-        return None, True
-    when = as_number(created)
-    damaged |= when is None
-    if finish is not None and finish not in FINISH_REASONS:
-        finish, damaged = None, True
-    perf = None
-    if record is not None:
-        try:
-            data = json.loads(record)
-            perf = PerfRecord.from_dict(data) if isinstance(data, dict) else None
-        except (TypeError, ValueError):
-            perf = None
-        damaged |= perf is None or isinstance(record, RepairedText)
-    return MessageRow(mid, cid, role, text, when or 0.0, finish, perf), damaged
-
-
-def _conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
-    cid, raw_title, created, updated, raw_prompt, raw_settings, count = row
-    if not isinstance(cid, int):
-        return None, True
-    title, bad_title = as_text(raw_title)
-    prompt, bad_prompt = as_text(raw_prompt) if raw_prompt is not None else ("", False)
-    try:
-        settings = json.loads(raw_settings) if raw_settings is not None else {}
-    except (TypeError, ValueError):
-        settings = None
-    created_n, updated_n = as_number(created), as_number(updated)
-    damaged = (bad_title or bad_prompt or not isinstance(settings, dict) or created_n is None
-               or updated_n is None)
-    return ConversationRow(cid, title or f"Chat {cid}", created_n or 0.0, updated_n or created_n or 0.0,
-                           prompt or "", settings if isinstance(settings, dict) else {}, int(count)), damaged
-
-
-# --------------------------------------------------------------------- salvage of a damaged file
-def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], now: float) -> tuple[int, int]:
-    """Build a fresh v2 file from salvaged rows; returns (conversations, messages) kept."""
-    fresh.unlink(missing_ok=True)
-    conn = sqlite3.connect(str(fresh), isolation_level=None)
-    try:
-        conn.execute("BEGIN")
-        for statement in _SCHEMA_V2.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conversations = set()
-        for cid, row in tables["conversations"].items():
-            title, _ = as_text(row.get("title"))
-            prompt, _ = as_text(row.get("system_prompt"))
-            settings = row.get("settings") if isinstance(row.get("settings"), str) else "{}"
-            created = as_number(row.get("created")) or now
-            conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
-                         (cid, title or f"Recovered chat {cid}", created, as_number(row.get("updated")) or created,
-                          prompt or "", settings))
-            conversations.add(cid)
-        messages = set()
-        for mid, row in tables["messages"].items():
-            cid, role = row.get("conversation_id"), row.get("role")
-            text, _ = as_text(row.get("text"))
-            if not isinstance(cid, int) or role not in ROLES or text is None:
-                continue
-            if cid not in conversations:  # its conversation row was lost: keep the messages under a stand-in
-                conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, '', '{}')",
-                             (cid, f"Recovered chat {cid}", now, now))
-                conversations.add(cid)
-            finish = row.get("finish_reason") if row.get("finish_reason") in FINISH_REASONS else None
-            conn.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)",
-                         (mid, cid, role, text, as_number(row.get("created")) or now, finish))
-            messages.add(mid)
-        for _, row in tables["perf"].items():
-            if row.get("message_id") in messages and isinstance(row.get("record"), str):
-                conn.execute("INSERT INTO perf VALUES (?, ?)", (row["message_id"], row["record"]))
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-    return len(conversations), len(messages)

@@ -320,7 +320,8 @@ def test_fault_13_newer_history_is_shown_read_only_chat_goes_on_and_the_file_is_
     import sqlite3
 
     from app.mainwindow import MainWindow
-    from app.history.store import SCHEMA_VERSION, HistoryStore
+    from app.history.schema import SCHEMA_VERSION
+    from app.history.store import HistoryStore
 
     path = tmp_path / "future" / "history.sqlite3"
     path.parent.mkdir()

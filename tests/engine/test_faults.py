@@ -4,7 +4,7 @@ Owns the CLI's exit 2 for each damaged model that ``tests/helpers/faults.py`` bu
 a CUDA-cache release after an out-of-memory error, the CLI's exit 1 when generation itself fails,
 and mixed scripts in a prompt (the 1 MB paste is checked through the window, where a user meets it).
 Does not repeat what ``tests/engine/models/test_safety.py``, ``test_session.py``, ``test_loader.py``,
-``test_offline.py`` and ``tests/app/history/test_store_faults.py`` already check; docs/FAULTS.md maps each
+``test_offline.py`` and ``tests/app/history/test_faults.py`` already check; docs/FAULTS.md maps each
 case to its test.
 
 Faults are injected through the collaborators the engine accepts (``ChatSession``'s

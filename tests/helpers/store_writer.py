@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app.history.store import HistoryStore, PerfRecord
+from app.history.perf import PerfRecord
+from app.history.store import HistoryStore
 
 
 def main(path: str) -> None:

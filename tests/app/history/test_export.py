@@ -10,7 +10,8 @@ import pytest
 
 from app.history.export import (MAX_FILE_NAME_BYTES, PERF_CSV_COLUMNS, export_file_name, iso, perf_to_csv, to_json,
                         to_markdown)
-from app.history.store import HistoryStore, PerfRecord
+from app.history.perf import PerfRecord
+from app.history.store import HistoryStore
 
 PERF = PerfRecord(model="SmolLM2-135M-Instruct", ttft_s=0.086, prefill_tok_s=1500.0, decode_tok_s=41.8,
                   prompt_tokens=30, generated_tokens=128, kv_cache_bytes=3_040_000, weights_bytes=269_000_000,

@@ -1,4 +1,4 @@
-"""History faults (ARCHITECTURE §Faults 11-13): kill -9 mid-write, corrupt file, malformed rows, old and new schemas.
+"""History faults (docs/FAULTS.md, faults 11-13): kill -9 mid-write, corrupt file, malformed rows, old and new schemas.
 
 Every case runs on a real SQLite file; the killed writer is a real separate process.
 """
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from app.history.store import HistoryStore, PerfRecord, ReadOnlyStoreError, SCHEMA_VERSION
+from app.history.perf import PerfRecord
+from app.history.schema import SCHEMA_VERSION
+from app.history.store import HistoryStore, ReadOnlyStoreError
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,0 +1,69 @@
+"""Performance records: how one assistant reply was produced (speeds, token counts, memory, device, precision).
+
+Owns ``PerfRecord``: building it from the engine's metrics dict or a stored dict (unknown keys and wrong
+types dropped), its JSON text (the ``record`` column of the ``perf`` table, whose DDL is in
+``app.history.schema``) and the one-line footer shown under a reply. It touches no file: the store saves
+and loads the records (``app.history.store``), the CSV export lays them out (``app.history.export``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from app.history.repair import as_number
+from engine.fmt import format_bytes
+
+
+@dataclass(frozen=True)
+class PerfRecord:
+    """How one assistant reply was produced; the keys are the engine's ``Metrics.to_dict()`` keys."""
+
+    model: str
+    ttft_s: float | None = None
+    prefill_tok_s: float | None = None
+    decode_tok_s: float | None = None
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    kv_cache_bytes: int | None = None
+    weights_bytes: int | None = None
+    peak_memory_bytes: int | None = None
+    device: str | None = None
+    precision: str | None = None
+
+    @classmethod
+    def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
+        """Keep the fields a footer and the CSV need; unknown keys and wrong types are dropped."""
+        return cls.from_dict({**metrics_dict, "model": model})
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PerfRecord:
+        values: dict[str, Any] = {"model": str(data.get("model") or "")}
+        for f in fields(cls):
+            if f.name == "model":
+                continue
+            raw = data.get(f.name)
+            if f.name in ("device", "precision"):
+                values[f.name] = raw if isinstance(raw, str) else None
+            else:
+                num = as_number(raw)
+                is_count = f.name.endswith(("_tokens", "_bytes"))
+                values[f.name] = None if num is None else (int(num) if is_count else num)
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    def footer(self) -> str:
+        """One line under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 128 tokens · KV 2.9 MiB``."""
+        parts = []
+        if self.decode_tok_s is not None:
+            parts.append(f"{self.decode_tok_s:.1f} tok/s")
+        if self.ttft_s is not None:
+            parts.append(f"TTFT {self.ttft_s * 1000:.0f} ms" if self.ttft_s < 10 else f"TTFT {self.ttft_s:.1f} s")
+        if self.generated_tokens is not None:
+            parts.append(f"{self.generated_tokens} token{'' if self.generated_tokens == 1 else 's'}")
+        if self.kv_cache_bytes is not None:
+            parts.append(f"KV {format_bytes(self.kv_cache_bytes)}")
+        return " · ".join(parts)

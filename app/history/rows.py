@@ -1,0 +1,82 @@
+"""History rows as the rest of the app sees them, read defensively from a file that may hold malformed ones.
+
+Owns ``ConversationRow`` and ``MessageRow``, the SELECTs that fetch their columns (``CONVERSATION_COLUMNS``,
+``MESSAGE_COLUMNS``), and turning one raw SQLite row (wrong types, text that was not UTF-8, broken perf
+JSON) into a row, or None when nothing can be shown, plus a flag saying it was repaired. It runs no
+query and writes nothing: ``app.history.store`` queries, ``app.history.recovery`` reports the damaged rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from app.history.perf import PerfRecord
+from app.history.repair import RepairedText, as_number, as_text
+from app.history.schema import FINISH_REASONS, ROLES
+
+MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record "
+                   "FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
+CONVERSATION_COLUMNS = ("SELECT c.id, c.title, c.created, c.updated, c.system_prompt, c.settings, "
+                        "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) FROM conversations c")
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    id: int
+    title: str
+    created: float  # seconds since the epoch (time.time())
+    updated: float
+    system_prompt: str
+    settings: dict = field(hash=False)
+    message_count: int
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: int
+    conversation_id: int
+    role: str
+    text: str
+    created: float
+    finish_reason: str | None  # None while streaming or for user/system messages
+    perf: PerfRecord | None
+
+
+def message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
+    """(message, repaired) from a ``MESSAGE_COLUMNS`` row; None when it cannot be shown (no id, text or role)."""
+    mid, cid, role, raw_text, created, finish, record = row
+    text, damaged = as_text(raw_text)
+    if not isinstance(mid, int) or not isinstance(cid, int) or role not in ROLES or text is None:
+        return None, True
+    when = as_number(created)
+    damaged |= when is None
+    if finish is not None and finish not in FINISH_REASONS:
+        finish, damaged = None, True
+    perf = None
+    if record is not None:
+        try:
+            data = json.loads(record)
+            perf = PerfRecord.from_dict(data) if isinstance(data, dict) else None
+        except (TypeError, ValueError):
+            perf = None
+        damaged |= perf is None or isinstance(record, RepairedText)
+    return MessageRow(mid, cid, role, text, when or 0.0, finish, perf), damaged
+
+
+def conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
+    """(conversation, repaired) from a ``CONVERSATION_COLUMNS`` row: None when its id is unusable."""
+    cid, raw_title, created, updated, raw_prompt, raw_settings, count = row
+    if not isinstance(cid, int):
+        return None, True
+    title, bad_title = as_text(raw_title)
+    prompt, bad_prompt = as_text(raw_prompt) if raw_prompt is not None else ("", False)
+    try:
+        settings = json.loads(raw_settings) if raw_settings is not None else {}
+    except (TypeError, ValueError):
+        settings = None
+    created_n, updated_n = as_number(created), as_number(updated)
+    damaged = (bad_title or bad_prompt or not isinstance(settings, dict) or created_n is None
+               or updated_n is None)
+    return ConversationRow(cid, title or f"Chat {cid}", created_n or 0.0, updated_n or created_n or 0.0,
+                           prompt or "", settings if isinstance(settings, dict) else {}, int(count)), damaged

@@ -1,0 +1,68 @@
+"""The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
+
+Owns the tables of the current version (v2), the migration step from each older version, and the values a
+message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
+inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
+backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Callable
+
+SCHEMA_VERSION = 2
+ROLES = ("system", "user", "assistant")
+FINISH_REASONS = ("eos", "length", "cancelled", "error")
+
+# v2 = v1 + conversations.settings, messages.finish_reason, the perf table (see _migrate_v1_to_v2).
+# AUTOINCREMENT: a message id deleted by "regenerate" is never handed out again, so a stale id the
+# window still holds can only miss, never hit a different message.
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    title TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    system_prompt TEXT NOT NULL DEFAULT '',
+    settings TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created REAL NOT NULL,
+    finish_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+CREATE TABLE IF NOT EXISTS perf (
+    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    record TEXT NOT NULL
+);
+"""
+
+
+def create_or_migrate(c: sqlite3.Connection, version: int) -> None:
+    """Bring a file at schema ``version`` (0: empty) to ``SCHEMA_VERSION`` in the caller's transaction."""
+    if version == 0:
+        for statement in _SCHEMA_V2.split(";"):
+            if statement.strip():
+                c.execute(statement)
+    else:
+        for step in range(version, SCHEMA_VERSION):
+            _MIGRATIONS[step](c)
+    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate_v1_to_v2(c: sqlite3.Connection) -> None:
+    """v1 had no per-conversation settings, no finish reasons and no performance records."""
+    c.execute("ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
+    c.execute("ALTER TABLE messages ADD COLUMN finish_reason TEXT")
+    c.execute("CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id)")
+    c.execute("CREATE TABLE perf (message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE, "
+              "record TEXT NOT NULL)")
+
+
+# schema version -> the step that brings it to the next version
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2}
