@@ -136,12 +136,13 @@ def test_engine_keeps_few_loose_modules_beside_its_folders():
     loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
     folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
-    assert folders == ["bench", "cli", "generate", "lab", "models"]
+    assert folders == ["bench", "cli", "generate", "lab", "library", "models", "serve"]
 
 
 def test_docs_and_comments_cite_only_files_inside_the_repository():
     # A clone cannot resolve the design notes the project grew from: cite docs/ or the module instead.
-    outside = ("ARCHITECTURE", "STYLE.md", "../shared", "the seeds' experiment")
+    # (spelt in pieces so that this line does not find itself)
+    outside = ("ARCHI" "TECTURE", "STYLE" ".md", "../sha" "red", "the seeds' exp" "eriment")
     found = [f"{path.relative_to(ROOT)}:{number}"
              for folder in ("engine", "app", "tests", "packaging", "docs")
              for path in sorted((ROOT / folder).rglob("*")) if path.suffix in (".py", ".md", ".spec", ".sh")

@@ -8,6 +8,10 @@ medians and ratios, plus the GPU's memory bandwidth measured in the same run and
 variant achieves (MBU). bitsandbytes int8/nf4 are measured through ``generate()`` when bitsandbytes is
 installed. Prints one JSON object (also written to ``--out``). Needs only torch and transformers (no Qt,
 no data dir); ``--tiny --device cpu`` runs the same code in seconds on any machine, as a smoke test.
+
+Owns the GPU bench's model, variants and JSON; the warm-up, the alternation of the variants, the medians
+and the per-token clock are ``engine.bench.core``'s, the bandwidth ``engine.bench.membw``'s. The CUDA-only
+parts (the CUDA-graph variant, ``torch.cuda`` calls) run only when the device is a CUDA one.
 """
 
 from __future__ import annotations
@@ -15,13 +19,19 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
 import sys
 import tempfile
 import time
 from typing import Any, Callable
 
 import torch
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
+
+from engine.bench import core
+from engine.bench.membw import measure_bandwidth
+from engine.generate.fastpath import FastRunner
+from engine.generate.llama_fused import unsupported_reason
+from engine.generate.runner import sync
 
 # A Llama-3.2-1B-shaped decoder: 16 layers, d=2048, GQA 32/8, MLP 8192, vocab 128256 (1.24 B params).
 GPU_CONFIG = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
@@ -32,14 +42,7 @@ TINY_CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, n
                    tie_word_embeddings=True, rms_norm_eps=1e-5)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def build_model(config_kwargs: dict[str, Any], dtype: torch.dtype, device: str) -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(0)
     config = LlamaConfig(**config_kwargs)
     with torch.device(device):
@@ -47,29 +50,14 @@ def build_model(config_kwargs: dict[str, Any], dtype: torch.dtype, device: str) 
     return model
 
 
-def time_generate(model: Any, prompt: torch.Tensor, tokens: int, device: torch.device) -> tuple[float, list[int]]:
+def time_generate(model: Any, prompt: torch.Tensor, tokens: int,
+                  device: torch.device) -> tuple[float | None, list[int]]:
     """Decode tok/s of ``generate()``: times of each new token through a streamer."""
-    times: list[float] = []
-    ids: list[int] = []
-
-    class Clock:
-        seen = False
-
-        def put(self, value: torch.Tensor) -> None:
-            if not Clock.seen:
-                Clock.seen = True
-                return
-            _sync(device)
-            times.append(time.perf_counter())
-            ids.extend(value.reshape(-1).tolist())
-
-        def end(self) -> None:
-            pass
-
+    clock = core.TokenClock(lambda: sync(device))
     with torch.inference_mode():
         model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=tokens,
-                       min_new_tokens=tokens, do_sample=False, streamer=Clock(), pad_token_id=0)
-    return (len(times) - 1) / (times[-1] - times[0]), ids
+                       min_new_tokens=tokens, do_sample=False, streamer=clock, pad_token_id=0)
+    return clock.decode_tok_s, clock.ids
 
 
 def time_runner(make: Callable[[], Any], prompt: torch.Tensor, tokens: int,
@@ -78,12 +66,12 @@ def time_runner(make: Callable[[], Any], prompt: torch.Tensor, tokens: int,
     runner = make()
     logits = [out for _, out in runner.prefill(prompt[0].tolist())][-1]
     ids = [int(logits.argmax())]
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(tokens - 1):
         logits = runner.decode(ids[-1])
         ids.append(int(logits.argmax()))
-    _sync(device)
+    sync(device)
     return (tokens - 1) / (time.perf_counter() - t0), ids, runner
 
 
@@ -97,9 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bnb", action="store_true", help="skip bitsandbytes int8/nf4")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
-
-    from engine.generate.fastpath import FastRunner, unsupported_reason
-    from engine.bench.membw import measure_bandwidth
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -117,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     prompt = prompt.to(device)
     capacity = args.prompt + args.tokens + 8  # the static cache spans exactly what the run needs
 
-    variants: dict[str, Callable[[], tuple[float, list[int]]]] = {
+    variants: dict[str, Callable[[], tuple[float | None, list[int]]]] = {
         "baseline": lambda: time_generate(model, prompt, args.tokens, device),
         "fastpath": lambda: time_runner(lambda: FastRunner(model, max_positions=capacity), prompt, args.tokens,
                                         device)[:2],
@@ -136,21 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         graphs()  # CUDA-graph trees record on the first replays
         compile_s = time.perf_counter() - t0
         variants["fastpath_cudagraph"] = graphs
-    warmup = {}
-    for name, fn in variants.items():
-        t0 = time.perf_counter()
-        fn()
-        warmup[name] = time.perf_counter() - t0
-    runs: dict[str, list[float]] = {name: [] for name in variants}
-    outputs: dict[str, list[int]] = {}
-    names = list(variants)
-    for rep in range(args.reps):
-        for name in names[rep % len(names):] + names[:rep % len(names)]:
-            rate, ids = variants[name]()
-            runs[name].append(rate)
-            outputs.setdefault(name, ids)
-    medians = {name: statistics.median(v) for name, v in runs.items()}
-    base = medians["baseline"]
+
+    def decode(variant: Callable[[], tuple[float | None, list[int]]]) -> dict[str, Any]:
+        rate, ids = variant()
+        return {"decode_tok_s": rate, "_ids": ids}
+
+    measured = core.measure(variants, [("decode", decode)], args.reps)
+    decode_tok_s = core.summarise(measured.runs, {"decode_tok_s": ("tok/s", "higher")})["decode_tok_s"]
+    medians = decode_tok_s["median"]
+    outputs = {name: runs["_ids"][0] for name, runs in measured.runs.items() if runs.get("_ids")}
     result: dict[str, Any] = {
         "schema": "miaohui-bench-cuda/1",
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
@@ -160,9 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"tokens": args.tokens, "reps": args.reps, "prompt_tokens": args.prompt},
         "memory_bandwidth": {"read_bytes_s": bandwidth.read_bytes_s, "copy_bytes_s": bandwidth.copy_bytes_s},
         "compile_s": compile_s,
-        "warmup_s": warmup,
-        "decode_tok_s": {"median": medians, "runs": runs,
-                         "ratio": {k: v / base for k, v in medians.items() if k != "baseline"}},
+        "warmup_s": measured.warmup_s,
+        "decode_tok_s": {"median": medians, "runs": decode_tok_s["runs"], "ratio": decode_tok_s["ratio"]},
         # Weights are read once per token; the KV cache read (≤ 200 positions here) is under 1% of that.
         "mbu": {k: weight_bytes * v / bandwidth.read_bytes_s for k, v in medians.items()},
         "greedy_equal_to_baseline": {k: outputs[k] == outputs["baseline"] for k in outputs if k != "baseline"},
@@ -184,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
 def _bnb(model: Any, prompt: torch.Tensor, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     """int8 / nf4 decode through generate(): the random model saved once, reloaded quantized."""
     try:
+        # Lazy: optional, and its import costs seconds that the bench pays only when it measures these rows.
         import bitsandbytes  # noqa: F401
-        from transformers import AutoModelForCausalLM, BitsAndBytesConfig
     except ImportError as exc:
         return {"skipped": f"bitsandbytes not installed: {exc}"}
     out: dict[str, Any] = {}
@@ -199,7 +177,7 @@ def _bnb(model: Any, prompt: torch.Tensor, args: argparse.Namespace, device: tor
                                                              device_map={"": str(device)}).eval()
                 time_generate(quant, prompt, 8, device)  # warm-up
                 rates = [time_generate(quant, prompt, args.tokens, device)[0] for _ in range(args.reps)]
-                out[name] = {"decode_tok_s": statistics.median(rates), "runs": rates,
+                out[name] = {"decode_tok_s": core.median(rates), "runs": rates,
                              "weights_bytes": quant.get_memory_footprint()}
                 del quant
             except Exception as exc:  # noqa: BLE001  (one precision failing must not lose the others)

@@ -3,17 +3,20 @@
 Owns ``measure_bandwidth(device)``: the read bandwidth (a reduction over a buffer several times the
 last-level cache, so it streams from memory) and the copy bandwidth (read + write) of a device, the
 best of a few timed passes. The benchmark divides the bandwidth a decode achieves (weights bytes read
-per token × tokens/s) by the read figure to get the roofline share. Knows nothing of models; never
-changes torch's thread settings (it measures with the threads the decode uses).
+per token × tokens/s) by the read figure to get the roofline share. The timing (best of the passes after
+an untimed first touch) is ``engine.bench.core.best_seconds``. Knows nothing of models; never changes
+torch's thread settings (it measures with the threads the decode uses).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from engine.bench.core import best_seconds
+from engine.generate.runner import sync
 
 # 256 MiB: 8× the 32 MiB L3 of a typical desktop/server CPU, so the passes stream from DRAM.
 CPU_BUFFER_BYTES = 256 * 1024 * 1024
@@ -37,22 +40,6 @@ class Bandwidth:
         return data
 
 
-def best_seconds(fn: Any, device: torch.device, passes: int) -> float:
-    """Best wall time of ``passes`` calls of ``fn`` after one untimed call (first touch: page faults and
-    allocator growth are not what is measured), device-synchronised around each."""
-    from engine.generate.runner import sync
-
-    fn()
-    sync(device)
-    best = float("inf")
-    for _ in range(passes):
-        start = time.perf_counter()
-        fn()
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def measure_bandwidth(device: str | torch.device = "cpu", buffer_bytes: int | None = None,
                       passes: int = 5) -> Bandwidth:
     """Read and copy bandwidth of ``device`` (best of ``passes``: noise only ever slows a pass down)."""
@@ -65,8 +52,8 @@ def measure_bandwidth(device: str | torch.device = "cpu", buffer_bytes: int | No
         src = torch.ones(elements, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
         dst.fill_(0.0)
-        read_s = best_seconds(lambda: src.sum(), device, passes)
-        copy_s = best_seconds(lambda: dst.copy_(src), device, passes)
+        read_s = best_seconds(lambda: src.sum(), passes, lambda: sync(device))
+        copy_s = best_seconds(lambda: dst.copy_(src), passes, lambda: sync(device))
         nbytes = src.nbytes
         del src, dst
     if device.type == "cuda":

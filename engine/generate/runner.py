@@ -4,9 +4,8 @@ This is the only module that touches KV-cache internals (transformers' ``Dynamic
 ``keys``/``values``): that API moves between transformers releases (5.x renamed ``past_key_values``
 to ``cache`` and made ``crop`` take a negative count), so it is kept in one place. ``ModelRunner``
 knows the token ids whose keys and values the cache holds, so the session can reuse the common
-prefix across turns. ``make_runner`` is the factory the session calls; a faster runner (static cache,
-compiled step) can be returned from it with the same methods. This module knows nothing of text,
-chat templates, sampling or timing.
+prefix across turns. It does not own the ``Runner`` interface or the choice between this runner and the
+fast one (``engine.generate.runners``), and knows nothing of text, chat templates, sampling or timing.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import threading
 from typing import Any, Iterator, Sequence
 
 import torch
+from transformers import DynamicCache
 
 
 def model_device(model: Any) -> torch.device:
@@ -35,13 +35,9 @@ class ModelRunner:
     """Forward passes of one conversation over its own KV cache (or none: ``use_kv_cache=False``).
 
     ``cached_ids`` are the tokens whose keys and values are in the cache, in order. Without a cache
-    the runner keeps the sequence and recomputes all of it for every new token (the seeds'
-    experiment 3); its logits, hence its greedy output, equal the cached mode's.
-
-    The interface the session relies on (a faster runner from ``make_runner`` provides the same):
-    ``device``, ``use_kv_cache``, ``cached_ids``, ``cached_len``, ``reset()``, ``crop(n)``,
-    ``prefill(ids, cancel, chunk)`` (a generator of ``(done, logits | None)``), ``decode(token_id)``,
-    ``kv_bytes()`` and ``sync()``. Logits are (1, vocab) tensors of the last position.
+    the runner keeps the sequence and recomputes all of it for every new token (what
+    ``engine/lab/timing.py``'s KV-cache experiment measures); its logits, hence its greedy output,
+    equal the cached mode's. Implements ``engine.generate.runners.Runner``.
     """
 
     def __init__(self, model: Any, use_kv_cache: bool = True) -> None:
@@ -68,8 +64,6 @@ class ModelRunner:
 
     def reset(self) -> None:
         """Drop everything cached (after an error, or to start over)."""
-        from transformers import DynamicCache
-
         self._ids = []
         self._cache = DynamicCache(config=self.model.config) if self.use_kv_cache else None
         self._dirty = False
@@ -176,10 +170,3 @@ class ModelRunner:
     def sync(self) -> None:
         sync(self.device)
 
-
-def make_runner(loaded: Any, use_kv_cache: bool = True) -> ModelRunner:
-    """The runner for ``loaded`` (an ``engine.models.model.LoadedModel``): ``engine.generate.fastpath.FastRunner`` where it
-    applies (Llama-family fp32/bf16/fp16 on CPU or CUDA, cache on), else the plain ``ModelRunner``."""
-    from engine.generate.fastpath import make_fast_runner  # here, not at the top: fastpath subclasses ModelRunner
-
-    return make_fast_runner(loaded, use_kv_cache)

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import torch
+from transformers import (
+    LogitsProcessorList,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from engine.inputs import SamplingConfig
-
-if TYPE_CHECKING:
-    import torch
 
 # Reply positions the repetition penalty's id buffer holds at first; it doubles when full.
 INITIAL_REPLY_IDS = 1024
@@ -33,20 +38,12 @@ class Choice:
     top_probs: tuple[float, ...] = ()
 
 
-def build_processors(config: SamplingConfig):
+def build_processors(config: SamplingConfig) -> LogitsProcessorList:
     """transformers' LogitsProcessorList for ``config``, in ``generate()``'s order.
 
     Greedy keeps only the repetition penalty: temperature, top-k and top-p cannot change an argmax.
     As in ``generate()``, the penalty sees the prompt's tokens as well as the reply's.
     """
-    from transformers import (
-        LogitsProcessorList,
-        RepetitionPenaltyLogitsProcessor,
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
     processors = LogitsProcessorList()
     if config.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(penalty=float(config.repetition_penalty)))
@@ -64,9 +61,7 @@ def build_processors(config: SamplingConfig):
 class Sampler:
     """Chooses each next token for one request; holds the processors, the generator and an id buffer."""
 
-    def __init__(self, config: SamplingConfig, device: "torch.device | str", prompt_ids: list[int]) -> None:
-        import torch
-
+    def __init__(self, config: SamplingConfig, device: torch.device | str, prompt_ids: list[int]) -> None:
         self.config = config
         self.processors = build_processors(config)
         self._needs_ids = config.repetition_penalty != 1.0
@@ -86,10 +81,8 @@ class Sampler:
             self._ids = torch.empty((1, capacity), dtype=torch.long, device=device)  # (1, seq)
             self._ids[0, : self._n] = torch.tensor(prompt_ids, dtype=torch.long)
 
-    def choose(self, logits: "torch.Tensor") -> Choice:
+    def choose(self, logits: torch.Tensor) -> Choice:
         """Pick the next token from ``logits`` (1, vocab) of the last position."""
-        import torch
-
         with torch.inference_mode():
             scores = logits.float()  # (1, vocab); float32 so bf16 logits sample like generate() does
             if self.processors:
@@ -115,8 +108,6 @@ class Sampler:
 
     def _grow(self) -> None:
         """Double the id buffer (capped at the budget); amortised, one copy per doubling."""
-        import torch
-
         capacity = min(self._limit, 2 * self._ids.shape[1])
         grown = torch.empty((1, capacity), dtype=torch.long, device=self._ids.device)  # (1, seq)
         grown[:, : self._n] = self._ids[:, : self._n]

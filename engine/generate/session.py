@@ -3,9 +3,10 @@
 Owns the generation loop and its bookkeeping: reuse of the KV cache across turns (only the prompt
 tokens after the common prefix with what the cache holds are computed; an edited or regenerated
 history crops the cache back to that prefix), stop tokens, cancel, the finish reason, the metrics
-(ARCHITECTURE §Metrics) and turning failures into a ``Finished(reason="error")`` that leaves the
+(docs/DESIGN.md §Metrics) and turning failures into a ``Finished(reason="error")`` that leaves the
 session usable. Prompt rendering and trimming are ``engine.generate.context``'s, token choice is
-``engine.generate.sampling``'s, forward passes and cache internals are ``engine.generate.runner``'s.
+``engine.generate.sampling``'s, forward passes and cache internals are the runner's (``engine.generate.runners``
+chooses it).
 
 Threading: a session is used by one thread at a time (the worker that owns the model); ``cancel`` is
 the only thing another thread touches.
@@ -20,13 +21,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+import psutil
 import torch
 
 from engine.generate.context import IncrementalDecoder, build_prompt
 from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
-from engine.generate.runner import ModelRunner, make_runner
+from engine.generate.runners import Runner, make_runner
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig
 from engine.fmt import one_line
@@ -37,7 +39,7 @@ STATS_EVERY = 8
 # When a model declares no context length, treat it as unbounded rather than refuse everything.
 _UNKNOWN_CONTEXT = 1 << 30
 
-RunnerFactory = Callable[[Any, bool], ModelRunner]
+RunnerFactory = Callable[[Any, bool], Runner]
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -80,7 +82,7 @@ class ChatSession:
         self._reserve_threads = max(0, int(reserve_threads))
         self._runner_factory = runner_factory
         self._clock = clock
-        self._runner: ModelRunner | None = None
+        self._runner: Runner | None = None
         self._eos = frozenset(loaded.eos_token_ids)
         self._request = 0  # bumped by each generate(): an older, unfinished generator then stops
         self._process = None  # psutil.Process, created on first CPU memory reading
@@ -95,7 +97,7 @@ class ChatSession:
         if self._runner is not None:
             self._runner.reset()
 
-    def _runner_for(self, use_kv_cache: bool) -> ModelRunner:
+    def _runner_for(self, use_kv_cache: bool) -> Runner:
         if self._runner is None or self._runner.use_kv_cache != use_kv_cache:
             self._runner = None  # free the old cache before a new runner allocates
             self._runner = self._runner_factory(self.loaded, use_kv_cache)
@@ -132,7 +134,7 @@ class ChatSession:
         facts = self.loaded.facts
         timeline = _Timeline(t_submit=t_submit, prompt_tokens=len(prompt.ids), dropped_turns=prompt.dropped_turns)
         decoder = IncrementalDecoder(self.loaded.tokenizer)
-        runner: ModelRunner | None = None
+        runner: Runner | None = None
 
         def finished(reason: str, error: str | None = None) -> Finished:
             text = decoder.text + decoder.flush()
@@ -203,7 +205,7 @@ class ChatSession:
             self._recover(runner)
             yield finished("error", f"generation failed: {one_line(exc, name_type=True)}")
 
-    def _decode_threads(self, runner: ModelRunner) -> Callable[[], None]:
+    def _decode_threads(self, runner: Runner) -> Callable[[], None]:
         """Drop to the decode thread count (see ``reserve_threads``); returns what restores the old one.
 
         Called on the generating thread, whose parallel regions it sizes (OpenMP's count is per thread);
@@ -216,7 +218,7 @@ class ChatSession:
         torch.set_num_threads(wanted)
         return lambda: torch.set_num_threads(before)
 
-    def _recover(self, runner: ModelRunner | None) -> None:
+    def _recover(self, runner: Runner | None) -> None:
         """After a failure the cache may hold a half-written step: drop it; keep the model."""
         if runner is not None:
             runner.reset()
@@ -225,21 +227,19 @@ class ChatSession:
             torch.cuda.empty_cache()
 
     # -- metrics -------------------------------------------------------------------------------
-    def _reset_peak(self, runner: ModelRunner) -> None:
+    def _reset_peak(self, runner: Runner) -> None:
         if runner.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(runner.device)
 
-    def _peak_memory(self, timeline: _Timeline, runner: ModelRunner | None) -> int:
+    def _peak_memory(self, timeline: _Timeline, runner: Runner | None) -> int:
         if runner is not None and runner.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated(runner.device))
         if self._process is None:
-            import psutil
-
             self._process = psutil.Process()
         timeline.peak_rss = max(timeline.peak_rss, self._process.memory_info().rss)
         return timeline.peak_rss
 
-    def _metrics(self, tl: _Timeline, runner: ModelRunner | None) -> Metrics:
+    def _metrics(self, tl: _Timeline, runner: Runner | None) -> Metrics:
         facts = self.loaded.facts
         times = tl.token_times
         n = len(times)

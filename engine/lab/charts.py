@@ -14,7 +14,7 @@ import functools
 import math
 from pathlib import Path
 
-from matplotlib import rc_context
+from matplotlib import font_manager, rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -27,8 +27,6 @@ MAX_LABELS = 64  # more token labels than this on a heatmap axis overlap into a 
 
 @functools.lru_cache(maxsize=1)
 def _font_families() -> tuple[str, ...]:
-    from matplotlib import font_manager
-
     installed = {f.name for f in font_manager.fontManager.ttflist}
     return ("DejaVu Sans",) + tuple(name for name in CJK_FONTS if name in installed)[:1]
 

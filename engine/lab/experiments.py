@@ -1,26 +1,29 @@
 """The lab's catalogue of experiments, how to run one, and how to run and export them all.
 
-The GUI lists ``EXPERIMENTS`` and submits ``lab_task(key, options)`` to the model's worker thread;
-the CLI calls ``run_all``. Importing this module is cheap (no torch): each experiment's module is
-imported when it first runs. Owns the catalogue, the quick/full sizes of each experiment and the
-export layout (``<key>.csv``, ``<key>.png``, ``results.json``); the measuring lives in
-``timing``, ``sampling_stats``, ``attention`` and ``engine.lab.precision_ab``.
+The GUI lists ``EXPERIMENTS`` and runs ``run_experiment`` on the model's worker thread; the CLI calls
+``run_all``. Importing this module loads no torch (the GUI imports it at start-up): the attention
+experiment, which needs torch and transformers at import, and torch itself load when first used. Owns
+the catalogue, the quick/full sizes of each experiment and the export layout (``<key>.csv``,
+``<key>.png``, ``results.json``); the measuring lives in ``engine.lab.timing``, ``engine.lab.sampling_stats``,
+``engine.lab.attention`` and ``engine.lab.precision_ab``.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import platform
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.errors import BadInputError
+from engine.lab.charts import save_png
+from engine.lab.precision_ab import precision_ab_task
 from engine.lab.results import ExperimentResult, write_csv, write_json
 from engine.lab.runs import Progress, no_progress
+from engine.lab.sampling_stats import run_sampling
+from engine.lab.timing import LENGTHS_FULL, LENGTHS_QUICK, run_greedy20, run_kv_cache, run_ttft_vs_length
 
 
 @dataclass(frozen=True)
@@ -72,14 +75,11 @@ def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOption
     info(key)
     q = options.quick
     if key == "greedy20":
-        from engine.lab.timing import run_greedy20
         return run_greedy20(loaded, cancel, reps=3 if q else 5, progress=progress)
     if key == "ttft_length":
-        from engine.lab.timing import LENGTHS_FULL, LENGTHS_QUICK, run_ttft_vs_length
         return run_ttft_vs_length(loaded, cancel, lengths=LENGTHS_QUICK if q else LENGTHS_FULL, reps=2 if q else 3,
                                   progress=progress)
     if key == "kv_cache":
-        from engine.lab.timing import run_kv_cache
         # Without the cache step i recomputes P + i tokens, so latency rises by (P + n) / P over the run
         # while the run costs ~n·P + n²/2 token-forwards: a short prompt and many tokens make the rise
         # steep (×2.4 in quick mode: the first sentence, ~67 tokens with the template) for the cost a
@@ -87,32 +87,17 @@ def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOption
         return run_kv_cache(loaded, cancel, max_new_tokens=96 if q else 160, passage_chars=68 if q else 250,
                             progress=progress)
     if key == "sampling":
-        from engine.lab.sampling_stats import run_sampling
         return run_sampling(loaded, cancel, seeds=(0, 1, 2) if q else (0, 1, 2, 3, 4),
                             max_new_tokens=48 if q else 96, progress=progress)
     if key == "attention":
-        from engine.lab.attention import run_attention
+        from engine.lab.attention import run_attention  # lazy: it imports torch and transformers (see the docstring)
         return run_attention(loaded, cancel, layer=options.layer, head=options.head, progress=progress)
-    from engine.lab.precision_ab import precision_ab_task
     return precision_ab_task(loaded, cancel, precisions=options.precisions, max_new_tokens=24 if q else 48,
                              progress=progress)
 
 
-def lab_task(key: str, options: LabOptions = LabOptions(),
-             progress: Progress = no_progress) -> Callable[[object, threading.Event], ExperimentResult]:
-    """A ``fn(loaded, cancel)`` for the GUI bridge's ``submit_task``; it returns a plain ``ExperimentResult``."""
-    info(key)
-    return functools.partial(_task, key, options, progress)
-
-
-def _task(key: str, options: LabOptions, progress: Progress, loaded, cancel: threading.Event) -> ExperimentResult:
-    return run_experiment(key, loaded, cancel, options, progress)
-
-
 def export(result: ExperimentResult, out_dir: Path) -> tuple[Path, Path]:
     """Write ``<key>.csv`` and ``<key>.png`` into ``out_dir``."""
-    from engine.lab.charts import save_png
-
     out_dir = Path(out_dir)
     return write_csv(result, out_dir / f"{result.key}.csv"), save_png(result, out_dir / f"{result.key}.png")
 
@@ -120,7 +105,7 @@ def export(result: ExperimentResult, out_dir: Path) -> tuple[Path, Path]:
 def run_all(loaded, out_dir: Path, cancel: threading.Event, options: LabOptions = LabOptions(),
             keys: Sequence[str] = FIVE, progress: Progress = no_progress) -> dict:
     """Run ``keys`` in order, export each as soon as it is done, and write ``results.json``."""
-    import torch
+    import torch  # lazy: only for the machine's description; importing this module must load no torch
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -142,9 +127,3 @@ def run_all(loaded, out_dir: Path, cancel: threading.Event, options: LabOptions 
         document["elapsed_s"] = round(time.perf_counter() - started, 2)
         write_json(document, out_dir / "results.json")
     return document
-
-
-def load_results(path: Path) -> dict[str, ExperimentResult]:
-    """Read a ``results.json`` back into results (for re-drawing or comparing runs)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    return {key: ExperimentResult.from_dict(value) for key, value in data["experiments"].items()}

@@ -16,9 +16,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from engine.errors import CancelledError, EngineError
+from engine.fmt import first_difference
+from engine.inputs import LoadSpec, SamplingConfig
 from engine.lab.results import ExperimentResult, Series
 from engine.lab.runs import Progress, check_cancel, generate_once, no_progress
-from engine.fmt import first_difference
+from engine.models.loader import load_model
 
 PRECISIONS = ("bf16", "int8", "int4")
 PROMPT = "Give three tips for learning a new language."
@@ -28,10 +30,6 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
                      device: str = "auto", prompt: str = PROMPT, max_new_tokens: int = 48,
                      progress: Progress = no_progress, loader: Callable | None = None) -> ExperimentResult:
     """Load ``model`` in each precision in turn and compare speed, size and the greedy text."""
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
-    from engine.inputs import SamplingConfig
-
     load = loader or load_model
     started = time.perf_counter()
     config = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.errors import CancelledError, EngineError
+from engine.events import Finished, Message, Metrics, Token
 
 Progress = Callable[[float, str], None]
 """progress(fraction 0..1, what is running now)."""
@@ -30,7 +31,7 @@ class RunRecord:
     text: str
     token_ids: tuple[int, ...]
     token_times: tuple[float, ...]  # perf_counter() when each token id existed
-    metrics: object  # engine.events.Metrics (typed loosely so this module imports nothing heavy)
+    metrics: Metrics
     reason: str
 
 
@@ -45,7 +46,7 @@ def generate_once(loaded, prompt: str | Sequence, config, cancel: threading.Even
     A fresh ``ChatSession`` per call means nothing is reused from an earlier run (the TTFT and
     KV-cache experiments depend on that); pass ``session`` to measure reuse on purpose.
     """
-    from engine.events import Finished, Message, Token
+    # Lazy: the session imports torch, and the GUI imports this package (the lab's catalogue) at start-up.
     from engine.generate.session import ChatSession
 
     check_cancel(cancel, "experiment")

@@ -13,11 +13,12 @@ import threading
 import time
 from collections.abc import Hashable, Sequence
 
+from engine.inputs import SamplingConfig
 from engine.lab.results import ExperimentResult, Series, mean
 from engine.lab.runs import Progress, generate_once, model_label, no_progress
 
 REPETITION_N = 3  # repeated 3-grams catch phrase loops ("the cat the cat the cat") without flagging common bigrams
-SAMPLED_TEMPERATURE = 0.9  # the seeds' setting
+SAMPLED_TEMPERATURE = 0.9  # the setting the catalogue names (engine/lab/experiments.py)
 SAMPLED_TOP_P = 0.9
 
 PROMPT = "Write a short story about a cat who learns to play the piano."
@@ -62,8 +63,6 @@ def run_sampling(loaded, cancel: threading.Event, *, seeds: Sequence[int] = (0, 
                  max_new_tokens: int = 64, prompt: str = PROMPT,
                  progress: Progress = no_progress) -> ExperimentResult:
     """Greedy once (it is deterministic) and temperature 0.9 + top-p 0.9 once per seed, same prompt."""
-    from engine.inputs import SamplingConfig
-
     started = time.perf_counter()
     plans = [("greedy", None, SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens))]
     plans += [(f"T={SAMPLED_TEMPERATURE} top-p={SAMPLED_TOP_P}", seed,

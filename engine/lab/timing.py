@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from engine.inputs import SamplingConfig
 from engine.lab.results import ExperimentResult, Series, mean, median
 from engine.lab.runs import Progress, generate_once, model_label, no_progress
 
@@ -52,8 +53,6 @@ LENGTHS_QUICK = (10, 100, 250, 500)
 
 
 def _warm_up(loaded, cancel: threading.Event) -> None:
-    from engine.inputs import SamplingConfig
-
     generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), cancel)
 
 
@@ -74,8 +73,6 @@ def _r(value: float | None, digits: int = 4) -> float | None:
 
 def run_greedy20(loaded, cancel: threading.Event, *, reps: int = 5, max_new_tokens: int = 20,
                  prompt: str = GREEDY_PROMPT, progress: Progress = no_progress) -> ExperimentResult:
-    from engine.inputs import SamplingConfig
-
     started = time.perf_counter()
     progress(0.0, "greedy 20: warm-up")
     _warm_up(loaded, cancel)
@@ -87,7 +84,7 @@ def run_greedy20(loaded, cancel: threading.Event, *, reps: int = 5, max_new_toke
         run = generate_once(loaded, prompt, config, cancel)
         m = run.metrics
         n = m.generated_tokens
-        avg = n / m.e2e_s if m.e2e_s else math.nan  # the seeds' "average tok/s": tokens over total time
+        avg = n / m.e2e_s if m.e2e_s else math.nan  # "average tok/s": tokens over the total time, TTFT included
         ttfts.append(m.ttft_s)
         totals.append(m.e2e_s)
         avgs.append(avg)
@@ -130,8 +127,6 @@ def _fit_prompt(tokenizer, passage: str, chars: int, budget: int) -> str:
 
 def run_ttft_vs_length(loaded, cancel: threading.Event, *, lengths: Sequence[int] = LENGTHS_FULL, reps: int = 3,
                        progress: Progress = no_progress) -> ExperimentResult:
-    from engine.inputs import SamplingConfig
-
     started = time.perf_counter()
     progress(0.0, "TTFT vs length: warm-up")
     _warm_up(loaded, cancel)
@@ -207,8 +202,6 @@ def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, 
                  prompt: str | None = None, progress: Progress = no_progress) -> ExperimentResult:
     """Without the cache step i recomputes prompt + i tokens, so the run costs ~n·P + n²/2 token-forwards:
     a shorter prompt makes the rise with position steeper (relative to the start) and the run cheaper."""
-    from engine.inputs import SamplingConfig
-
     started = time.perf_counter()
     if prompt is None:
         budget = max(8, loaded.facts.context_length - max_new_tokens - 96)

@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from huggingface_hub import scan_cache_dir
+
 from engine import paths
+from engine.models.fetch import find_default_model
+from engine.models.loader import hf_cache_dir
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,6 @@ def _is_model_folder(folder: Path) -> bool:
 
 
 def _default_and_local() -> list[ModelChoice]:
-    from engine.models.fetch import find_default_model
-
     choices: list[ModelChoice] = []
     default = find_default_model()
     if default is not None:
@@ -57,10 +59,6 @@ def _default_and_local() -> list[ModelChoice]:
 
 
 def _hf_cache(cache_dir: Path | None) -> list[ModelChoice]:
-    from huggingface_hub import scan_cache_dir
-
-    from engine.models.loader import hf_cache_dir
-
     cache = cache_dir or hf_cache_dir()
     if not cache.is_dir():
         return []

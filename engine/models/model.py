@@ -2,7 +2,7 @@
 
 Plain frozen data shared by the loader (which builds it), the session (which generates with it),
 the lab, the benchmark and the GUI (which reads ``facts`` only). Owns the model-card arithmetic
-(KV bytes per token in the GQA and no-GQA forms, the seeds' parameter estimate); owns no loading
+(KV bytes per token in the GQA and no-GQA forms, the V·d + 12·L·d² parameter estimate); owns no loading
 and no generation.
 """
 
@@ -40,12 +40,12 @@ class ModelFacts:
 
     @property
     def kv_bytes_per_token_no_gqa(self) -> int:
-        """The seeds' form 2 × layers × d_model × bytes: what the cache would cost without GQA."""
+        """2 × layers × d_model × bytes: what the cache would cost without GQA (docs/DESIGN.md §Metrics)."""
         return 2 * self.layers * self.hidden_size * self.kv_dtype_bytes
 
     @property
     def param_estimate(self) -> int:
-        """The seeds' estimate V·d + 12·L·d² (embeddings + attention and MLP blocks)."""
+        """The rule-of-thumb estimate V·d + 12·L·d² (embeddings + attention and MLP blocks)."""
         return self.vocab_size * self.hidden_size + 12 * self.layers * self.hidden_size ** 2
 
     @property

@@ -1,6 +1,6 @@
 """Model-file safety: checks that run before anything in a model folder is deserialised.
 
-Owns the refusals of ARCHITECTURE §Faults 7-10: pickle checkpoints (``.bin``, ``.pt``, ``.pth``,
+Owns the refusals of docs/FAULTS.md's cases 7-10: pickle checkpoints (``.bin``, ``.pt``, ``.pth``,
 ``.ckpt``, ``.pkl``) are refused without being opened; a config asking for remote code
 (``auto_map``) is refused unless the user opted in; safetensors and GGUF files are verified
 structurally from their headers (no tensor is read) so a truncated, empty, garbage or HTML file is
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from engine.models import config_check
-from engine.errors import REMOTE_CODE_REFUSAL, CorruptModelError, ModelNotFoundError, UnsafeModelError
+from engine.errors import (REMOTE_CODE_REFUSAL, CorruptModelError, ModelNotFoundError, RemoteCodeRefusedError,
+                           UnsafeModelError)
 
 # Python's pickle runs code while it loads; these are the usual extensions of pickled checkpoints.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -135,8 +136,8 @@ def check_json_files(folder: Path, allow_remote_code: bool) -> None:
             continue
         data = read_json(path)
         if name in REMOTE_CODE_FILES and isinstance(data, dict) and data.get("auto_map") and not allow_remote_code:
-            raise UnsafeModelError(f"refused {path}: it {REMOTE_CODE_REFUSAL} (auto_map); "
-                                   "allow remote code only for a model you trust")
+            raise RemoteCodeRefusedError(f"refused {path}: it {REMOTE_CODE_REFUSAL} (auto_map); "
+                                         "allow remote code only for a model you trust")
 
 
 # ---------------------------------------------------------------- safetensors
@@ -290,7 +291,8 @@ def check_gguf(path: Path) -> int:
 
 
 def _check_gguf_handle(path: Path, handle: BinaryIO, size: int) -> int:
-    # gguf's tables give each tensor type's block size and bytes per block.
+    # gguf's tables give each tensor type's block size and bytes per block. Lazy: gguf brings numpy (~200 ms),
+    # which the checks of every safetensors model, run before each load, do not need.
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     reader = _Reader(path, handle, size)

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from engine.generate.context import IncrementalDecoder, build_prompt, check_messages, render, sanitise_text
+from engine.generate.context import (IncrementalDecoder, build_prompt, check_messages, longest_token_bytes, render,
+                                    sanitise_text)
 from engine.errors import BadInputError, CancelledError, ContextTooLongError, TemplateError
 from engine.events import Message
 from tests.helpers.tiny_model import build_tiny_tokenizer
@@ -92,8 +93,6 @@ def test_a_message_that_cannot_fit_is_refused(tok):
 
 
 def test_a_huge_paste_is_refused_before_it_is_tokenised(tok, monkeypatch):
-    from engine.generate.context import longest_token_bytes
-
     longest = longest_token_bytes(tok)
     assert 0 < longest == longest_token_bytes(tok)  # computed once, then cached
     assert all(len(t.encode("utf-8")) <= longest for t in tok.get_vocab())

@@ -1,5 +1,5 @@
-"""engine.generate.fastpath: the FastRunner computes what transformers computes, keeps its cache consistent across
-chunks, crops and turns, and steps aside for models it does not support."""
+"""engine.generate.fastpath: the FastRunner computes what transformers computes and keeps its cache consistent across
+chunks, crops and turns (which models it refuses, and the fallback, are tests/engine/generate/test_runners.py's)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import threading
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from engine.events import Finished, Message, Token
-from engine.generate.fastpath import FastRunner, make_fast_runner, unsupported_reason
+from engine.generate.fastpath import FastRunner
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner
+from engine.generate.runners import make_runner
 from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession
 
@@ -32,8 +34,6 @@ def _prompt(vocab: int, n: int = 29, seed: int = 1) -> list[int]:
 @torch.inference_mode()
 def _reference(model, prompt: list[int], steps: int) -> tuple[list[torch.Tensor], list[int]]:
     """transformers' own forward over its DynamicCache: logits after the prompt and after each greedy token."""
-    from transformers import DynamicCache
-
     cache = DynamicCache(config=model.config)
     logits = [model(input_ids=torch.tensor([prompt]), cache=cache, use_cache=True).logits[0, -1]]
     tokens = []
@@ -136,7 +136,7 @@ def test_chat_session_on_fast_runner_streams_the_same_reply_and_reuses_the_cache
         return [e.token_id for e in events if isinstance(e, Token)], events[-1]
 
     plain = ChatSession(tiny_fp32, runner_factory=lambda loaded, kv: ModelRunner(loaded.model, kv))
-    fast = ChatSession(tiny_fp32, runner_factory=make_fast_runner)
+    fast = ChatSession(tiny_fp32, runner_factory=make_runner)
     ids_plain, _ = reply(plain, history)
     ids_fast, first = reply(fast, history)
     assert ids_fast == ids_plain
@@ -163,19 +163,6 @@ def test_bf16_logits_stay_within_rounding_of_transformers(tiny_model_dir, upcast
         scale = a.float().abs().max().item()
         assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8  # 4 bf16 steps at the top logit
         assert int(a.argmax()) == int(b.argmax())
-
-
-def test_unsupported_models_fall_back_to_the_plain_runner(tmp_path, tiny_fp32):
-    from tests.helpers.tiny_model import build_tiny_model
-
-    folder = build_tiny_model(tmp_path / "biased", attention_bias=True)
-    biased = load_model(LoadSpec(model=str(folder), precision="fp32", device="cpu"))
-    assert unsupported_reason(biased.model) == "projection biases"
-    with pytest.raises(ValueError, match="fast path not available"):
-        FastRunner(biased.model)
-    assert type(make_fast_runner(biased, True)) is ModelRunner
-    assert type(make_fast_runner(tiny_fp32, False)) is ModelRunner  # no cache: nothing to be fast about
-    assert type(make_fast_runner(tiny_fp32, True)) is FastRunner
 
 
 def test_compile_failure_falls_back_to_eager(tiny_fp32, monkeypatch):

@@ -16,6 +16,7 @@ from engine.events import Finished, Message, PrefillProgress, Started, Stats, To
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner
+from engine.generate.runners import make_runner
 from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession, common_prefix
 
@@ -294,8 +295,6 @@ def test_cuda_greedy_reply_matches_cpu(tiny_model_dir, loaded):
 
 
 def test_reserved_threads_apply_to_decode_only_and_are_restored(loaded):
-    from engine.generate.runner import make_runner
-
     seen: dict[str, list[int]] = {"prefill": [], "decode": []}
 
     class Watching:

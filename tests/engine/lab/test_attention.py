@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from engine.errors import BadInputError
+from engine.inputs import LoadSpec, SamplingConfig
 from engine.lab.attention import (CAPTURE_ATTENTION, COLLAPSE_THRESHOLD, SINK_THRESHOLD, capture_attention,
                                   first_token_mass, normalised_entropy, run_attention, verdict)
+from engine.lab.runs import generate_once
+from engine.models.loader import load_model
 
 
 def causal_uniform(n: int) -> torch.Tensor:
@@ -35,18 +38,12 @@ def one_thread():
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir, one_thread):
     """The tiny model as ``auto`` loads it: bf16 or fp32 depending on the CPU (or MIAOHUI_CPU_BF16)."""
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
-
     return load_model(LoadSpec(model=str(tiny_model_dir)))
 
 
 @pytest.fixture(scope="module", params=["fp32", "bf16"])
 def tiny_in(request, tiny_model_dir, one_thread):
     """The tiny model in each float precision, whatever ``auto`` picks on this CPU."""
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
-
     return load_model(LoadSpec(model=str(tiny_model_dir), precision=request.param))
 
 
@@ -123,9 +120,6 @@ def test_capture_attention_computes_what_eager_does(tiny_in):
 
 
 def test_chat_after_capture_stays_on_sdpa(tiny):
-    from engine.lab.runs import generate_once
-    from engine.inputs import SamplingConfig
-
     capture_attention(tiny, "The man I met yesterday... he turned out to be my classmate.")
     run = generate_once(tiny, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), threading.Event())
     assert run.token_ids and tiny.model.config._attn_implementation == "sdpa"
@@ -165,9 +159,6 @@ def test_attention_experiment_rows_heatmaps_and_flags(tiny):
 
 @pytest.mark.default_model
 def test_default_model_heads_include_sinks(default_model_dir):
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
-
     loaded = load_model(LoadSpec(model=str(default_model_dir)))
     capture = capture_attention(loaded, "我昨天认识的那个人……他居然是我小学同学")
     sinks = first_token_mass(capture.weights)  # (30, 9)

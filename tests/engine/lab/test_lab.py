@@ -12,11 +12,18 @@ import math
 import threading
 
 import pytest
+import torch
 
+from engine.__main__ import main
 from engine.errors import BadInputError, CancelledError
+from engine.inputs import LoadSpec
+from engine.lab import run_experiment
+from engine.lab.charts import save_png
+from engine.lab.precision_ab import run_precision_ab
 from engine.lab.results import ExperimentResult, Heatmap, Series, median, write_csv, write_json
-from engine.lab.sampling_stats import distinct_n, ngrams, repetition_rate, text_measures
+from engine.lab.sampling_stats import distinct_n, ngrams, repetition_rate, run_sampling, text_measures
 from engine.lab.timing import first_divergence, slope
+from engine.models.loader import load_model
 
 FIVE_FILES = [f"{key}.{ext}" for key in ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
               for ext in ("csv", "png")]
@@ -25,8 +32,6 @@ FIVE_FILES = [f"{key}.{ext}" for key in ("greedy20", "ttft_length", "kv_cache", 
 @pytest.fixture(scope="module")
 def one_thread():
     """One torch thread: on a shared 2-core CI machine two threads contending make tiny-model runs 10× slower."""
-    import torch
-
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -35,17 +40,12 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir, one_thread):
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
-
     return load_model(LoadSpec(model=str(tiny_model_dir)))
 
 
 @pytest.fixture(scope="module")
 def lab_run(tiny_model_dir, one_thread, tmp_path_factory):
     """``python -m engine lab --out DIR --quick --model <tiny>``, in process."""
-    from engine.__main__ import main
-
     out = tmp_path_factory.mktemp("lab")
     status = main(["lab", "--out", str(out), "--quick", "--model", str(tiny_model_dir)])
     return status, out
@@ -114,12 +114,8 @@ def test_result_csv_and_json_round_trip(tmp_path):
 
 
 def test_unknown_experiment_is_refused(tiny):
-    from engine.lab import lab_task, run_experiment
-
     with pytest.raises(BadInputError, match="unknown experiment"):
         run_experiment("nope", tiny, threading.Event())
-    with pytest.raises(BadInputError):
-        lab_task("nope")
 
 
 # ------------------------------------------------------------------ experiments on the tiny model
@@ -187,8 +183,6 @@ def test_sampling_compares_greedy_with_seeded_samples(lab_run):
 
 
 def test_sampling_is_reproducible_per_seed(tiny):
-    from engine.lab.sampling_stats import run_sampling
-
     a = run_sampling(tiny, threading.Event(), seeds=(3,), max_new_tokens=12)
     b = run_sampling(tiny, threading.Event(), seeds=(3,), max_new_tokens=12)
     assert a.rows == b.rows  # same seed, same text and measures
@@ -196,8 +190,6 @@ def test_sampling_is_reproducible_per_seed(tiny):
 
 
 def test_cancel_stops_an_experiment(tiny):
-    from engine.lab import run_experiment
-
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(CancelledError):
@@ -205,9 +197,6 @@ def test_cancel_stops_an_experiment(tiny):
 
 
 def test_precision_ab_loads_each_precision_in_turn(tiny_model_dir, one_thread):
-    from engine.lab.charts import save_png
-    from engine.lab.precision_ab import run_precision_ab
-
     result = run_precision_ab(str(tiny_model_dir), threading.Event(), precisions=("fp32", "bf16", "nf4"),
                               max_new_tokens=8)
     assert [row[0] for row in result.rows] == ["fp32", "bf16", "nf4"]
@@ -220,8 +209,6 @@ def test_precision_ab_loads_each_precision_in_turn(tiny_model_dir, one_thread):
 
 
 def test_precision_ab_reports_a_precision_that_cannot_load(tiny_model_dir, one_thread):
-    from engine.lab.precision_ab import run_precision_ab
-
     result = run_precision_ab(str(tiny_model_dir), threading.Event(), precisions=("fp32", "int3"), max_new_tokens=4)
     assert result.rows[1][0] == "int3" and result.rows[1][-1].startswith("not loaded:")
     assert any("int3" in flag for flag in result.flags)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from transformers import AutoTokenizer
 
 from engine.errors import BadInputError
 from engine.lab.tokenview import MAX_CHARS, token_view, tokenize_view
@@ -10,8 +11,6 @@ from engine.lab.tokenview import MAX_CHARS, token_view, tokenize_view
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(str(tiny_model_dir))
 
 
@@ -80,8 +79,6 @@ def test_task_entry_uses_the_loaded_tokenizer(tokenizer):
 
 @pytest.mark.default_model
 def test_default_model_splits_each_chinese_character_in_two(default_model_dir):
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(default_model_dir))
     view = tokenize_view(tok, "我昨天")
     assert [p.label for p in view.pieces] == ["我(1/2)", "我(2/2)", "昨(1/2)", "昨(2/2)", "天(1/2)", "天(2/2)"]

@@ -9,7 +9,7 @@ from engine.models.catalog import choice_for_path, list_local_models
 from engine.models.fetch import MARKER
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from tests.engine._local_models import add_to_hf_cache
+from tests.engine._local_models import add_to_hf_cache, write_llama_gguf
 
 
 def test_empty_machine_lists_nothing(home, tmp_path):
@@ -41,8 +41,6 @@ def test_default_local_and_cache_models_listed(home, tiny_model_dir, tmp_path, m
 
 
 def test_gguf_in_hf_cache_listed_and_loads(home, tiny_model_dir, tmp_path):
-    from tests.engine._local_models import write_llama_gguf
-
     gguf = write_llama_gguf(tiny_model_dir, tmp_path / "tiny-F32.gguf")
     add_to_hf_cache(tmp_path / "hub", "acme/tiny-GGUF", gguf)
     (choice,) = list_local_models(cache_dir=tmp_path / "hub")

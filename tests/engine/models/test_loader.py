@@ -6,14 +6,19 @@ import gc
 import threading
 import weakref
 
+import gguf
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
+import engine.models.loader
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineOutOfMemoryError,
                            ModelNotFoundError)
 from engine.models.facts import count_params, weights_bytes
-from engine.models.loader import LoadProgress, load_model, resolve_precision
+from engine.models.loader import (LoadProgress, ResolvedSource, bnb_config, load_model, model_kwargs,
+                                  resolve_precision)
 from engine.inputs import LoadSpec
+from tests.engine._local_models import add_to_hf_cache, write_llama_gguf
 
 
 def _spec(folder, **kw) -> LoadSpec:
@@ -72,8 +77,6 @@ def test_cancel_between_stages_raises_and_keeps_nothing(tiny_model_dir):
     built: list[weakref.ref] = []
 
     def loader(folder, **kwargs):
-        from transformers import AutoModelForCausalLM
-
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
         built.append(weakref.ref(model))
         cancel.set()  # the user presses Stop while weights load
@@ -89,8 +92,6 @@ def test_oom_at_load_is_clear_and_keeps_nothing(tiny_model_dir):
     built: list[weakref.ref] = []
 
     def loader(folder, **kwargs):
-        from transformers import AutoModelForCausalLM
-
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
         built.append(weakref.ref(model))
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -132,8 +133,6 @@ def test_tokenizer_failure_keeps_no_model(tiny_model_dir):
     built: list[weakref.ref] = []
 
     def loader(folder, **kwargs):
-        from transformers import AutoModelForCausalLM
-
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
         built.append(weakref.ref(model))
         return model
@@ -155,11 +154,9 @@ def test_missing_folder_not_found(tmp_path):
 
 
 def test_auto_precision_rules(monkeypatch):
-    import engine.models.loader as loader
-
-    monkeypatch.setattr(loader, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(engine.models.loader, "cpu_has_native_bf16", lambda: True)
     assert resolve_precision("auto", "cpu", 10**8) == "bf16"
-    monkeypatch.setattr(loader, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(engine.models.loader, "cpu_has_native_bf16", lambda: False)
     assert resolve_precision("auto", "cpu", 10**8) == "fp32"
     assert resolve_precision("int8", "cpu", 10**8) == "int8"
 
@@ -188,8 +185,6 @@ def test_default_model_facts(default_model_dir):
 
 
 def test_gguf_file_loads_with_the_same_weights(tiny_model_dir, tmp_path):
-    from tests.engine._local_models import write_llama_gguf
-
     gguf_path = write_llama_gguf(tiny_model_dir, tmp_path / "tiny.Q.gguf")
     reference = load_model(_spec(tiny_model_dir, precision="fp32"))
     loaded = load_model(LoadSpec(model=str(gguf_path), precision="fp32"))
@@ -204,8 +199,6 @@ def test_gguf_file_loads_with_the_same_weights(tiny_model_dir, tmp_path):
 
 
 def test_folder_holding_one_gguf_loads_it(tiny_model_dir, tmp_path):
-    from tests.engine._local_models import write_llama_gguf
-
     folder = tmp_path / "gguf-repo"
     folder.mkdir()
     write_llama_gguf(tiny_model_dir, folder / "tiny-f32.gguf")
@@ -217,8 +210,6 @@ def test_folder_holding_one_gguf_loads_it(tiny_model_dir, tmp_path):
 
 
 def test_repo_id_from_local_hf_cache(tiny_model_dir, tmp_path, monkeypatch):
-    from tests.engine._local_models import add_to_hf_cache
-
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     add_to_hf_cache(tmp_path / "hub", "acme/tiny-chat", tiny_model_dir)
     loaded = load_model(LoadSpec(model="acme/tiny-chat", precision="fp32"))
@@ -251,8 +242,6 @@ def test_quantized_load_reports_quantizing(tiny_model_dir):
 
 
 def test_from_pretrained_arguments_per_device_and_precision(tiny_model_dir):
-    from engine.models.loader import ResolvedSource, model_kwargs
-
     folder = ResolvedSource(folder=tiny_model_dir, name="tiny")
     cpu = model_kwargs(LoadSpec(), folder, "cpu", "bf16")
     assert cpu["dtype"] == torch.bfloat16 and cpu["use_safetensors"] and cpu["local_files_only"]
@@ -287,8 +276,6 @@ def test_cuda_offload_reports_split(tiny_model_dir):
 
 
 def test_bnb_config_options():
-    from engine.models.loader import bnb_config
-
     cfg = bnb_config("nf4", "bf16", double_quant=False, offload=False)
     assert cfg.load_in_4bit and cfg.bnb_4bit_quant_type == "nf4" and not cfg.bnb_4bit_use_double_quant
     assert cfg.bnb_4bit_compute_dtype == torch.bfloat16
@@ -318,10 +305,6 @@ def test_default_model_quantized_on_cpu(default_model_dir, precision, max_bytes)
 
 def test_gguf_with_an_absurd_block_count_is_refused_before_the_model_is_built(tiny_model_dir, tmp_path, monkeypatch):
     # A GGUF has no config.json: its numbers come from metadata, checked once transformers has read them.
-    import gguf
-
-    from tests.engine._local_models import write_llama_gguf
-
     real = gguf.GGUFWriter.add_block_count
     monkeypatch.setattr(gguf.GGUFWriter, "add_block_count", lambda self, _n: real(self, 100000))
     path = write_llama_gguf(tiny_model_dir, tmp_path / "tiny.gguf")

@@ -3,6 +3,7 @@ packed-layout detection, and int8/int4 models through the loader, the fast path 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import threading
 import pytest
 import torch
 
-from engine.generate.fastpath import FastRunner, unsupported_reason
+from engine.generate.fastpath import FastRunner
+from engine.generate.llama_fused import unsupported_reason
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
 from engine.models.quant import Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, quantize_model
@@ -150,8 +152,6 @@ def test_default_model_answers_paris_in_quantized_weights(default_model_dir, pre
                              "--max-new-tokens", "24", "--prompt", "What is the capital of France?"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-1500:]
-    import json
-
     report = json.loads(result.stdout)
     assert "Paris" in report["text"]
     assert report["precision"] == precision

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from engine.models import quant_cache
 from engine.models.loader import load_model
@@ -39,8 +41,6 @@ def test_a_second_load_reads_the_cache_and_computes_the_same(home, tiny_model_di
 
 
 def _same_tensors(path: Path, expected: dict[str, torch.Tensor]) -> bool:
-    from safetensors.torch import load_file
-
     found = load_file(str(path))
     return found.keys() == expected.keys() and all(torch.equal(found[k], expected[k]) for k in expected)
 
@@ -55,8 +55,6 @@ def _only_cache_file() -> Path:
 def test_a_damaged_cache_is_rebuilt_not_trusted(home, tiny_model_dir, damage):
     reference, _ = _load(tiny_model_dir, "int4")
     path = _only_cache_file()
-    from safetensors.torch import load_file
-
     # Cloned: load_file's tensors map the file, which the test is about to overwrite.
     good, expected = path.read_bytes(), {k: v.clone() for k, v in load_file(str(path)).items()}
     path.write_bytes({"garbage": os.urandom(4096), "truncated": good[: len(good) // 2], "empty": b""}[damage])
@@ -67,15 +65,10 @@ def test_a_damaged_cache_is_rebuilt_not_trusted(home, tiny_model_dir, damage):
 
 
 def test_a_cache_of_other_shapes_is_ignored_and_rewritten(home, tiny_model_dir, tmp_path):
-    from safetensors.torch import load_file
-
     reference, _ = _load(tiny_model_dir, "int8")
     path = _only_cache_file()
     expected = {k: v.clone() for k, v in load_file(str(path)).items()}  # the file is about to be rewritten
     # The file of another model under this model's key: same names, wrong shapes.
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata()
     tensors = {k: v.clone() for k, v in load_file(str(path)).items()}

@@ -1,4 +1,4 @@
-"""engine.models.safety and its use by the loader: ARCHITECTURE §Faults 7-10.
+"""engine.models.safety and its use by the loader: docs/FAULTS.md's cases 7-10.
 
 Every bad model file is refused before anything is deserialised, with one line naming the file and
 the problem; a pickle payload never runs; a config asking for remote code never imports anything.
@@ -17,8 +17,11 @@ import sys
 import threading
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from engine.errors import CorruptModelError, EngineError, UnsafeModelError
 from engine.models.loader import load_model
@@ -93,8 +96,6 @@ def test_safetensors_offsets_must_match_shapes(tmp_path):
 
 
 def test_safetensors_counts_elements(tiny_model_dir):
-    from safetensors import safe_open
-
     with safe_open(tiny_model_dir / "model.safetensors", "pt") as handle:
         expected = sum(handle.get_slice(k).get_shape().numel() if hasattr(handle.get_slice(k).get_shape(), "numel")
                        else int(np.prod(handle.get_slice(k).get_shape())) for k in handle.keys())
@@ -126,8 +127,6 @@ def test_folder_without_tokenizer_refused(model_copy):
 
 def test_missing_weight_refused_not_randomly_initialised(model_copy):
     # A well-formed file that lacks a tensor: transformers would fill it with random values.
-    from safetensors.torch import load_file, save_file
-
     weights = load_file(model_copy / "model.safetensors")
     del weights["model.layers.1.mlp.down_proj.weight"]
     save_file(weights, model_copy / "model.safetensors", metadata={"format": "pt"})
@@ -316,8 +315,6 @@ def test_auto_map_passes_checks_with_explicit_opt_in(model_copy, tmp_path):
 
 
 def _write_gguf(path: Path, elements: int = 1024) -> Path:
-    import gguf
-
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_block_count(1)
     writer.add_tensor("token_embd.weight", np.arange(elements, dtype=np.float32).reshape(-1, 16))

@@ -1,0 +1,111 @@
+"""The benchmark's report: the shape of its JSON and the readable table made from it.
+
+Owns the names the JSON promises (``SCHEMA``, ``VARIANTS``, ``METRICS``: every metric is always present,
+missing values are null; the shape is documented in docs/BENCHMARK.md and is stable), the JSON text
+(``to_json``) and the table (``format_table``: one row per figure, one column per variant, ratios to the
+baseline, then the derived lines). Measures nothing and builds no figures (``engine.bench.run`` does);
+torch-free, so the command line can load it without loading torch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.bench import core
+
+SCHEMA = "miaohui-bench/1"
+VARIANTS = ("baseline", "engine", "fastpath")
+# Metric name -> (unit, which direction is better). Every name is always present in the JSON.
+METRICS = {
+    "decode_tok_s": ("tok/s", "higher"),
+    "ttft_short_s": ("s", "lower"),
+    "ttft_long_s": ("s", "lower"),
+    "followup_ttft_reuse_s": ("s", "lower"),
+    "followup_ttft_full_s": ("s", "lower"),
+    "decode_tok_s_no_kv": ("tok/s", "higher"),
+}
+
+
+def to_json(result: dict[str, Any]) -> str:
+    """The result as the JSON text ``--json`` prints."""
+    return json.dumps(result, indent=1)
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms"
+    return f"{value:.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}×"
+
+def format_table(result: dict[str, Any]) -> str:
+    """The readable report: one row per figure, one column per variant, ratios to the baseline."""
+    m = result["machine"]
+    s = result["settings"]
+    lines = [f"Miaohui bench: {result['model']['name']} {s['precision']} on {s['device']} "
+             f"({m['cpu']}, {m['cpu_capability']}, {m['cores_logical']} cores, {m['torch_threads']} torch threads, "
+             f"torch {m['torch']} / transformers {m['transformers']}"
+             f"{', ' + m['gpu'] if m['gpu'] else ''})",
+             f"{s['tokens']} new tokens, greedy, {s['reps']} reps, medians; ratio = variant ÷ baseline; "
+             f"load average {m['load_average_1m']}", ""]
+    header = f"{'figure':<26}{'baseline':>11}{'engine':>11}{'fastpath':>11}{'engine÷b':>10}{'fast÷b':>9}"
+    lines += [header, "-" * len(header)]
+    for name, metric in result["metrics"].items():
+        med, ratio, unit = metric["median"], metric["ratio"], metric["unit"]
+        label = f"{name} ({unit})"
+        ratios = "".join(f"{('%.2f×' % ratio[k]) if ratio.get(k) else '-':>{w}}" for k, w in (("engine", 10),
+                                                                                              ("fastpath", 9)))
+        lines.append(f"{label:<26}" + "".join(f"{_fmt(med.get(v), unit):>11}" for v in VARIANTS) + ratios)
+    d = result["derived"]
+    bw = result["memory_bandwidth"]
+    lines += ["", f"follow-up TTFT, reuse ÷ full re-prefill: engine {_pct(d['followup_reuse_share']['engine'])}, "
+                  f"fastpath {_pct(d['followup_reuse_share']['fastpath'])} "
+                  f"(reused {d['followup_reused_tokens']['engine']} of {s['prompt_tokens']['followup']} tokens)",
+              f"KV cache on ÷ off (decode tok/s): baseline {_x(d['kv_cache_speedup']['baseline'])}, "
+              f"engine {_x(d['kv_cache_speedup']['engine'])}",
+              f"memory bandwidth (measured now): read {bw['read_bytes_s'] / 1e9:.1f} GB/s, copy "
+              f"{bw['copy_bytes_s'] / 1e9:.1f} GB/s; weights read per token "
+              f"{result['model']['bytes_read_per_token'] / 1e6:.0f} MB -> roofline {bw['roofline_tok_s']:.0f} tok/s",
+              "roofline share (achieved ÷ measured read bandwidth): " + ", ".join(
+                  f"{k} {_pct(v['share'])}" for k, v in result["roofline"].items())]
+    fp = result["fastpath"]
+    lines.append(f"fast path: {'active' if fp['active'] else 'not used (' + str(fp['reason']) + ')'}"
+                 + (f", compiled in {fp['compile_s']:.1f} s" if fp.get("compile_s") else "")
+                 + (f"; its matrix products alone take {fp['matmul_s_per_token'] * 1000:.1f} ms per token "
+                    f"(ceiling {fp['matmul_ceiling_tok_s']:.0f} tok/s)" if fp.get("matmul_s_per_token") else ""))
+    lines.append("greedy tokens equal to baseline: " + ", ".join(
+        f"{k} {'yes' if c['equal'] else 'no, first difference at token ' + str(c['first_difference'])}"
+        for k, c in result["correctness"].items()))
+    lines.append("warm-up (excluded): " + ", ".join(f"{k} {v:.1f} s" for k, v in result["warmup_s"].items()))
+    for name, p in result["precisions"].items():
+        if "error" in p:
+            lines.append(f"{name}: {p['error']}")
+            continue
+        med, ratio = p["decode_tok_s"]["median"], p["decode_tok_s"]["ratio"]
+        lines.append(f"{name}: weights {p['weights_bytes'] / 1e6:.0f} MB, decode tok/s " + ", ".join(
+            f"{k} {_fmt(v, 'tok/s')}" + (f" ({ratio[k]:.2f}×)" if ratio.get(k) else "") for k, v in med.items()))
+        main_decode = result["metrics"]["decode_tok_s"]["median"]
+        fast = med.get("fastpath")
+        ttft = p["ttft_long_s"]["median"].get("fastpath")
+        main_ttft = result["metrics"]["ttft_long_s"]["median"].get("fastpath")
+        short = core.ratio(p["ttft_short_s"]["median"].get("fastpath"),
+                           result["metrics"]["ttft_short_s"]["median"].get("fastpath"))
+        vs_generate = core.ratio(fast, main_decode.get("baseline"))
+        lines.append(f"  fastpath {name} ÷ generate() {s['precision']}: {_x(vs_generate)}, "
+                     f"÷ fastpath {s['precision']}: {_x(core.ratio(fast, main_decode.get('fastpath')))}; "
+                     f"TTFT ÷ fastpath {s['precision']}: short prompt {_x(short)}, long prompt "
+                     f"{_x(core.ratio(ttft, main_ttft))}; weights ÷ "
+                     f"{s['precision']}: {core.ratio(p['weights_bytes'], result['model']['weights_bytes']):.2f}; "
+                     f"top-1 agreement {_pct(p['top1_agreement'])}, perplexity {p['perplexity']:.2f} "
+                     f"({s['precision']}: {result['quality']['perplexity']:.2f})")
+    lines.append(f"total {result['elapsed_s']:.0f} s")
+    return "\n".join(lines)
