@@ -25,8 +25,24 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
 from app import __version__
+from app.history.store import HistoryStore
+from engine.errors import DataDirError
 from engine.inputs import PRECISIONS
+from engine.paths import data_dir, history_path, logs_dir
+
+try:  # everything that needs PySide6: without it, main() says so in one plain line instead of a traceback
+    from PySide6.QtCore import QElapsedTimer, QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app import settings as app_settings
+    from app import theme
+    from app.single_instance import SingleInstance
+except ImportError as _qt_error:
+    QT_MISSING: ImportError | None = _qt_error
+else:
+    QT_MISSING = None
 
 log = logging.getLogger("miaohui")
 
@@ -56,9 +72,6 @@ def setup_logging(to_file: bool = True) -> Path | None:
 
     ``to_file=False`` (scripted runs, which leave every user file as it was): warnings on stderr only.
     """
-    from engine.errors import DataDirError
-    from engine.paths import logs_dir
-
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not to_file:
         return None
@@ -89,8 +102,6 @@ def install_excepthook(log_path: Path | None, interactive: bool) -> None:
         if not interactive:
             print(f"miaohui: internal error: {line}", file=sys.stderr)
             return
-        from PySide6.QtWidgets import QApplication, QMessageBox
-
         if QApplication.instance() is not None:
             QMessageBox.critical(None, "Miaohui hit a bug",
                                  f"Something went wrong inside Miaohui:\n{line}{where}\n\nThe app keeps running; "
@@ -104,16 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     scripted = bool(args.self_test or args.screenshot)
     if scripted:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    try:
-        from PySide6.QtWidgets import QApplication
-    except ImportError as exc:
-        print(f"miaohui: the GUI toolkit PySide6 is not installed or cannot load ({exc}); "
+    if QT_MISSING is not None:
+        print(f"miaohui: the GUI toolkit PySide6 is not installed or cannot load ({QT_MISSING}); "
               "run `make install`", file=sys.stderr)
         return EXIT_USAGE
-    import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
-    from engine.errors import DataDirError
-    from engine.paths import data_dir
-
     try:
         data_dir()
         unusable: DataDirError | None = None
@@ -125,12 +130,9 @@ def main(argv: list[str] | None = None) -> int:
 
     log_path = setup_logging(to_file=not scripted)
     install_excepthook(log_path, interactive=not scripted)
-
-    from app import settings as app_settings
-    from app import theme
+    # Late on purpose: the window's modules take ~1.6 s to import (pyqtgraph, matplotlib, the lab), which
+    # --version, --help and the one-line refusals above need not wait for (measured: --version 2.3 s -> 0.2 s).
     from app.mainwindow import MainWindow
-    from app.history.store import HistoryStore
-    from engine.paths import history_path
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName(app_settings.ORGANISATION)
@@ -141,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
 
     guard = None  # one window per data folder; scripted runs use throwaway history: never blocked, never blocking
     if not scripted and unusable is None:
-        from app.single_instance import SingleInstance
-
         guard = SingleInstance(data_dir())
         if not guard.acquire():  # before the history opens: a second start only raises the first window
             delivered, line = guard.hand_over()
@@ -198,17 +198,13 @@ class ScriptedRun:
     """--self-test / --screenshot: drive the real window through one load and one reply."""
 
     def __init__(self, window: Any, args: argparse.Namespace) -> None:
-        from PySide6.QtCore import QElapsedTimer, QTimer
-
-        from app.settings import ChatSettings
-
         self.window = window
         self.args = args
         self.report: dict[str, Any] = {"ok": False, "model": args.model or "default"}
         self.code = EXIT_FAILED
         greedy = args.self_test and not args.screenshot  # reproducible text for comparisons
         chat = window.settings.chat()
-        window.settings.set_chat(ChatSettings(
+        window.settings.set_chat(app_settings.ChatSettings(
             system_prompt=chat.system_prompt, temperature=0.0 if greedy else chat.temperature, top_p=chat.top_p,
             top_k=chat.top_k, repetition_penalty=chat.repetition_penalty,
             max_new_tokens=args.max_new_tokens or (64 if greedy else 256), seed=0, use_kv_cache=True))
@@ -219,8 +215,6 @@ class ScriptedRun:
         self.watchdog.timeout.connect(self.on_watchdog_expired)
 
     def run(self) -> int:
-        from PySide6.QtWidgets import QApplication
-
         w = self.window
         w.model_ready.connect(self.on_model_ready)
         w.bridge.load_failed.connect(self.on_load_failed)
@@ -235,8 +229,6 @@ class ScriptedRun:
         return self.code
 
     def _done(self, code: int) -> None:
-        from PySide6.QtWidgets import QApplication
-
         self.code = code
         self.report["wall_s"] = round(self.clock.elapsed() / 1000, 2)
         self.watchdog.stop()
@@ -251,13 +243,11 @@ class ScriptedRun:
             self.report["error"] = self.window.messages.text() or "the window refused to send"
             self._done(EXIT_FAILED)
 
-    def on_load_failed(self, error: str) -> None:
-        self.report["error"] = error
+    def on_load_failed(self, failure: Any) -> None:
+        self.report["error"] = failure.message
         self._done(EXIT_FAILED)
 
     def on_reply_finished(self, reason: str) -> None:
-        from PySide6.QtCore import QTimer
-
         shown = self.window.perf_panel.displayed()
         metrics = self.window.last_metrics
         reply = self.window.chat.messages()[-1] if self.window.chat.messages() else None

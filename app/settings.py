@@ -22,7 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from engine.inputs import DEVICES, PRECISIONS
+from engine.inputs import DEVICES, PRECISIONS, SamplingConfig
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """What the settings dialog edits; turned into ``engine.inputs.SamplingConfig`` keyword arguments."""
+    """What the settings dialog edits: a conversation's system prompt and its ``sampling_config()``."""
 
     system_prompt: str = "You are a helpful assistant."
     # SmolLM2's model card recommends a low temperature; small models ramble when sampled hot.
@@ -58,18 +58,19 @@ class ChatSettings:
     seed: int = -1  # -1: a fresh random seed per reply; otherwise replies are reproducible
     use_kv_cache: bool = True  # off recomputes the whole prefix every step: slow, and that is the lesson
 
-    def sampling_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for SamplingConfig (the bridge drops keys the engine does not know)."""
-        return {
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "repetition_penalty": self.repetition_penalty,
-            "max_new_tokens": self.max_new_tokens,
-            "seed": None if self.seed < 0 else self.seed,
-            "use_kv_cache": self.use_kv_cache,
-            "top_logprobs": TOP_CANDIDATES,
-        }
+    def stored(self) -> dict[str, Any]:
+        """These settings as a conversation's history row keeps them (the system prompt has its own column);
+        ``chat_from_stored`` reads them back."""
+        stored = asdict(self)
+        del stored["system_prompt"]
+        return stored
+
+    def sampling_config(self) -> SamplingConfig:
+        """The engine's sampling settings for a reply; raises ``BadInputError`` (one line) on a value it refuses."""
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                              repetition_penalty=self.repetition_penalty, max_new_tokens=self.max_new_tokens,
+                              seed=None if self.seed < 0 else self.seed, use_kv_cache=self.use_kv_cache,
+                              top_logprobs=TOP_CANDIDATES)
 
 
 def use_ini_folder(folder: Path) -> None:
@@ -241,4 +242,13 @@ class Settings:
             self._q.remove("history/last_conversation")
         else:
             self._q.setValue("history/last_conversation", cid)
+        self._q.sync()
+
+    # -- model library ----------------------------------------------------------------------------
+    def allow_downloads(self) -> bool:
+        """Whether the Models window may reach Hugging Face; off unless the user turned it on."""
+        return self._read("library/allow_downloads", False)
+
+    def set_allow_downloads(self, allowed: bool) -> None:
+        self._q.setValue("library/allow_downloads", bool(allowed))
         self._q.sync()

@@ -17,8 +17,10 @@ COMMANDS = {
     "chat": ("engine.cli.chat", "stream a reply to one prompt"),
     "info": ("engine.cli.info", "print the model card"),
     "fetch": ("engine.cli.fetch", "put the default model in place"),
-    "bench": ("engine.bench.run", "benchmark the engine against transformers generate()"),
+    "bench": ("engine.cli.bench", "benchmark the engine against transformers generate()"),
     "lab": ("engine.cli.lab", "run the inference-lab experiments headless"),
+    "serve": ("engine.cli.serve", "serve the model over an OpenAI-compatible HTTP API"),
+    "models": ("engine.cli.models", "the model library: list, search, show, fit, pull, rm"),
 }
 
 

@@ -3,12 +3,15 @@
 Every error the engine lets out is an ``EngineError`` whose ``str()`` is one line a user can act
 on; the GUI shows it as is and the CLI prints it and exits 2. Errors from torch, safetensors,
 bitsandbytes or the file system are converted at the engine's edge (loader, session) into one of
-these. This module owns the types and the one-line rule (``printable``), nothing else.
+these. Each type carries its ``kind`` (an ``ErrorKind``), so a caller branches on what went wrong, never on
+the wording. This module owns the types, their kinds and the one-line rule (``printable``), nothing else.
 """
 
 from __future__ import annotations
 
+import enum
 import re
+from typing import ClassVar
 
 # C0 and C1 control characters and the Unicode line/paragraph separators: any of them in a message
 # would let a value (a path with a newline, say) forge a second line on a terminal or in a log.
@@ -24,12 +27,28 @@ def printable(text: object) -> str:
     return _CONTROL.sub(lambda match: repr(match.group())[1:-1], str(text))
 
 
+class ErrorKind(enum.Enum):
+    """What went wrong, for a caller that acts on it (the window offers the remote-code opt-in on
+    ``REMOTE_CODE_REFUSED``); the message says it to the user."""
+
+    REMOTE_CODE_REFUSED = "remote code refused"
+    NOT_FOUND = "not found"
+    CORRUPT = "corrupt"
+    UNSAFE = "unsafe"
+    BAD_INPUT = "bad input"
+    OUT_OF_MEMORY = "out of memory"
+    CANCELLED = "cancelled"
+    OTHER = "other"
+
+
 class EngineError(Exception):
     """Base class: a one-line, user-facing message.
 
     ``str()`` escapes control characters, so a message that quotes a user-supplied value (a folder
     name holding a newline) is still exactly one line wherever it is shown: CLI, window, log.
     """
+
+    kind: ClassVar[ErrorKind] = ErrorKind.OTHER
 
     def __str__(self) -> str:
         return printable(super().__str__())
@@ -38,30 +57,48 @@ class EngineError(Exception):
 class BadInputError(EngineError):
     """The request itself is invalid (empty message, bad option value)."""
 
+    kind = ErrorKind.BAD_INPUT
+
 
 class ModelNotFoundError(EngineError):
     """No model at the given path, repo id or default location."""
+
+    kind = ErrorKind.NOT_FOUND
 
 
 class CorruptModelError(EngineError):
     """A model file is truncated, empty, garbage or inconsistent."""
 
+    kind = ErrorKind.CORRUPT
+
 
 class UnsafeModelError(EngineError):
     """A model would execute code when loaded (pickle checkpoint, remote code)."""
 
+    kind = ErrorKind.UNSAFE
 
-# The words every remote-code refusal carries: the window recognises them in the one-line error and offers
-# the opt-in (the CLI's is --allow-remote-code).
+
+class RemoteCodeRefusedError(UnsafeModelError):
+    """A model folder asks to run its own Python code (``auto_map``) and the caller did not opt in; the
+    window then asks the user, the CLI's opt-in is --allow-remote-code."""
+
+    kind = ErrorKind.REMOTE_CODE_REFUSED
+
+
+# The words every remote-code refusal's message carries, so the user reads the same reason in the CLI and the window.
 REMOTE_CODE_REFUSAL = "asks to run the model's own Python code"
 
 
 class EngineOutOfMemoryError(EngineError):
     """Device or host memory ran out; the message suggests what to change."""
 
+    kind = ErrorKind.OUT_OF_MEMORY
+
 
 class ContextTooLongError(EngineError):
     """A message cannot fit in the model's context window."""
+
+    kind = ErrorKind.BAD_INPUT
 
 
 class TemplateError(EngineError):
@@ -72,6 +109,8 @@ class CancelledError(EngineError):
     """The user cancelled a load, or a prompt while it rendered (generation cancel is a normal finish, not an
     error: the session turns this one into a cancelled finish too)."""
 
+    kind = ErrorKind.CANCELLED
+
 
 class FetchError(EngineError):
     """Putting the default model in place failed (download, checksum, conversion)."""
@@ -79,3 +118,11 @@ class FetchError(EngineError):
 
 class DataDirError(EngineError):
     """Miaohui's data folder (``MIAOHUI_HOME`` or the platform's) or a folder in it cannot be used."""
+
+
+class DownloadsDisabledError(BadInputError):
+    """A Hub search, model page or download was asked for while downloads are off (the default)."""
+
+
+class HubError(FetchError):
+    """The model hub could not be reached, refused a request, or sent a file that failed verification."""

@@ -3,19 +3,19 @@
 Owns the choice widgets and the list of models offered: the models ``engine.models.catalog.list_local_models()``
 finds (the default model, the data dir's models folder, the local Hugging Face cache) and the recently
 opened ones (QSettings, via ``app.settings``). "Open model…" takes a folder or a ``.gguf``
-file. It loads nothing itself: it emits ``load_requested`` and the window asks the bridge.
+file. It loads nothing itself: it emits ``load_requested`` and the window has the model loaded.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
 from app.settings import Settings
 from engine.inputs import DEVICES, PRECISIONS
+from engine.models.catalog import choice_for_path, list_local_models
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,6 @@ DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
 def _catalog_entries() -> list[tuple[str, str]]:
     """(label, model argument) of every local model ``engine.models.catalog`` finds; none if it cannot look."""
     try:
-        from engine.models.catalog import list_local_models
-
         return [(choice.label, choice.spec_model) for choice in list_local_models()]
     except Exception as exc:  # noqa: BLE001 (a broken cache folder must not stop the window opening)
         log.warning("could not list local models: %s", exc)
@@ -34,8 +32,6 @@ def _catalog_entries() -> list[tuple[str, str]]:
 
 
 def _recent_label(path: str) -> str:
-    from engine.models.catalog import choice_for_path
-
     return choice_for_path(path).label
 
 
@@ -154,6 +150,3 @@ class ModelBar(QWidget):
         self.refresh()
         self._select_model(path)
         self.load_requested.emit(*self.choice())
-
-    def model_entries(self) -> list[Any]:
-        return [self.model_combo.itemData(i) for i in range(self.model_combo.count())]

@@ -1,9 +1,9 @@
 """The model card: the loaded model's architecture and what its KV cache costs, with the arithmetic shown.
 
 Shows layers, hidden size, heads, KV heads (with a one-line GQA/MQA/MHA explanation), head dim,
-vocabulary, context, the exact parameter count next to the seeds' estimate ``V·d + 12·L·d²``, KV bytes
-per token in the GQA form and the seeds' no-GQA form, and the KV memory of the current context and of
-the full context window. All numbers come from ``ModelFacts`` (built by the loader from the real
+vocabulary, context, the exact parameter count next to the usual estimate ``V·d + 12·L·d²``, KV bytes
+per token in the GQA form and without GQA (``2·L·d·b``), and the KV memory of the current context and
+of the full context window. All numbers come from ``ModelFacts`` (built by the loader from the real
 model) and the context size the engine reports in its metrics; the widget only formats them.
 Owns display only: no engine calls, no torch.
 """

@@ -2,7 +2,8 @@
 
 Owns the display of one reply's ``Metrics`` (TTFT, prefill, decode now/average, tokens, e2e, the
 per-token latency chart, KV cache measured vs formula and its memory share, weights, peak memory,
-device, precision, context usage and dropped turns). Chart redraws are throttled; labels are cheap
+device, precision, context usage and dropped turns) and a note when the reply had to prefill its whole
+conversation because its KV cache was evicted. Chart redraws are throttled; labels are cheap
 and follow every coalesced stats update. Reads Metrics/ModelFacts attributes only; computes nothing
 the engine measured (the "now" decode rate is the inverse mean of the last few measured gaps).
 """
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, Q
 
 from app import theme as themes
 from app.throttle import Throttle
+from app.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
 from engine.fmt import format_bytes
 
 RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet follows a slowdown quickly
@@ -28,6 +30,7 @@ RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet
 LABELS_UPDATE_MS = 200
 # A redraw costs ~4 ms, of Python holding the GIL the engine's decode loop needs too: twice a second reads as live.
 CHART_REDRAW_MS = 500
+KV_EVICTED_NOTE = "⚠ KV cache was evicted: prefilled the whole conversation again"
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -101,6 +104,13 @@ class PerfPanel(QWidget):
                 self._dropped.setWordWrap(True)
                 self._dropped.hide()
                 layout.addWidget(self._dropped)
+                self._kv_note = QLabel(KV_EVICTED_NOTE)
+                self._kv_note.setObjectName("notice")
+                self._kv_note.setWordWrap(True)
+                self._kv_note.setToolTip(f"Only the {MAX_SESSIONS} most recent chats keep their KV cache between "
+                                         f"replies (at most {format_bytes(MAX_SESSION_KV_BYTES)} together).")
+                self._kv_note.hide()
+                layout.addWidget(self._kv_note)
             else:
                 form = QFormLayout()
                 form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
@@ -176,10 +186,15 @@ class PerfPanel(QWidget):
                     "kv_no_gqa", "kv_share", "peak"):
             self._values[key].setText("—")
         self._dropped.hide()
+        self._kv_note.hide()
         self._redraw.cancel()
         self._update.cancel()
         self._points = ([], [])
         self._draw_chart()
+
+    def show_started(self, started: Any) -> None:
+        """A reply's prompt is about to be computed: say so when its conversation's KV cache had been evicted."""
+        self._kv_note.setVisible(bool(_get(started, "kv_evicted")))
 
     def show_metrics(self, metrics: Any, final: bool = False) -> None:
         """Show a Metrics snapshot (live, coalesced further to ~5 per second) or the final one, at once."""
@@ -245,6 +260,7 @@ class PerfPanel(QWidget):
         """What the panel shows now, label by label (the self-test and tests read this)."""
         shown = {key: label.text() for key, label in self._values.items()}
         shown["context"] = self._context_bar.text()
+        shown["kv_note"] = self._kv_note.text() if not self._kv_note.isHidden() else ""
         drawn_x, _drawn_y = self._curve.getData()
         shown["chart_points"] = str(0 if drawn_x is None else len(drawn_x))
         return shown

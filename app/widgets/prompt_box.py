@@ -1,15 +1,18 @@
-"""The prompt box: Enter sends, Shift+Enter starts a new line.
+"""The prompt box (Enter sends, Shift+Enter starts a new line) and the composer around it: the prompt,
+Send and Stop, and the line that says a message is being edited, with Cancel edit.
 
-Owns the text field's key handling only; the window decides what a submission does.
+Owns the text field's key handling and the composer's layout only; the window decides what a submission,
+Stop and Cancel edit do.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QPlainTextEdit, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 MAX_LINES_SHOWN = 8  # the box grows with its text up to this, then scrolls
+EDITING_TEXT = "Editing a message: Send replaces it and every later message."
 
 
 class PromptBox(QPlainTextEdit):
@@ -48,3 +51,43 @@ class PromptBox(QPlainTextEdit):
         margins = self.contentsMargins()
         chrome = margins.top() + margins.bottom() + 2 * int(self.document().documentMargin()) + 12
         self.setFixedHeight(lines * self.fontMetrics().lineSpacing() + chrome)
+
+
+class Composer(QWidget):
+    """The prompt with Send and Stop beside it, and the editing line above it (hidden unless editing)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.prompt = PromptBox()
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("primary")
+        self.send_button.setToolTip("Send (Enter)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("danger")
+        self.stop_button.setToolTip("Stop the reply or the load (Esc)")
+        self.editing_label = QLabel("")
+        self.editing_label.setObjectName("notice")
+        self.cancel_edit_button = QPushButton("Cancel edit")
+        self.cancel_edit_button.setFlat(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 8, 24, 12)
+        edit_row = QHBoxLayout()
+        edit_row.addWidget(self.editing_label, 1)
+        edit_row.addWidget(self.cancel_edit_button)
+        layout.addLayout(edit_row)
+        prompt_row = QHBoxLayout()
+        prompt_row.setSpacing(8)
+        prompt_row.addWidget(self.prompt, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        prompt_row.addLayout(buttons)
+        layout.addLayout(prompt_row)
+        self.show_editing(False)
+
+    def show_editing(self, editing: bool) -> None:
+        """Show or hide the line saying that Send replaces the message being edited."""
+        self.editing_label.setText(EDITING_TEXT if editing else "")
+        self.editing_label.setVisible(editing)
+        self.cancel_edit_button.setVisible(editing)

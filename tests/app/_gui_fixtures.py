@@ -16,6 +16,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.settings import ChatSettings, Settings, use_ini_folder
+from engine.inputs import LoadSpec
 from tests.helpers.faults import FaultyRunner
 
 LOAD_TIMEOUT_MS = 120_000  # the first load imports torch and transformers on a shared 2-core CI box
@@ -87,7 +88,7 @@ def loaded_bridge(qtbot, home, tiny_model_dir):
     torch.set_num_threads(1)  # shared CI cores: one thread avoids oversubscription stalls
     bridge = Bridge()
     with qtbot.waitSignal(bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        bridge.load({"model": str(tiny_model_dir), "precision": "fp32", "device": "cpu"})
+        bridge.load(LoadSpec(str(tiny_model_dir), "fp32", "cpu"))
     qtbot.waitUntil(lambda: not bridge.is_busy(), timeout=5000)
     yield bridge
     assert bridge.shutdown(5000) is True
@@ -139,7 +140,7 @@ class _HeldDecode(FaultyRunner):
 def plan(monkeypatch) -> _Plan:
     """Route the bridge's sessions through a runner factory that applies ``plan`` (armed per reply)."""
     import engine.generate.session
-    from engine.generate.runner import make_runner
+    from engine.generate.runners import make_runner
 
     armed = _Plan()
     real_session = engine.generate.session.ChatSession

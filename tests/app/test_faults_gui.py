@@ -1,4 +1,4 @@
-"""ARCHITECTURE §Faults through the window: the cases ``test_gui_faults.py`` leaves to the engine tests.
+"""The faults of docs/FAULTS.md through the window: the cases ``test_gui_faults.py`` leaves to the engine tests.
 
 Covers, with the real window, bridge, engine, tiny model and SQLite: every kind of damaged model
 file refused with one line while the previous model stays loaded (Faults 7-10); an out-of-memory
@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import torch
 
+from app.bridge import LoadFailure
+from engine.errors import ErrorKind
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window,  # noqa: F401
                                      plan, send_and_wait, settings, store)
 from tests.helpers.faults import DAMAGES, make_damaged
@@ -54,8 +56,9 @@ def test_fault_7_to_10_each_damaged_model_is_one_line_and_the_previous_model_sta
     window = make_window(max_new_tokens=3)  # one window for all kinds: a refusal happens before any weight loads
     for kind in DAMAGES:
         damaged = make_damaged(kind, tiny_model_dir, tmp_path / kind)
-        with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS):
+        with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
             window.load_model(str(damaged.path), "fp32", "cpu")
+        assert (failed.args[0].kind is ErrorKind.REMOTE_CODE_REFUSED) == (kind == "auto-map"), kind
         shown = _one_line_error(window)
         assert shown.startswith("Could not load the model:") and shown.endswith(f"(still using {tiny_model_dir.name})")
         for needle in damaged.needles:
@@ -84,11 +87,13 @@ def test_fault_10_remote_code_runs_only_after_the_user_says_yes_for_that_load(qt
                         or answers.pop(0))
     window = make_window(max_new_tokens=3)
     damaged = make_damaged("auto-map", tiny_model_dir, tmp_path / "auto-map")
-    failures: list[str] = []
+    failures: list[LoadFailure] = []
     window.bridge.load_failed.connect(failures.append)
     window.load_model(str(damaged.path), "fp32", "cpu")  # refused, asked, Yes: loaded again with the opt-in
     qtbot.waitUntil(lambda: len(failures) == 2, timeout=LOAD_TIMEOUT_MS)
-    assert "auto_map" in failures[0] and "auto_map" not in failures[1]
+    assert "auto_map" in failures[0].message and "auto_map" not in failures[1].message
+    assert failures[0].kind is ErrorKind.REMOTE_CODE_REFUSED and not failures[0].spec.allow_remote_code
+    assert failures[1].kind is not ErrorKind.REMOTE_CODE_REFUSED and failures[1].spec.allow_remote_code
     assert len(asked) == 1 and str(damaged.path) in asked[0] and "trust" in asked[0]
     # The folder's own code ran only after Yes (its module body leaves the marker); it defines no model
     # class, so that load too ends in one line, the tiny model still loaded, and nobody is asked twice.
@@ -194,10 +199,10 @@ def test_fault_3_stop_during_a_load_leaves_the_previous_model_and_no_stuck_state
     with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         window.on_stop_clicked()
         window.on_stop_clicked()  # pressed twice
-    assert "cancelled" in failed.args[0]
+    assert failed.args[0].kind is ErrorKind.CANCELLED and "cancelled" in failed.args[0].message
     qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)
     assert f"(still using {tiny_model_dir.name})" in _one_line_error(window)
-    assert window.model_bar.load_button.text() == "Load" and not window._loading
+    assert window.model_bar.load_button.text() == "Load" and not window.controller.is_loading()
     _assert_idle_and_ready(qtbot, window)
     assert send_and_wait(qtbot, window, "hello") == "length"
 
@@ -388,7 +393,7 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
     def drive() -> None:  # polled on the GUI thread while main() runs the event loop
         window = next((w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()
                        and not any(w is e for e in earlier)), None)
-        if window is None or window._facts is None or steps:
+        if window is None or window.controller.facts is None or steps:
             return
         steps.append("send")
         window.bridge.tokens_received.connect(lambda *_a: steps.append("close") if len(steps) == 1 else None)

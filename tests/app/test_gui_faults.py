@@ -1,4 +1,4 @@
-"""Faults a user meets through the window (ARCHITECTURE §Faults 1-4, 6-7, 14; issue 8's rapid input):
+"""Faults a user meets through the window (docs/FAULTS.md, cases 1-4, 6-7, 14; issue 8's rapid input):
 the real window, bridge, engine and tiny model, with the behaviour in brackets there."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _start_long_reply(qtbot, window, plan, text: str = "Hello") -> list:
 
 
 def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_window, store, monkeypatch, plan):
-    monkeypatch.setattr("app.mainwindow.SAVE_INTERVAL_MS", 100)  # streaming saves, sooner than the real 2 s
+    monkeypatch.setattr("app.controller.SAVE_INTERVAL_MS", 100)  # streaming saves, sooner than the real 2 s
     window = make_window(max_new_tokens=200)
     order = _start_long_reply(qtbot, window, plan)
     cid = window.current_conversation()
@@ -90,9 +90,9 @@ def test_stop_during_load_leaves_no_stuck_state(qtbot, make_window, tiny_model_d
     assert window.stop_button.isEnabled()
     window.on_stop_clicked()
     qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=LOAD_TIMEOUT_MS)
-    assert not window.stop_button.isEnabled() and not window._loading
+    assert not window.stop_button.isEnabled() and not window.controller.is_loading()
     assert window.model_bar.load_button.text() == "Load"
-    if window._facts is None:  # the cancel landed before the load finished: said so, and idle
+    if window.controller.facts is None:  # the cancel landed before the load finished: said so, and idle
         assert "cancelled" in window.messages.text()
         assert not window.send_button.isEnabled() and window.status_state.text() == "· no model loaded"
 

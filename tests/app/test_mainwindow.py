@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.settings import ChatSettings, Settings
 from app.widgets.settings_dialog import SettingsDialog
+from engine.events import Message
 from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, send_and_wait, settings, store  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
@@ -100,8 +101,8 @@ def test_settings_dialog_is_remembered(qtbot, settings, tmp_path):
     reread = Settings(QSettings(str(tmp_path / "qsettings" / "miaohui.ini"), QSettings.Format.IniFormat)).chat()
     assert reread == ChatSettings(system_prompt="Answer in Chinese. 用中文回答。", temperature=0.55, top_k=0, seed=1234,
                                   use_kv_cache=False)
-    kwargs = reread.sampling_kwargs()
-    assert kwargs["seed"] == 1234 and kwargs["use_kv_cache"] is False and kwargs["top_k"] == 0
+    config = reread.sampling_config()
+    assert config.seed == 1234 and config.use_kv_cache is False and config.top_k == 0
 
 
 def test_shortcuts_exist(make_window):
@@ -241,10 +242,10 @@ def test_each_conversation_keeps_its_own_settings_and_new_ones_start_from_the_de
 
     window.open_conversation(first)
     assert window.chat_settings() == terse
-    assert window._conversation_for_engine()[0] == ("system", "Be terse.")
+    assert window.controller.conversation_for_engine()[0] == Message("system", "Be terse.")
     window.open_conversation(second)
     assert window.chat_settings() == chatty
-    assert window._conversation_for_engine()[0] == ("system", "Explain at length.")
+    assert window.controller.conversation_for_engine()[0] == Message("system", "Explain at length.")
 
 
 def test_a_damaged_stored_setting_falls_back_to_the_default(make_window, settings, store):
@@ -276,3 +277,27 @@ def test_settings_changed_in_the_dialog_apply_to_the_open_conversation(make_wind
     window.on_settings_triggered()
     assert window.chat_settings() == changed
     assert store.get_conversation(cid).system_prompt == "Answer in French."
+
+
+def test_a_reply_whose_kv_cache_was_evicted_says_so_in_the_panel(make_window, qtbot, monkeypatch):
+    import app.worker
+    from app.widgets.perf_panel import KV_EVICTED_NOTE
+
+    monkeypatch.setattr(app.worker, "MAX_SESSIONS", 1)  # each chat's reply evicts the other chat's KV cache
+    window = make_window(max_new_tokens=3)
+    send_and_wait(qtbot, window, "first chat")
+    first = window.current_conversation()
+    assert window.perf_panel.displayed()["kv_note"] == ""
+    window.on_new_chat_triggered()
+    send_and_wait(qtbot, window, "second chat")
+    assert window.perf_panel.displayed()["kv_note"] == ""  # a new chat had no cache to lose
+    window.open_conversation(first)
+    starts = []
+    window.bridge.generation_started.connect(starts.append)
+    send_and_wait(qtbot, window, "back to the first")
+    assert starts[-1].kv_evicted and starts[-1].reused_tokens == 0
+    assert window.perf_panel.displayed()["kv_note"] == KV_EVICTED_NOTE
+    assert KV_EVICTED_NOTE.endswith("KV cache was evicted: prefilled the whole conversation again")
+    send_and_wait(qtbot, window, "and once more")
+    assert not starts[-1].kv_evicted and starts[-1].reused_tokens > 0
+    assert window.perf_panel.displayed()["kv_note"] == ""  # the note was about that one turn

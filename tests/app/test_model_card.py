@@ -1,4 +1,4 @@
-"""The model card: the seeds' arithmetic on known facts, and the widget following the real bridge and tiny model."""
+"""The model card: its arithmetic on known facts, and the widget following the real bridge and tiny model."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ SMOLLM2 = ModelFacts(name="SmolLM2-135M-Instruct", source="/models/SmolLM2", arc
                      device="cpu", kv_dtype_bytes=2)
 
 
-def test_card_rows_show_the_seeds_arithmetic():
+def test_card_rows_show_the_parameter_and_kv_arithmetic():
     rows = dict(card_rows(SMOLLM2, context_tokens=1000))
     assert rows["Layers (L)"] == "30" and rows["Hidden size (d)"] == "576"
     assert rows["KV heads"] == "3 (GQA)" and rows["Head dim"] == "64"
