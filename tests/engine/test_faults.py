@@ -13,6 +13,7 @@ Faults are injected through the collaborators the engine accepts (``ChatSession`
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -110,7 +111,14 @@ def test_fault_10_remote_code_runs_only_with_the_explicit_opt_in(tiny_model_dir,
     capsys.readouterr()
     # With the opt-in the folder's own code is imported (its module body runs and leaves the marker);
     # this one defines no model class, so the load still ends in one line, never a traceback.
-    rc = main([*argv, "--allow-remote-code"])
+    before = set(sys.modules)
+    try:
+        rc = main([*argv, "--allow-remote-code"])
+    finally:
+        # The folder's module stays imported otherwise, and later tests check that no such module ever is.
+        for name in set(sys.modules) - before:
+            if name.startswith("transformers_modules"):
+                del sys.modules[name]
     err = capsys.readouterr().err
     assert damaged.marker.exists()
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
