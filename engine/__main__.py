@@ -1,4 +1,4 @@
-"""Headless command line: ``python -m engine {chat,info,fetch,bench,lab}``.
+"""Headless command line: ``python -m engine {chat,info,fetch,bench,lab,models,serve}``.
 
 Each sub-command lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``;
 this file only dispatches, so the commands stay independent. Exit status: 0 success, 2 bad input or
