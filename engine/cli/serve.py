@@ -1,0 +1,122 @@
+"""CLI sub-command ``python -m engine serve`` (dispatched by ``engine/__main__.py``): the OpenAI-compatible server.
+
+Checks the arguments, binds the socket, loads the model, starts the worker thread and runs uvicorn in the
+foreground until Ctrl-C (open streams get a few seconds to finish, then exit status 130 like the other
+commands). Safe by default: it listens on 127.0.0.1; any other address needs an API key (``--api-key`` or
+the ``MIAOHUI_API_KEY`` environment variable, which keeps the key out of the process list). Bad input, a
+port that cannot be bound or a model that cannot be loaded: one line on stderr, exit status 2. Owns
+argument parsing only; the server is ``engine.serve``, imported when the command runs so
+``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from engine.errors import EngineError, printable
+from engine.inputs import DEVICES, PRECISIONS
+
+ENV_KEY = "MIAOHUI_API_KEY"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_QUEUE = 32  # engine.serve.worker.DEFAULT_MAX_QUEUE
+DEFAULT_MAX_BODY_BYTES = 4 << 20  # engine.serve.app.DEFAULT_MAX_BODY_BYTES
+DEFAULT_SESSIONS = 4  # engine.serve.sessions.DEFAULT_SIZE
+SERVER_PACKAGES = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a cached repo id")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; any other needs an API key)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0: any free one)")
+    parser.add_argument("--api-key", default=None,
+                        help=f"require 'Authorization: Bearer KEY' on /v1 (default: ${ENV_KEY} if set, else none)")
+    parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
+                        help=f"requests that may wait behind the running one; more get 429 (default {DEFAULT_MAX_QUEUE})")
+    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                        help=f"largest request body accepted; larger get 413 (default {DEFAULT_MAX_BODY_BYTES})")
+    parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS,
+                        help=f"conversations whose KV cache is kept for their next turn (default {DEFAULT_SESSIONS})")
+    parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                        help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
+    parser.add_argument("--allow-remote-code", action="store_true",
+                        help="allow a model whose config needs its own Python code (auto_map); off by default")
+
+
+def check(args: argparse.Namespace, api_key: str | None) -> str | None:
+    """The one-line reason the arguments cannot be served, or None."""
+    from engine.serve.server import is_loopback
+
+    if not 0 <= args.port <= 65535:
+        return f"--port must be between 0 and 65535 (got {args.port})"
+    if args.max_queue < 1:
+        return f"--max-queue must be at least 1 (got {args.max_queue})"
+    if args.max_body_bytes < 1:
+        return f"--max-body-bytes must be at least 1 (got {args.max_body_bytes})"
+    if args.sessions < 1:
+        return f"--sessions must be at least 1 (got {args.sessions})"
+    if api_key is not None and not api_key.strip():
+        return "the API key is empty"
+    if not is_loopback(args.host) and api_key is None:
+        return (f"refusing to listen on {printable(args.host)} without an API key: anyone who can reach it could use "
+                f"the model; pass --api-key (or set {ENV_KEY}), or keep the default --host 127.0.0.1")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    api_key = args.api_key if args.api_key is not None else os.environ.get(ENV_KEY)
+    try:
+        problem = check(args, api_key)  # before the model (and torch) load: a refusal is instant
+        if problem is None:
+            import engine.serve.app  # noqa: F401  (fastapi, prometheus_client)
+    except ModuleNotFoundError as exc:
+        if exc.name not in SERVER_PACKAGES:
+            raise
+        print(f"error: python -m engine serve needs {exc.name}: pip install fastapi uvicorn prometheus-client",
+              file=sys.stderr)
+        return 2
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return _serve(args, api_key)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(args: argparse.Namespace, api_key: str | None) -> int:
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+    from engine.serve.app import create_app
+    from engine.serve.server import bind_socket, make_server
+    from engine.serve.worker import Worker
+
+    spec = LoadSpec(model=args.model, precision=args.precision, device=args.device,
+                    allow_remote_code=args.allow_remote_code)
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"error: cannot listen on {printable(args.host)}:{args.port}: {printable(exc.strerror or exc)}",
+              file=sys.stderr)
+        return 2
+    worker = None
+    try:
+        loaded = load_model(spec)
+        worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions).start()
+        app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)
+        server = make_server(app, sock)
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"serving {printable(worker.model_id)} at http://{shown}:{port}/v1 "
+              f"({'API key required' if api_key else 'no API key'}; Ctrl-C stops)", file=sys.stderr, flush=True)
+        server.run(sockets=[sock])
+    finally:
+        if worker is not None:
+            worker.close()
+        sock.close()
+    return 0

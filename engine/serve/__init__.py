@@ -1,0 +1,23 @@
+"""``python -m engine serve``: the loaded model behind an OpenAI-compatible HTTP API.
+
+Why FastAPI on uvicorn: both are well kept and widely deployed (vLLM's own OpenAI server is built on
+them); the ASGI model streams server-sent events from an async generator without a thread per client;
+and the OpenAI request shapes (messages, stop as a string or a list, stream options) are a few
+pydantic classes, validated with one-line errors the server turns into OpenAI-shaped JSON.
+
+One model, batch 1: requests wait in one first-in first-out queue and are served, one at a time, by the
+one thread that owns the model (``worker.Worker``). The asyncio side parses, queues and writes; it never
+touches torch, the tokenizer or a KV cache. Modules:
+
+- ``schemas``: request bodies (pydantic) and their translation into engine inputs;
+- ``errors``: ``ApiError`` and the OpenAI error body;
+- ``stops``: stop strings over a stream of text deltas;
+- ``sessions``: the small LRU of ``ChatSession`` objects, so a conversation's next turn reuses its KV cache;
+- ``worker``: the model-owning thread, the queue and what it emits per request;
+- ``metrics``: Prometheus metrics under vLLM's names with a ``miaohui:`` prefix;
+- ``responses``: OpenAI response and chunk bodies;
+- ``app``: the ASGI application factory ``create_app(worker, ...)``;
+- ``server``: binding a socket and running uvicorn (in the foreground, or on a thread for tests).
+
+The command line itself is ``engine/cli/serve.py``; docs/SERVE.md is the user's guide.
+"""

@@ -1,0 +1,248 @@
+"""The ASGI application: ``create_app(worker, ...)`` -> a FastAPI app serving the OpenAI API over ``worker``.
+
+Routes: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions``, ``POST /v1/completions``
+(streaming as server-sent events ``data: {json}`` ending with ``data: [DONE]``, or one JSON body),
+``GET /health`` and ``GET /metrics`` (Prometheus text). With ``api_key``, every ``/v1`` route wants
+``Authorization: Bearer <key>`` (compared in constant time); ``/health`` and ``/metrics`` stay open, as in
+vLLM. Errors are OpenAI-shaped JSON (``engine.serve.errors``): 400 bad requests, 401 key, 404 unknown model
+or route, 413 body over ``max_body_bytes``, 429 with ``Retry-After`` when the queue is full, 500 a failed
+generation, 503 shutting down.
+
+The asyncio side never touches the model: it parses, queues a ``Job`` and relays the worker's events, which
+arrive through ``loop.call_soon_threadsafe``. A request's status is decided when its generation starts
+(a conversation longer than the context is a 400, not a broken stream). A client that goes away, while
+queued or mid-stream, sets its job's cancel flag: the worker skips it or stops within one decode step.
+No CORS headers unless ``cors_origins`` names the origins that may call from a browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from engine.errors import ContextTooLongError
+from engine.serve.errors import ApiError, error_body
+from engine.serve.metrics import CONTENT_TYPE
+from engine.serve.responses import Shaper, chat_logprobs, completion_logprobs, model_list, sse
+from engine.serve.schemas import Parsed, parse_chat, parse_completion
+from engine.serve.worker import Failed, Job, Piece, QueueFullError, Reply, Worker, WorkerClosedError
+
+DEFAULT_MAX_BODY_BYTES = 4 << 20  # 4 MiB: a long conversation fits many times over
+ALIASES = ("default",)
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+COMPLETION_MODE = {"X-Miaohui-Completion-Mode": "chat"}  # see engine.serve.schemas.parse_completion
+
+
+def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               cors_origins: Sequence[str] = (), aliases: Sequence[str] = ALIASES) -> FastAPI:
+    """The server's ASGI app over a started ``worker``."""
+    app = FastAPI(title="Miaohui", docs_url=None, redoc_url=None, openapi_url=None)
+    created = int(time.time())
+    names = {worker.model_id, *aliases}
+    key = api_key.encode("utf-8") if api_key else None
+
+    def require_key(request: Request) -> None:
+        if key is None:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8"), key):
+            raise ApiError(401, "invalid or missing API key: send the header Authorization: Bearer <key>",
+                           code="invalid_api_key")
+
+    def check_model(name: str | None) -> None:
+        if name is not None and name not in names:
+            raise ApiError(404, f"the model {name!r} does not exist: this server serves {worker.model_id!r}",
+                           param="model", code="model_not_found")
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_key)])
+
+    @v1.get("/models")
+    async def models() -> dict[str, Any]:
+        return model_list(worker.model_id, created)
+
+    @v1.get("/models/{name:path}")
+    async def model(name: str) -> dict[str, Any]:
+        check_model(name)
+        return model_list(worker.model_id, created)["data"][0]
+
+    @v1.post("/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        parsed = parse_chat(await read_body(request, max_body_bytes))
+        check_model(parsed.model)
+        return await _respond(request, worker, parsed, Shaper("chat", worker.model_id), {})
+
+    @v1.post("/completions")
+    async def completions(request: Request) -> Response:
+        parsed = parse_completion(await read_body(request, max_body_bytes))
+        check_model(parsed.model)
+        return await _respond(request, worker, parsed, Shaper("completion", worker.model_id), COMPLETION_MODE)
+
+    app.include_router(v1)
+
+    @app.get("/health")
+    async def health() -> Response:
+        if not worker.alive:
+            return JSONResponse({"status": "stopped"}, status_code=503)
+        return JSONResponse({"status": "ok", "model": worker.model_id, "running": worker.running,
+                             "waiting": worker.waiting, "served": worker.served})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(worker.metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> Response:
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        message = {404: "no such route", 405: "method not allowed on this route"}.get(exc.status_code, str(exc.detail))
+        return JSONResponse(error_body(exc.status_code, message), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse(error_body(400, str(exc.errors()[:1])), status_code=400)
+
+    if cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    return app
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The request body, refused with 413 once it is over ``cap`` bytes (declared or actually sent)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise ApiError(400, "the Content-Length header is not a number")
+        if int(declared) > cap:
+            raise ApiError(413, f"the request body is {int(declared)} bytes; this server accepts at most {cap}",
+                           code="request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise ApiError(413, f"the request body is over {cap} bytes, the most this server accepts",
+                           code="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _watch_disconnect(request: Request, job: Job) -> None:
+    """Set the job's cancel flag when the client goes away (ASGI ``http.disconnect``)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel.set()
+            return
+
+
+async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Shaper,
+                   headers: dict[str, str]) -> Response:
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[Any] = asyncio.Queue()
+
+    def emit(event: Any) -> None:  # on the worker thread
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id)
+    try:
+        worker.submit(job)
+    except QueueFullError as exc:
+        raise ApiError(429, f"the server is busy ({worker.max_queue} requests waiting): retry in "
+                            f"{exc.retry_after} s", code="queue_full",
+                       headers={"Retry-After": str(exc.retry_after)}) from None
+    except WorkerClosedError:
+        raise ApiError(503, "the server is shutting down") from None
+    watcher = asyncio.create_task(_watch_disconnect(request, job))
+    streaming = False
+    try:
+        first = await events.get()
+        if isinstance(first, Failed):
+            code = "context_length_exceeded" if isinstance(first.error, ContextTooLongError) else None
+            raise ApiError(400, str(first.error), param="messages", code=code)
+        if isinstance(first, Reply):
+            _raise_unfinished(first)
+        if parsed.stream:
+            streaming = True
+            return StreamingResponse(_stream(parsed, shaper, job, events, watcher), media_type="text/event-stream",
+                                     headers={**SSE_HEADERS, **headers})
+        pieces: list[Piece] = []
+        while not isinstance(event := await events.get(), Reply):
+            if isinstance(event, Piece):
+                pieces.append(event)
+        if event.finish_reason not in ("stop", "length"):
+            _raise_unfinished(event)
+        return JSONResponse(shaper.complete(event.text, event.finish_reason, event.metrics,
+                                            _logprobs(shaper, parsed, pieces)), headers=headers)
+    finally:
+        if not streaming:  # the stream's own generator does this when it ends
+            job.cancel.set()
+            watcher.cancel()
+
+
+def _raise_unfinished(reply: Reply) -> None:
+    if reply.finish_reason == "error":
+        raise ApiError(500, reply.error or "generation failed")
+    raise ApiError(503, "the request was cancelled before it finished (the client left or the server is stopping)")
+
+
+def _logprobs(shaper: Shaper, parsed: Parsed, pieces: list[Piece], offset: int = 0) -> dict[str, Any] | None:
+    if parsed.logprobs is None:
+        return None
+    if shaper.kind == "chat":
+        return chat_logprobs(pieces, parsed.logprobs)
+    return completion_logprobs(pieces, parsed.logprobs, offset)
+
+
+async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queue[Any],
+                  watcher: asyncio.Task[None]) -> AsyncIterator[bytes]:
+    """The SSE body: a role chunk (chat), content chunks, the finishing chunk, usage if asked, ``[DONE]``.
+
+    Pieces that arrived while the last chunk was being written go out together in one chunk.
+    """
+    usage = parsed.include_usage
+    offset = 0
+    try:
+        if shaper.kind == "chat":
+            yield sse(shaper.chunk("", role=True, with_usage=usage))
+        pending: Any = None
+        while True:
+            event, pending = pending or await events.get(), None
+            if isinstance(event, Reply):
+                break
+            if not isinstance(event, Piece):
+                continue
+            pieces = [event]
+            while not events.empty():
+                more = events.get_nowait()
+                if not isinstance(more, Piece):
+                    pending = more
+                    break
+                pieces.append(more)
+            text = "".join(p.text for p in pieces)
+            logprobs = _logprobs(shaper, parsed, pieces, offset)
+            offset += len(text)
+            if text or logprobs is not None:
+                yield sse(shaper.chunk(text, logprobs=logprobs, with_usage=usage))
+        if event.finish_reason == "error":
+            yield sse(error_body(500, event.error or "generation failed"))
+        elif event.finish_reason == "cancelled":
+            return  # the client left, or the server is stopping: no finish to report
+        else:
+            yield sse(shaper.chunk(None, finish_reason=event.finish_reason, with_usage=usage))
+            if usage:
+                yield sse(shaper.usage_chunk(event.metrics))
+        yield sse("[DONE]")
+    finally:
+        job.cancel.set()
+        watcher.cancel()

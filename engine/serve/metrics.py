@@ -1,0 +1,107 @@
+"""Prometheus metrics of the server, under vLLM's names with a ``miaohui:`` prefix so dashboards carry over.
+
+Each ``ServerMetrics`` has its own ``CollectorRegistry`` (never the process-global one), so two servers in
+one process (tests, the window) do not collide, and ``render()`` is the ``GET /metrics`` body. Every
+series carries vLLM's ``model_name`` label. The names and what they mean:
+
+- ``miaohui:time_to_first_token_seconds`` (histogram): arrival of the request -> its first token, queue wait
+  included, as vLLM measures it; ``miaohui:inter_token_latency_seconds``: each gap between consecutive
+  tokens; ``miaohui:e2e_request_latency_seconds``: arrival -> the last token; ``miaohui:request_queue_time_seconds``:
+  arrival -> the worker takes it.
+- ``miaohui:prompt_tokens_total`` / ``miaohui:generation_tokens_total`` (counters): prompt tokens of every
+  request (reused ones included, as vLLM counts them) and generated tokens (end token included);
+  ``miaohui:prefix_cache_queries_total`` / ``miaohui:prefix_cache_hits_total``: prompt tokens looked up in,
+  and found in, a KV cache kept from an earlier request; ``miaohui:request_success_total{finished_reason}``.
+- ``miaohui:num_requests_running`` / ``miaohui:num_requests_waiting`` (gauges): 0 or 1 being generated, and
+  the queue behind it.
+- ``miaohui:kv_cache_bytes`` (gauge): measured bytes of the filled KV caches the server holds (every kept
+  session); ``miaohui:kv_cache_usage_perc``: those bytes over the most the sessions can hold (each at the
+  model's full context), 0..1 - vLLM's "fraction of the KV cache in use".
+
+Thread-safe (prometheus_client's own locks): the worker thread records, the HTTP side renders.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+PREFIX = "miaohui:"
+# vLLM's buckets; inter-token latency gains 1 ms and 5 ms steps (a small model decodes in a few ms a token).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+               7.5, 10.0, 20.0, 40.0, 80.0)
+REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                   240.0, 480.0, 960.0, 1920.0, 7680.0)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class ServerMetrics:
+    """The server's series for one model; ``kv_capacity_bytes`` is what 100% KV usage means."""
+
+    def __init__(self, model_name: str, kv_capacity_bytes: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.kv_capacity_bytes = max(0, int(kv_capacity_bytes))
+        label = ("model_name",)
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(PREFIX + name, doc, label, buckets=buckets, registry=self.registry).labels(model_name)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(PREFIX + name, doc, label, registry=self.registry).labels(model_name)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(PREFIX + name, doc, label, registry=self.registry).labels(model_name)
+
+        self.ttft = histogram("time_to_first_token_seconds", "Time to first token (queue included)", TTFT_BUCKETS)
+        self.itl = histogram("inter_token_latency_seconds", "Time between consecutive tokens", ITL_BUCKETS)
+        self.e2e = histogram("e2e_request_latency_seconds", "Arrival to last token", REQUEST_BUCKETS)
+        self.queue_time = histogram("request_queue_time_seconds", "Time waiting in the queue", REQUEST_BUCKETS)
+        self.prompt_tokens = counter("prompt_tokens_total", "Prompt tokens of all requests")
+        self.generation_tokens = counter("generation_tokens_total", "Generated tokens of all requests")
+        self.prefix_queries = counter("prefix_cache_queries_total", "Prompt tokens looked up in a kept KV cache")
+        self.prefix_hits = counter("prefix_cache_hits_total", "Prompt tokens found in a kept KV cache")
+        self._success = Counter(PREFIX + "request_success_total", "Finished requests by finish reason",
+                                ("model_name", "finished_reason"), registry=self.registry)
+        self._model_name = model_name
+        self.running = gauge("num_requests_running", "Requests being generated (0 or 1)")
+        self.waiting = gauge("num_requests_waiting", "Requests waiting in the queue")
+        self.kv_bytes = gauge("kv_cache_bytes", "Bytes of the filled KV caches held")
+        self.kv_usage = gauge("kv_cache_usage_perc", "KV cache bytes held over the most the sessions can hold (0..1)")
+
+    # -- recording (worker thread) ------------------------------------------------------------
+    def queued(self, waiting: int) -> None:
+        self.waiting.set(waiting)
+
+    def started(self, waiting: int, queue_s: float) -> None:
+        self.waiting.set(waiting)
+        self.running.set(1)
+        self.queue_time.observe(max(0.0, queue_s))
+
+    def prompt(self, prompt_tokens: int, reused_tokens: int) -> None:
+        self.prompt_tokens.inc(prompt_tokens)
+        self.prefix_queries.inc(prompt_tokens)
+        self.prefix_hits.inc(reused_tokens)
+
+    def token(self, gap_s: float | None, ttft_s: float | None) -> None:
+        """One generated token: ``ttft_s`` for the first, ``gap_s`` for the others."""
+        self.generation_tokens.inc()
+        if ttft_s is not None:
+            self.ttft.observe(max(0.0, ttft_s))
+        if gap_s is not None:
+            self.itl.observe(max(0.0, gap_s))
+
+    def finished(self, reason: str, e2e_s: float | None) -> None:
+        self.running.set(0)
+        self._success.labels(self._model_name, reason).inc()
+        if e2e_s is not None:
+            self.e2e.observe(max(0.0, e2e_s))
+
+    def kv(self, held_bytes: int) -> None:
+        self.kv_bytes.set(held_bytes)
+        self.kv_usage.set(min(1.0, held_bytes / self.kv_capacity_bytes) if self.kv_capacity_bytes else 0.0)
+
+    # -- reading (HTTP side) ------------------------------------------------------------------
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every series."""
+        return generate_latest(self.registry)

@@ -1,0 +1,237 @@
+"""Request bodies of the OpenAI API (pydantic) and their translation into engine inputs.
+
+``parse_chat(body)`` and ``parse_completion(body)`` take the raw request bytes and return a ``Parsed``:
+the conversation as ``engine.events.Message`` objects, a validated ``engine.inputs.SamplingConfig`` and
+the serving options (stop strings, logprobs, stream). Everything wrong with a request is an
+``ApiError(400)`` here, before the request is queued: malformed JSON, wrong types (strict: ``"0.5"`` is
+not a number), ``n > 1``, an empty or malformed conversation (``engine.generate.context.check_messages``),
+sampling values the engine refuses (``SamplingConfig`` raises ``BadInputError``), and features this
+server does not have (tools, JSON mode, logit bias, penalties other than 0).
+
+Defaults are OpenAI's, not the window's: temperature 1, top_p 1, no top-k. ``top_k`` and
+``repetition_penalty`` are accepted as extra fields, as vLLM accepts them. Unknown fields are ignored.
+A completion's ``prompt`` is sent to the model as one user message: see ``parse_completion``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from engine.errors import BadInputError
+from engine.events import Message
+from engine.generate.context import check_messages
+from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
+from engine.serve.errors import ApiError
+
+MAX_STOPS = 16
+TO_CONTEXT_END = 1 << 30  # no max_tokens: the reply may run to the end of the context (the worker caps it there)
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions (chat's default is "to the context's end")
+ROLE_ALIASES = {"developer": "system"}  # OpenAI's newer name for the system prompt
+# SamplingConfig's field names in its messages -> the request's field names.
+ENGINE_TO_API = {"max_new_tokens": "max_tokens", "top_logprobs": "top_logprobs"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class StreamOptions(_Strict):
+    include_usage: bool | None = None
+
+
+class ChatMessage(_Strict):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+
+
+class _Common(_Strict):
+    """Fields both endpoints share."""
+
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    top_k: int | None = None  # vLLM's extra
+    repetition_penalty: float | None = None  # vLLM's extra
+
+
+class ChatCompletionRequest(_Common):
+    messages: list[ChatMessage]
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    tool_choice: Any = None
+    function_call: Any = None
+    response_format: dict[str, Any] | None = None
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = COMPLETION_DEFAULT_MAX_TOKENS
+    logprobs: int | None = None
+    echo: bool | None = False
+    suffix: str | None = None
+    best_of: int | None = None
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A validated request, in the engine's terms."""
+
+    model: str | None
+    messages: tuple[Message, ...]
+    config: SamplingConfig  # max_new_tokens: the request's max_tokens, or TO_CONTEXT_END
+    stop: tuple[str, ...]
+    logprobs: int | None  # candidates to report per token; None: no logprobs at all
+    stream: bool
+    include_usage: bool
+
+
+def _load(body: bytes, model: type[_Strict]) -> Any:
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        param = str(first["loc"][0]) if first["loc"] else None
+        raise ApiError(400, f"{where}: {first['msg']}{more}", param=param) from None
+
+
+def _unsupported(request: _Common) -> None:
+    """Refuse what the engine cannot do rather than silently ignore it."""
+    if request.n not in (None, 1):
+        raise ApiError(400, "n must be 1: this server generates one choice per request", param="n")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(request, name) not in (None, 0, 0.0):
+            raise ApiError(400, f"{name} is not supported (use repetition_penalty)", param=name)
+    if request.logit_bias:
+        raise ApiError(400, "logit_bias is not supported", param="logit_bias")
+
+
+def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    if len(stops) > MAX_STOPS:
+        raise ApiError(400, f"at most {MAX_STOPS} stop strings", param="stop")
+    return tuple(s for s in stops if s)
+
+
+def _config(request: _Common, max_tokens: int | None, top_logprobs: int) -> SamplingConfig:
+    try:
+        return SamplingConfig(
+            temperature=1.0 if request.temperature is None else request.temperature,
+            top_p=1.0 if request.top_p is None else request.top_p,
+            top_k=request.top_k or 0,
+            repetition_penalty=1.0 if request.repetition_penalty is None else request.repetition_penalty,
+            max_new_tokens=TO_CONTEXT_END if max_tokens is None else max_tokens,
+            seed=request.seed,
+            top_logprobs=top_logprobs,
+        )
+    except BadInputError as exc:
+        field = str(exc).split(" ", 1)[0]
+        raise ApiError(400, str(exc).replace(field, ENGINE_TO_API.get(field, field), 1),
+                       param=ENGINE_TO_API.get(field, field)) from None
+
+
+def _messages(raw: list[ChatMessage]) -> tuple[Message, ...]:
+    messages = []
+    for i, message in enumerate(raw):
+        role = ROLE_ALIASES.get(message.role, message.role)
+        content = message.content
+        if isinstance(content, list):
+            texts = []
+            for part in content:
+                if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                    raise ApiError(400, f"messages.{i}.content: only text parts are supported",
+                                   param="messages")
+                texts.append(part["text"])
+            content = "\n".join(texts)
+        if content is None:
+            raise ApiError(400, f"messages.{i}: a message needs text content (tool calls are not supported)",
+                           param="messages")
+        messages.append(Message(role, content))
+    try:
+        return tuple(check_messages(messages))
+    except BadInputError as exc:
+        raise ApiError(400, str(exc), param="messages") from None
+
+
+def _stream_usage(request: _Common) -> bool:
+    return bool(request.stream and request.stream_options and request.stream_options.include_usage)
+
+
+def parse_chat(body: bytes) -> Parsed:
+    """A ``POST /v1/chat/completions`` body, validated."""
+    request: ChatCompletionRequest = _load(body, ChatCompletionRequest)
+    _unsupported(request)
+    if request.tools or request.functions or request.tool_choice not in (None, "none") or request.function_call:
+        raise ApiError(400, "tools and function calling are not supported", param="tools")
+    if request.response_format and request.response_format.get("type", "text") != "text":
+        raise ApiError(400, "only the text response format is supported", param="response_format")
+    top = request.top_logprobs
+    if top is not None and not request.logprobs and top > 0:
+        raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise ApiError(400, f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS} (got {top})",
+                       param="top_logprobs")
+    logprobs = (top or 0) if request.logprobs else None
+    max_tokens = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+    # The chosen token's probability is computed alongside the candidates: ask the engine for at least one.
+    config = _config(request, max_tokens, 0 if logprobs is None else max(1, logprobs))
+    return Parsed(request.model, _messages(request.messages), config, _stops(request.stop), logprobs,
+                  bool(request.stream), _stream_usage(request))
+
+
+def parse_completion(body: bytes) -> Parsed:
+    """A ``POST /v1/completions`` body, validated.
+
+    The engine's public generation API (``ChatSession``) takes a conversation and renders it with the
+    model's chat template; it has no raw-text continuation. So the prompt is sent as one user message
+    and the completion is the assistant's reply to it, not a continuation of the prompt's text. The
+    route says so in a ``X-Miaohui-Completion-Mode: chat`` header and docs/SERVE.md. ``echo`` and
+    ``suffix`` (which only make sense for a raw continuation) and token-id prompts are refused.
+    """
+    request: CompletionRequest = _load(body, CompletionRequest)
+    _unsupported(request)
+    prompt = request.prompt
+    if isinstance(prompt, list):
+        if len(prompt) != 1 or not isinstance(prompt[0], str):
+            raise ApiError(400, "prompt must be one string (batches and token ids are not supported)", param="prompt")
+        prompt = prompt[0]
+    if request.echo:
+        raise ApiError(400, "echo is not supported: completions are answered through the chat template",
+                       param="echo")
+    if request.suffix:
+        raise ApiError(400, "suffix is not supported", param="suffix")
+    if request.best_of not in (None, 1):
+        raise ApiError(400, "best_of must be 1", param="best_of")
+    logprobs = request.logprobs
+    if logprobs is not None and not 0 <= logprobs <= MAX_TOP_LOGPROBS:
+        raise ApiError(400, f"logprobs must be between 0 and {MAX_TOP_LOGPROBS} (got {logprobs})", param="logprobs")
+    config = _config(request, request.max_tokens, 0 if logprobs is None else max(1, logprobs))
+    return Parsed(request.model, _messages([ChatMessage(role="user", content=prompt)]), config, _stops(request.stop),
+                  logprobs, bool(request.stream), _stream_usage(request))

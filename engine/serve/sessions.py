@@ -1,0 +1,98 @@
+"""A small LRU of ``ChatSession`` objects, so the next turn of a conversation reuses its KV cache.
+
+HTTP is stateless: each request carries the whole conversation. A ``ChatSession`` keeps the KV cache of
+the last prompt + reply it generated and reuses the common prefix with the next prompt (it compares token
+ids and crops the rest), so turn N's TTFT stays flat when turn N goes to the session that served turn N-1.
+``SessionPool.route(messages)`` picks that session: each slot remembers the conversation its cache holds
+(the request's messages, plus the reply when it completed), and the slot whose conversation agrees with
+the new one over the longest run of leading messages (one is a prefix of the other: a next turn, or a
+regenerated last turn) wins. A conversation that continues none of them gets a fresh slot while there
+are fewer than ``size``, else the slot sharing most with it (a common system prompt), least recently used
+first among equals. Messages are compared, not tokens: cheap, and the session still reuses exactly the
+tokens that match.
+
+Used by the worker thread only (not thread-safe). Owns routing and the slots' KV byte counts; the cache
+itself is the session's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from engine.events import Message
+
+DEFAULT_SIZE = 4
+
+Conversation = tuple[tuple[str, str], ...]
+
+
+def conversation(messages: Sequence[Message]) -> Conversation:
+    return tuple((m.role, m.content) for m in messages)
+
+
+def _common(a: Conversation, b: Conversation) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass(eq=False)
+class Slot:
+    """One session and what its KV cache holds."""
+
+    session: Any  # engine.generate.session.ChatSession
+    held: Conversation = ()  # the conversation the cache was last filled from; () while unknown
+    kv_bytes: int = 0  # measured bytes of its filled cache, from the last Stats/Finished
+    uses: int = 0  # requests it has served
+
+
+class SessionPool:
+    """Up to ``size`` sessions, most recently used last."""
+
+    def __init__(self, new_session: Callable[[], Any], size: int = DEFAULT_SIZE) -> None:
+        if size < 1:
+            raise ValueError("a session pool needs at least one slot")
+        self._new_session = new_session
+        self.size = size
+        self.slots: list[Slot] = []
+
+    def route(self, messages: Sequence[Message]) -> Slot:
+        """The slot that should serve ``messages`` (marked most recently used, its conversation unknown)."""
+        wanted = conversation(messages)
+        best: Slot | None = None
+        best_len = 0
+        for slot in reversed(self.slots):  # most recent first: it wins ties
+            common = _common(slot.held, wanted)
+            agrees = common == min(len(slot.held), len(wanted))  # one is a prefix of the other
+            if slot.held and agrees and common > best_len:
+                best, best_len = slot, common
+        if best is None:
+            if len(self.slots) < self.size:
+                best = Slot(self._new_session())
+            else:  # least recently used first among equals: max() keeps the first maximum
+                best = max(self.slots, key=lambda s: _common(s.held, wanted))
+        if best in self.slots:
+            self.slots.remove(best)
+        self.slots.append(best)
+        best.held = ()  # being rewritten: nobody may route to it on its old contents
+        best.uses += 1
+        return best
+
+    def remember(self, slot: Slot, messages: Sequence[Message], reply: str | None) -> None:
+        """After a request: the cache now holds ``messages`` and, when it completed, ``reply``."""
+        held = conversation(messages)
+        slot.held = held + ((("assistant", reply),) if reply is not None else ())
+
+    def forget(self, slot: Slot) -> None:
+        """The session's cache was dropped (an error): route nothing to it by content."""
+        slot.held = ()
+        slot.kv_bytes = 0
+
+    @property
+    def kv_bytes(self) -> int:
+        """Measured bytes of every slot's filled KV cache."""
+        return sum(slot.kv_bytes for slot in self.slots)

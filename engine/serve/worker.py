@@ -1,0 +1,315 @@
+"""The one thread that owns the model: a first-in first-out queue of ``Job`` objects served one at a time.
+
+``Worker(loaded).start()`` starts the thread; ``submit(job)`` queues a request (``QueueFullError`` with a
+retry estimate when ``max_queue`` requests already wait). For each job the thread routes the conversation
+to a ``ChatSession`` of the ``SessionPool`` (KV reuse across turns), fixes the reply budget, generates, and
+calls ``job.emit`` with, in order:
+
+- ``Failed(error)`` alone when the request cannot start (its conversation does not fit the context, its
+  template fails): nothing was generated;
+- or the engine's ``Started``, then a ``Piece`` per generated token (the text the client may see now,
+  stop strings applied, and the token with its probabilities), and always one ``Reply`` last.
+
+``emit`` is called on the worker thread and must not block for long: the asyncio side hands each event to
+its loop (``call_soon_threadsafe``); an in-process consumer (the window, a test) may do what it likes, and
+holds the worker while it does. A job whose ``cancel`` is set stops within one decode step (the session
+polls it); one cancelled while still queued is skipped (a lone ``Reply("cancelled")``). Stop strings set
+``cancel`` too: the generation ends on the token that completed one. Prometheus figures are recorded here
+(``ServerMetrics``), and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``recent``:
+for a status line and tests).
+
+Owns the queue, the budget rule and the event translation; the HTTP shapes are ``engine.serve.responses``'.
+Budget rule: the reply may use the context left after the whole prompt (``max_new_tokens`` lowers it). A
+conversation that does not fit whole is refused (``ContextTooLongError``, a 400) rather than silently
+trimmed as the window trims it: an API client manages its own history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import queue
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine.errors import CancelledError, ContextTooLongError, EngineError
+from engine.events import Finished, Message, Metrics, Started, Stats, Token
+from engine.fmt import one_line
+from engine.generate.context import build_prompt
+from engine.generate.session import ChatSession
+from engine.inputs import SamplingConfig
+from engine.serve.metrics import ServerMetrics
+from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
+from engine.serve.stops import StopMatcher
+
+DEFAULT_MAX_QUEUE = 32
+RECENT = 256
+_UNKNOWN_CONTEXT = 1 << 30  # a model that declares no context: unbounded, as ChatSession treats it
+_MAX_RETRY_AFTER_S = 60
+
+
+class QueueFullError(Exception):
+    """``max_queue`` requests are already waiting; ``retry_after`` is an estimate in whole seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"the server is busy: {retry_after} s")
+        self.retry_after = retry_after
+
+
+class WorkerClosedError(Exception):
+    """The worker was closed (the server is shutting down)."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Text the client may be shown now ("" while held back), and the token it came with.
+
+    ``token`` is None for the last piece of a reply: bytes the decoder held back until the end.
+    ``token_text`` is the token on its own (special tokens shown), filled when probabilities were asked for.
+    """
+
+    text: str
+    token: Token | None = None
+    token_text: str = ""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The request could not start (a 400): nothing was generated."""
+
+    error: EngineError
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Always the last event of a job that started. ``finish_reason``: stop | length | cancelled | error."""
+
+    finish_reason: str
+    text: str  # the whole reply as the client sees it (stop string and what followed it removed)
+    metrics: Metrics
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """One served request, for the status line and tests."""
+
+    id: str
+    finish_reason: str  # stop | length | cancelled | error | rejected
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+
+
+@dataclass(eq=False)
+class Job:
+    """One request: a conversation, its sampling, and where its events go (``emit``, on the worker thread)."""
+
+    messages: tuple[Message, ...]
+    config: SamplingConfig  # max_new_tokens caps the reply; the end of the context caps it too
+    emit: Callable[[Any], None]
+    stop: tuple[str, ...] = ()
+    id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
+    cancel: threading.Event = field(default_factory=threading.Event)
+    t_arrival: float = field(default_factory=time.perf_counter)
+    gone: bool = False  # emit failed: nobody is listening any more
+
+
+class Worker:
+    """Owns ``loaded`` (an ``engine.models.model.LoadedModel``), its sessions and the request queue."""
+
+    def __init__(self, loaded: Any, *, max_queue: int = DEFAULT_MAX_QUEUE, sessions: int = DEFAULT_SIZE,
+                 model_id: str | None = None, metrics: ServerMetrics | None = None) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        facts = loaded.facts
+        self.loaded = loaded
+        self.model_id = model_id or facts.name
+        self.max_queue = max_queue
+        self.context_max = facts.context_length or _UNKNOWN_CONTEXT
+        full_context_bytes = facts.kv_bytes_per_token * (facts.context_length or 0)
+        self.metrics = metrics or ServerMetrics(self.model_id, full_context_bytes * sessions)
+        self._pool = SessionPool(lambda: ChatSession(loaded), sessions)
+        self._eos = frozenset(loaded.eos_token_ids)
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._running: Job | None = None
+        self._closed = False
+        self._service_s: float | None = None  # moving average of a request's time on the worker
+        self.served = 0
+        self.recent: deque[Record] = deque(maxlen=RECENT)
+        self._thread = threading.Thread(target=self._loop, name="miaohui-serve-worker", daemon=True)
+
+    # -- the asyncio side (any thread) ----------------------------------------------------------
+    def start(self) -> "Worker":
+        self._thread.start()
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._closed
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return self._waiting
+
+    @property
+    def running(self) -> bool:
+        with self._lock:
+            return self._running is not None
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job``; ``QueueFullError`` when ``max_queue`` jobs already wait, ``WorkerClosedError`` after close."""
+        with self._lock:
+            if self._closed:
+                raise WorkerClosedError("the server is shutting down")
+            if self._waiting >= self.max_queue:
+                raise QueueFullError(self._retry_after())
+            self._waiting += 1
+            self._queue.put(job)
+            self.metrics.queued(self._waiting)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Cancel the running and the waiting jobs, stop the thread and wait for it (bounded)."""
+        with self._lock:
+            self._closed = True
+            if self._running is not None:
+                self._running.cancel.set()
+        self._queue.put(None)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _retry_after(self) -> int:
+        """Seconds until a place in the queue is likely free: the queue's length times a request's usual time."""
+        if self._service_s is None:
+            return 1
+        return max(1, min(_MAX_RETRY_AFTER_S, math.ceil(self._service_s * (self._waiting + 1))))
+
+    # -- the worker thread ----------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                break
+            with self._lock:
+                self._waiting -= 1
+                self._running = job
+                if self._closed:
+                    job.cancel.set()
+                waiting = self._waiting
+            t_start = time.perf_counter()
+            self.metrics.started(waiting, t_start - job.t_arrival)
+            try:
+                record = self._serve(job)
+            except Exception as exc:  # noqa: BLE001  (a bug must not kill the thread that serves everyone)
+                self._emit(job, Reply("error", "", Metrics(), f"internal error: {one_line(exc, name_type=True)}"))
+                record = Record(job.id, "error", 0, 0, 0)
+            took = time.perf_counter() - t_start
+            self.metrics.finished(record.finish_reason, time.perf_counter() - job.t_arrival)
+            with self._lock:
+                self._running = None
+                self.served += 1
+                self.recent.append(record)
+                if record.finish_reason != "rejected":
+                    self._service_s = took if self._service_s is None else 0.8 * self._service_s + 0.2 * took
+        # Closed: whoever still waits hears that their request was cancelled.
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                self._emit(job, Reply("cancelled", "", Metrics()))
+
+    def _emit(self, job: Job, event: Any) -> None:
+        if job.gone:
+            return
+        try:
+            job.emit(event)
+        except Exception:  # noqa: BLE001  (the listener is gone, e.g. its event loop closed): stop generating
+            job.gone = True
+            job.cancel.set()
+
+    def _budget(self, job: Job) -> SamplingConfig:
+        """The job's config with its reply budget: what the context has left after the whole prompt."""
+        prompt = build_prompt(self.loaded.tokenizer, job.messages, self.context_max, 1, job.cancel)
+        if prompt.dropped_turns:
+            raise ContextTooLongError(f"the conversation does not fit in this model's context of {self.context_max} "
+                                      "tokens: drop its oldest turns or shorten it")
+        room = self.context_max - len(prompt.ids)
+        return dataclasses.replace(job.config, max_new_tokens=max(1, min(job.config.max_new_tokens, room)))
+
+    def _serve(self, job: Job) -> Record:
+        if job.cancel.is_set():
+            self._emit(job, Reply("cancelled", "", Metrics()))
+            return Record(job.id, "cancelled", 0, 0, 0)
+        try:
+            config = self._budget(job)
+            slot = self._pool.route(job.messages)
+            events = slot.session.generate(job.messages, config, job.cancel)
+        except CancelledError:
+            self._emit(job, Reply("cancelled", "", Metrics()))
+            return Record(job.id, "cancelled", 0, 0, 0)
+        except EngineError as exc:
+            self._emit(job, Failed(exc))
+            return Record(job.id, "rejected", 0, 0, 0)
+        return self._generate(job, config, slot, events)
+
+    def _generate(self, job: Job, config: SamplingConfig, slot: Slot, events: Any) -> Record:
+        matcher = StopMatcher(job.stop)
+        streamed: list[str] = []
+        previous_t: float | None = None
+        finished: Finished | None = None
+        for event in events:
+            if isinstance(event, Token):
+                self.metrics.token(None if previous_t is None else event.t - previous_t,
+                                   event.t - job.t_arrival if previous_t is None else None)
+                previous_t = event.t
+                streamed.append(event.text)
+                if event.token_id in self._eos and not event.text:
+                    continue  # the end token: counted, not shown
+                shown = matcher.push(event.text)
+                self._emit(job, Piece(shown, event, self._token_text(event) if config.top_logprobs else ""))
+                if matcher.matched is not None:
+                    job.cancel.set()  # seen before the next decode step: nothing more is computed
+            elif isinstance(event, Started):
+                self.metrics.prompt(event.prompt_tokens, event.reused_tokens)
+                self._emit(job, event)
+            elif isinstance(event, Stats):
+                slot.kv_bytes = event.metrics.kv_cache_bytes
+                self.metrics.kv(self._pool.kv_bytes)
+            elif isinstance(event, Finished):
+                finished = event
+        if finished is None:  # cannot happen by the session's contract
+            finished = Finished("error", "", Metrics(), "generation ended without a result")
+        # The decoder may hold bytes back until the very end (an incomplete character): let them out.
+        joined = "".join(streamed)
+        if matcher.matched is None and finished.text.startswith(joined):
+            tail = matcher.push(finished.text[len(joined):]) + matcher.flush()
+            if tail:
+                self._emit(job, Piece(tail))
+        reason = {"eos": "stop", "length": "length", "cancelled": "cancelled"}.get(finished.reason, "error")
+        if matcher.matched is not None:
+            reason = "stop"
+        if reason == "error":
+            self._pool.forget(slot)
+        else:
+            slot.kv_bytes = finished.metrics.kv_cache_bytes
+            self._pool.remember(slot, job.messages, matcher.text if reason in ("stop", "length") else None)
+        self.metrics.kv(self._pool.kv_bytes)
+        m = finished.metrics
+        self._emit(job, Reply(reason, matcher.text, m, finished.error))
+        return Record(job.id, reason, m.prompt_tokens, m.reused_tokens, m.generated_tokens)
+
+    def _token_text(self, token: Token) -> str:
+        for candidate in token.top:
+            if candidate.token_id == token.token_id:
+                return candidate.text
+        return self.loaded.tokenizer.decode([token.token_id], skip_special_tokens=False,
+                                            clean_up_tokenization_spaces=False)
