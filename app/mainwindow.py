@@ -16,8 +16,8 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QTabWidget,
-                               QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QToolBar, QVBoxLayout,
+                               QWidget)
 
 from app.bridge import Bridge, ReplyStarted
 from app.controller import ChatController, ChatMessage, FinishedReply
@@ -25,15 +25,11 @@ from app.history.store import HistoryStore
 from app.settings import ChatSettings, Settings
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
-from app.widgets.lab_tab import LabTab
 from app.widgets.message_area import MessageArea
 from app.widgets.model_bar import ModelBar
-from app.widgets.model_card import ModelCard
-from app.widgets.perf_panel import PerfPanel
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
-from app.widgets.token_inspector import TokenInspector
-from app.widgets.tokenizer_view import TokenizerView
+from app.widgets.side_panel import SidePanel
 from engine.errors import BadInputError
 from engine.inputs import LoadSpec
 
@@ -68,6 +64,7 @@ class MainWindow(QMainWindow):
         self.bridge = bridge or Bridge(self)
         self.controller = ChatController(settings, store, self.bridge, self)
         self._closed = False
+        self.models_window: Any = None  # the Models window (app/widgets/models_window.py), built when first opened
         self._build()
         self._connect()
         self._update_state()
@@ -120,24 +117,11 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
 
-        self.perf_panel = PerfPanel()
-        self.token_inspector = TokenInspector()
-        self.side_tabs = QTabWidget()
-        self.side_tabs.setDocumentMode(True)
-        self.side_tabs.addTab(self.perf_panel, "Performance")
-        self.side_tabs.addTab(self.token_inspector, "Tokens")
-        self.model_card = ModelCard(self.bridge)
-        self.tokenizer_view = TokenizerView(self.bridge)
-        self.lab_tab = LabTab(self.bridge)
-        for widget, title in ((self.model_card, "Model card"), (self.tokenizer_view, "Tokenizer"),
-                              (self.lab_tab, "Lab")):
-            self.side_tabs.addTab(widget, title)
-        self.perf_dock = QDockWidget("Performance", self)
-        self.perf_dock.setObjectName("perfDock")
-        self.perf_dock.setWidget(self.side_tabs)
-        self.perf_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
-                                   | QDockWidget.DockWidgetFeature.DockWidgetMovable
-                                   | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.perf_dock = SidePanel(self.bridge, self)
+        self.side_tabs = self.perf_dock.tabs
+        self.perf_panel, self.token_inspector = self.perf_dock.perf_panel, self.perf_dock.token_inspector
+        self.model_card, self.tokenizer_view, self.lab_tab = (self.perf_dock.model_card, self.perf_dock.tokenizer_view,
+                                                             self.perf_dock.lab_tab)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.perf_dock)
         self.resizeDocks([self.perf_dock], [380], Qt.Orientation.Horizontal)
 
@@ -161,6 +145,7 @@ class MainWindow(QMainWindow):
         self._action(menu, "Stop", QKeySequence(Qt.Key.Key_Escape), self.on_stop_clicked)
         self._action(menu, "Focus prompt", QKeySequence("Ctrl+L"), self.on_focus_prompt_triggered)
         self._action(menu, "Settings…", QKeySequence("Ctrl+,"), self.on_settings_triggered)
+        self._action(menu, "Models…", QKeySequence("Ctrl+M"), self.on_models_triggered)
         menu.addSeparator()
         self._action(menu, "Quit", QKeySequence.StandardKey.Quit, self.close)
         view = self.menuBar().addMenu("&View")
@@ -379,6 +364,18 @@ class MainWindow(QMainWindow):
                                          "they apply to the next reply.", 5000)
 
     @Slot(int)
+    def on_models_triggered(self) -> None:
+        if self.models_window is None:
+            # Here, not at the top: the library brings huggingface_hub (~1-2 s) that a chat-only start never needs.
+            from app.widgets.models_window import ModelsWindow
+
+            self.models_window = ModelsWindow(self.settings, parent=self)
+            self.models_window.model_chosen.connect(self.model_bar.open_model)  # shown in the picker, then loaded
+            self.models_window.models_changed.connect(self.model_bar.refresh)
+        self.models_window.show()
+        self.models_window.raise_()
+        self.models_window.activateWindow()
+
     def on_chat_edit_requested(self, index: int) -> None:
         if self.controller.edit(index):
             self.prompt.setPlainText(self.controller.messages()[index].text)
@@ -437,6 +434,8 @@ class MainWindow(QMainWindow):
         """Stop work, join the engine thread (bounded), keep the partial reply. True if the engine thread
         ended. Idempotent, and truthful when called again: ``app.main`` calls it after ``closeEvent`` did,
         and must not exit normally while the thread runs (Qt would abort destroying it)."""
+        if self.models_window is not None:
+            self.models_window.shutdown()  # a download pauses (resumable) and its threads end
         joined = self.controller.shutdown(SHUTDOWN_WAIT_MS)
         if not self._closed:
             self._closed = True

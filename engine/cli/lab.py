@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from engine.errors import BadInputError, EngineError
-from engine.inputs import DEVICES, PRECISIONS
+from engine.inputs import DEVICES, PRECISIONS, LoadSpec
+from engine.models.loader import load_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,9 +42,8 @@ def _progress_printer(start: float):
 
 
 def run(args: argparse.Namespace) -> int:
+    # The experiments bring matplotlib (~1.7 s): imported here so `python -m engine --help` stays instant.
     from engine.lab.experiments import FIVE, LabOptions, info, run_all
-    from engine.models.loader import load_model
-    from engine.inputs import LoadSpec
 
     cancel = threading.Event()
     try:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         if args.threads is not None:
             if args.threads < 1:
                 raise BadInputError("--threads must be at least 1")
-            import torch
+            import torch  # already loaded by now: the loader imported it
 
             torch.set_num_threads(args.threads)
         t0 = time.perf_counter()

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from engine import paths
 from engine.errors import EngineError, ModelNotFoundError
 from engine.fmt import format_bytes
 from engine.inputs import PRECISIONS
@@ -83,7 +84,7 @@ def _count(value: int | None) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from engine import paths
+    # engine.library brings huggingface_hub (~2.4 s): imported per command, so `python -m engine --help` stays instant.
     from engine.library import installed
 
     models, partial = installed.list_installed(), installed.partial_downloads()

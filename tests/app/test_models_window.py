@@ -29,7 +29,8 @@ from engine.inputs import LoadSpec
 from engine.library import download, fit, hub
 from engine.library.arch import engine_precisions
 from engine.models.fetch import MARKER
-from tests.app._gui_fixtures import settings  # noqa: F401 (fixture)
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, make_window, send_and_wait, settings,  # noqa: F401
+                                     store)
 from tests.helpers.fake_hub import FakeHub, make_gguf
 
 TINY = "miaohui-test/tiny-chat"
@@ -373,3 +374,29 @@ def test_delete_asks_first_and_says_when_it_is_the_default(qtbot, open_window, t
     tab.delete_button.click()
     assert "This is the default model" in questions[-1]
     assert not default.exists() and tab.models == [] and _models_folder_entries() == []
+
+
+def test_from_the_main_windows_menu_to_chatting_with_a_downloaded_model(qtbot, settings, store, make_window,  # noqa: F811
+                                                                         fake_hub, monkeypatch):
+    """The issue's whole flow: Models… in the window's menu, allow, search, download, use it, chat with it."""
+    attempts = _guard(monkeypatch, allow_loopback=True)
+    monkeypatch.setenv("HF_ENDPOINT", fake_hub.url)  # the window's Models window takes the endpoint from here
+    window = make_window(max_new_tokens=4, loaded=False)
+    action = next(a for a in window.actions() if a.text() == "Models…")
+    action.trigger()
+    models = window.models_window
+    assert models is not None and models.isVisible()
+    models.download_panel.chunk_bytes = 16 * 1024
+    _allow_and_search(qtbot, models)
+    _open_page(qtbot, models, TINY)
+    with qtbot.waitSignal(models.download_panel.finished, timeout=WAIT_MS) as finished:
+        models.search_tab.model_page.download_button.click()
+    path = finished.args[0]
+    models.tabs.setCurrentWidget(models.installed_tab)
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        models.installed_tab.use_button.click()
+    assert window.model_bar.current_model() == path
+    assert send_and_wait(qtbot, window, "Hello") in ("eos", "length")
+    cid = window.current_conversation()
+    assert store.messages(cid)[-1].role == "assistant" and store.messages(cid)[-1].text != ""
+    assert attempts == []
