@@ -30,6 +30,7 @@ from engine.errors import ErrorKind
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window,  # noqa: F401
                                      plan, send_and_wait, settings, store)
 from tests.helpers.faults import DAMAGES, make_damaged
+from tests.helpers.network import guard_network
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -432,15 +433,7 @@ def test_fault_12_damaged_history_file_the_window_starts_and_says_so(qtbot, sett
 
 
 def test_fault_15_offline_the_window_loads_and_answers_without_connecting(qtbot, make_window, monkeypatch):
-    attempts: list[str] = []
-
-    def refuse(*args: Any, **_kwargs: Any) -> Any:
-        attempts.append(repr(args[:2]))
-        raise OSError("network disabled by the test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    attempts = guard_network(monkeypatch)
     window = make_window(max_new_tokens=4)  # the load and the reply run on the worker thread
     assert send_and_wait(qtbot, window, "Hello offline") == "length"
     assert window.chat.messages()[-1].text

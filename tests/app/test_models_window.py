@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
-import socket
 import threading
 
 import pytest
@@ -32,6 +31,7 @@ from engine.models.fetch import MARKER
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, make_window, send_and_wait, settings,  # noqa: F401
                                      store)
 from tests.helpers.fake_hub import FakeHub, make_gguf
+from tests.helpers.network import guard_network
 
 TINY = "miaohui-test/tiny-chat"
 GGUF_REPO = "miaohui-test/tiny-chat-GGUF"
@@ -40,7 +40,6 @@ GGUF_F16, GGUF_Q8 = "tiny-chat-F16.gguf", "tiny-chat-Q8_0.gguf"
 WEIGHTS = "model.safetensors"
 HOLD_AT = 64 * 1024  # the held weights stop here until the gate opens
 WAIT_MS = 30_000
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 # ---------------------------------------------------------------- fixtures
@@ -70,28 +69,6 @@ def fake_hub(tiny_model_dir, gguf_files):
     served.start()
     yield served
     served.stop()
-
-
-def _guard(monkeypatch, allow_loopback: bool) -> list[str]:
-    attempts: list[str] = []
-    real_connect, real_lookup = socket.socket.connect, socket.getaddrinfo
-
-    def connect(self, address, *args, **kwargs):
-        if allow_loopback and isinstance(address, tuple) and address[0] in _LOOPBACK:
-            return real_connect(self, address, *args, **kwargs)
-        attempts.append(f"connect {address!r}")
-        raise OSError("network disabled by the test")
-
-    def lookup(host, *args, **kwargs):
-        if allow_loopback and host in _LOOPBACK:
-            return real_lookup(host, *args, **kwargs)
-        attempts.append(f"getaddrinfo {host!r}")
-        raise socket.gaierror("network disabled by the test")
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect)
-    monkeypatch.setattr(socket, "getaddrinfo", lookup)
-    return attempts
 
 
 @pytest.fixture
@@ -161,7 +138,7 @@ def _models_folder_entries() -> list[str]:
 
 
 def test_downloads_are_off_by_default_and_nothing_touches_the_network(qtbot, settings, open_window, monkeypatch):
-    attempts = _guard(monkeypatch, allow_loopback=False)
+    attempts = guard_network(monkeypatch)
     window = open_window()  # the default endpoint: huggingface.co, were anything to reach it
     search = window.search_tab
     assert settings.allow_downloads() is False and not window.allow_box.isChecked()
@@ -184,7 +161,7 @@ def test_downloads_are_off_by_default_and_nothing_touches_the_network(qtbot, set
 
 
 def test_search_fit_download_and_use_the_model(qtbot, settings, open_window, fake_hub, gate, monkeypatch):
-    attempts = _guard(monkeypatch, allow_loopback=True)
+    attempts = guard_network(monkeypatch, allow_loopback=True)
     window = open_window(fake_hub.url)
     search = window.search_tab
     search.page_size = 2
@@ -253,7 +230,7 @@ def test_search_fit_download_and_use_the_model(qtbot, settings, open_window, fak
 
 
 def test_gguf_quantizations_and_a_remote_code_refusal(qtbot, open_window, fake_hub, monkeypatch):
-    attempts = _guard(monkeypatch, allow_loopback=True)
+    attempts = guard_network(monkeypatch, allow_loopback=True)
     window = open_window(fake_hub.url)
     _allow_and_search(qtbot, window)
     page = window.search_tab.model_page
@@ -277,7 +254,7 @@ def test_gguf_quantizations_and_a_remote_code_refusal(qtbot, open_window, fake_h
 
 
 def test_cancel_mid_file_leaves_nothing_behind(qtbot, open_window, fake_hub, gate, monkeypatch):
-    _guard(monkeypatch, allow_loopback=True)
+    guard_network(monkeypatch, allow_loopback=True)
     window = open_window(fake_hub.url)
     window.allow_box.click()
     bar = window.download_panel
@@ -295,7 +272,7 @@ def test_cancel_mid_file_leaves_nothing_behind(qtbot, open_window, fake_hub, gat
 
 
 def test_pause_then_resume_after_a_restart(qtbot, settings, open_window, fake_hub, gate, monkeypatch):  # noqa: F811
-    _guard(monkeypatch, allow_loopback=True)
+    guard_network(monkeypatch, allow_loopback=True)
     window = open_window(fake_hub.url)
     window.allow_box.click()
     assert window.start_download(TINY)
@@ -324,7 +301,7 @@ def test_pause_then_resume_after_a_restart(qtbot, settings, open_window, fake_hu
 
 def test_turning_downloads_off_pauses_the_download(qtbot, settings, open_window, fake_hub, gate,  # noqa: F811
                                                    monkeypatch):
-    _guard(monkeypatch, allow_loopback=True)
+    guard_network(monkeypatch, allow_loopback=True)
     window = open_window(fake_hub.url)
     window.allow_box.click()
     assert window.start_download(TINY)
@@ -339,7 +316,7 @@ def test_turning_downloads_off_pauses_the_download(qtbot, settings, open_window,
 
 
 def test_delete_asks_first_and_says_when_it_is_the_default(qtbot, open_window, tiny_model_dir, monkeypatch):
-    _guard(monkeypatch, allow_loopback=False)
+    guard_network(monkeypatch)
     models = paths.models_dir()
     shutil.copytree(tiny_model_dir, models / "my-tiny")
     default = models / paths.DEFAULT_MODEL_NAME
@@ -379,7 +356,7 @@ def test_delete_asks_first_and_says_when_it_is_the_default(qtbot, open_window, t
 def test_from_the_main_windows_menu_to_chatting_with_a_downloaded_model(qtbot, settings, store, make_window,  # noqa: F811
                                                                          fake_hub, monkeypatch):
     """The issue's whole flow: Models… in the window's menu, allow, search, download, use it, chat with it."""
-    attempts = _guard(monkeypatch, allow_loopback=True)
+    attempts = guard_network(monkeypatch, allow_loopback=True)
     monkeypatch.setenv("HF_ENDPOINT", fake_hub.url)  # the window's Models window takes the endpoint from here
     window = make_window(max_new_tokens=4, loaded=False)
     action = next(a for a in window.actions() if a.text() == "Models…")

@@ -11,25 +11,13 @@ import pytest
 from engine.errors import ModelNotFoundError
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
+from tests.helpers.network import guard_network
 
 
 @pytest.fixture
 def no_network(monkeypatch) -> list[str]:
     """Every connection or name lookup fails, and is recorded."""
-    attempts: list[str] = []
-
-    def refuse_connect(self, address, *args, **kwargs):
-        attempts.append(f"connect {address!r}")
-        raise OSError("network disabled by the test")
-
-    def refuse_lookup(host, *args, **kwargs):
-        attempts.append(f"getaddrinfo {host!r}")
-        raise socket.gaierror("network disabled by the test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse_connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse_connect)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse_lookup)
-    return attempts
+    return guard_network(monkeypatch)
 
 
 def test_offline_switches_set_on_import():

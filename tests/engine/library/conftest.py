@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import pickle
-import socket
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.fake_hub import FakeHub, make_gguf
+from tests.helpers.network import guard_network
 
 TINY = "miaohui-test/tiny-chat"
 GGUF_REPO = "miaohui-test/tiny-chat-GGUF"
@@ -19,7 +19,6 @@ REMOTE_CODE = "miaohui-test/remote-code"
 CLASSIFIER = "other/tiny-classifier"
 GGUF_F16 = "tiny-chat-F16.gguf"
 GGUF_Q8 = "tiny-chat-Q8_0.gguf"
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @pytest.fixture(scope="session")
@@ -58,40 +57,16 @@ def fake_hub(tiny_model_dir, gguf_files) -> FakeHub:
     hub.stop()
 
 
-def _guard(monkeypatch, allow_loopback: bool) -> list[str]:
-    attempts: list[str] = []
-    real_connect = socket.socket.connect
-    real_lookup = socket.getaddrinfo
-
-    def connect(self, address, *args, **kwargs):
-        host = address[0] if isinstance(address, tuple) else address
-        if allow_loopback and host in _LOOPBACK:
-            return real_connect(self, address, *args, **kwargs)
-        attempts.append(f"connect {address!r}")
-        raise OSError("network disabled by the test")
-
-    def lookup(host, *args, **kwargs):
-        if allow_loopback and host in _LOOPBACK:
-            return real_lookup(host, *args, **kwargs)
-        attempts.append(f"getaddrinfo {host!r}")
-        raise socket.gaierror("network disabled by the test")
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect)
-    monkeypatch.setattr(socket, "getaddrinfo", lookup)
-    return attempts
-
-
 @pytest.fixture
 def no_network(monkeypatch) -> list[str]:
     """Every connection and name lookup fails, and is recorded."""
-    return _guard(monkeypatch, allow_loopback=False)
+    return guard_network(monkeypatch)
 
 
 @pytest.fixture
 def only_fake_hub(monkeypatch) -> list[str]:
     """Connections to 127.0.0.1 (the fake Hub) go through; any other is refused and recorded."""
-    return _guard(monkeypatch, allow_loopback=True)
+    return guard_network(monkeypatch, allow_loopback=True)
 
 
 def visible_models(home: Path) -> list[str]:
