@@ -68,7 +68,10 @@ class Token:
 class Metrics:
     """Measurements of one reply (live in ``Stats``, final in ``Finished``). Times in seconds.
 
-    A value that is not defined yet (no token, a single token) is ``None``, never a made-up number.
+    A value that is not defined yet (no token, a single token) is ``None``, never a made-up number. A figure the
+    engine that answered cannot know at all (a remote server's KV bytes, weights, prefill time: see
+    ``engine.remote.session``) is named in ``unknown``: its 0 then means "not known", ``known()`` and
+    ``to_dict()`` give it as ``None``. A local reply knows every figure (``unknown`` is empty).
     """
 
     prompt_tokens: int = 0
@@ -93,11 +96,19 @@ class Metrics:
     dropped_turns: int = 0
     device: str = ""
     precision: str = ""
+    unknown: tuple[str, ...] = ()  # names of the fields above that are not known (their value is a placeholder)
+
+    def known(self, name: str) -> Any:
+        """The field ``name``, or None when it is one of the ``unknown``."""
+        return None if name in self.unknown else getattr(self, name)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict with exactly the field names (``itl_s`` as a list)."""
+        """JSON-ready dict with exactly the field names but ``unknown`` (``itl_s`` as a list; unknown ones None)."""
         data = asdict(self)
         data["itl_s"] = list(self.itl_s)
+        for name in data.pop("unknown"):
+            if name in data:
+                data[name] = None
         return data
 
 

@@ -2,9 +2,12 @@
 
 Streams the reply to stdout as it is produced and prints a one-line summary (TTFT, tok/s, KV bytes) to
 stderr; with ``--json`` prints one JSON object at the end instead (the benchmark, the lab and outside
-checks parse it, so its keys are fixed). Sampling is greedy unless ``--temperature`` is given, so two
-runs print the same text. Exit status: 0 done, 2 bad input or a model that cannot be loaded (one line,
-no traceback), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
+checks parse it, so its keys are fixed). With ``--base-url`` the reply comes from an OpenAI-compatible server
+(``engine.remote``: vLLM, llama-server, Ollama, ``engine serve``) instead of a model loaded here: the same output
+and keys, a figure the server cannot give (KV bytes, prefill time) null, never invented. Sampling is greedy
+unless ``--temperature`` is given, so two runs print the same text. Exit status: 0 done, 2 bad input or a model
+that cannot be loaded (one line, no traceback; for a server: a bad URL, one that cannot be reached, a refused
+key, an unknown model), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
 what was generated. Owns argument parsing and output only. ``engine/__main__.py`` imports every sub-command
 to build its parser, so the session (which loads torch, ~1.5 s) is imported in ``_run``: ``--help`` stays instant.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -31,7 +35,14 @@ DEFAULT_MAX_NEW_TOKENS = 256
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", required=True, help="the user message")
     parser.add_argument("--system", default=None, help="system prompt")
-    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a cached repo id")
+    parser.add_argument("--model", default="default",
+                        help="'default', a model folder, a .gguf file or a cached repo id; with --base-url the served "
+                             "model's name ('default': the server's only model)")
+    parser.add_argument("--base-url", default=None,
+                        help="answer with an OpenAI-compatible server instead, e.g. http://127.0.0.1:8000/v1 "
+                             "(vLLM, llama-server, Ollama's /v1, LM Studio, python -m engine serve)")
+    parser.add_argument("--api-key", default=None,
+                        help="the server's API key (default: $MIAOHUI_API_KEY, which keeps it out of the process list)")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
@@ -51,13 +62,16 @@ def _fmt(value: float | None, spec: str, unit: str) -> str:
 
 
 def summary_line(finished: Any) -> str:
-    """One line for stderr: TTFT, prefill and decode speeds, tokens, KV bytes measured and by formula."""
+    """One line for stderr: TTFT, prefill and decode speeds, tokens, KV bytes measured and by formula
+    ("n/a" and "—" for what the engine that answered cannot know)."""
     m = finished.metrics
-    return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')} · prefill {m.prefill_tokens} tok "
+    k = m.known
+    prefill = "n/a" if k("prefill_tokens") is None else m.prefill_tokens
+    return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')} · prefill {prefill} tok "
             f"@ {_fmt(m.prefill_tok_s, '.0f', ' tok/s')} · decode {_fmt(m.decode_tok_s, '.1f', ' tok/s')} · "
-            f"{m.generated_tokens} tokens · KV {format_bytes(m.kv_cache_bytes)} "
-            f"(formula {format_bytes(m.kv_cache_bytes_formula)}, no-GQA {format_bytes(m.kv_cache_bytes_formula_no_gqa)})"
-            f" · {m.device} {m.precision}")
+            f"{m.generated_tokens} tokens · KV {format_bytes(k('kv_cache_bytes'))} "
+            f"(formula {format_bytes(k('kv_cache_bytes_formula'))}, "
+            f"no-GQA {format_bytes(k('kv_cache_bytes_formula_no_gqa'))}) · {m.device} {m.precision}")
 
 
 def result_json(finished: Any, facts: Any) -> dict[str, Any]:
@@ -86,11 +100,18 @@ def _run(args: argparse.Namespace) -> int:
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.prompt)]
     check_messages(messages)  # bad input fails before the model loads
 
-    from engine.generate.session import ChatSession  # loads torch: here, not at the top (see the docstring)
+    if args.base_url is not None:
+        from engine.remote import RemoteSession, RemoteSpec, connect  # (the openai client loads on connect)
 
-    loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
-                                 allow_remote_code=args.allow_remote_code))
-    session = ChatSession(loaded)
+        remote = connect(RemoteSpec(args.base_url, args.model, args.api_key or os.environ.get("MIAOHUI_API_KEY")))
+        session: Any = RemoteSession(remote)
+        facts: Any = remote.facts
+    else:
+        from engine.generate.session import ChatSession  # loads torch: here, not at the top (see the docstring)
+
+        loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
+                                     allow_remote_code=args.allow_remote_code))
+        session, facts = ChatSession(loaded), loaded.facts
     cancel = threading.Event()
     interrupted = False
 
@@ -120,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
         print("error: generation ended without a result", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(result_json(finished, loaded.facts), ensure_ascii=False))
+        print(json.dumps(result_json(finished, facts), ensure_ascii=False))
     else:
         # The stream may lack bytes held back at the very end (an incomplete character): print them.
         shown = "".join(streamed)

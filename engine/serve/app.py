@@ -67,12 +67,12 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
 
     @v1.get("/models")
     async def models() -> dict[str, Any]:
-        return model_list(worker.model_id, created)
+        return model_list(worker.model_id, created, worker.loaded.facts.context_length)
 
     @v1.get("/models/{name:path}")
     async def model(name: str) -> dict[str, Any]:
         check_model(name)
-        return model_list(worker.model_id, created)["data"][0]
+        return model_list(worker.model_id, created, worker.loaded.facts.context_length)["data"][0]
 
     @v1.post("/chat/completions")
     async def chat_completions(request: Request) -> Response:

@@ -66,9 +66,12 @@ def usage(metrics: Metrics) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": metrics.reused_tokens}}
 
 
-def model_list(model_id: str, created: int) -> dict[str, Any]:
-    return {"object": "list",
-            "data": [{"id": model_id, "object": "model", "created": created, "owned_by": "miaohui"}]}
+def model_list(model_id: str, created: int, max_model_len: int | None = None) -> dict[str, Any]:
+    """``/v1/models``; ``max_model_len`` is vLLM's field for the context a request may use (omitted: unknown)."""
+    entry: dict[str, Any] = {"id": model_id, "object": "model", "created": created, "owned_by": "miaohui"}
+    if max_model_len:
+        entry["max_model_len"] = max_model_len
+    return {"object": "list", "data": [entry]}
 
 
 class Shaper:
