@@ -92,6 +92,12 @@ class ChatSession:
         """Positions currently held in the KV cache."""
         return self._runner.cached_len if self._runner is not None else 0
 
+    def cached_ids(self, use_kv_cache: bool = True) -> tuple[int, ...]:
+        """The ids a reply asking for ``use_kv_cache`` would find in the cache (none when it would start a new
+        runner). Read on the generating thread: the forecast of a turn's prefill (``engine.generate.measure``)."""
+        runner = self._runner
+        return tuple(runner.cached_ids) if runner is not None and runner.use_kv_cache == use_kv_cache else ()
+
     def reset(self) -> None:
         """Forget the cache (a new conversation reuses nothing)."""
         if self._runner is not None:

@@ -1,0 +1,55 @@
+"""measure_prompt on the tiny model: it predicts what the next turn's ChatSession computes, trims and reuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import ContextTooLongError
+from engine.events import Finished, Message, Started
+from engine.generate.measure import measure_prompt, shared_prefix
+from engine.generate.session import ChatSession
+from engine.inputs import LoadSpec, SamplingConfig
+from engine.models.loader import load_model
+
+GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_dir):
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+
+
+def _turn(session: ChatSession, messages: list[Message]) -> tuple[Started, Finished]:
+    events = list(session.generate(messages, GREEDY))
+    return events[0], events[-1]
+
+
+def test_shared_prefix():
+    assert (shared_prefix([1, 2, 3], [1, 2, 4]), shared_prefix([], [1]), shared_prefix([1, 2], [1, 2, 3])) == (2, 0, 2)
+
+
+def test_the_measure_of_a_turn_is_what_the_session_then_computes(loaded):
+    session = ChatSession(loaded)
+    first = [Message("system", "You are Miaohui."), Message("user", "What is the capital of France?")]
+    cold = measure_prompt(loaded, first, GREEDY.max_new_tokens, session.cached_ids())
+    started, finished = _turn(session, first)
+    assert (cold.prompt_tokens, cold.cached_tokens, cold.dropped_turns) == (started.prompt_tokens, 0, 0)
+    assert cold.text_tokens == len(loaded.tokenizer.encode("What is the capital of France?", add_special_tokens=False))
+    assert cold.context_max == loaded.facts.context_length and cold.reply_budget == GREEDY.max_new_tokens
+
+    second = first + [Message("assistant", finished.text), Message("user", "And of Italy?")]
+    warm = measure_prompt(loaded, second, GREEDY.max_new_tokens, session.cached_ids())
+    started, _ = _turn(session, second)
+    assert warm.cached_tokens == started.reused_tokens > 0 and warm.prompt_tokens == started.prompt_tokens
+    assert measure_prompt(loaded, second, 8, session.cached_ids(use_kv_cache=False)).cached_tokens == 0
+
+
+def test_trimming_and_refusals_are_the_sessions(loaded):
+    context = loaded.facts.context_length
+    words = "KV cache " * (context // 3)
+    history = [Message("user", words), Message("assistant", "ok"), Message("user", "short question")]
+    measured = measure_prompt(loaded, history, GREEDY.max_new_tokens)
+    started, _ = _turn(ChatSession(loaded), history)
+    assert measured.dropped_turns == started.dropped_turns == 2 and measured.prompt_tokens == started.prompt_tokens
+    with pytest.raises(ContextTooLongError):
+        measure_prompt(loaded, [Message("user", "KV cache " * context)], GREEDY.max_new_tokens)
