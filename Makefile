@@ -8,8 +8,9 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch>=2.6
 PYTEST_ARGS ?=
 STAMP := $(VENV)/.miaohui-installed
+QM := assets/i18n/miaohui_zh_CN.qm
 
-.PHONY: install run test bench lab package package-test clean gui-bench
+.PHONY: install run test bench lab package package-test clean gui-bench i18n
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +22,17 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[test]"
 	echo "$(TORCH_SPEC)" > $(STAMP)
 
-install: $(STAMP)
+# The interface's compiled translations (app/i18n.py loads them), rebuilt only when their .ts source changed.
+assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
+	bash packaging/i18n.sh build
+
+install: $(STAMP) $(QM)
 	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
 	$(PY) -m engine fetch
+
+# After changing texts in app/: update the .ts sources (new texts arrive unfinished; translate them), build .qm.
+i18n: $(STAMP)
+	bash packaging/i18n.sh
 
 run: install
 	$(PY) -m app $(ARGS)

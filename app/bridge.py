@@ -29,7 +29,9 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from app.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob, ReplyStarted, TaskFn, TaskJob,
                         Worker)
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
+from engine.generate.measure import PromptMeasure, measure_prompt
 from engine.inputs import LoadSpec, SamplingConfig
+from engine.remote import RemoteSpec
 
 __all__ = ["Bridge", "LoadFailure", "ReplyStarted", "TaskFn"]
 
@@ -103,6 +105,7 @@ class Bridge(QObject):
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
         self._facts: object | None = None
+        self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
         self._closed = False
         self._thread.start()
 
@@ -119,9 +122,9 @@ class Bridge(QObject):
         """True from an accepted ``generate()`` until its ``generation_finished`` was emitted."""
         return any(queued.generating for queued in self._jobs.values())
 
-    def load(self, spec: LoadSpec) -> int:
-        """Load ``spec``'s model. Cancels a running reply first: a new model drops every conversation's
-        session. Returns the job id (0 after shutdown)."""
+    def load(self, spec: LoadSpec | RemoteSpec) -> int:
+        """Load ``spec``'s model (a ``RemoteSpec``: connect to a server's). Cancels a running reply first: a new
+        model drops every conversation's session. Returns the job id (0 after shutdown)."""
         for queued in self._jobs.values():
             if isinstance(queued.job, GenerateJob):
                 queued.cancel.set()
@@ -133,8 +136,26 @@ class Bridge(QObject):
         so a Send pressed many times yields one reply."""
         if self.is_generating() or self._closed:
             return False
-        self._submit(GenerateJob(conversation_id, tuple(messages), config))
+        self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None)))
         return True
+
+    def note_fork(self, fork_id: int, origin_id: int) -> None:
+        """Conversation ``fork_id`` was forked from ``origin_id``: its first reply may take over the session
+        the worker keeps for the origin (their shared history is in its KV cache; the origin then prefills
+        again on its next reply)."""
+        self._forks[fork_id] = origin_id
+
+    def measure_prompt(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig) -> int:
+        """Measure on the worker what replying to ``messages`` (the last one: the message being written) would
+        compute, as ``conversation_id``'s next reply (``engine.generate.measure.PromptMeasure``); the result
+        comes by ``task_finished`` with the returned id, like ``submit_task``'s."""
+        sessions, origin, messages = self._worker.sessions, self._forks.get(conversation_id), tuple(messages)
+
+        def measure(loaded: object, cancel: object) -> PromptMeasure:  # runs on the worker, where sessions live
+            cached = sessions.cached_ids(conversation_id, origin, config.use_kv_cache)
+            return measure_prompt(loaded, messages, config.max_new_tokens, cached, cancel)  # type: ignore[arg-type]
+
+        return self.submit_task(measure)  # type: ignore[arg-type]
 
     def submit_task(self, fn: TaskFn) -> int:
         """Run ``fn(loaded_model, cancel_event)`` on the worker thread; the result comes by

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from app.bridge import Bridge, LoadFailure
 from app.history.perf import PerfRecord
 from app.history.store import ConflictError, HistoryStore, StoreError
+from app.remote_source import RemoteSpec, loaded_note
 from app.settings import ChatSettings, Settings, chat_from_stored
 from engine.errors import BadInputError, ErrorKind
 from engine.events import Finished, Message, Metrics
@@ -144,11 +145,11 @@ class ChatController(QObject):
     def is_generating(self) -> bool:
         return self._generating
 
-    def conversation_for_engine(self) -> list[Message]:
-        """What the next reply answers: the system prompt, then every message but the empty or failed replies
-        (not something the model said)."""
+    def conversation_for_engine(self, upto: int | None = None) -> list[Message]:
+        """What the next reply answers: the system prompt, then every message (before index ``upto``: the one
+        being edited) but the empty or failed replies (not something the model said)."""
         system = [Message("system", self._chat.system_prompt)] if self._chat.system_prompt.strip() else []
-        return system + [Message(m.role, m.text) for m in self._messages
+        return system + [Message(m.role, m.text) for m in self._messages[:upto]
                          if m.role == "user" or (m.text.strip() and m.finish_reason != "error")]
 
     # -- conversations --------------------------------------------------------------------------------
@@ -217,9 +218,9 @@ class ChatController(QObject):
                         self._chat.stored())
 
     # -- the model ------------------------------------------------------------------------------------
-    def load(self, spec: LoadSpec) -> None:
-        """Load ``spec``'s model (a reply streaming stops: a new model starts every conversation over)."""
-        self.settings.set_model_choice(spec.model, spec.precision, spec.device)
+    def load(self, spec: LoadSpec | RemoteSpec) -> None:
+        """Load ``spec``'s model, or a server's (a reply streaming stops: a new model starts every chat over)."""
+        self.settings.remember_load(spec)  # a server's URL and model name, never its API key
         self._loading = True
         self.bridge.load(spec)
         self.state_changed.emit()
@@ -231,13 +232,13 @@ class ChatController(QObject):
         if self._generating or self.bridge.is_generating():
             return False  # a reply is streaming: extra Sends are ignored, never queued or duplicated
         if not text.strip():
-            self.notice.emit("Your message is empty.", "info")
+            self.notice.emit(self.tr("Your message is empty."), "info")
             return False
         if self._loading:
-            self.notice.emit("The model is still loading; send when it is ready.", "info")
+            self.notice.emit(self.tr("The model is still loading; send when it is ready."), "info")
             return False
         if self._facts is None:
-            self.notice.emit("No model loaded: choose a model above and press Load.", "warning")
+            self.notice.emit(self.tr("No model loaded: choose a model above and press Load."), "warning")
             return False
         config = self._sampling_config()
         if config is None:
@@ -314,7 +315,7 @@ class ChatController(QObject):
         try:
             return self._chat.sampling_config()
         except BadInputError as exc:
-            self.notice.emit(f"The reply settings cannot be used: {exc}", "error")
+            self.notice.emit(self.tr("The reply settings cannot be used: {why}").format(why=exc), "error")
             return None
 
     def _create_conversation(self) -> int | None:
@@ -351,8 +352,9 @@ class ChatController(QObject):
             known = [m.message_id for m in self._messages[index:] if m.message_id is not None]
             try:
                 self.store.delete_messages_from(self._cid, mid, known_ids=known)
-            except ConflictError as exc:
-                self.notice.emit(f"{str(exc).capitalize()}. It is reloaded: try again.", "warning")
+            except ConflictError:  # said in the interface's language: the store's message is English
+                self.notice.emit(self.tr("This chat was changed in another window since it was opened; nothing was "
+                                         "deleted. It is reloaded: try again."), "warning")
                 self.open(self._cid)
                 return False
             except StoreError as exc:
@@ -380,15 +382,14 @@ class ChatController(QObject):
             else:
                 self._messages.pop()
         self._generating = False
-        self._reply_mid = None
-        self._gen_cid = None
+        self._reply_mid = self._gen_cid = None
         self._reply_shown = False
         if error:
             self.notice.emit(error, "error")
         elif reason == "cancelled":
-            self.status_note.emit("Stopped: the partial reply is kept.", 5000)
+            self.status_note.emit(self.tr("Stopped: the partial reply is kept."), 5000)
         elif reason == "length":
-            self.status_note.emit("The reply reached the max new tokens limit: press Continue for more.", 8000)
+            self.status_note.emit(self.tr("The reply reached the max new tokens limit: press Continue for more."), 8000)
         self.state_changed.emit()
         self.reply_finished.emit(FinishedReply(message, metrics, shown, kept))
 
@@ -402,7 +403,7 @@ class ChatController(QObject):
 
     def _warn_unsaved(self, exc: StoreError) -> None:
         if not self._store_warned:  # once: a read-only history would otherwise repeat it on every save
-            self.notice.emit(f"History not saved: {exc}", "warning")
+            self.notice.emit(self.tr("History not saved: {why}").format(why=exc), "warning")
             self._store_warned = True
 
     # -- slots ----------------------------------------------------------------------------------------
@@ -410,16 +411,15 @@ class ChatController(QObject):
     def on_bridge_model_loaded(self, facts: Any) -> None:
         self._loading = False
         self._facts = facts
-        self.notice.emit(f"Loaded {facts.name}: {facts.params / 1e6:.1f} M parameters, {facts.precision} "
-                         f"on {facts.device}.", "info")
+        self.notice.emit(loaded_note(facts), "info")  # a local model's size and place, or the server's address
         self.state_changed.emit()
         self.model_ready.emit(facts)
 
     @Slot(object)
     def on_bridge_load_failed(self, failure: LoadFailure) -> None:
         self._loading = False
-        kept = f" (still using {self._facts.name})" if self._facts is not None else ""
-        self.notice.emit(f"Could not load the model: {failure.message}{kept}", "error")
+        kept = self.tr(" (still using {name})").format(name=self._facts.name) if self._facts is not None else ""
+        self.notice.emit(self.tr("Could not load the model: {0}{1}").format(failure.message, kept), "error")
         self.state_changed.emit()
         if failure.kind is ErrorKind.REMOTE_CODE_REFUSED and not failure.spec.allow_remote_code and not self._closed:
             self.remote_code_offered.emit(failure.spec)

@@ -1,13 +1,14 @@
-"""Entry point: ``miaohui`` / ``python -m app`` [--model M --precision P --device D],
+"""Entry point: ``miaohui`` / ``python -m app`` [--model M --precision P --device D] [--language L],
 ``--self-test``, ``--screenshot OUT.png [--prompt TEXT]``, ``--version``.
 
 Reads top to bottom: parse arguments → check the GUI toolkit is importable (one plain line if
 not) → the data folder (unusable: the window opens with history in memory and says why; a scripted
 run prints one line and exits 2) → logging and the excepthook (a bug becomes a dialog, never a
-silent death) → QApplication, theme, settings, history → the window → run. ``--self-test`` and
-``--screenshot`` run offscreen with throwaway settings and history and no log file, so they change
-no file of the user's: load the model, send one message, wait for the streamed reply, check the
-panel showed TTFT, tok/s and KV bytes, print a JSON report (and save a PNG).
+silent death) → QApplication, theme, settings, history, the interface language (``app.i18n``: its
+translators go in before any widget is made) → the window → run. ``--self-test`` and ``--screenshot`` run
+offscreen with throwaway settings and history and no log file, so they change no file of the user's: load
+the model, send one message, wait for the streamed reply, check the panel showed TTFT, tok/s and KV bytes,
+print a JSON report (and save a PNG).
 Owns startup and the scripted runs; the window's behaviour lives in ``app.mainwindow``.
 """
 
@@ -33,11 +34,11 @@ from engine.inputs import PRECISIONS
 from engine.paths import data_dir, history_path, logs_dir
 
 try:  # everything that needs PySide6: without it, main() says so in one plain line instead of a traceback
-    from PySide6.QtCore import QElapsedTimer, QTimer
+    from PySide6.QtCore import QCoreApplication, QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication, QMessageBox
 
+    from app import i18n, theme
     from app import settings as app_settings
-    from app import theme
     from app.single_instance import SingleInstance
 except ImportError as _qt_error:
     QT_MISSING: ImportError | None = _qt_error
@@ -57,6 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", help="'default', a model folder or a .gguf file (default: the last one used)")
     parser.add_argument("--precision", choices=PRECISIONS)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--language", choices=i18n.LANGUAGES if QT_MISSING is None else None,
+                        help="interface language for this run (default: the one chosen in Settings, else the system's)")
     parser.add_argument("--self-test", action="store_true",
                         help="offscreen: load, send one message, check the panel, print a JSON report")
     parser.add_argument("--screenshot", metavar="OUT.png", help="like --self-test, then save the window as a PNG")
@@ -98,14 +101,15 @@ def install_excepthook(log_path: Path | None, interactive: bool) -> None:
             return
         log.error("unhandled exception:\n%s", "".join(traceback.format_exception(exc_type, exc, tb)))
         line = f"{exc_type.__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-        where = f"\n\nDetails were written to {log_path}." if log_path else ""
         if not interactive:
             print(f"miaohui: internal error: {line}", file=sys.stderr)
             return
         if QApplication.instance() is not None:
-            QMessageBox.critical(None, "Miaohui hit a bug",
-                                 f"Something went wrong inside Miaohui:\n{line}{where}\n\nThe app keeps running; "
-                                 "if it misbehaves, restart it.")
+            translate = QCoreApplication.translate
+            where = translate("main", "\n\nDetails were written to {path}.").format(path=log_path) if log_path else ""
+            text = translate("main", "Something went wrong inside Miaohui:\n{line}{where}\n\nThe app keeps running; "
+                             "if it misbehaves, restart it.")
+            QMessageBox.critical(None, translate("main", "Miaohui hit a bug"), text.format(line=line, where=where))
 
     sys.excepthook = hook
 
@@ -160,11 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         settings = app_settings.Settings()
         store = HistoryStore(history_path())  # an unusable folder: history in memory, with a notice
+    i18n.install(app, args.language or settings.language())  # before any widget: labels are translated when made
+    i18n.configure_chart_fonts()
     window = MainWindow(settings, store)
     if guard is not None:
         guard.activation_requested.connect(window.bring_to_front)
     if unusable is not None:  # the window still opens; loading the default model will say the same
-        window.messages.show_message(f"{unusable}; this session's chats are kept in memory only", "warning")
+        window.messages.show_message(QCoreApplication.translate(
+            "main", "{problem}; this session's chats are kept in memory only").format(problem=unusable), "warning")
     code = EXIT_FAILED
     try:
         if scripted:
@@ -178,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         joined = window.shutdown()
         store.close()
+        i18n.uninstall(app)
         if guard is not None:
             guard.release()
         if scratch is not None:

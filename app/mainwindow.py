@@ -19,8 +19,10 @@ from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QToolBar, QVBoxLayout,
                                QWidget)
 
+from app import fork, prompt_meter
 from app.bridge import Bridge, ReplyStarted
 from app.controller import ChatController, ChatMessage, FinishedReply
+from app.engine_texts import engine_text
 from app.history.store import HistoryStore
 from app.settings import ChatSettings, Settings
 from app.widgets.chat_view import ChatView, ShownMessage
@@ -67,6 +69,7 @@ class MainWindow(QMainWindow):
         self.models_window: Any = None  # the Models window (app/widgets/models_window.py), built when first opened
         self._build()
         self._connect()
+        self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
         self._update_state()
         for notice in store.notices:
             self.messages.show_message(notice, "warning")
@@ -82,7 +85,7 @@ class MainWindow(QMainWindow):
     # -- construction ---------------------------------------------------------------------------------
     def _build(self) -> None:
         self.resize(1440, 900)
-        toolbar = QToolBar("Model")
+        toolbar = QToolBar(self.tr("Model"))
         toolbar.setObjectName("modelToolbar")
         toolbar.setMovable(False)
         self.model_bar = ModelBar(self.settings)
@@ -126,29 +129,27 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.perf_dock], [380], Qt.Orientation.Horizontal)
 
         status = self.statusBar()
-        self.status_model = QLabel("no model")
-        self.status_device = QLabel("")
-        self.status_precision = QLabel("")
-        self.status_state = QLabel("idle")
+        self.status_model = QLabel(self.tr("no model"))
+        self.status_device, self.status_precision = QLabel(""), QLabel("")
+        self.status_state = QLabel(self.tr("idle"))
         self.load_progress = QProgressBar()
         self.load_progress.setRange(0, 100)
-        self.load_progress.setMaximumWidth(160)
-        self.load_progress.setMaximumHeight(14)
+        self.load_progress.setMaximumSize(160, 14)
         self.load_progress.setTextVisible(False)
         self.load_progress.hide()
         for widget in (self.load_progress, self.status_model, self.status_device, self.status_precision,
                        self.status_state):
             status.addPermanentWidget(widget)
 
-        menu = self.menuBar().addMenu("&Chat")
-        self._action(menu, "New chat", QKeySequence.StandardKey.New, self.on_new_chat_triggered)
-        self._action(menu, "Stop", QKeySequence(Qt.Key.Key_Escape), self.on_stop_clicked)
-        self._action(menu, "Focus prompt", QKeySequence("Ctrl+L"), self.on_focus_prompt_triggered)
-        self._action(menu, "Settings…", QKeySequence("Ctrl+,"), self.on_settings_triggered)
-        self._action(menu, "Models…", QKeySequence("Ctrl+M"), self.on_models_triggered)
+        menu = self.menuBar().addMenu(self.tr("&Chat"))
+        self._action(menu, self.tr("New chat"), QKeySequence.StandardKey.New, self.on_new_chat_triggered)
+        self._action(menu, self.tr("Stop"), QKeySequence(Qt.Key.Key_Escape), self.on_stop_clicked)
+        self._action(menu, self.tr("Focus prompt"), QKeySequence("Ctrl+L"), self.on_focus_prompt_triggered)
+        self._action(menu, self.tr("Settings…"), QKeySequence("Ctrl+,"), self.on_settings_triggered)
+        self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
         menu.addSeparator()
-        self._action(menu, "Quit", QKeySequence.StandardKey.Quit, self.close)
-        view = self.menuBar().addMenu("&View")
+        self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
+        view = self.menuBar().addMenu(self.tr("&View"))
         view.addAction(self.perf_dock.toggleViewAction())
 
     def _action(self, menu: Any, text: str, shortcut: Any, slot: Any) -> QAction:
@@ -284,9 +285,9 @@ class MainWindow(QMainWindow):
         The answer is not remembered: trusting a folder's code is a decision for each load, never a setting.
         """
         answer = QMessageBox.warning(
-            self, "Run this model's own code?",
-            f"{spec.model}\n\nThis model ships Python code that would run on your computer with your permissions "
-            "when it loads. Allow it only for a model from someone you trust.",
+            self, self.tr("Run this model's own code?"),
+            self.tr("{model}\n\nThis model ships Python code that would run on your computer with your permissions "
+                    "when it loads. Allow it only for a model from someone you trust.").format(model=spec.model),
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
         if answer == QMessageBox.StandardButton.Yes:
             self._load(replace(spec, allow_remote_code=True))
@@ -296,19 +297,21 @@ class MainWindow(QMainWindow):
     def on_bridge_load_progressed(self, stage: str, fraction: float) -> None:
         self.load_progress.show()
         self.load_progress.setValue(int(fraction * 100))
-        self.status_state.setText(f"loading: {stage}")
+        self.status_state.setText(self.tr("loading: {stage}").format(stage=engine_text(stage)))
 
     @Slot(object)
     def on_bridge_generation_started(self, started: ReplyStarted) -> None:
         self.perf_panel.show_started(started)
-        if started.dropped_turns:
-            self.messages.show_message(
-                f"{started.dropped_turns} oldest message{'s' if started.dropped_turns != 1 else ''} left out to fit "
-                f"the {started.context_max}-token context window (the system prompt is kept).", "warning")
+        if n := started.dropped_turns:  # one source text per English form (Chinese has one form for both)
+            text = (self.tr("{n} oldest message left out to fit the {max}-token context window (the system prompt is "
+                            "kept).") if n == 1 else self.tr("{n} oldest messages left out to fit the {max}-token "
+                                                             "context window (the system prompt is kept)."))
+            self.messages.show_message(text.format(n=n, max=started.context_max), "warning")
 
     @Slot(int, int)
     def on_bridge_prefill_progressed(self, done: int, total: int) -> None:
-        self.status_state.setText(f"· prefill {done}/{total} tokens" if done < total else "· generating")
+        self.status_state.setText(self.tr("· prefill {done}/{total} tokens").format(done=done, total=total)
+                                  if done < total else self.tr("· generating"))
 
     @Slot(str, list)
     def on_bridge_tokens_received(self, _text: str, tokens: list) -> None:
@@ -322,14 +325,14 @@ class MainWindow(QMainWindow):
         try:
             spec = LoadSpec(model=model, precision=precision, device=device)
         except BadInputError as exc:
-            self.messages.show_message(f"Could not load the model: {exc}", "error")
+            self.messages.show_message(self.tr("Could not load the model: {error}").format(error=exc), "error")
             return
         self._load(spec)
 
     def _load(self, spec: LoadSpec) -> None:
         self.load_progress.setValue(0)
         self.load_progress.show()
-        self.status_state.setText("loading")
+        self.status_state.setText(self.tr("loading"))
         self.controller.load(spec)
 
     @Slot()
@@ -344,7 +347,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def on_stop_clicked(self) -> None:
         if self.controller.stop() and self.controller.is_loading():
-            self.status_state.setText("cancelling load…")
+            self.status_state.setText(self.tr("cancelling load…"))
 
     @Slot()
     def on_new_chat_triggered(self) -> None:
@@ -360,8 +363,8 @@ class MainWindow(QMainWindow):
         dialog = SettingsDialog(self.settings, self)
         if dialog.exec():
             self.apply_settings()
-            self.statusBar().showMessage("Settings saved for this conversation and new ones; "
-                                         "they apply to the next reply.", 5000)
+            self.statusBar().showMessage(self.tr("Settings saved for this conversation and new ones; "
+                                                 "they apply to the next reply."), 5000)
 
     @Slot(int)
     def on_models_triggered(self) -> None:
@@ -396,7 +399,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def on_chat_code_copied(self, code: str) -> None:
-        self.statusBar().showMessage(f"Copied {len(code.splitlines())} lines of code.", 3000)
+        self.statusBar().showMessage(self.tr("Copied {n} lines of code.").format(n=len(code.splitlines())), 3000)
 
     # -- state ----------------------------------------------------------------------------------------
     def _update_state(self) -> None:
@@ -406,18 +409,18 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(generating or loading)
         self.chat.set_actions_enabled(not generating)
         self.model_bar.set_loading(loading)
-        self.status_model.setText(facts.name if facts is not None else "no model")
+        self.status_model.setText(facts.name if facts is not None else self.tr("no model"))
         self.status_device.setText(f"· {facts.device}" if facts is not None else "")
         self.status_precision.setText(f"· {facts.precision}" if facts is not None else "")
         if loading:
-            if not self.status_state.text().startswith(("loading", "cancelling")):
-                self.status_state.setText("loading")
+            if self.load_progress.isHidden():  # not begun by _load: no loading line (stage, cancelling) shown yet
+                self.status_state.setText(self.tr("loading"))
         else:
             self.load_progress.hide()
             if generating:
-                self.status_state.setText("· generating")
+                self.status_state.setText(self.tr("· generating"))
             else:
-                self.status_state.setText("· ready" if facts is not None else "· no model loaded")
+                self.status_state.setText(self.tr("· ready") if facts is not None else self.tr("· no model loaded"))
         self.setWindowTitle(f"Miaohui 秒回 — {facts.name}" if facts is not None else "Miaohui 秒回")
 
     @Slot()

@@ -22,7 +22,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name, guess_lexer
 from pygments.util import ClassNotFound
-from PySide6.QtCore import QSizeF, QUrl, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QSizeF, QUrl, Qt, Signal, Slot
 from PySide6.QtGui import (QColor, QDesktopServices, QGuiApplication, QImage, QPalette, QTextBlockFormat,
                            QTextCharFormat, QTextCursor, QTextDocument, QTextOption)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
@@ -45,7 +45,7 @@ class Segment:
     start: int = 0  # offset of the segment (its opening fence, for code) in the text it was split from
 
 
-IMAGE_LABEL = "[image: {}]"
+IMAGE_LABEL = QT_TRANSLATE_NOOP("MessageBrowser", "[image: {}]")  # shown translated
 _IMAGE_URL_SHOWN = 80  # characters of an image's URL shown in its placeholder text
 
 
@@ -80,7 +80,8 @@ def defuse_images(document: QTextDocument, start: int = 0) -> int:
             cursor.setPosition(position)
             cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
             # One U+FFFC per image; a run of adjacent images with one format is one fragment.
-            cursor.insertText(" ".join([IMAGE_LABEL.format(shown)] * length), text_format)
+            label = QCoreApplication.translate("MessageBrowser", IMAGE_LABEL).format(shown)
+            cursor.insertText(" ".join([label] * length), text_format)
             replaced += length
         block = block.next()
     return replaced
@@ -208,13 +209,14 @@ def append_markdown(cursor: QTextCursor, text: str, codes: list[str], theme: the
                 cursor.insertBlock(QTextBlockFormat())
             index = len(codes)
             codes.append(segment.text)
-            label = html.escape(segment.language or "code")
+            label = html.escape(segment.language or QCoreApplication.translate("MessageBrowser", "code"))
+            copy = html.escape(QCoreApplication.translate("MessageBrowser", "Copy"))
             body = highlight_html(segment.text, segment.language, theme.pygments_style) if segment.text else ""
             cursor.insertHtml(
                 f'<table width="100%" cellspacing="0" cellpadding="8" style="background-color:{theme.code_background};'
                 f' border: 1px solid {theme.border};">'
                 f'<tr><td style="color:{theme.muted}; font-size:small;">{label}'
-                f'&nbsp;&nbsp;&nbsp;<a href="copy:{index}" style="color:{theme.accent};">Copy</a></td></tr>'
+                f'&nbsp;&nbsp;&nbsp;<a href="copy:{index}" style="color:{theme.accent};">{copy}</a></td></tr>'
                 f'<tr><td><pre style="font-family: \'DejaVu Sans Mono\', monospace;">{body}</pre></td></tr></table>')
             cursor.movePosition(QTextCursor.MoveOperation.End)
         separate = True

@@ -1,8 +1,8 @@
 """User settings remembered between runs, backed by QSettings (organisation "Miaohui", app "miaohui").
 
-Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the model
-selection (model, precision, device), the recently opened models and the window layout. It does
-not own history (``app.history.store``) or any widget.
+Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the interface
+language, the model selection (model, precision, device; or the server last connected to, never its API key), the
+recently opened models and the window layout. It does not own history (``app.history.store``) or any widget.
 
 Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
 data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
@@ -22,7 +22,9 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from engine.inputs import DEVICES, PRECISIONS, SamplingConfig
+from app.i18n import LANGUAGES
+from engine.inputs import DEVICES, PRECISIONS, LoadSpec, SamplingConfig
+from engine.remote.spec import RemoteSpec
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +197,21 @@ class Settings:
         self._q.setValue("model/device", device)
         self._q.sync()
 
+    def remember_load(self, spec: LoadSpec | RemoteSpec) -> None:
+        """Remember what the user loads: a local model's choice, or a server's base URL and model name — never
+        its API key (that lives in memory for the session only, ``app.remote_source``)."""
+        if isinstance(spec, RemoteSpec):
+            self._q.setValue("remote/base_url", spec.base_url)
+            self._q.setValue("remote/model", spec.model)
+            self._q.sync()
+        else:
+            self.set_model_choice(spec.model, spec.precision, spec.device)
+
+    def remote_choice(self) -> tuple[str, str]:
+        """(base URL, model name) of the server last connected to; ("", "") before the first."""
+        url, model = (self._read(key, "") for key in ("remote/base_url", "remote/model"))
+        return (url, model) if "\0" not in url + model else ("", "")
+
     def recent_models(self) -> list[str]:
         """Model paths opened lately, newest first: strings only, each once, at most MAX_RECENT_MODELS."""
         value = self._q.value("model/recent")
@@ -251,4 +268,19 @@ class Settings:
 
     def set_allow_downloads(self, allowed: bool) -> None:
         self._q.setValue("library/allow_downloads", bool(allowed))
+        self._q.sync()
+
+    # -- interface --------------------------------------------------------------------------------
+    def language(self) -> str:
+        """The interface language: "system" (follow the system's; the default), "en" or "zh_CN" (``app.i18n``)."""
+        language = self._read("ui/language", "system")
+        if language not in LANGUAGES:
+            self._warn("ui/language", language, "system")
+            return "system"
+        return language
+
+    def set_language(self, language: str) -> None:
+        if language not in LANGUAGES:
+            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, not {language!r}")
+        self._q.setValue("ui/language", language)
         self._q.sync()

@@ -13,6 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
+from app import i18n
+
 
 @dataclass(frozen=True)
 class Theme:
@@ -39,6 +41,7 @@ DARK = Theme(name="dark", window="#1e1f22", surface="#26282c", text="#e6e7e9", m
              code_background="#1a1b1e", pygments_style="monokai", error="#f97066", warning="#fdb022")
 
 _current: Theme = LIGHT
+_system_family = ""  # the platform's default UI font family, read once
 
 
 def current() -> Theme:
@@ -115,14 +118,16 @@ def stylesheet(theme: Theme) -> str:
 
 def apply(app: QApplication, dark: bool | None = None) -> Theme:
     """Install the palette, font and stylesheet; ``dark=None`` follows the system."""
-    global _current
+    global _current, _system_family
     _current = DARK if (system_prefers_dark() if dark is None else dark) else LIGHT
     app.setStyle("Fusion")  # the same look everywhere; native styles ignore parts of the palette
     app.setPalette(_palette(_current))
     font = QFont()
-    # Families in order: Latin UI font, then CJK and emoji fallbacks so Chinese never renders as boxes.
-    font.setFamilies(["Inter", "Segoe UI", "Noto Sans", "DejaVu Sans", "Noto Sans CJK SC", "Microsoft YaHei",
-                      "PingFang SC", "Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji"])
+    _system_family = _system_family or QGuiApplication.font().family()  # before the first apply() replaces it
+    # Families in order: the system's UI font, Latin fallbacks, then CJK (app.i18n) and emoji fallbacks so
+    # Chinese never renders as boxes where a CJK font is installed.
+    font.setFamilies(i18n.font_families(_system_family, ("Inter", "Segoe UI", "Noto Sans", "DejaVu Sans"))
+                     + ["Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji"])
     font.setPointSizeF(10.0)
     app.setFont(font)
     app.setStyleSheet(stylesheet(_current))

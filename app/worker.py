@@ -26,6 +26,7 @@ from engine.fmt import one_line
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.models import loader as model_loader
 from engine.models.model import LoadedModel
+from engine.remote import RemoteModel, RemoteSession, RemoteSpec, connect
 
 if TYPE_CHECKING:  # the real import waits for the first reply (see Worker._generate)
     from engine.generate.session import ChatSession
@@ -44,9 +45,10 @@ MAX_SESSION_KV_BYTES = 1 << 30
 
 @dataclass(frozen=True)
 class LoadJob:
-    """Load ``spec``'s model; the previous one stays loaded until this one succeeds."""
+    """Load ``spec``'s model, or connect to a server's (``RemoteSpec``: its models are listed and the name checked);
+    the previous one stays loaded until this one succeeds."""
 
-    spec: LoadSpec
+    spec: LoadSpec | RemoteSpec
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class GenerateJob:
     conversation_id: int
     messages: tuple[Message, ...]
     config: SamplingConfig
+    prefix_from: int | None = None  # a fork's first turn: the conversation whose session may be handed over
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class LoadFailure:
 
     kind: ErrorKind
     message: str
-    spec: LoadSpec
+    spec: LoadSpec | RemoteSpec
 
 
 @dataclass(frozen=True)
@@ -109,11 +112,17 @@ class SessionCache:
         self._kept: collections.OrderedDict[int, tuple[ChatSession, int]] = collections.OrderedDict()
         self._evicted: set[int] = set()  # conversations whose session was dropped to respect the bounds
 
-    def take(self, conversation_id: int, make: Callable[[], ChatSession]) -> tuple[ChatSession, bool]:
+    def take(self, conversation_id: int, make: Callable[[], ChatSession],
+             prefix_from: int | None = None) -> tuple[ChatSession, bool]:
         """The conversation's session (made if it has none, now the most recent) and whether it had one
-        that was evicted."""
+        that was evicted. A conversation with none takes over ``prefix_from``'s (a fork's first turn: the
+        cache holds their shared history), and that one's next reply prefills again, said as an eviction."""
         session, kv_bytes = self._kept.pop(conversation_id, (None, 0))
         evicted = session is None and conversation_id in self._evicted
+        if session is None and prefix_from is not None and prefix_from in self._kept:
+            session, kv_bytes = self._kept.pop(prefix_from)
+            self._evicted.add(prefix_from)
+            evicted = False
         if session is None:
             session = make()
             self._evicted.discard(conversation_id)
@@ -126,6 +135,11 @@ class SessionCache:
         if conversation_id in self._kept:
             self._kept[conversation_id] = (self._kept[conversation_id][0], kv_bytes)
             self._evict()
+
+    def cached_ids(self, conversation_id: int, prefix_from: int | None, use_kv_cache: bool) -> tuple[int, ...]:
+        """The ids the conversation's next reply would find in its KV cache (see ``take``); no change of order."""
+        kept = self._kept.get(conversation_id) or (self._kept.get(prefix_from) if prefix_from is not None else None)
+        return kept[0].cached_ids(use_kv_cache) if kept is not None else ()
 
     def kept(self) -> list[int]:
         """Conversation ids with a session, the least recently used first."""
@@ -172,7 +186,7 @@ class Worker(QObject):
         job_finished(int): a job's id, emitted once it has ended, whatever the outcome.
         events_pending(): a Started or Finished event was buffered; drain the buffer now.
         load_progressed(str, float): stage name and fraction of the model load done.
-        model_loaded(object): the new model's ModelFacts.
+        model_loaded(object): the new model's ModelFacts (a server's model: its ``RemoteFacts``).
         load_failed(object): the ``LoadFailure`` (the previous model, if any, stays loaded).
         task_finished(int, object): task id and fn's return value.
         task_failed(int, str): task id and the one-line error.
@@ -189,7 +203,7 @@ class Worker(QObject):
     def __init__(self, buffer: EventBuffer) -> None:
         super().__init__()
         self._buffer = buffer
-        self._loaded: LoadedModel | None = None
+        self._loaded: LoadedModel | RemoteModel | None = None
         self.sessions = SessionCache()
 
     @Slot(object)
@@ -219,7 +233,8 @@ class Worker(QObject):
         try:
             if cancel.is_set():
                 raise CancelledError("model load cancelled")
-            loaded = model_loader.load_model(job.spec, progress=progress, cancel=cancel)
+            loaded = (connect(job.spec, cancel) if isinstance(job.spec, RemoteSpec)
+                      else model_loader.load_model(job.spec, progress=progress, cancel=cancel))
         except EngineError as exc:
             self.load_failed.emit(LoadFailure(exc.kind, one_line(exc), job.spec))
             return
@@ -230,6 +245,8 @@ class Worker(QObject):
             return
         # Only now is the previous model dropped: a failed load keeps the user's working model.
         self.sessions.clear()
+        if isinstance(self._loaded, RemoteModel):
+            self._loaded.close()  # the previous server's pooled connections
         self._loaded = loaded
         self.model_loaded.emit(loaded.facts)
 
@@ -241,15 +258,19 @@ class Worker(QObject):
         if loaded is None:
             self._finish(finished_without_run("error", "no model loaded: choose a model and press Load"))
             return
-        # Imported on the first reply, not with the window: it imports torch (~1.3 s measured), and the
-        # window shows before any model is loaded. (Tests also replace ChatSession on its module.)
-        from engine.generate.session import ChatSession
-
         try:
-            # One torch thread fewer while decoding leaves a core to the GUI thread that renders the
-            # stream (see ChatSession: decode is memory-bound, so it costs nothing measurable).
-            session, evicted = self.sessions.take(job.conversation_id,
-                                                  lambda: ChatSession(loaded, reserve_threads=1))
+            if isinstance(loaded, RemoteModel):
+                # A server's model: nothing kept here between replies (the server keeps its own cache), no torch.
+                session, evicted = RemoteSession(loaded), False
+            else:
+                # Imported on the first reply, not with the window: it imports torch (~1.3 s measured), and the
+                # window shows before any model is loaded. (Tests also replace ChatSession on its module.)
+                from engine.generate.session import ChatSession
+
+                # One torch thread fewer while decoding leaves a core to the GUI thread that renders the
+                # stream (see ChatSession: decode is memory-bound, so it costs nothing measurable).
+                session, evicted = self.sessions.take(job.conversation_id,
+                                                      lambda: ChatSession(loaded, reserve_threads=1), job.prefix_from)
             events = session.generate(job.messages, job.config, cancel=cancel)
             finished = False
             for event in events:

@@ -33,7 +33,8 @@ def test_spec_parses_and_names_required_contents():
     source = (PACKAGING / "miaohui.spec").read_text(encoding="utf-8")
     ast.parse(source)
     for required in ('"transformers": "pyz+py"', "copy_metadata", 'f"models/{MODEL.name}"', '"assets"',
-                     "pyi_rth_miaohui.py", "collect_submodules(\"engine\")", "BUNDLE(", "contents_directory"):
+                     "pyi_rth_miaohui.py", "collect_submodules(\"engine\")", "BUNDLE(", "contents_directory",
+                     '"i18n"', "lrelease"):
         assert required in source, required
     # Metadata the issue names must be copied; the test reads the spec's own list.
     tree = ast.parse(source)

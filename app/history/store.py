@@ -263,6 +263,23 @@ class HistoryStore:
                              json.dumps(settings or {}, ensure_ascii=False)))
             return int(cur.lastrowid)
 
+    def fork_conversation(self, cid: int, mid: int, title: str | None = None) -> int:
+        """A new conversation (one transaction) with ``cid``'s system prompt, settings and messages up to and including
+        ``mid``, titled ``title`` ("<title> (fork)"); perf records stay with the replies they measured."""
+        now = self._now()
+        with self._write() as c:
+            row = c.execute("SELECT title, system_prompt, settings FROM conversations WHERE id = ?", (cid,)).fetchone()
+            if row is None or c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+                                        (mid, cid)).fetchone() is None:
+                raise NotFoundError(f"message {mid} not found in conversation {cid}")
+            name = _clean_text(title if title is not None else f"{row[0]} (fork)")
+            new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings) "
+                                "VALUES (?, ?, ?, ?, ?)", (name, now, now, *row[1:])).lastrowid)
+            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason) SELECT ?, role, text, "
+                      "created, finish_reason FROM messages WHERE conversation_id = ? AND id <= ? ORDER BY id",
+                      (new, cid, mid))
+            return new
+
     def list_conversations(self, query: str = "") -> list[ConversationRow]:
         """Newest updated first; ``query`` matches titles and message text (substring, ASCII case-insensitive)."""
         query = _clean_text(query.strip())

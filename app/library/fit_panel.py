@@ -179,7 +179,8 @@ class FitPanel(QWidget):
         name = precision + (self.tr("  (auto)") if precision == self.auto_precision else "")
         cells = [name, format_bytes(est.weights_bytes), format_bytes(est.kv_bytes), format_bytes(est.total_bytes),
                  format_bytes(est.memory.free_bytes), self._verdict_text(est.verdict)]
-        exact = ["", f"{est.weights_bytes:,} B", f"{est.kv_bytes:,} B ({est.kv_bytes_per_token:,} B per token)",
+        exact = ["", f"{est.weights_bytes:,} B", self.tr("{kv} B ({per} B per token)").format(
+                     kv=f"{est.kv_bytes:,}", per=f"{est.kv_bytes_per_token:,}"),
                  f"{est.total_bytes:,} B", f"{est.memory.free_bytes:,} B", est.verdict_rule]
         if note:
             cells[-1] = self.tr("cannot load: {why}").format(why=note)

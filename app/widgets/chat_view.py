@@ -2,9 +2,9 @@
 
 Owns the display of messages: user text shown exactly as typed, replies rendered as Markdown
 (``app.markdown_view``), a footer of figures under each reply, and per-message actions (edit a user
-message, regenerate or continue the last reply). Streaming touches only the reply being written,
-so a 200-message chat streams as fast as an empty one. Owns no persistence and no generation: it
-emits requests and the window acts on them.
+message, regenerate or continue the last reply, fork the conversation at any saved message). Streaming
+touches only the reply being written, so a 200-message chat streams as fast as an empty one. Owns no
+persistence and no generation: it emits requests and the window acts on them.
 
 A long conversation opens with only its newest ``PAGE`` messages built; a "Show earlier messages"
 button at the top builds the previous page. Laying out hundreds of rich bubbles measured ~150-250 ms
@@ -15,16 +15,20 @@ indices the signals carry always cover the whole conversation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
 from app.markdown_view import MessageBrowser
 from app.throttle import Throttle
 
-STOPPED_LABELS = {"cancelled": "stopped", "length": "length limit reached", "error": "error"}
+STOPPED_LABELS = {"cancelled": QT_TRANSLATE_NOOP("MessageWidget", "stopped"),  # shown translated
+                  "length": QT_TRANSLATE_NOOP("MessageWidget", "length limit reached"),
+                  "error": QT_TRANSLATE_NOOP("MessageWidget", "error")}
+_TOKEN_COUNT = re.compile(r"\b(\d+) tokens?\b")  # in a footer, which app.history.perf writes in English
 # Laying out a 1 MB paste takes Qt tens of seconds on a slow CPU; a bubble shows this much and says the rest
 # was sent (the model and the history get the whole text).
 DISPLAY_LIMIT = 20_000
@@ -38,7 +42,17 @@ PAGE = 30  # bubbles built when a conversation opens, and per "Show earlier mess
 def _preview(text: str) -> str:
     if len(text) <= DISPLAY_LIMIT:
         return text
-    return f"{text[:DISPLAY_LIMIT]}\n\n[… {len(text) - DISPLAY_LIMIT:,} more characters not shown here]"
+    return text[:DISPLAY_LIMIT] + QCoreApplication.translate(
+        "ChatView", "\n\n[… {n} more characters not shown here]").format(n=f"{len(text) - DISPLAY_LIMIT:,}")
+
+
+def _footer_text(footer: str) -> str:
+    """A reply's footer with its token count in the interface's language (figures and units stay as they are)."""
+    def count(match: re.Match) -> str:
+        translate = QCoreApplication.translate
+        return (translate("MessageWidget", "{n} token") if match[1] == "1"
+                else translate("MessageWidget", "{n} tokens")).format(n=match[1])
+    return _TOKEN_COUNT.sub(count, footer)
 
 
 @dataclass(frozen=True)
@@ -59,12 +73,17 @@ class MessageWidget(QFrame):
         edit_clicked(): the user wants to edit and resend this (user) message.
         regenerate_clicked(): the user wants this (last) reply generated again.
         continue_clicked(): the user wants this reply, cut at the length limit, continued.
+        fork_clicked(): the user wants a new conversation holding the messages up to this one.
     """
 
     edit_clicked = Signal()
     regenerate_clicked = Signal()
     continue_clicked = Signal()
-    ACTIONS = {"edit": "Edit", "regenerate": "Regenerate", "continue": "Continue"}  # key -> button text
+    fork_clicked = Signal()
+    ACTIONS = {"edit": QT_TRANSLATE_NOOP("MessageWidget", "Edit"),
+               "regenerate": QT_TRANSLATE_NOOP("MessageWidget", "Regenerate"),
+               "continue": QT_TRANSLATE_NOOP("MessageWidget", "Continue"),
+               "fork": QT_TRANSLATE_NOOP("MessageWidget", "Fork from here")}  # key -> button text
 
     def __init__(self, message: ShownMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -74,7 +93,7 @@ class MessageWidget(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 8, 14, 8)
         layout.setSpacing(4)
-        role = QLabel("You" if user else "Miaohui")
+        role = QLabel(self.tr("You") if user else self.tr("Miaohui"))
         role.setObjectName("role")
         layout.addWidget(role)
         self.browser = MessageBrowser(self)
@@ -84,14 +103,15 @@ class MessageWidget(QFrame):
         self.footer = QLabel("")
         self.footer.setObjectName("footer")
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        bottom.addWidget(self.footer)
-        bottom.addStretch(1)
+        self.footer.setWordWrap(True)  # a narrow chat wraps the figures rather than push the actions out of view
+        bottom.addWidget(self.footer, 1)  # the figures take the room; without them the spacer pushes the actions right
+        bottom.addStretch(0)
         self._bottom = bottom
         # Built on first show: most bubbles never offer an action, and three idle buttons per bubble
         # were a fifth of the widgets a long chat builds when it opens.
         self._buttons: dict[str, QPushButton] = {}
         layout.addLayout(bottom)
-        self._actions_state: tuple[bool, bool, bool, bool] | None = None
+        self._actions_state: tuple[bool, bool, bool, bool, bool] | None = None
         self.show_message(message)
 
     @property
@@ -104,24 +124,24 @@ class MessageWidget(QFrame):
             self.browser.show_plain(_preview(message.text))
         else:
             self.browser.show_markdown(_preview(message.text))
-        footer = message.footer
-        label = STOPPED_LABELS.get(message.finish_reason or "")
+        footer = _footer_text(message.footer)
+        label = self.tr(STOPPED_LABELS.get(message.finish_reason or "", ""))
         if label:
             footer = f"{footer} · {label}" if footer else label
         self.footer.setText(footer)
         self.footer.setVisible(bool(footer))
 
     def set_actions(self, edit: bool = False, regenerate: bool = False, continue_: bool = False,
-                    enabled: bool = True) -> None:
+                    enabled: bool = True, fork: bool = False) -> None:
         """Which actions this bubble offers, and whether they can be used now (not while a reply streams).
 
         Disabling keeps the buttons in place: hiding them would re-lay out every bubble of a long chat.
         """
-        state = (edit, regenerate, continue_, enabled)
+        state = (edit, regenerate, continue_, enabled, fork)
         if state == self._actions_state:
             return  # a long chat calls this for every bubble: skip the no-op changes
         self._actions_state = state
-        for key, shown in zip(self.ACTIONS, (edit, regenerate, continue_)):
+        for key, shown in zip(self.ACTIONS, (edit, regenerate, continue_, fork)):
             button = self._buttons.get(key)
             if button is None:
                 if not shown:
@@ -136,10 +156,12 @@ class MessageWidget(QFrame):
 
     def _make_button(self, key: str) -> QPushButton:
         """Build action ``key``'s button (it emits ``<key>_clicked``), placed in ``ACTIONS`` order."""
-        button = QPushButton(self.ACTIONS[key])
+        button = QPushButton(self.tr(self.ACTIONS[key]))
         button.setFlat(True)
         button.setCursor(Qt.CursorShape.PointingHandCursor)
         button.clicked.connect(getattr(self, f"{key}_clicked"))
+        if key == "fork":
+            button.setToolTip(self.tr("Start a new chat with the messages up to this one; this chat stays as it is."))
         button.hide()
         order = list(self.ACTIONS)  # keep the buttons in this order whatever was built first
         after = sum(1 for k in order[:order.index(key)] if k in self._buttons)
@@ -155,9 +177,11 @@ class ChatView(QScrollArea):
         edit_requested(int): index of a user message to edit and resend.
         regenerate_requested(): regenerate the last reply.
         continue_requested(): continue the last reply (it stopped at the length limit).
+        fork_requested(int): index of a message to fork the conversation at (it and the ones before it).
         code_copied(str): a code block was copied to the clipboard.
     """
 
+    fork_requested = Signal(int)
     edit_requested = Signal(int)
     regenerate_requested = Signal()
     continue_requested = Signal()
@@ -180,8 +204,8 @@ class ChatView(QScrollArea):
         self._earlier_button.clicked.connect(self.on_earlier_button_clicked)
         self._earlier_button.hide()
         self._layout.addWidget(self._earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
-        self._placeholder = QLabel("Ask anything. Replies stream token by token; the panel on the right "
-                                   "shows why they arrive fast.")
+        self._placeholder = QLabel(self.tr("Ask anything. Replies stream token by token; the panel on the right "
+                                           "shows why they arrive fast."))
         self._placeholder.setObjectName("footer")
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._placeholder.setWordWrap(True)
@@ -326,6 +350,7 @@ class ChatView(QScrollArea):
         widget.edit_clicked.connect(self.on_message_edit_clicked)
         widget.regenerate_clicked.connect(self.regenerate_requested)
         widget.continue_clicked.connect(self.continue_requested)
+        widget.fork_clicked.connect(self.on_message_fork_clicked)
         widget.browser.copied.connect(self.code_copied)
         if position is None:
             self._layout.insertWidget(self._layout.count() - 1, widget)
@@ -340,7 +365,8 @@ class ChatView(QScrollArea):
         count = len(self._older)
         self._earlier_button.setVisible(bool(count))
         if count:
-            self._earlier_button.setText(f"Show {min(count, PAGE)} earlier messages ({count} not shown)")
+            self._earlier_button.setText(self.tr("Show {page} earlier messages ({count} not shown)").format(
+                page=min(count, PAGE), count=count))
 
     def _refresh_actions(self) -> None:
         last = len(self._widgets) - 1  # the last bubble is always built: older pages are the ones held back
@@ -348,13 +374,20 @@ class ChatView(QScrollArea):
             is_last_reply = i == last and widget.message.role == "assistant" and widget is not self._reply
             widget.set_actions(edit=widget.message.role == "user", regenerate=is_last_reply,
                                continue_=is_last_reply and widget.message.finish_reason == "length",
-                               enabled=self._actions_enabled)
+                               enabled=self._actions_enabled,
+                               fork=widget.message.message_id is not None and widget is not self._reply)
 
     @Slot()
     def on_message_edit_clicked(self) -> None:
         sender = self.sender()
         if sender in self._widgets:
             self.edit_requested.emit(len(self._older) + self._widgets.index(sender))
+
+    @Slot()
+    def on_message_fork_clicked(self) -> None:
+        sender = self.sender()
+        if sender in self._widgets:
+            self.fork_requested.emit(len(self._older) + self._widgets.index(sender))
 
     @Slot()
     def on_earlier_button_clicked(self) -> None:

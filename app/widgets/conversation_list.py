@@ -19,12 +19,12 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
                                QWidget)
 
 from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
-from app.history.store import HistoryStore, StoreError
+from app.history.store import DEFAULT_TITLE, HistoryStore, StoreError
 
 # Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
 SEARCH_DELAY_MS = 150
 _ID_ROLE = Qt.ItemDataRole.UserRole
-EXPORT_FORMATS = {"markdown": ("Markdown (*.md)", ".md"), "json": ("JSON (*.json)", ".json")}
+EXPORT_FORMATS = {"markdown": ("Markdown (*.md)", ".md"), "json": ("JSON (*.json)", ".json")}  # format names
 
 
 class ConversationList(QWidget):
@@ -49,7 +49,7 @@ class ConversationList(QWidget):
 
         self.search = QLineEdit()
         self.search.setObjectName("conversationSearch")
-        self.search.setPlaceholderText("Search titles and messages")
+        self.search.setPlaceholderText(self.tr("Search titles and messages"))
         self.search.setClearButtonEnabled(True)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
@@ -61,21 +61,21 @@ class ConversationList(QWidget):
         self.status.setObjectName("conversationStatus")
         self.status.setWordWrap(True)
         self.status.hide()
-        self.new_button = QPushButton("New")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        self.rename_button = QPushButton("Rename")
-        self.rename_button.setToolTip("Rename the selected conversation (F2)")
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete the selected conversation (Delete)")
+        self.new_button = QPushButton(self.tr("New"))
+        self.new_button.setToolTip(self.tr("Start a new conversation (Ctrl+N)"))
+        self.rename_button = QPushButton(self.tr("Rename"))
+        self.rename_button.setToolTip(self.tr("Rename the selected conversation (F2)"))
+        self.delete_button = QPushButton(self.tr("Delete"))
+        self.delete_button.setToolTip(self.tr("Delete the selected conversation (Delete)"))
         self.export_button = QToolButton()
-        self.export_button.setText("Export")
+        self.export_button.setText(self.tr("Export"))
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.export_button)
         self._conversation_exports = [
-            menu.addAction("Conversation as Markdown…", lambda: self.on_export_triggered("markdown")),
-            menu.addAction("Conversation as JSON…", lambda: self.on_export_triggered("json"))]
+            menu.addAction(self.tr("Conversation as Markdown…"), lambda: self.on_export_triggered("markdown")),
+            menu.addAction(self.tr("Conversation as JSON…"), lambda: self.on_export_triggered("json"))]
         menu.addSeparator()
-        menu.addAction("All performance records as CSV…", self.on_export_perf_triggered)
+        menu.addAction(self.tr("All performance records as CSV…"), self.on_export_perf_triggered)
         self.export_button.setMenu(menu)
 
         buttons = QHBoxLayout()
@@ -105,7 +105,7 @@ class ConversationList(QWidget):
             shortcut.activated.connect(slot)
         if store.read_only:
             for button in (self.rename_button, self.delete_button):
-                button.setToolTip("History is read-only: it was written by a newer Miaohui")
+                button.setToolTip(self.tr("History is read-only: it was written by a newer Miaohui"))
         self.refresh()
 
     # -- public API ----------------------------------------------------------------------------------
@@ -121,18 +121,21 @@ class ConversationList(QWidget):
             rows = self.store.list_conversations(query)
         except StoreError as exc:
             rows = []
-            self._show_status(f"Cannot read history: {exc}")
+            self._show_status(self.tr("Cannot read history: {why}").format(why=exc))
         else:
-            empty = "No conversation matches." if query.strip() else "No conversations yet."
+            empty = self.tr("No conversation matches.") if query.strip() else self.tr("No conversations yet.")
             self._show_status("" if rows else empty)
         self._populating = True
         try:
             self.list.clear()
             for row in rows:
-                item = QListWidgetItem(row.title)
+                # The store keeps the untitled default in English (it titles from the first message): shown translated.
+                title = self.tr("New chat") if row.title == DEFAULT_TITLE else row.title
+                item = QListWidgetItem(title)
                 item.setData(_ID_ROLE, row.id)
                 updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
-                item.setToolTip(f"{row.title}\n{row.message_count} messages · updated {updated}")
+                item.setToolTip(self.tr("{title}\n{n} messages · updated {updated}").format(
+                    title=title, n=row.message_count, updated=updated))
                 self.list.addItem(item)
                 if row.id == self._current:
                     self.list.setCurrentItem(item)
@@ -169,8 +172,8 @@ class ConversationList(QWidget):
         item = self._item(self._current)
         if item is None or not self.rename_button.isEnabled():
             return
-        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", QLineEdit.EchoMode.Normal,
-                                         item.text())
+        title, ok = QInputDialog.getText(self, self.tr("Rename conversation"), self.tr("Title:"),
+                                         QLineEdit.EchoMode.Normal, item.text())
         if ok and title.strip():
             self._attempt(lambda: self.store.rename_conversation(int(item.data(_ID_ROLE)), " ".join(title.split())))
             self.refresh()
@@ -181,8 +184,9 @@ class ConversationList(QWidget):
         if item is None or not self.delete_button.isEnabled():
             return
         cid = int(item.data(_ID_ROLE))
-        answer = QMessageBox.question(self, "Delete conversation",
-                                      f"Delete “{item.text()}” and all its messages? This cannot be undone.",
+        answer = QMessageBox.question(self, self.tr("Delete conversation"),
+                                      self.tr("Delete “{title}” and all its messages? This cannot be "
+                                              "undone.").format(title=item.text()),
                                       QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
                                       QMessageBox.StandardButton.No)
         if answer != QMessageBox.StandardButton.Yes:
@@ -199,12 +203,13 @@ class ConversationList(QWidget):
             return
         filter_, suffix = EXPORT_FORMATS[fmt]
         suggested = export_file_name(item.text(), suffix)
-        path, _ = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / suggested), filter_)
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export conversation"), str(Path.home() / suggested),
+                                              filter_)
         if path:
             self.export_to(int(item.data(_ID_ROLE)), fmt, Path(path))
 
     def on_export_perf_triggered(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export performance records",
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export performance records"),
                                               str(Path.home() / "miaohui-performance.csv"), "CSV (*.csv)")
         if path:
             self._attempt(lambda: Path(path).write_text(perf_to_csv(self.store), encoding="utf-8", newline=""))

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
                                QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
+from app.engine_texts import engine_text
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png
 from engine.lab.results import write_csv
@@ -91,16 +92,16 @@ class LabTab(QWidget):
 
         self.experiment_box = QComboBox()
         for item in EXPERIMENTS:
-            self.experiment_box.addItem(item.title, item.key)
-        self.quick_box = QCheckBox("quick")
+            self.experiment_box.addItem(engine_text(item.title), item.key)
+        self.quick_box = QCheckBox(self.tr("quick"))
         self.quick_box.setChecked(True)
-        self.quick_box.setToolTip("fewer repetitions, lengths and tokens: seconds to a few minutes on a CPU")
+        self.quick_box.setToolTip(self.tr("fewer repetitions, lengths and tokens: seconds to a few minutes on a CPU"))
         self.layer_spin = QSpinBox()
-        self.layer_spin.setPrefix("layer ")
+        self.layer_spin.setPrefix(self.tr("layer "))
         self.head_spin = QSpinBox()
-        self.head_spin.setPrefix("head ")
-        self.run_button = QPushButton("Run")
-        self.cancel_button = QPushButton("Cancel")
+        self.head_spin.setPrefix(self.tr("head "))
+        self.run_button = QPushButton(self.tr("Run"))
+        self.cancel_button = QPushButton(self.tr("Cancel"))
         self.cancel_button.setEnabled(False)
         self.description = QLabel("")
         self.description.setWordWrap(True)
@@ -110,7 +111,7 @@ class LabTab(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setValue(0)
-        self.status_label = QLabel("Load a model to run an experiment." if not self._has_model else "")
+        self.status_label = QLabel(self.tr("Load a model to run an experiment.") if not self._has_model else "")
         self.status_label.setWordWrap(True)
         self.figure = Figure(figsize=(6.0, 4.0))
         self.canvas = FigureCanvasQTAgg(self.figure)
@@ -123,8 +124,8 @@ class LabTab(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.findings = QTextBrowser()
         self.findings.setMaximumHeight(150)
-        self.export_csv_button = QPushButton("Export CSV…")
-        self.export_png_button = QPushButton("Export PNG…")
+        self.export_csv_button = QPushButton(self.tr("Export CSV…"))
+        self.export_png_button = QPushButton(self.tr("Export PNG…"))
         for button in (self.export_csv_button, self.export_png_button):
             button.setEnabled(False)
 
@@ -192,17 +193,17 @@ class LabTab(QWidget):
         self._task_id = self._bridge.submit_task(self._job)
         if not self._task_id:
             self._job = None
-            self.status_label.setText("the engine is shutting down")
+            self.status_label.setText(self.tr("the engine is shutting down"))
             return 0
         self.progress.setValue(0)
-        self.status_label.setText(f"running {self.experiment_box.currentText()}…")
+        self.status_label.setText(self.tr("running {name}…").format(name=self.experiment_box.currentText()))
         self._update_buttons()
         return self._task_id
 
     def cancel(self) -> None:
         if self._job is not None:
             self._job.cancel()
-            self.status_label.setText("cancelling…")
+            self.status_label.setText(self.tr("cancelling…"))
 
     def export_csv(self, path: str | Path) -> Path:
         if self._result is None:
@@ -234,7 +235,8 @@ class LabTab(QWidget):
                 self.table.setItem(r, c, item)
         parts = [f"<b>{html.escape(result.title)}</b> — {html.escape(result.model)}, {result.elapsed_s:.1f} s"]
         if len(result.rows) > MAX_TABLE_ROWS:
-            parts.append(f"<i>table shows the first {MAX_TABLE_ROWS} of {len(result.rows)} rows; the CSV has all</i>")
+            parts.append("<i>" + self.tr("table shows the first {shown} of {total} rows; the CSV has all").format(
+                shown=MAX_TABLE_ROWS, total=len(result.rows)) + "</i>")
         parts += [f"<span style='color:#b54708'>⚠ {html.escape(flag)}</span>" for flag in result.flags]
         parts.append("<br>".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>"
                                  for k, v in result.summary.items()))
@@ -248,9 +250,9 @@ class LabTab(QWidget):
     def on_experiment_box_changed(self, _index: int) -> None:
         key = self.experiment_box.currentData()
         item = next(e for e in EXPERIMENTS if e.key == key)
-        self.description.setText(item.description)
-        self.warning.setText("This experiment temporarily loads other precisions of the model, one at a time; "
-                             "it needs extra memory and takes longer." if item.loads_models else "")
+        self.description.setText(engine_text(item.description))
+        self.warning.setText(self.tr("This experiment temporarily loads other precisions of the model, one at a time; "
+                                     "it needs extra memory and takes longer.") if item.loads_models else "")
         self.warning.setVisible(item.loads_models)
         attention = key == "attention"
         self.layer_spin.setVisible(attention)
@@ -266,11 +268,11 @@ class LabTab(QWidget):
 
     @Slot()
     def on_export_csv_clicked(self) -> None:
-        self._export("CSV files (*.csv)", ".csv", self.export_csv)
+        self._export(self.tr("CSV files (*.csv)"), ".csv", self.export_csv)
 
     @Slot()
     def on_export_png_clicked(self) -> None:
-        self._export("PNG images (*.png)", ".png", self.export_png)
+        self._export(self.tr("PNG images (*.png)"), ".png", self.export_png)
 
     @Slot(float, str)
     def on_relay_progressed(self, fraction: float, message: str) -> None:
@@ -291,7 +293,7 @@ class LabTab(QWidget):
             return
         self._job = None
         self.progress.setValue(100)
-        self.status_label.setText("done")
+        self.status_label.setText(self.tr("done"))
         if isinstance(result, ExperimentResult):
             self.show_result(result)
         self._update_buttons()
@@ -302,7 +304,7 @@ class LabTab(QWidget):
             return
         self._job = None
         self.progress.setValue(0)
-        self.status_label.setText(message)
+        self.status_label.setText(engine_text(message))
         self._update_buttons()
         self.run_failed.emit(message)
 
@@ -325,12 +327,13 @@ class LabTab(QWidget):
     def _export(self, filter_text: str, suffix: str, write) -> None:
         if self._result is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Export", f"{self._result.key}{suffix}", filter_text)
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export"), f"{self._result.key}{suffix}", filter_text)
         if not path:
             return
         try:
             written = write(path)
         except OSError as exc:
-            self.status_label.setText(f"could not write {path}: {exc.strerror or exc}")
+            why = exc.strerror or exc
+            self.status_label.setText(self.tr("could not write {path}: {why}").format(path=path, why=why))
             return
-        self.status_label.setText(f"saved {written}")
+        self.status_label.setText(self.tr("saved {path}").format(path=written))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
 from app.settings import Settings
@@ -20,6 +20,17 @@ from engine.models.catalog import choice_for_path, list_local_models
 log = logging.getLogger(__name__)
 
 DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
+# The words of engine.models.catalog's labels ("… (default, 257 MB)", "… (Hugging Face cache, 1 GB)", "… (recent)"),
+# shown translated.
+LABEL_WORDS = (QT_TRANSLATE_NOOP("ModelBar", "default"), QT_TRANSLATE_NOOP("ModelBar", "Hugging Face cache"),
+               QT_TRANSLATE_NOOP("ModelBar", "recent"))
+
+
+def _shown(label: str) -> str:
+    """A model's label as the picker shows it: its name and size as they are, its words in the interface's language."""
+    for word in LABEL_WORDS:
+        label = label.replace(f"({word}", "(" + QCoreApplication.translate("ModelBar", word))
+    return label
 
 
 def _catalog_entries() -> list[tuple[str, str]]:
@@ -40,6 +51,9 @@ class ModelBar(QWidget):
 
     Signals:
         load_requested(str, str, str): model argument (``"default"``, a folder, a .gguf), precision, device.
+
+    "Connect to server…" hands over to ``app.remote_source`` (attached to this bar's window on first use), which
+    asks for an OpenAI-compatible server and has its model loaded.
     """
 
     load_requested = Signal(str, str, str)
@@ -53,33 +67,39 @@ class ModelBar(QWidget):
         title = QLabel("秒回 Miaohui")
         title.setStyleSheet("font-weight: 700; font-size: 15px; padding-right: 10px;")
         layout.addWidget(title)
-        layout.addWidget(QLabel("Model"))
+        layout.addWidget(QLabel(self.tr("Model")))
         self.model_combo = QComboBox()
         self.model_combo.setMinimumContentsLength(24)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         layout.addWidget(self.model_combo, 2)
-        layout.addWidget(QLabel("Precision"))
+        layout.addWidget(QLabel(self.tr("Precision")))
         self.precision_combo = QComboBox()
         self.precision_combo.addItems(PRECISIONS)
-        self.precision_combo.setToolTip("auto: bf16 where the CPU/GPU computes it natively, else fp32.\n"
-                                        "int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)\n"
-                                        "bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)")
+        self.precision_combo.setToolTip(self.tr(
+            "auto: bf16 where the CPU/GPU computes it natively, else fp32.\n"
+            "int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)\n"
+            "bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)"))
         layout.addWidget(self.precision_combo)
-        layout.addWidget(QLabel("Device"))
+        layout.addWidget(QLabel(self.tr("Device")))
         self.device_combo = QComboBox()
         self.device_combo.addItems(DEVICES)
         layout.addWidget(self.device_combo)
-        self.load_button = QPushButton("Load")
+        self.load_button = QPushButton(self.tr("Load"))
         self.load_button.setObjectName("primary")
         self.load_button.clicked.connect(self.on_load_clicked)
         layout.addWidget(self.load_button)
-        self.open_button = QPushButton("Open model…")
+        self.open_button = QPushButton(self.tr("Open model…"))
         menu = QMenu(self.open_button)
-        menu.addAction("Model folder…", self.on_open_folder_triggered)
-        menu.addAction("GGUF file…", self.on_open_gguf_triggered)
+        menu.addAction(self.tr("Model folder…"), self.on_open_folder_triggered)
+        menu.addAction(self.tr("GGUF file…"), self.on_open_gguf_triggered)
         self.open_button.setMenu(menu)
         layout.addWidget(self.open_button)
+        self.connect_button = QPushButton(self.tr("Connect to server…"))
+        self.connect_button.setToolTip(self.tr("Chat with a model served by vLLM, llama-server, Ollama, LM Studio or "
+                                               "python -m engine serve (an OpenAI-compatible API)"))
+        self.connect_button.clicked.connect(self.on_connect_clicked)
+        layout.addWidget(self.connect_button)
         self.refresh()
         model, precision, device = settings.model_choice()
         self.select(model, precision, device)
@@ -98,7 +118,7 @@ class ModelBar(QWidget):
             if model in seen:
                 continue
             seen.add(model)
-            self.model_combo.addItem(label, model)
+            self.model_combo.addItem(_shown(label), model)
             self.model_combo.setItemData(self.model_combo.count() - 1, model, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.blockSignals(False)
         if current:
@@ -119,12 +139,12 @@ class ModelBar(QWidget):
             self.device_combo.setCurrentText(device)
 
     def set_loading(self, loading: bool) -> None:
-        self.load_button.setText("Loading…" if loading else "Load")
+        self.load_button.setText(self.tr("Loading…") if loading else self.tr("Load"))
 
     def _select_model(self, model: str) -> None:
         index = self.model_combo.findData(model)
         if index < 0:
-            self.model_combo.addItem(_recent_label(model) if model != "default" else DEFAULT_LABEL, model)
+            self.model_combo.addItem(_shown(_recent_label(model) if model != "default" else DEFAULT_LABEL), model)
             index = self.model_combo.count() - 1
         self.model_combo.setCurrentIndex(index)
 
@@ -133,14 +153,20 @@ class ModelBar(QWidget):
         self.load_requested.emit(*self.choice())
 
     @Slot()
+    def on_connect_clicked(self) -> None:
+        from app.remote_source import attach  # here: a chat with local models never needs it
+
+        attach(self.window()).open_dialog()
+
+    @Slot()
     def on_open_folder_triggered(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open a model folder")
+        folder = QFileDialog.getExistingDirectory(self, self.tr("Open a model folder"))
         if folder:
             self.open_model(folder)
 
     @Slot()
     def on_open_gguf_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Open a GGUF model"), "", self.tr("GGUF models (*.gguf)"))
         if path:
             self.open_model(path)
 

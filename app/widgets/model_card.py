@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
@@ -26,14 +26,17 @@ def fmt_count(value: int) -> str:
 
 def attention_explanation(facts: ModelFacts) -> str:
     """One line on what the KV-head count means for this model."""
+    translate = QCoreApplication.translate
     group = facts.heads // facts.kv_heads if facts.kv_heads else 0
     if facts.attention_kind == "MQA":
-        return (f"MQA: all {facts.heads} query heads share one K/V head, so the cache is {facts.heads}× smaller "
-                "than MHA.")
+        return translate("ModelCard", "MQA: all {heads} query heads share one K/V head, so the cache is {heads}× "
+                                      "smaller than MHA.").format(heads=facts.heads)
     if facts.attention_kind == "GQA":
-        return (f"GQA: each group of {group} query heads shares one K/V head, so the cache is {group}× smaller "
-                f"than with {facts.heads} K/V heads.")
-    return f"MHA: every one of the {facts.heads} query heads has its own K/V head (no cache saving)."
+        return translate("ModelCard", "GQA: each group of {group} query heads shares one K/V head, so the cache is "
+                                      "{group}× smaller than with {heads} K/V heads.").format(group=group,
+                                                                                             heads=facts.heads)
+    return translate("ModelCard", "MHA: every one of the {heads} query heads has its own K/V head (no cache "
+                                  "saving).").format(heads=facts.heads)
 
 
 def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str]]:
@@ -44,29 +47,37 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
     per_token, per_token_no_gqa = facts.kv_bytes_per_token, facts.kv_bytes_per_token_no_gqa
     b = facts.kv_dtype_bytes
     full = facts.context_length
+
+    translate = QCoreApplication.translate
+
+    def kv_memory(tokens: int) -> str:
+        return translate("ModelCard", "{tokens} tokens → {bytes} (no GQA: {no_gqa})").format(
+            tokens=fmt_count(tokens), bytes=format_bytes(tokens * per_token),
+            no_gqa=format_bytes(tokens * per_token_no_gqa))
+
     return [
-        ("Model", f"{facts.name} ({facts.architecture})"),
-        ("Precision · device", f"{facts.precision} · {facts.device}"),
-        ("Layers (L)", fmt_count(L)),
-        ("Hidden size (d)", fmt_count(d)),
-        ("Attention heads", fmt_count(facts.heads)),
-        ("KV heads", f"{facts.kv_heads} ({facts.attention_kind})"),
+        (translate("ModelCard", "Model"), f"{facts.name} ({facts.architecture})"),
+        (translate("ModelCard", "Precision · device"), f"{facts.precision} · {facts.device}"),
+        (translate("ModelCard", "Layers (L)"), fmt_count(L)),
+        (translate("ModelCard", "Hidden size (d)"), fmt_count(d)),
+        (translate("ModelCard", "Attention heads"), fmt_count(facts.heads)),
+        (translate("ModelCard", "KV heads"), f"{facts.kv_heads} ({facts.attention_kind})"),
         ("", attention_explanation(facts)),
-        ("Head dim", fmt_count(facts.head_dim)),
-        ("Vocabulary (V)", fmt_count(V)),
-        ("Context length", f"{fmt_count(full)} tokens"),
-        ("Parameters (exact)", fmt_count(facts.params)),
-        ("Seeds' estimate V·d + 12·L·d²", f"{fmt_count(V)}·{d} + 12·{L}·{d}² = {fmt_count(estimate)} ({off:+.1f}%)"),
-        ("Weights in memory", f"{format_bytes(facts.weights_bytes)} ({fmt_count(facts.weights_bytes)} B)"),
-        ("KV bytes / token (GQA form)",
+        (translate("ModelCard", "Head dim"), fmt_count(facts.head_dim)),
+        (translate("ModelCard", "Vocabulary (V)"), fmt_count(V)),
+        (translate("ModelCard", "Context length"),
+         translate("ModelCard", "{tokens} tokens").format(tokens=fmt_count(full))),
+        (translate("ModelCard", "Parameters (exact)"), fmt_count(facts.params)),
+        (translate("ModelCard", "Seeds' estimate V·d + 12·L·d²"),
+         f"{fmt_count(V)}·{d} + 12·{L}·{d}² = {fmt_count(estimate)} ({off:+.1f}%)"),
+        (translate("ModelCard", "Weights in memory"),
+         f"{format_bytes(facts.weights_bytes)} ({fmt_count(facts.weights_bytes)} B)"),
+        (translate("ModelCard", "KV bytes / token (GQA form)"),
          f"2·{L}·{facts.kv_heads}·{facts.head_dim}·{b} = {fmt_count(per_token)} B ({format_bytes(per_token)})"),
-        ("KV bytes / token (no-GQA form)",
+        (translate("ModelCard", "KV bytes / token (no-GQA form)"),
          f"2·{L}·{d}·{b} = {fmt_count(per_token_no_gqa)} B ({format_bytes(per_token_no_gqa)})"),
-        ("KV memory, current context",
-         f"{fmt_count(context_tokens)} tokens → {format_bytes(context_tokens * per_token)}"
-         f" (no GQA: {format_bytes(context_tokens * per_token_no_gqa)})"),
-        ("KV memory, full context",
-         f"{fmt_count(full)} tokens → {format_bytes(full * per_token)} (no GQA: {format_bytes(full * per_token_no_gqa)})"),
+        (translate("ModelCard", "KV memory, current context"), kv_memory(context_tokens)),
+        (translate("ModelCard", "KV memory, full context"), kv_memory(full)),
     ]
 
 
@@ -81,15 +92,19 @@ class ModelCard(QWidget):
         super().__init__(parent)
         self._facts: ModelFacts | None = None
         self._context_tokens = 0
-        self.placeholder = QLabel("Load a model to see its card.")
+        self.placeholder = QLabel(self.tr("Load a model to see its card."))
         self.table = QTableWidget(0, 2)
         self.table.setHorizontalHeaderLabels(["", "value"])
         self.table.horizontalHeader().setVisible(False)
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setStretchLastSection(True)  # labels: _fit_label_column
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideNone)  # values wrap in the dock (tooltips have them whole)
+        # Rows follow their contents at the width the value column has now (the dock resized, the tab first shown):
+        # measured once, while the tab was hidden, they cut long values off.
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.viewport().installEventFilter(self)  # its width sets the labels' (_fit_label_column)
         layout = QVBoxLayout(self)
         layout.addWidget(self.placeholder)
         layout.addWidget(self.table, 1)
@@ -132,14 +147,31 @@ class ModelCard(QWidget):
             value_item.setToolTip(value)
             self.table.setItem(r, 0, label_item)
             self.table.setItem(r, 1, value_item)
-        self.table.resizeRowsToContents()
+        self._fit_label_column()
         self.placeholder.hide()
         self.table.show()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_label_column()
+        return super().eventFilter(watched, event)
+
+    def _fit_label_column(self) -> None:
+        """Labels as wide as they need, up to 45 % of the table; past it they wrap, so the values keep room."""
+        limit = max(80, int(self.table.viewport().width() * 0.45))
+        self.table.setColumnWidth(0, min(self.table.sizeHintForColumn(0), limit))
 
     @Slot(object)
     def on_bridge_model_loaded(self, facts: object) -> None:
         if isinstance(facts, ModelFacts):
             self.show_facts(facts, 0)
+        else:  # a server's model (engine.remote): the API shares nothing of its architecture
+            self._facts = None
+            self.table.hide()
+            self.placeholder.setWordWrap(True)
+            self.placeholder.setText(self.tr("{name} runs on a server: its architecture is not shared through the "
+                                             "API.").format(name=getattr(facts, "name", "")))
+            self.placeholder.show()
 
     @Slot(object)
     def on_bridge_stats_updated(self, metrics: object) -> None:

@@ -3,7 +3,9 @@
 Owns the display of one reply's ``Metrics`` (TTFT, prefill, decode now/average, tokens, e2e, the
 per-token latency chart, KV cache measured vs formula and its memory share, weights, peak memory,
 device, precision, context usage and dropped turns) and a note when the reply had to prefill its whole
-conversation because its KV cache was evicted. Chart redraws are throttled; labels are cheap
+conversation because its KV cache was evicted. For a model on a server: the figures measured here from the
+stream ("—" for those it cannot know, ``Metrics.unknown``) and, from the server's ``/metrics``, its KV-cache usage
+and its own TTFT, or "not reported by this server" (``show_server``). Chart redraws are throttled; labels are cheap
 and follow every coalesced stats update. Reads Metrics/ModelFacts attributes only; computes nothing
 the engine measured (the "now" decode rate is the inverse mean of the last few measured gaps).
 """
@@ -14,7 +16,7 @@ from typing import Any
 
 import psutil
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
@@ -30,7 +32,7 @@ RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet
 LABELS_UPDATE_MS = 200
 # A redraw costs ~4 ms, of Python holding the GIL the engine's decode loop needs too: twice a second reads as live.
 CHART_REDRAW_MS = 500
-KV_EVICTED_NOTE = "⚠ KV cache was evicted: prefilled the whole conversation again"
+KV_EVICTED_NOTE = QT_TRANSLATE_NOOP("PerfPanel", "⚠ KV cache was evicted: prefilled the whole conversation again")
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -64,20 +66,30 @@ class _Value(QLabel):
 class PerfPanel(QWidget):
     """Figures for the current (or last) reply. Call ``show_metrics`` with each Metrics snapshot."""
 
-    FIELDS = (
-        ("speed", "ttft", "Time to first token"), ("speed", "prefill", "Prefill"),
-        ("speed", "decode_now", "Decode now"), ("speed", "decode_avg", "Decode average"),
-        ("speed", "tokens", "Tokens generated"), ("speed", "tpot", "Time per output token"),
-        ("speed", "e2e", "End to end"),
-        ("memory", "kv", "KV cache (measured)"), ("memory", "kv_formula", "KV formula 2·L·kv·d·T·b"),
-        ("memory", "kv_no_gqa", "Without GQA 2·L·d·T·b"), ("memory", "kv_share", "KV share of memory"),
-        ("memory", "weights", "Weights"), ("memory", "peak", "Peak memory"),
-        ("model", "device", "Device"), ("model", "precision", "Precision"),
+    FIELDS = (  # (section, key, label: shown translated)
+        ("speed", "ttft", QT_TRANSLATE_NOOP("PerfPanel", "Time to first token")),
+        ("speed", "prefill", QT_TRANSLATE_NOOP("PerfPanel", "Prefill")),
+        ("speed", "decode_now", QT_TRANSLATE_NOOP("PerfPanel", "Decode now")),
+        ("speed", "decode_avg", QT_TRANSLATE_NOOP("PerfPanel", "Decode average")),
+        ("speed", "tokens", QT_TRANSLATE_NOOP("PerfPanel", "Tokens generated")),
+        ("speed", "tpot", QT_TRANSLATE_NOOP("PerfPanel", "Time per output token")),
+        ("speed", "e2e", QT_TRANSLATE_NOOP("PerfPanel", "End to end")),
+        ("speed", "server_ttft", QT_TRANSLATE_NOOP("PerfPanel", "Server's TTFT")),  # shown for a server's model only
+        ("memory", "kv", QT_TRANSLATE_NOOP("PerfPanel", "KV cache (measured)")),
+        ("memory", "server_kv", QT_TRANSLATE_NOOP("PerfPanel", "Server's KV cache")),  # a server's model only
+        ("memory", "kv_formula", QT_TRANSLATE_NOOP("PerfPanel", "KV formula 2·L·kv·d·T·b")),
+        ("memory", "kv_no_gqa", QT_TRANSLATE_NOOP("PerfPanel", "Without GQA 2·L·d·T·b")),
+        ("memory", "kv_share", QT_TRANSLATE_NOOP("PerfPanel", "KV share of memory")),
+        ("memory", "weights", QT_TRANSLATE_NOOP("PerfPanel", "Weights")),
+        ("memory", "peak", QT_TRANSLATE_NOOP("PerfPanel", "Peak memory")),
+        ("model", "device", QT_TRANSLATE_NOOP("PerfPanel", "Device")),
+        ("model", "precision", QT_TRANSLATE_NOOP("PerfPanel", "Precision")),
     )
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._values: dict[str, QLabel] = {}
+        self._server_rows: list[tuple[QFormLayout, QLabel]] = []  # what only a server's model shows
         self._facts: Any = None
         self._metrics: Any = None
         inner = QWidget()
@@ -85,8 +97,9 @@ class PerfPanel(QWidget):
         layout.setContentsMargins(12, 8, 12, 12)
         layout.setSpacing(4)
         forms: dict[str, QFormLayout] = {}
-        for section, title in (("speed", "Speed"), ("chart", "Per-token latency"), ("memory", "Memory"),
-                               ("context", "Context"), ("model", "Model")):
+        for section, title in (("speed", self.tr("Speed")), ("chart", self.tr("Per-token latency")),
+                               ("memory", self.tr("Memory")), ("context", self.tr("Context")),
+                               ("model", self.tr("Model"))):
             heading = QLabel(title)
             heading.setObjectName("sectionTitle")
             layout.addWidget(heading)
@@ -104,11 +117,12 @@ class PerfPanel(QWidget):
                 self._dropped.setWordWrap(True)
                 self._dropped.hide()
                 layout.addWidget(self._dropped)
-                self._kv_note = QLabel(KV_EVICTED_NOTE)
+                self._kv_note = QLabel(self.tr(KV_EVICTED_NOTE))
                 self._kv_note.setObjectName("notice")
                 self._kv_note.setWordWrap(True)
-                self._kv_note.setToolTip(f"Only the {MAX_SESSIONS} most recent chats keep their KV cache between "
-                                         f"replies (at most {format_bytes(MAX_SESSION_KV_BYTES)} together).")
+                self._kv_note.setToolTip(self.tr("Only the {n} most recent chats keep their KV cache between replies "
+                                                 "(at most {bytes} together).").format(
+                    n=MAX_SESSIONS, bytes=format_bytes(MAX_SESSION_KV_BYTES)))
                 self._kv_note.hide()
                 layout.addWidget(self._kv_note)
             else:
@@ -123,8 +137,11 @@ class PerfPanel(QWidget):
             value = _Value("—")
             value.setObjectName("metricValue")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            forms[section].addRow(label, value)
+            forms[section].addRow(self.tr(label), value)
             self._values[key] = value
+            if key.startswith("server_"):
+                self._server_rows.append((forms[section], value))
+                forms[section].setRowVisible(value, False)
         layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -153,7 +170,7 @@ class PerfPanel(QWidget):
         item.hideButtons()
         tick_font = QFont()
         tick_font.setPointSize(7)
-        for side, label in (("bottom", "token"), ("left", "ms")):
+        for side, label in (("bottom", self.tr("token")), ("left", "ms")):
             axis = item.getAxis(side)
             axis.setPen(pg.mkPen(theme.border))
             axis.setTextPen(pg.mkPen(theme.muted))
@@ -177,7 +194,11 @@ class PerfPanel(QWidget):
         if context:
             self._context_bar.setRange(0, int(context))
             self._context_bar.setValue(0)
-            self._context_bar.setFormat(f"0 / {context} tokens")
+            self._context_bar.setFormat(self.tr("0 / {max} tokens").format(max=context))
+        else:  # a server that does not say its context: no bar left over from the model before
+            self._context_bar.setRange(0, 1)
+            self._context_bar.setValue(0)
+            self._context_bar.setFormat("—")
 
     def reset(self) -> None:
         """A new reply begins: clear the reply's figures, keep the model's."""
@@ -207,14 +228,15 @@ class PerfPanel(QWidget):
 
     def _apply_metrics(self, metrics: Any) -> None:
         self._metrics = metrics
-        m = lambda name: _get(metrics, name)  # noqa: E731 (short local accessor)
+        unknown = _get(metrics, "unknown") or ()  # figures the engine that answered cannot know: shown as "—"
+        m = lambda name: None if name in unknown else _get(metrics, name)  # noqa: E731 (short local accessor)
         v = self._values
         v["ttft"].setText(fmt_seconds(m("ttft_s")))
         prefill_tokens = m("prefill_tokens")
         reused = m("reused_tokens") or 0
         if prefill_tokens is not None:
             text = f"{prefill_tokens} tok · {fmt_rate(m('prefill_tok_s'))}"
-            v["prefill"].setText(text + (f" · {reused} reused" if reused else ""))
+            v["prefill"].setText(text + (self.tr(" · {n} reused").format(n=reused) if reused else ""))
         itl = list(m("itl_s") or [])
         recent = [gap for gap in itl[-RECENT_GAPS:] if gap and gap > 0]
         v["decode_now"].setText(fmt_rate(len(recent) / sum(recent)) if recent else "—")
@@ -227,13 +249,14 @@ class PerfPanel(QWidget):
         allocated = m("kv_cache_bytes_allocated")
         kv_text = format_bytes(kv)
         if allocated and kv is not None and allocated > kv:
-            kv_text += f" (allocated {format_bytes(allocated)})"
+            kv_text += self.tr(" (allocated {bytes})").format(bytes=format_bytes(allocated))
         v["kv"].setText(kv_text)
         v["kv_formula"].setText(format_bytes(m("kv_cache_bytes_formula")))
         v["kv_no_gqa"].setText(format_bytes(m("kv_cache_bytes_formula_no_gqa")))
         total = self._memory_total(m("device"))
         if kv is not None and total:
-            v["kv_share"].setText(f"{100.0 * kv / total:.3f} % of {format_bytes(total)}")
+            v["kv_share"].setText(self.tr("{share} % of {total}").format(share=f"{100.0 * kv / total:.3f}",
+                                                                          total=format_bytes(total)))
         if m("weights_bytes"):
             v["weights"].setText(format_bytes(m("weights_bytes")))
         v["peak"].setText(format_bytes(m("peak_memory_bytes")))
@@ -243,7 +266,8 @@ class PerfPanel(QWidget):
             v["precision"].setText(str(m("precision")))
         used, limit = m("context_tokens"), m("context_max")
         if used is not None and limit:
-            text = f"{used} / {limit} tokens ({100.0 * used / limit:.1f} %)"
+            text = self.tr("{used} / {max} tokens ({share} %)").format(used=used, max=limit,
+                                                                      share=f"{100.0 * used / limit:.1f}")
             if text != self._context_bar.format():  # each change is a synchronous repaint of the bar
                 self._context_bar.setRange(0, int(limit))
                 self._context_bar.setValue(min(int(used), int(limit)))
@@ -251,10 +275,34 @@ class PerfPanel(QWidget):
         dropped = m("dropped_turns") or 0
         self._dropped.setVisible(bool(dropped))
         if dropped:
-            self._dropped.setText(f"⚠ {dropped} oldest message{'s' if dropped != 1 else ''} dropped to fit "
-                                  "the context window (system prompt kept)")
+            self._dropped.setText((self.tr("⚠ {n} oldest message dropped to fit the context window (system prompt "
+                                           "kept)") if dropped == 1 else self.tr(
+                "⚠ {n} oldest messages dropped to fit the context window (system prompt kept)")).format(n=dropped))
         self._points = (list(range(2, len(itl) + 2)), [gap * 1000 for gap in itl])
         self._redraw()
+
+    def show_server(self, figures: Any, remote: bool = True) -> None:
+        """A server's own figures (``engine.remote.server_metrics.ServerFigures``, None when it has no ``/metrics``)
+        beside the ones measured here; ``remote=False`` (a local model) hides those rows."""
+        for form, value in self._server_rows:
+            form.setRowVisible(value, remote)
+        if not remote:
+            return
+        missing = self.tr("not reported by this server")
+        usage = _get(figures, "kv_cache_usage")
+        self._values["server_kv"].setText(missing if usage is None else self.tr("{share} % in use ({source})").format(
+            share=f"{100.0 * usage:.1f}", source=figures.source))
+        if usage is not None:  # the series' full name on hover (too long for the column)
+            self._values["server_kv"].setToolTip(self.tr("{metric} on the server's /metrics: the share of its KV cache "
+                                                         "in use, by every request it serves").format(
+                metric=figures.kv_cache_metric))
+        ttft = _get(figures, "ttft")
+        count = int(_get(ttft, "count") or 0)
+        self._values["server_ttft"].setText(missing if ttft is None else "—" if not count else self.tr(
+            "{ttft} (mean of {n} request(s))").format(ttft=fmt_seconds(ttft.mean), n=count))
+        self._values["server_ttft"].setToolTip(self.tr(
+            "The server's own time to first token, from its /metrics: the requests it finished since the previous "
+            "reading (the first reading: since it started). The TTFT above is measured here, network included."))
 
     def displayed(self) -> dict[str, str]:
         """What the panel shows now, label by label (the self-test and tests read this)."""

@@ -1,5 +1,6 @@
 """The prompt box (Enter sends, Shift+Enter starts a new line) and the composer around it: the prompt,
-Send and Stop, and the line that says a message is being edited, with Cancel edit.
+Send and Stop, the line that says a message is being edited, with Cancel edit, and under the prompt the
+forecast of what sending it will use and cost (``app.prompt_meter`` measures it).
 
 Owns the text field's key handling and the composer's layout only; the window decides what a submission,
 Stop and Cancel edit do.
@@ -7,12 +8,12 @@ Stop and Cancel edit do.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 MAX_LINES_SHOWN = 8  # the box grows with its text up to this, then scrolls
-EDITING_TEXT = "Editing a message: Send replaces it and every later message."
+EDITING_TEXT = QT_TRANSLATE_NOOP("Composer", "Editing a message: Send replaces it and every later message.")
 
 
 class PromptBox(QPlainTextEdit):
@@ -27,7 +28,7 @@ class PromptBox(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("prompt")
-        self.setPlaceholderText("Message Miaohui…  (Enter to send, Shift+Enter for a new line)")
+        self.setPlaceholderText(self.tr("Message Miaohui…  (Enter to send, Shift+Enter for a new line)"))
         self.setTabChangesFocus(True)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.textChanged.connect(self._fit)
@@ -59,15 +60,15 @@ class Composer(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.prompt = PromptBox()
-        self.send_button = QPushButton("Send")
+        self.send_button = QPushButton(self.tr("Send"))
         self.send_button.setObjectName("primary")
-        self.send_button.setToolTip("Send (Enter)")
-        self.stop_button = QPushButton("Stop")
+        self.send_button.setToolTip(self.tr("Send (Enter)"))
+        self.stop_button = QPushButton(self.tr("Stop"))
         self.stop_button.setObjectName("danger")
-        self.stop_button.setToolTip("Stop the reply or the load (Esc)")
+        self.stop_button.setToolTip(self.tr("Stop the reply or the load (Esc)"))
         self.editing_label = QLabel("")
         self.editing_label.setObjectName("notice")
-        self.cancel_edit_button = QPushButton("Cancel edit")
+        self.cancel_edit_button = QPushButton(self.tr("Cancel edit"))
         self.cancel_edit_button.setFlat(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 8, 24, 12)
@@ -84,10 +85,29 @@ class Composer(QWidget):
         buttons.addStretch(1)
         prompt_row.addLayout(buttons)
         layout.addLayout(prompt_row)
+        # What sending the message being written will use and cost (filled by app.prompt_meter), and a warning.
+        self.forecast_label = QLabel("")
+        self.forecast_label.setObjectName("footer")
+        self.forecast_warning = QLabel("")
+        self.forecast_warning.setObjectName("notice")
+        for label in (self.forecast_label, self.forecast_warning):
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.PlainText)
+            layout.addWidget(label)
+        self.show_forecast("")
         self.show_editing(False)
+
+    def show_forecast(self, figures: str, warning: str = "", details: str = "") -> None:
+        """Show the figures of the message being written (``details`` as their tooltip; empty hides them) and a
+        warning to read before sending it (empty: none)."""
+        self.forecast_label.setText(figures)
+        self.forecast_label.setToolTip(details)
+        self.forecast_label.setVisible(bool(figures))
+        self.forecast_warning.setText(warning)
+        self.forecast_warning.setVisible(bool(warning))
 
     def show_editing(self, editing: bool) -> None:
         """Show or hide the line saying that Send replaces the message being edited."""
-        self.editing_label.setText(EDITING_TEXT if editing else "")
+        self.editing_label.setText(self.tr(EDITING_TEXT) if editing else "")
         self.editing_label.setVisible(editing)
         self.cancel_edit_button.setVisible(editing)

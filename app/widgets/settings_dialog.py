@@ -1,15 +1,16 @@
-"""The settings dialog: system prompt and sampling settings, remembered between runs.
+"""The settings dialog: system prompt and sampling settings, and the interface language, remembered between runs.
 
 Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, top-k, repetition
-penalty, max new tokens, seed, KV cache on/off) and writes it through ``app.settings.Settings``
-(QSettings) on OK. Value ranges are ``app.settings.RANGES``, inside what ``engine.inputs.SamplingConfig``
-accepts, so the engine never has to refuse what this dialog lets through, and every value ``Settings``
-reads back fits a spin box. Owns no generation.
+penalty, max new tokens, seed, KV cache on/off) and the language (English / 简体中文 / the system's, applied
+at the next start: ``app.i18n``), and writes them through ``app.settings.Settings`` (QSettings) on OK.
+Value ranges are ``app.settings.RANGES``, inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
+never has to refuse what this dialog lets through, and every value ``Settings`` reads back fits a spin box.
+Owns no generation.
 """
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QLabel,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from app.settings import RANGES, ChatSettings, Settings
@@ -20,53 +21,63 @@ class SettingsDialog(QDialog):
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Settings")
+        self.setWindowTitle(self.tr("Settings"))
         self.setMinimumWidth(460)
         self._settings = settings
         layout = QVBoxLayout(self)
         form = QFormLayout()
         form.setVerticalSpacing(8)
         self.system_prompt = QPlainTextEdit()
-        self.system_prompt.setPlaceholderText("Instructions the model sees before every conversation")
+        self.system_prompt.setPlaceholderText(self.tr("Instructions the model sees before every conversation"))
         self.system_prompt.setFixedHeight(90)
-        form.addRow("System prompt", self.system_prompt)
+        form.addRow(self.tr("System prompt"), self.system_prompt)
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(*RANGES["temperature"])
         self.temperature.setSingleStep(0.1)
         self.temperature.setDecimals(2)
-        self.temperature.setToolTip("0 = greedy: always the most likely token (deterministic)")
-        form.addRow("Temperature", self.temperature)
+        self.temperature.setToolTip(self.tr("0 = greedy: always the most likely token (deterministic)"))
+        form.addRow(self.tr("Temperature"), self.temperature)
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(*RANGES["top_p"])
         self.top_p.setSingleStep(0.05)
         self.top_p.setDecimals(2)
-        form.addRow("Top-p", self.top_p)
+        form.addRow(self.tr("Top-p"), self.top_p)
         self.top_k = QSpinBox()
         self.top_k.setRange(*RANGES["top_k"])
-        self.top_k.setSpecialValueText("off")
-        form.addRow("Top-k", self.top_k)
+        self.top_k.setSpecialValueText(self.tr("off"))
+        form.addRow(self.tr("Top-k"), self.top_k)
         self.repetition_penalty = QDoubleSpinBox()
         self.repetition_penalty.setRange(*RANGES["repetition_penalty"])
         self.repetition_penalty.setSingleStep(0.05)
         self.repetition_penalty.setDecimals(2)
-        form.addRow("Repetition penalty", self.repetition_penalty)
+        form.addRow(self.tr("Repetition penalty"), self.repetition_penalty)
         self.max_new_tokens = QSpinBox()
         self.max_new_tokens.setRange(*RANGES["max_new_tokens"])
-        form.addRow("Max new tokens", self.max_new_tokens)
+        form.addRow(self.tr("Max new tokens"), self.max_new_tokens)
         self.seed = QSpinBox()
         self.seed.setRange(*RANGES["seed"])
-        self.seed.setSpecialValueText("random")
-        self.seed.setToolTip("A fixed seed makes sampled replies reproducible")
-        form.addRow("Seed", self.seed)
-        self.use_kv_cache = QCheckBox("Keep keys and values of past tokens (KV cache)")
-        self.use_kv_cache.setToolTip("Off recomputes the whole text for every new token: watch decode tok/s fall")
-        form.addRow("KV cache", self.use_kv_cache)
+        self.seed.setSpecialValueText(self.tr("random"))
+        self.seed.setToolTip(self.tr("A fixed seed makes sampled replies reproducible"))
+        form.addRow(self.tr("Seed"), self.seed)
+        self.use_kv_cache = QCheckBox(self.tr("Keep keys and values of past tokens (KV cache)"))
+        self.use_kv_cache.setToolTip(self.tr("Off recomputes the whole text for every new token: watch decode tok/s "
+                                             "fall"))
+        form.addRow(self.tr("KV cache"), self.use_kv_cache)
+        # Each language is named in itself, so that whoever cannot read the current one still finds theirs.
+        self.language = QComboBox()
+        for label, value in ((self.tr("System language"), "system"), ("English", "en"), ("简体中文", "zh_CN")):
+            self.language.addItem(label, value)
+        self.language.setCurrentIndex(max(0, self.language.findData(settings.language())))
+        self.language.setToolTip(self.tr("Applies the next time Miaohui starts"))
+        form.addRow(self.tr("Language"), self.language)
         layout.addLayout(form)
-        note = QLabel("Applies to the next reply. Saved for future sessions.")
+        note = QLabel(self.tr("Reply settings apply to the next reply; a new language, after a restart. Saved for "
+                              "future sessions."))
+        note.setWordWrap(True)
         note.setObjectName("footer")
         layout.addWidget(note)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        defaults = QPushButton("Defaults")
+        defaults = QPushButton(self.tr("Defaults"))
         buttons.addButton(defaults, QDialogButtonBox.ButtonRole.ResetRole)
         defaults.clicked.connect(self.on_defaults_clicked)
         buttons.accepted.connect(self.accept)
@@ -96,4 +107,5 @@ class SettingsDialog(QDialog):
 
     def accept(self) -> None:
         self._settings.set_chat(self.values())
+        self._settings.set_language(self.language.currentData())
         super().accept()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 MAX_ROWS = 4096  # a reply longer than this keeps its newest tokens; the table stays responsive
@@ -25,19 +25,20 @@ def visible(text: str) -> str:
 class TokenInspector(QWidget):
     """Token table of the reply being generated (or the last one)."""
 
-    COLUMNS = ("#", "token", "id", "p", "top candidates")
+    COLUMNS = ("#", QT_TRANSLATE_NOOP("TokenInspector", "token"), "id", "p",
+               QT_TRANSLATE_NOOP("TokenInspector", "top candidates"))  # shown translated
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
-        hint = QLabel("Each row is one decode step: the token chosen, its probability, and the runners-up "
-                      "(· marks a space, ∅ a token that completes no character yet).")
+        hint = QLabel(self.tr("Each row is one decode step: the token chosen, its probability, and the runners-up "
+                              "(· marks a space, ∅ a token that completes no character yet)."))
         hint.setWordWrap(True)
         hint.setObjectName("footer")
         layout.addWidget(hint)
         self.table = QTableWidget(0, len(self.COLUMNS))
-        self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        self.table.setHorizontalHeaderLabels([self.tr(column) for column in self.COLUMNS])
         self.table.verticalHeader().hide()
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -48,6 +49,8 @@ class TokenInspector(QWidget):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
             header.resizeSection(column, self.fontMetrics().horizontalAdvance("0" * chars) + 12)
         header.setStretchLastSection(True)
+        # The last column takes what is left: no sideways scroll bar in the dock (its cells' tooltips have them whole).
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._pending: list[Any] = []  # tokens that arrived while the tab was hidden
         layout.addWidget(self.table)
 
@@ -80,10 +83,12 @@ class TokenInspector(QWidget):
                 row = start + offset
                 prob = getattr(token, "prob", None)
                 top = ", ".join(f"{visible(c.text)} {c.prob:.2f}" for c in getattr(token, "top", ()))
-                cells = (str(token.index), visible(token.text), str(token.token_id),
+                cells = (str(token.index), visible(token.text), str(token.token_id) if token.token_id >= 0 else "—",
                          "" if prob is None else f"{prob:.3f}", top)
                 for column, text in enumerate(cells):
                     item = QTableWidgetItem(text)
+                    if column == 4:
+                        item.setToolTip(text)
                     if column in (0, 2, 3):
                         item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     self.table.setItem(row, column, item)

@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
+from app.engine_texts import engine_text
 from engine.lab.tokenview import TokenView, token_view
 
 DEBOUNCE_MS = 300  # re-tokenise after the user pauses typing, not on every keystroke
@@ -40,19 +41,24 @@ class TokenizerView(QWidget):
         self._pending_id = 0  # id of the latest submitted task; older answers are ignored
         self._has_model = getattr(bridge, "facts", None) is not None
         self.input = QPlainTextEdit()
-        self.input.setPlaceholderText("Type a text to see how the model cuts it into tokens, e.g. 我昨天认识的那个人")
-        self.template_box = QCheckBox("as a chat turn (with the chat template)")
-        self.tokenize_button = QPushButton("Tokenize")
+        self.input.setPlaceholderText(self.tr("Type a text to see how the model cuts it into tokens, e.g. "
+                                              "我昨天认识的那个人"))
+        self.template_box = QCheckBox(self.tr("as a chat turn (with the chat template)"))
+        self.tokenize_button = QPushButton(self.tr("Tokenize"))
         self.counts_label = QLabel("")
-        self.status_label = QLabel("Load a model to tokenize." if not self._has_model else "")
+        self.status_label = QLabel(self.tr("Load a model to tokenize.") if not self._has_model else "")
         self.status_label.setWordWrap(True)
         self.chips = QTextBrowser()
         self.chips.setOpenLinks(False)
         self.table = QTableWidget(0, 5)
-        self.table.setHorizontalHeaderLabels(["#", "id", "token", "text", "part"])
+        self.table.setHorizontalHeaderLabels(["#", "id", self.tr("token"), self.tr("text"), self.tr("part")])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(True)
+        for column, chars in enumerate((4, 6, 10, 8)):  # narrow columns: the table fits the dock without scrolling
+            header.resizeSection(column, self.fontMetrics().horizontalAdvance("0" * chars) + 12)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
         row = QHBoxLayout()
         row.addWidget(self.template_box, 1)
@@ -89,14 +95,14 @@ class TokenizerView(QWidget):
         self._debounce.stop()
         text = self.input.toPlainText()
         if not self._has_model:
-            self.status_label.setText("Load a model to tokenize.")
+            self.status_label.setText(self.tr("Load a model to tokenize."))
             return 0
         if not text and not self.template_box.isChecked():
             self._show(None)
             return 0
         self._pending_id = self._bridge.submit_task(
             functools.partial(token_view, text=text, with_template=self.template_box.isChecked()))
-        self.status_label.setText("tokenizing…")
+        self.status_label.setText(self.tr("tokenizing…"))
         return self._pending_id
 
     # -- slots --------------------------------------------------------------------------------------
@@ -132,7 +138,7 @@ class TokenizerView(QWidget):
     @Slot(int, str)
     def on_bridge_task_failed(self, task_id: int, message: str) -> None:
         if task_id == self._pending_id:
-            self.status_label.setText(message)
+            self.status_label.setText(engine_text(message))
 
     # -- display ------------------------------------------------------------------------------------
     def _show(self, view: TokenView | None) -> None:
@@ -141,9 +147,11 @@ class TokenizerView(QWidget):
             self.chips.clear()
             self.table.setRowCount(0)
             return
-        self.counts_label.setText(
-            f"{view.token_count:,} tokens · {view.char_count:,} characters · {view.byte_count:,} UTF-8 bytes · "
-            f"{view.chars_per_token:.2f} characters/token · {view.split_chars:,} characters split into several tokens")
+        counts = self.tr("{tokens} tokens · {chars} characters · {bytes} UTF-8 bytes · {ratio} characters/token · "
+                         "{split} characters split into several tokens")
+        self.counts_label.setText(counts.format(
+            tokens=f"{view.token_count:,}", chars=f"{view.char_count:,}", bytes=f"{view.byte_count:,}",
+            ratio=f"{view.chars_per_token:.2f}", split=f"{view.split_chars:,}"))
         chips = []
         for piece in view.pieces:
             colour = SPLIT_COLOUR if piece.parts > 1 else CHIP_COLOURS[piece.index % len(CHIP_COLOURS)]
@@ -153,9 +161,10 @@ class TokenizerView(QWidget):
         self.chips.setHtml("<p style='line-height:160%'>" + "&#8203;".join(chips) + "</p>")
         pieces = view.pieces[:MAX_TABLE_ROWS]
         self.table.setRowCount(len(pieces))
+        special = self.tr("special")
         for r, piece in enumerate(pieces):
             cells = (str(piece.index), str(piece.token_id), piece.token, piece.text.replace("\n", "↵"),
-                     f"{piece.part}/{piece.parts}" if piece.parts > 1 else ("special" if piece.special else ""))
+                     f"{piece.part}/{piece.parts}" if piece.parts > 1 else (special if piece.special else ""))
             for c, value in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(value))
         self.view_shown.emit(view)

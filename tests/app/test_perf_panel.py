@@ -79,6 +79,8 @@ def _values_fit(panel: PerfPanel) -> list[str]:
     viewport = panel.scroll_area.viewport().width()
     cut = []
     for key, label in panel._values.items():
+        if label.isHidden():
+            continue  # a row not shown (the server's figures, with a local model) is cut nowhere
         right = label.mapTo(panel.scroll_area.viewport(), label.rect().topRight()).x()
         if right > viewport:
             cut.append(f"{key} ends at {right} > {viewport}")
@@ -126,3 +128,24 @@ def test_side_panel_fits_in_the_window(make_window, qtbot, styled, size):
     assert window.perf_dock.width() >= window.perf_panel.minimumWidth()
     assert not window.perf_panel.scroll_area.horizontalScrollBar().isVisible()
     assert _values_fit(window.perf_panel) == []
+
+
+def test_a_servers_figures_fit_and_what_it_cannot_know_reads_as_a_dash(styled, panel, qtbot):
+    from engine.remote.server_metrics import Histogram, ServerFigures
+    from engine.remote.session import UNKNOWN_ALWAYS
+
+    panel.show_metrics(dataclasses.replace(_metrics(16), unknown=UNKNOWN_ALWAYS), final=True)
+    panel.show_server(ServerFigures(kv_cache_usage=0.375, kv_cache_metric="vllm:kv_cache_usage_perc",
+                                    ttft=Histogram("vllm:time_to_first_token_seconds", 2.0, 0.5)))
+    panel.resize(panel.minimumWidth(), 800)
+    qtbot.wait(50)
+    shown = panel.displayed()
+    assert shown["server_kv"] == "37.5 % in use (vllm)"
+    assert panel._values["server_kv"].toolTip().startswith("vllm:kv_cache_usage_perc on the server's /metrics")
+    assert shown["server_ttft"] == "250 ms (mean of 2 request(s))"
+    assert shown["kv"] == shown["kv_formula"] == shown["peak"] == "—" and shown["ttft"] != "—"
+    assert _values_fit(panel) == []
+    panel.show_server(None)
+    assert panel.displayed()["server_kv"] == panel.displayed()["server_ttft"] == "not reported by this server"
+    panel.show_server(None, remote=False)
+    assert panel._values["server_kv"].isHidden() and panel._values["server_ttft"].isHidden()

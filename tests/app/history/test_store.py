@@ -184,6 +184,31 @@ def test_delete_messages_from_cuts_the_tail_and_ids_are_not_reused(store):
         store.delete_messages_from(cid, foreign)
 
 
+def test_fork_copies_the_history_up_to_a_message_with_its_settings_and_leaves_the_original(store):
+    cid = store.create_conversation("Trip to 杭州", "Be brief.", {"temperature": 0.7, "seed": 3})
+    perf = PerfRecord.from_metrics(METRICS, "m")
+    ids = [store.add_message(cid, "user", "q1"), store.add_message(cid, "assistant", "a1\x00", "eos", perf),
+           store.add_message(cid, "user", "q2"), store.add_message(cid, "assistant", "a2", "length")]
+    before = [(m.id, m.role, m.text, m.finish_reason, m.perf) for m in store.messages(cid)]
+    fork = store.fork_conversation(cid, ids[1])
+    row = store.get_conversation(fork)
+    assert (row.title, row.system_prompt, row.settings, row.message_count) == (
+        "Trip to 杭州 (fork)", "Be brief.", {"temperature": 0.7, "seed": 3}, 2)
+    copied = store.messages(fork)
+    assert [(m.role, m.text, m.finish_reason) for m in copied] == [("user", "q1", None), ("assistant", "a1\x00", "eos")]
+    assert not set(m.id for m in copied) & set(ids) and all(m.perf is None for m in copied)  # perf stays with a1
+    assert [(m.id, m.role, m.text, m.finish_reason, m.perf) for m in store.messages(cid)] == before
+    assert store.list_conversations()[0].id == fork  # the newest: it opens at the top of the list
+    at_user = store.fork_conversation(cid, ids[2], title="分支")
+    assert store.get_conversation(at_user).title == "分支" and [m.text for m in store.messages(at_user)][-1] == "q2"
+    store.add_message(fork, "user", "another way")  # the fork goes on alone
+    assert len(store.messages(cid)) == 4 and store.get_conversation(fork).title == "Trip to 杭州 (fork)"
+    with pytest.raises(NotFoundError):
+        store.fork_conversation(fork, ids[3])  # a message of another conversation
+    with pytest.raises(NotFoundError):
+        store.fork_conversation(10_000, ids[0])
+
+
 def test_delete_from_refuses_to_drop_messages_another_store_added(tmp_path):
     """One conversation open in two windows (two processes, two stores on one file): a regenerate in the
     first used to delete the second's newer messages with its own stale reply."""

@@ -1,0 +1,172 @@
+"""The "Connect to server" dialog: a model source that is an OpenAI-compatible server.
+
+Asks for the server's base URL and, optionally, its API key; lists the server's models (``GET /v1/models``, on a
+thread of its own, never the GUI thread) and lets the user pick one. ``spec()`` is the ``RemoteSpec`` to connect
+to; the dialog connects nothing itself (``app.remote_source`` has the worker do it).
+
+The key: there is no system keyring here (the ``keyring`` package is not a dependency), so it is kept in memory
+for this session only and never written anywhere — not to the settings, the history, exports or logs; the dialog
+says so. The field shows it masked.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QVBoxLayout, QWidget)
+
+from engine.remote import RemoteError, RemoteSpec, list_models
+
+EXAMPLE_URL = "http://127.0.0.1:8000/v1"
+
+
+class _Relay(QObject):
+    """Carries a listing's result from its thread to the GUI thread (queued signals); parentless, so a dialog
+    closed meanwhile takes its connections with it and the late result goes nowhere."""
+
+    listed = Signal(int, object)  # request number, tuple of ServedModel
+    failed = Signal(int, str)  # request number, one line
+
+
+class RemoteDialog(QDialog):
+    """Base URL, API key, the server's models; accepted with a model chosen.
+
+    ``list_models()`` starts a listing (the "List models" button does); ``listing_done`` is emitted when it ended,
+    either way (tests wait on it).
+    """
+
+    listing_done = Signal()
+
+    def __init__(self, base_url: str = "", model: str = "", api_key: str | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(self.tr("Connect to an OpenAI-compatible server"))
+        self.setMinimumWidth(520)
+        self._wanted_model = model
+        self._request = 0
+        self._relay = _Relay()
+        self._relay.listed.connect(self.on_relay_listed)
+        self._relay.failed.connect(self.on_relay_failed)
+
+        self.url_edit = QLineEdit(base_url)
+        self.url_edit.setPlaceholderText(EXAMPLE_URL)
+        self.url_edit.setToolTip(self.tr("vLLM and python -m engine serve: http://host:8000/v1 · llama-server: "
+                                          "http://host:8080/v1 · Ollama: http://host:11434/v1 · LM Studio: "
+                                          "http://host:1234/v1"))
+        self.key_edit = QLineEdit(api_key or "")
+        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_edit.setPlaceholderText(self.tr("none"))
+        self.list_button = QPushButton(self.tr("List models"))
+        self.list_button.clicked.connect(self.list_models)
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumContentsLength(28)
+        self.model_combo.currentIndexChanged.connect(self._update_buttons)
+        self.status = QLabel(self.tr("Enter the server's address, then list its models."))
+        self.status.setWordWrap(True)
+        key_note = QLabel(self.tr("The API key is kept in memory until Miaohui closes. It is never saved: not in the "
+                                  "settings, the history, exports or logs (no system keyring is used)."))
+        key_note.setObjectName("notice")
+        key_note.setWordWrap(True)
+
+        url_row = QHBoxLayout()
+        url_row.addWidget(self.url_edit, 1)
+        url_row.addWidget(self.list_button)
+        form = QFormLayout()
+        form.addRow(self.tr("Base URL"), url_row)
+        form.addRow(self.tr("API key (optional)"), self.key_edit)
+        form.addRow(self.tr("Model"), self.model_combo)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.connect_button = self.buttons.addButton(self.tr("Connect"), QDialogButtonBox.ButtonRole.AcceptRole)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.status)
+        layout.addWidget(key_note)
+        layout.addWidget(self.buttons)
+        self.url_edit.returnPressed.connect(self.list_models)
+        self.url_edit.textChanged.connect(self._forget_models)
+        self._update_buttons()
+
+    # -- public -----------------------------------------------------------------------------------------------
+    def spec(self) -> RemoteSpec:
+        """The server and model chosen (``RemoteError``, one line, when the URL cannot be one)."""
+        return RemoteSpec(self.url_edit.text(), self.chosen_model(), self.key_edit.text() or None)
+
+    def chosen_model(self) -> str:
+        data = self.model_combo.currentData()
+        return str(data) if data is not None else ""
+
+    def models(self) -> list[str]:
+        return [str(self.model_combo.itemData(i)) for i in range(self.model_combo.count())]
+
+    @Slot()
+    def list_models(self) -> None:
+        """List the server's models on a thread; the result fills the model list (or says what went wrong)."""
+        try:
+            spec = RemoteSpec(self.url_edit.text(), "", self.key_edit.text() or None)
+        except RemoteError as exc:
+            self._show_failure(str(exc))
+            self.listing_done.emit()
+            return
+        self._request += 1
+        request, relay = self._request, self._relay
+        self.status.setText(self.tr("Asking {url} for its models…").format(url=spec.base_url))
+        self.list_button.setEnabled(False)
+
+        def work() -> None:
+            try:
+                listed = list_models(spec)
+            except RemoteError as exc:
+                relay.failed.emit(request, str(exc))
+            except Exception as exc:  # noqa: BLE001 (a bug must still end the listing, as one line)
+                relay.failed.emit(request, f"{type(exc).__name__}: {exc}")
+            else:
+                relay.listed.emit(request, listed)
+
+        threading.Thread(target=work, name="miaohui-list-models", daemon=True).start()
+
+    # -- slots ------------------------------------------------------------------------------------------------
+    @Slot(int, object)
+    def on_relay_listed(self, request: int, listed: Any) -> None:
+        if request != self._request:
+            return
+        self.list_button.setEnabled(True)
+        self.model_combo.clear()
+        for served in listed:
+            n = served.context_length
+            context = self.tr(" · {n} tokens of context").format(n=n) if n else ""
+            self.model_combo.addItem(served.id + context, served.id)
+        index = self.model_combo.findData(self._wanted_model)
+        self.model_combo.setCurrentIndex(max(0, index))
+        self.status.setText(self.tr("{n} model(s) served. Choose one and connect.").format(n=len(listed)))
+        self._update_buttons()
+        self.listing_done.emit()
+
+    @Slot(int, str)
+    def on_relay_failed(self, request: int, message: str) -> None:
+        if request != self._request:
+            return
+        self.list_button.setEnabled(True)
+        self._show_failure(message)
+        self.listing_done.emit()
+
+    # -- internals --------------------------------------------------------------------------------------------
+    def _show_failure(self, message: str) -> None:
+        self.model_combo.clear()
+        self.status.setText(self.tr("Could not list the models: {error}").format(error=message))
+        self._update_buttons()
+
+    @Slot()
+    def _forget_models(self) -> None:
+        if self.model_combo.count():
+            self._wanted_model = self.chosen_model() or self._wanted_model
+            self.model_combo.clear()
+        self._update_buttons()
+
+    @Slot()
+    def _update_buttons(self) -> None:
+        self.connect_button.setEnabled(bool(self.chosen_model()))

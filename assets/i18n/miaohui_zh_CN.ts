@@ -1,0 +1,1794 @@
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
+<TS version="2.1" language="zh_CN">
+<context>
+    <name>ChatController</name>
+    <message>
+        <source>Your message is empty.</source>
+        <translation>消息是空的。</translation>
+    </message>
+    <message>
+        <source>The model is still loading; send when it is ready.</source>
+        <translation>模型仍在加载，加载完成后再发送。</translation>
+    </message>
+    <message>
+        <source>No model loaded: choose a model above and press Load.</source>
+        <translation>尚未加载模型：请在上方选择模型并点击“加载”。</translation>
+    </message>
+    <message>
+        <source>The reply settings cannot be used: {why}</source>
+        <translation>回复设置无法使用：{why}</translation>
+    </message>
+    <message>
+        <source>This chat was changed in another window since it was opened; nothing was deleted. It is reloaded: try again.</source>
+        <translation>此对话打开后已在另一个窗口中被修改，未删除任何内容。对话已重新载入，请再试一次。</translation>
+    </message>
+    <message>
+        <source>Stopped: the partial reply is kept.</source>
+        <translation>已停止：已生成的部分回复会保留。</translation>
+    </message>
+    <message>
+        <source>The reply reached the max new tokens limit: press Continue for more.</source>
+        <translation>回复已达到最大生成 token 数：点击“继续生成”可以接着写。</translation>
+    </message>
+    <message>
+        <source>History not saved: {why}</source>
+        <translation>历史记录未保存：{why}</translation>
+    </message>
+    <message>
+        <source> (still using {name})</source>
+        <translation>（仍在使用 {name}）</translation>
+    </message>
+    <message>
+        <source>Could not load the model: {0}{1}</source>
+        <translation>无法加载模型：{0}{1}</translation>
+    </message>
+    <message>
+        <source>Connected to {name} at {url}.</source>
+        <translation>已连接到 {url} 上的 {name}。</translation>
+    </message>
+    <message>
+        <source>Loaded {name}: {m} M parameters, {precision} on {device}.</source>
+        <translation>已加载 {name}：{m} M 参数，{precision} 精度，运行于 {device}。</translation>
+    </message>
+</context>
+<context>
+    <name>ChatView</name>
+    <message>
+        <source>
+
+[… {n} more characters not shown here]</source>
+        <translation>
+
+[… 另有 {n} 个字符未在此显示]</translation>
+    </message>
+    <message>
+        <source>Ask anything. Replies stream token by token; the panel on the right shows why they arrive fast.</source>
+        <translation>尽管问吧。回复会逐个 token 流式输出，右侧面板告诉你它为什么来得这么快。</translation>
+    </message>
+    <message>
+        <source>Show {page} earlier messages ({count} not shown)</source>
+        <translation>显示更早的 {page} 条消息（还有 {count} 条未显示）</translation>
+    </message>
+</context>
+<context>
+    <name>Composer</name>
+    <message>
+        <source>Editing a message: Send replaces it and every later message.</source>
+        <translation>正在编辑消息：发送后将替换这条消息及其后的所有消息。</translation>
+    </message>
+    <message>
+        <source>Send</source>
+        <translation>发送</translation>
+    </message>
+    <message>
+        <source>Send (Enter)</source>
+        <translation>发送（Enter）</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <source>Stop the reply or the load (Esc)</source>
+        <translation>停止生成回复或加载模型（Esc）</translation>
+    </message>
+    <message>
+        <source>Cancel edit</source>
+        <translation>取消编辑</translation>
+    </message>
+</context>
+<context>
+    <name>ConversationList</name>
+    <message>
+        <source>Search titles and messages</source>
+        <translation>搜索标题和消息</translation>
+    </message>
+    <message>
+        <source>New</source>
+        <translation>新建</translation>
+    </message>
+    <message>
+        <source>Start a new conversation (Ctrl+N)</source>
+        <translation>开始新对话（Ctrl+N）</translation>
+    </message>
+    <message>
+        <source>Rename</source>
+        <translation>重命名</translation>
+    </message>
+    <message>
+        <source>Rename the selected conversation (F2)</source>
+        <translation>重命名所选对话（F2）</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>删除</translation>
+    </message>
+    <message>
+        <source>Delete the selected conversation (Delete)</source>
+        <translation>删除所选对话（Delete）</translation>
+    </message>
+    <message>
+        <source>Export</source>
+        <translation>导出</translation>
+    </message>
+    <message>
+        <source>Conversation as Markdown…</source>
+        <translation>将对话导出为 Markdown…</translation>
+    </message>
+    <message>
+        <source>Conversation as JSON…</source>
+        <translation>将对话导出为 JSON…</translation>
+    </message>
+    <message>
+        <source>All performance records as CSV…</source>
+        <translation>将全部性能记录导出为 CSV…</translation>
+    </message>
+    <message>
+        <source>History is read-only: it was written by a newer Miaohui</source>
+        <translation>历史记录为只读：它由更新版本的秒回写入</translation>
+    </message>
+    <message>
+        <source>Cannot read history: {why}</source>
+        <translation>无法读取历史记录：{why}</translation>
+    </message>
+    <message>
+        <source>No conversation matches.</source>
+        <translation>没有匹配的对话。</translation>
+    </message>
+    <message>
+        <source>No conversations yet.</source>
+        <translation>还没有对话。</translation>
+    </message>
+    <message>
+        <source>New chat</source>
+        <translation>新对话</translation>
+    </message>
+    <message>
+        <source>{title}
+{n} messages · updated {updated}</source>
+        <translation>{title}
+{n} 条消息 · 更新于 {updated}</translation>
+    </message>
+    <message>
+        <source>Rename conversation</source>
+        <translation>重命名对话</translation>
+    </message>
+    <message>
+        <source>Title:</source>
+        <translation>标题：</translation>
+    </message>
+    <message>
+        <source>Delete conversation</source>
+        <translation>删除对话</translation>
+    </message>
+    <message>
+        <source>Delete “{title}” and all its messages? This cannot be undone.</source>
+        <translation>删除“{title}”及其全部消息？此操作无法撤销。</translation>
+    </message>
+    <message>
+        <source>Export conversation</source>
+        <translation>导出对话</translation>
+    </message>
+    <message>
+        <source>Export performance records</source>
+        <translation>导出性能记录</translation>
+    </message>
+</context>
+<context>
+    <name>DownloadPanel</name>
+    <message>
+        <source>Pause</source>
+        <translation>暂停</translation>
+    </message>
+    <message>
+        <source>Stop now and keep what arrived: resume it later from the Installed tab</source>
+        <translation>立即停止并保留已下载的部分：之后可在“已安装”标签页中继续</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Stop now and delete what arrived</source>
+        <translation>立即停止并删除已下载的部分</translation>
+    </message>
+    <message>
+        <source>Downloading {model}</source>
+        <translation>正在下载 {model}</translation>
+    </message>
+    <message>
+        <source>Reading the file list and checking free disk space…</source>
+        <translation>正在读取文件列表并检查可用磁盘空间…</translation>
+    </message>
+    <message>
+        <source>Pausing…</source>
+        <translation>正在暂停…</translation>
+    </message>
+    <message>
+        <source>Cancelling…</source>
+        <translation>正在取消…</translation>
+    </message>
+    <message>
+        <source>{rate}/s</source>
+        <translation>{rate}/s</translation>
+    </message>
+    <message>
+        <source>{time} left</source>
+        <translation>剩余 {time}</translation>
+    </message>
+    <message>
+        <source>time left: measuring</source>
+        <translation>剩余时间：测算中</translation>
+    </message>
+    <message>
+        <source>{done} of {total} ({share:.0%}) · {speed} · {left} · {file}</source>
+        <translation>{done} / {total}（{share:.0%}）· {speed} · {left} · {file}</translation>
+    </message>
+    <message>
+        <source>{s} s</source>
+        <translation>{s} s</translation>
+    </message>
+    <message>
+        <source>{m} min {s} s</source>
+        <translation>{m} min {s} s</translation>
+    </message>
+    <message>
+        <source>{h} h {m} min</source>
+        <translation>{h} h {m} min</translation>
+    </message>
+    <message>
+        <source>The download of {model} was cancelled; nothing was installed.</source>
+        <translation>{model} 的下载已取消，未安装任何内容。</translation>
+    </message>
+    <message>
+        <source> at {done} of {total}</source>
+        <translation>（已下载 {done} / {total}）</translation>
+    </message>
+    <message>
+        <source>The download of {model} is paused{got}: resume it from the Installed tab.</source>
+        <translation>{model} 的下载已暂停{got}：可在“已安装”标签页中继续。</translation>
+    </message>
+</context>
+<context>
+    <name>FitPanel</name>
+    <message>
+        <source>Will it fit? (estimated before downloading, from the config alone)</source>
+        <translation>放得下吗？（下载前仅凭配置文件估算）</translation>
+    </message>
+    <message>
+        <source>Select a model to see whether it fits in this machine&apos;s memory.</source>
+        <translation>选择一个模型，看看本机内存是否放得下。</translation>
+    </message>
+    <message>
+        <source>Context length</source>
+        <translation>上下文长度</translation>
+    </message>
+    <message>
+        <source> tokens</source>
+        <translation> 个 token</translation>
+    </message>
+    <message>
+        <source>How many tokens of conversation the KV cache must hold</source>
+        <translation>KV 缓存需要容纳多少个 token 的对话</translation>
+    </message>
+    <message>
+        <source>Half the context</source>
+        <translation>上下文减半</translation>
+    </message>
+    <message>
+        <source>Twice the context (up to the model&apos;s limit)</source>
+        <translation>上下文加倍（不超过模型上限）</translation>
+    </message>
+    <message>
+        <source>Measure again</source>
+        <translation>重新测量</translation>
+    </message>
+    <message>
+        <source>Read this machine&apos;s free memory again</source>
+        <translation>重新读取本机的可用内存</translation>
+    </message>
+    <message>
+        <source>Precision</source>
+        <translation>精度</translation>
+    </message>
+    <message>
+        <source>Weights</source>
+        <translation>权重</translation>
+    </message>
+    <message>
+        <source>KV cache</source>
+        <translation>KV 缓存</translation>
+    </message>
+    <message>
+        <source>Total needed</source>
+        <translation>共需</translation>
+    </message>
+    <message>
+        <source>Free memory</source>
+        <translation>可用内存</translation>
+    </message>
+    <message>
+        <source>Verdict</source>
+        <translation>结论</translation>
+    </message>
+    <message>
+        <source>{free} free on {device}</source>
+        <translation>{device} 可用 {free}</translation>
+    </message>
+    <message>
+        <source>KV cache at {n} tokens</source>
+        <translation>{n} 个 token 时的 KV 缓存</translation>
+    </message>
+    <message>
+        <source>needs bitsandbytes, which is not installed</source>
+        <translation>需要 bitsandbytes，但尚未安装</translation>
+    </message>
+    <message>
+        <source>  (auto)</source>
+        <translation>（自动）</translation>
+    </message>
+    <message>
+        <source>{kv} B ({per} B per token)</source>
+        <translation>{kv} B（每个 token {per} B）</translation>
+    </message>
+    <message>
+        <source>cannot load: {why}</source>
+        <translation>无法加载：{why}</translation>
+    </message>
+    <message>
+        <source>fits</source>
+        <translation>放得下</translation>
+    </message>
+    <message>
+        <source>tight</source>
+        <translation>偏紧</translation>
+    </message>
+    <message>
+        <source>will not fit</source>
+        <translation>放不下</translation>
+    </message>
+    <message>
+        <source>Parameters: {formula}. The seeds&apos; estimate V·d + 12·L·d² gives {estimate}.</source>
+        <translation>参数量：{formula}。原文的估算式 V·d + 12·L·d² 得出 {estimate}。</translation>
+    </message>
+    <message>
+        <source>KV cache in {precision}: {formula}. Without GQA (2 · L · context · d · bytes): {no_gqa}.</source>
+        <translation>{precision} 精度下的 KV 缓存：{formula}。不用 GQA 时（2 · L · 上下文长度 · d · 每元素字节数）：{no_gqa}。</translation>
+    </message>
+    <message>
+        <source>Total: {weights} weights + {kv} KV + {working} working = {total} against {free} free ({device}): {verdict}.</source>
+        <translation>合计：权重 {weights} + KV {kv} + 运行开销 {working} = {total}，可用 {free}（{device}）：{verdict}。</translation>
+    </message>
+    <message>
+        <source>Rule: {rule}.</source>
+        <translation>判定规则：{rule}。</translation>
+    </message>
+    <message>
+        <source>Download: {size}.</source>
+        <translation>下载大小：{size}。</translation>
+    </message>
+</context>
+<context>
+    <name>Forker</name>
+    <message>
+        <source>This chat is not saved in the history, so it cannot be forked.</source>
+        <translation>此对话未保存在历史记录中，无法分支。</translation>
+    </message>
+    <message>
+        <source>%1 (fork)</source>
+        <translation>%1（分支）</translation>
+    </message>
+    <message>
+        <source>Could not fork this chat: %1</source>
+        <translation>无法为此对话创建分支：%1</translation>
+    </message>
+    <message>
+        <source>Forked into a new chat; the original is unchanged.</source>
+        <translation>已分支为新对话，原对话保持不变。</translation>
+    </message>
+</context>
+<context>
+    <name>InstalledTab</name>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Format</source>
+        <translation>格式</translation>
+    </message>
+    <message>
+        <source>Size on disk</source>
+        <translation>磁盘占用</translation>
+    </message>
+    <message>
+        <source>Parameters</source>
+        <translation>参数量</translation>
+    </message>
+    <message>
+        <source>Loads in</source>
+        <translation>可加载精度</translation>
+    </message>
+    <message>
+        <source>From</source>
+        <translation>来源</translation>
+    </message>
+    <message>
+        <source>Last used</source>
+        <translation>上次使用</translation>
+    </message>
+    <message>
+        <source>No models here yet. Allow downloads and search Hugging Face, or run `python -m engine fetch` for the default model.</source>
+        <translation>这里还没有模型。可以允许下载并搜索 Hugging Face，或运行 `python -m engine fetch` 获取默认模型。</translation>
+    </message>
+    <message>
+        <source>Use this model</source>
+        <translation>使用此模型</translation>
+    </message>
+    <message>
+        <source>Open folder</source>
+        <translation>打开文件夹</translation>
+    </message>
+    <message>
+        <source>Refresh</source>
+        <translation>刷新</translation>
+    </message>
+    <message>
+        <source>Delete…</source>
+        <translation>删除…</translation>
+    </message>
+    <message>
+        <source>Downloads that stopped part-way</source>
+        <translation>中途停止的下载</translation>
+    </message>
+    <message>
+        <source>Downloaded</source>
+        <translation>已下载</translation>
+    </message>
+    <message>
+        <source>Resume</source>
+        <translation>继续下载</translation>
+    </message>
+    <message>
+        <source>Discard…</source>
+        <translation>丢弃…</translation>
+    </message>
+    <message>
+        <source>Models folder: {folder}</source>
+        <translation>模型文件夹：{folder}</translation>
+    </message>
+    <message>
+        <source>Could not read the models folder: {why}</source>
+        <translation>无法读取模型文件夹：{why}</translation>
+    </message>
+    <message>
+        <source>last</source>
+        <translation>最近一次</translation>
+    </message>
+    <message>
+        <source>{n} models ago</source>
+        <translation>{n} 个模型之前</translation>
+    </message>
+    <message>
+        <source>  ★ default</source>
+        <translation>  ★ 默认</translation>
+    </message>
+    <message>
+        <source>unreadable: {why}</source>
+        <translation>无法读取：{why}</translation>
+    </message>
+    <message>
+        <source>  (being downloaded by process {pid})</source>
+        <translation>（进程 {pid} 正在下载）</translation>
+    </message>
+    <message>
+        <source>{done} of {total}</source>
+        <translation>{done} / {total}</translation>
+    </message>
+    <message>
+        <source>Continue from where it stopped</source>
+        <translation>从中断处继续</translation>
+    </message>
+    <message>
+        <source>Allow downloads (and let any other download finish) to resume</source>
+        <translation>要继续下载，请先允许下载（并等其他下载完成）</translation>
+    </message>
+    <message>
+        <source>Could not open {folder}: no file manager answered.</source>
+        <translation>无法打开 {folder}：没有文件管理器响应。</translation>
+    </message>
+    <message>
+        <source>Delete {name} ({size}) from disk?
+
+{path}</source>
+        <translation>从磁盘删除 {name}（{size}）？
+
+{path}</translation>
+    </message>
+    <message>
+        <source>This is the default model. Without it Miaohui starts with no model until you choose another one or fetch it again (python -m engine fetch).</source>
+        <translation>这是默认模型。删除后，秒回启动时将没有可用的模型，直到你选择其他模型或重新获取它（python -m engine fetch）。</translation>
+    </message>
+    <message>
+        <source>Delete model</source>
+        <translation>删除模型</translation>
+    </message>
+    <message>
+        <source>Could not delete {name}: {why}</source>
+        <translation>无法删除 {name}：{why}</translation>
+    </message>
+    <message>
+        <source>Deleted {path}.</source>
+        <translation>已删除 {path}。</translation>
+    </message>
+    <message>
+        <source>Discard the partial download of {model} ({size} so far)?</source>
+        <translation>丢弃 {model} 未完成的下载（目前已下载 {size}）？</translation>
+    </message>
+    <message>
+        <source>Discard download</source>
+        <translation>丢弃下载</translation>
+    </message>
+    <message>
+        <source>Could not discard it: {why}</source>
+        <translation>无法丢弃：{why}</translation>
+    </message>
+</context>
+<context>
+    <name>LabTab</name>
+    <message>
+        <source>quick</source>
+        <translation>快速</translation>
+    </message>
+    <message>
+        <source>fewer repetitions, lengths and tokens: seconds to a few minutes on a CPU</source>
+        <translation>减少重复次数、长度档位和 token 数：在 CPU 上只需几秒到几分钟</translation>
+    </message>
+    <message>
+        <source>layer </source>
+        <translation>层 </translation>
+    </message>
+    <message>
+        <source>head </source>
+        <translation>头 </translation>
+    </message>
+    <message>
+        <source>Run</source>
+        <translation>运行</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Load a model to run an experiment.</source>
+        <translation>请先加载模型再运行实验。</translation>
+    </message>
+    <message>
+        <source>Export CSV…</source>
+        <translation>导出 CSV…</translation>
+    </message>
+    <message>
+        <source>Export PNG…</source>
+        <translation>导出 PNG…</translation>
+    </message>
+    <message>
+        <source>the engine is shutting down</source>
+        <translation>推理引擎正在关闭</translation>
+    </message>
+    <message>
+        <source>running {name}…</source>
+        <translation>正在运行 {name}…</translation>
+    </message>
+    <message>
+        <source>cancelling…</source>
+        <translation>正在取消…</translation>
+    </message>
+    <message>
+        <source>table shows the first {shown} of {total} rows; the CSV has all</source>
+        <translation>表格只显示 {total} 行中的前 {shown} 行；CSV 中有全部数据</translation>
+    </message>
+    <message>
+        <source>This experiment temporarily loads other precisions of the model, one at a time; it needs extra memory and takes longer.</source>
+        <translation>此实验会依次临时加载该模型的其他精度版本，需要额外内存，耗时也更长。</translation>
+    </message>
+    <message>
+        <source>CSV files (*.csv)</source>
+        <translation>CSV 文件 (*.csv)</translation>
+    </message>
+    <message>
+        <source>PNG images (*.png)</source>
+        <translation>PNG 图片 (*.png)</translation>
+    </message>
+    <message>
+        <source>done</source>
+        <translation>完成</translation>
+    </message>
+    <message>
+        <source>Export</source>
+        <translation>导出</translation>
+    </message>
+    <message>
+        <source>could not write {path}: {why}</source>
+        <translation>无法写入 {path}：{why}</translation>
+    </message>
+    <message>
+        <source>saved {path}</source>
+        <translation>已保存 {path}</translation>
+    </message>
+</context>
+<context>
+    <name>MainWindow</name>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>no model</source>
+        <translation>未加载模型</translation>
+    </message>
+    <message>
+        <source>idle</source>
+        <translation>空闲</translation>
+    </message>
+    <message>
+        <source>&amp;Chat</source>
+        <translation>对话(&amp;C)</translation>
+    </message>
+    <message>
+        <source>New chat</source>
+        <translation>新对话</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <source>Focus prompt</source>
+        <translation>聚焦输入框</translation>
+    </message>
+    <message>
+        <source>Settings…</source>
+        <translation>设置…</translation>
+    </message>
+    <message>
+        <source>Models…</source>
+        <translation>模型管理…</translation>
+    </message>
+    <message>
+        <source>Quit</source>
+        <translation>退出</translation>
+    </message>
+    <message>
+        <source>&amp;View</source>
+        <translation>视图(&amp;V)</translation>
+    </message>
+    <message>
+        <source>Run this model&apos;s own code?</source>
+        <translation>运行此模型自带的代码？</translation>
+    </message>
+    <message>
+        <source>{model}
+
+This model ships Python code that would run on your computer with your permissions when it loads. Allow it only for a model from someone you trust.</source>
+        <translation>{model}
+
+此模型附带 Python 代码，加载时会以你的权限在这台电脑上运行。只有模型来自你信任的人时才应允许。</translation>
+    </message>
+    <message>
+        <source>loading: {stage}</source>
+        <translation>正在加载：{stage}</translation>
+    </message>
+    <message>
+        <source>{n} oldest message left out to fit the {max}-token context window (the system prompt is kept).</source>
+        <translation>为放进 {max} token 的上下文窗口，最早的 {n} 条消息没有送入模型（系统提示词保留）。</translation>
+    </message>
+    <message>
+        <source>{n} oldest messages left out to fit the {max}-token context window (the system prompt is kept).</source>
+        <translation>为放进 {max} token 的上下文窗口，最早的 {n} 条消息没有送入模型（系统提示词保留）。</translation>
+    </message>
+    <message>
+        <source>· prefill {done}/{total} tokens</source>
+        <translation>· 预填充 {done}/{total} 个 token</translation>
+    </message>
+    <message>
+        <source>· generating</source>
+        <translation>· 正在生成</translation>
+    </message>
+    <message>
+        <source>Could not load the model: {error}</source>
+        <translation>无法加载模型：{error}</translation>
+    </message>
+    <message>
+        <source>loading</source>
+        <translation>正在加载</translation>
+    </message>
+    <message>
+        <source>cancelling load…</source>
+        <translation>正在取消加载…</translation>
+    </message>
+    <message>
+        <source>Settings saved for this conversation and new ones; they apply to the next reply.</source>
+        <translation>设置已保存，用于当前对话和新对话，从下一条回复起生效。</translation>
+    </message>
+    <message>
+        <source>Copied {n} lines of code.</source>
+        <translation>已复制 {n} 行代码。</translation>
+    </message>
+    <message>
+        <source>· ready</source>
+        <translation>· 就绪</translation>
+    </message>
+    <message>
+        <source>· no model loaded</source>
+        <translation>· 未加载模型</translation>
+    </message>
+</context>
+<context>
+    <name>MessageBrowser</name>
+    <message>
+        <source>[image: {}]</source>
+        <translation>[图片：{}]</translation>
+    </message>
+    <message>
+        <source>code</source>
+        <translation>代码</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+</context>
+<context>
+    <name>MessageWidget</name>
+    <message>
+        <source>stopped</source>
+        <translation>已停止</translation>
+    </message>
+    <message>
+        <source>length limit reached</source>
+        <translation>已达长度上限</translation>
+    </message>
+    <message>
+        <source>error</source>
+        <translation>出错</translation>
+    </message>
+    <message>
+        <source>{n} token</source>
+        <translation>{n} 个 token</translation>
+    </message>
+    <message>
+        <source>{n} tokens</source>
+        <translation>{n} 个 token</translation>
+    </message>
+    <message>
+        <source>Edit</source>
+        <translation>编辑</translation>
+    </message>
+    <message>
+        <source>Regenerate</source>
+        <translation>重新生成</translation>
+    </message>
+    <message>
+        <source>Continue</source>
+        <translation>继续生成</translation>
+    </message>
+    <message>
+        <source>Fork from here</source>
+        <translation>从此处分支</translation>
+    </message>
+    <message>
+        <source>You</source>
+        <translation>你</translation>
+    </message>
+    <message>
+        <source>Miaohui</source>
+        <translation>秒回</translation>
+    </message>
+    <message>
+        <source>Start a new chat with the messages up to this one; this chat stays as it is.</source>
+        <translation>用截至这条的消息开启新对话，当前对话保持不变。</translation>
+    </message>
+</context>
+<context>
+    <name>ModelBar</name>
+    <message>
+        <source>default</source>
+        <translation>默认</translation>
+    </message>
+    <message>
+        <source>Hugging Face cache</source>
+        <translation>Hugging Face 缓存</translation>
+    </message>
+    <message>
+        <source>recent</source>
+        <translation>最近使用</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Precision</source>
+        <translation>精度</translation>
+    </message>
+    <message>
+        <source>auto: bf16 where the CPU/GPU computes it natively, else fp32.
+int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)
+bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)</source>
+        <translation>auto：CPU/GPU 原生支持 bf16 时用 bf16，否则用 fp32。
+int8 / int4：原生的仅权重量化内核（每个权重占的字节更少，出 token 更快）
+bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢）</translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <source>Load</source>
+        <translation>加载</translation>
+    </message>
+    <message>
+        <source>Open model…</source>
+        <translation>打开模型…</translation>
+    </message>
+    <message>
+        <source>Model folder…</source>
+        <translation>模型文件夹…</translation>
+    </message>
+    <message>
+        <source>GGUF file…</source>
+        <translation>GGUF 文件…</translation>
+    </message>
+    <message>
+        <source>Connect to server…</source>
+        <translation>连接服务器…</translation>
+    </message>
+    <message>
+        <source>Chat with a model served by vLLM, llama-server, Ollama, LM Studio or python -m engine serve (an OpenAI-compatible API)</source>
+        <translation>与 vLLM、llama-server、Ollama、LM Studio 或 python -m engine serve 提供的模型对话（OpenAI 兼容 API）</translation>
+    </message>
+    <message>
+        <source>Loading…</source>
+        <translation>加载中…</translation>
+    </message>
+    <message>
+        <source>Open a model folder</source>
+        <translation>打开模型文件夹</translation>
+    </message>
+    <message>
+        <source>Open a GGUF model</source>
+        <translation>打开 GGUF 模型</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf)</source>
+        <translation>GGUF 模型 (*.gguf)</translation>
+    </message>
+</context>
+<context>
+    <name>ModelCard</name>
+    <message>
+        <source>MQA: all {heads} query heads share one K/V head, so the cache is {heads}× smaller than MHA.</source>
+        <translation>MQA（多查询注意力）：全部 {heads} 个查询头共用一个 K/V 头，KV 缓存只有 MHA 的 1/{heads}。</translation>
+    </message>
+    <message>
+        <source>GQA: each group of {group} query heads shares one K/V head, so the cache is {group}× smaller than with {heads} K/V heads.</source>
+        <translation>GQA（分组查询注意力）：每 {group} 个查询头为一组，共用一个 K/V 头，KV 缓存只有 {heads} 个 K/V 头时的 1/{group}。</translation>
+    </message>
+    <message>
+        <source>MHA: every one of the {heads} query heads has its own K/V head (no cache saving).</source>
+        <translation>MHA（多头注意力）：{heads} 个查询头各有自己的 K/V 头（KV 缓存没有节省）。</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens → {bytes} (no GQA: {no_gqa})</source>
+        <translation>{tokens} 个 token → {bytes}（不用 GQA：{no_gqa}）</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Precision · device</source>
+        <translation>精度 · 设备</translation>
+    </message>
+    <message>
+        <source>Layers (L)</source>
+        <translation>层数（L）</translation>
+    </message>
+    <message>
+        <source>Hidden size (d)</source>
+        <translation>隐藏维度（d）</translation>
+    </message>
+    <message>
+        <source>Attention heads</source>
+        <translation>注意力头数</translation>
+    </message>
+    <message>
+        <source>KV heads</source>
+        <translation>KV 头数</translation>
+    </message>
+    <message>
+        <source>Head dim</source>
+        <translation>头维度</translation>
+    </message>
+    <message>
+        <source>Vocabulary (V)</source>
+        <translation>词表大小（V）</translation>
+    </message>
+    <message>
+        <source>Context length</source>
+        <translation>上下文长度</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个 token</translation>
+    </message>
+    <message>
+        <source>Parameters (exact)</source>
+        <translation>参数量（精确值）</translation>
+    </message>
+    <message>
+        <source>Seeds&apos; estimate V·d + 12·L·d²</source>
+        <translation>原文估算 V·d + 12·L·d²</translation>
+    </message>
+    <message>
+        <source>Weights in memory</source>
+        <translation>权重内存占用</translation>
+    </message>
+    <message>
+        <source>KV bytes / token (GQA form)</source>
+        <translation>每 token 的 KV 字节数（GQA 公式）</translation>
+    </message>
+    <message>
+        <source>KV bytes / token (no-GQA form)</source>
+        <translation>每 token 的 KV 字节数（无 GQA 公式）</translation>
+    </message>
+    <message>
+        <source>KV memory, current context</source>
+        <translation>KV 内存（当前上下文）</translation>
+    </message>
+    <message>
+        <source>KV memory, full context</source>
+        <translation>KV 内存（满上下文）</translation>
+    </message>
+    <message>
+        <source>Load a model to see its card.</source>
+        <translation>加载模型后即可查看模型卡片。</translation>
+    </message>
+    <message>
+        <source>{name} runs on a server: its architecture is not shared through the API.</source>
+        <translation>{name} 运行在服务器上：其架构信息不会通过 API 提供。</translation>
+    </message>
+</context>
+<context>
+    <name>ModelPagePanel</name>
+    <message>
+        <source>No model selected</source>
+        <translation>未选择模型</translation>
+    </message>
+    <message>
+        <source>Search, then pick a result to see its files and whether it fits.</source>
+        <translation>先搜索，再选择一个结果，查看它的文件以及本机是否放得下。</translation>
+    </message>
+    <message>
+        <source>Files</source>
+        <translation>文件</translation>
+    </message>
+    <message>
+        <source>File</source>
+        <translation>文件</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>Download takes it?</source>
+        <translation>是否下载？</translation>
+    </message>
+    <message>
+        <source>Download</source>
+        <translation>下载</translation>
+    </message>
+    <message>
+        <source>What a download takes: the safetensors weights, or one GGUF quantization</source>
+        <translation>下载内容：safetensors 权重，或其中一个 GGUF 量化版本</translation>
+    </message>
+    <message>
+        <source>Download into the models folder, verified file by file</source>
+        <translation>下载到模型文件夹，并逐个文件校验</translation>
+    </message>
+    <message>
+        <source>Nothing to download</source>
+        <translation>没有可下载的内容</translation>
+    </message>
+    <message>
+        <source>Already installed at {path} (see the Installed tab)</source>
+        <translation>已安装在 {path}（见“已安装”标签页）</translation>
+    </message>
+    <message>
+        <source>Downloads are off</source>
+        <translation>下载已关闭</translation>
+    </message>
+    <message>
+        <source>Another download is under way</source>
+        <translation>另一个下载正在进行</translation>
+    </message>
+    <message>
+        <source>Gated: its owners must grant access first, and Miaohui downloads only open models</source>
+        <translation>受限模型：需所有者先授予访问权限，而秒回只下载公开模型</translation>
+    </message>
+    <message>
+        <source>Reading the model&apos;s page…</source>
+        <translation>正在读取模型页面…</translation>
+    </message>
+    <message>
+        <source>gated (needs the owners&apos; permission)</source>
+        <translation>受限（需所有者许可）</translation>
+    </message>
+    <message>
+        <source>open</source>
+        <translation>公开</translation>
+    </message>
+    <message>
+        <source>needs its own Python code: refused</source>
+        <translation>需要运行自带的 Python 代码：已拒绝</translation>
+    </message>
+    <message>
+        <source>no custom code</source>
+        <translation>无自定义代码</translation>
+    </message>
+    <message>
+        <source>{format} · license {license} · {gated} · {code} · {downloads} downloads · updated {updated}</source>
+        <translation>{format} · 许可证 {license} · {gated} · {code} · {downloads} 次下载 · 更新于 {updated}</translation>
+    </message>
+    <message>
+        <source>safetensors weights + config and tokenizer ({n} files, {size})</source>
+        <translation>safetensors 权重 + 配置和分词器（{n} 个文件，{size}）</translation>
+    </message>
+    <message>
+        <source>GGUF {quant} · {size} · {file}</source>
+        <translation>GGUF {quant} · {size} · {file}</translation>
+    </message>
+    <message>
+        <source>No fit estimate: {why}</source>
+        <translation>无法估算是否放得下：{why}</translation>
+    </message>
+    <message>
+        <source>this model has nothing the engine can load</source>
+        <translation>此模型没有推理引擎能加载的文件</translation>
+    </message>
+    <message>
+        <source>yes, verified against its checksum</source>
+        <translation>是，并按校验和验证</translation>
+    </message>
+    <message>
+        <source>never: pickle weights can run code</source>
+        <translation>绝不：pickle 权重可能执行代码</translation>
+    </message>
+    <message>
+        <source>no: the model is refused</source>
+        <translation>否：该模型被拒绝</translation>
+    </message>
+    <message>
+        <source>if chosen above</source>
+        <translation>若在上方选中</translation>
+    </message>
+    <message>
+        <source>not needed</source>
+        <translation>不需要</translation>
+    </message>
+    <message>
+        <source>Reading config.json…</source>
+        <translation>正在读取 config.json…</translation>
+    </message>
+    <message>
+        <source>Reading the header of {file}…</source>
+        <translation>正在读取 {file} 的文件头…</translation>
+    </message>
+</context>
+<context>
+    <name>ModelsWindow</name>
+    <message>
+        <source>Models</source>
+        <translation>模型管理</translation>
+    </message>
+    <message>
+        <source>Allow downloads from Hugging Face</source>
+        <translation>允许从 Hugging Face 下载</translation>
+    </message>
+    <message>
+        <source>Off by default. When on, this window searches huggingface.co (or the HF_ENDPOINT you set) and downloads the models you choose. No account or token is ever sent.</source>
+        <translation>默认关闭。开启后，此窗口会搜索 huggingface.co（或你设置的 HF_ENDPOINT）并下载你选择的模型。绝不发送任何账号或访问令牌。</translation>
+    </message>
+    <message>
+        <source>Installed</source>
+        <translation>已安装</translation>
+    </message>
+    <message>
+        <source>Search Hugging Face</source>
+        <translation>搜索 Hugging Face</translation>
+    </message>
+    <message>
+        <source>On: searches and downloads go to {where}, without any account or token.</source>
+        <translation>已开启：搜索和下载都发往 {where}，不带任何账号或访问令牌。</translation>
+    </message>
+    <message>
+        <source>Off: nothing in this window touches the network. Installed models work as always.</source>
+        <translation>已关闭：此窗口不会访问网络。已安装的模型照常可用。</translation>
+    </message>
+    <message>
+        <source>Downloads from Hugging Face are off: tick “Allow downloads from Hugging Face” first.</source>
+        <translation>从 Hugging Face 下载已关闭：请先勾选“允许从 Hugging Face 下载”。</translation>
+    </message>
+    <message>
+        <source>Another download is under way: wait for it, or pause it first.</source>
+        <translation>另一个下载正在进行：请等它完成，或先暂停它。</translation>
+    </message>
+    <message>
+        <source>Installed {path}: it is in the Installed tab, ready to use.</source>
+        <translation>已安装 {path}：在“已安装”标签页中即可使用。</translation>
+    </message>
+</context>
+<context>
+    <name>PerfPanel</name>
+    <message>
+        <source>⚠ KV cache was evicted: prefilled the whole conversation again</source>
+        <translation>⚠ KV 缓存已被逐出：整段对话重新做了预填充</translation>
+    </message>
+    <message>
+        <source>Time to first token</source>
+        <translation>首 token 延迟（TTFT）</translation>
+    </message>
+    <message>
+        <source>Prefill</source>
+        <translation>预填充</translation>
+    </message>
+    <message>
+        <source>Decode now</source>
+        <translation>当前解码速度</translation>
+    </message>
+    <message>
+        <source>Decode average</source>
+        <translation>平均解码速度</translation>
+    </message>
+    <message>
+        <source>Tokens generated</source>
+        <translation>已生成 token 数</translation>
+    </message>
+    <message>
+        <source>Time per output token</source>
+        <translation>每个输出 token 耗时</translation>
+    </message>
+    <message>
+        <source>End to end</source>
+        <translation>端到端耗时</translation>
+    </message>
+    <message>
+        <source>Server&apos;s TTFT</source>
+        <translation>服务器端 TTFT</translation>
+    </message>
+    <message>
+        <source>KV cache (measured)</source>
+        <translation>KV 缓存（实测）</translation>
+    </message>
+    <message>
+        <source>Server&apos;s KV cache</source>
+        <translation>服务器端 KV 缓存</translation>
+    </message>
+    <message>
+        <source>KV formula 2·L·kv·d·T·b</source>
+        <translation>KV 公式 2·L·kv·d·T·b</translation>
+    </message>
+    <message>
+        <source>Without GQA 2·L·d·T·b</source>
+        <translation>不用 GQA 2·L·d·T·b</translation>
+    </message>
+    <message>
+        <source>KV share of memory</source>
+        <translation>KV 占内存比例</translation>
+    </message>
+    <message>
+        <source>Weights</source>
+        <translation>权重</translation>
+    </message>
+    <message>
+        <source>Peak memory</source>
+        <translation>峰值内存</translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <source>Precision</source>
+        <translation>精度</translation>
+    </message>
+    <message>
+        <source>Speed</source>
+        <translation>速度</translation>
+    </message>
+    <message>
+        <source>Per-token latency</source>
+        <translation>逐 token 延迟</translation>
+    </message>
+    <message>
+        <source>Memory</source>
+        <translation>内存</translation>
+    </message>
+    <message>
+        <source>Context</source>
+        <translation>上下文</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Only the {n} most recent chats keep their KV cache between replies (at most {bytes} together).</source>
+        <translation>只有最近的 {n} 个对话会在两次回复之间保留 KV 缓存（合计最多 {bytes}）。</translation>
+    </message>
+    <message>
+        <source>token</source>
+        <translation>token 序号</translation>
+    </message>
+    <message>
+        <source>0 / {max} tokens</source>
+        <translation>0 / {max} token</translation>
+    </message>
+    <message>
+        <source> · {n} reused</source>
+        <translation> · 复用 {n}</translation>
+    </message>
+    <message>
+        <source> (allocated {bytes})</source>
+        <translation>（已分配 {bytes}）</translation>
+    </message>
+    <message>
+        <source>{share} % of {total}</source>
+        <translation>占 {total} 的 {share} %</translation>
+    </message>
+    <message>
+        <source>{used} / {max} tokens ({share} %)</source>
+        <translation>{used} / {max} token（{share} %）</translation>
+    </message>
+    <message>
+        <source>⚠ {n} oldest message dropped to fit the context window (system prompt kept)</source>
+        <translation>⚠ 为放进上下文窗口，最早的 {n} 条消息被舍弃（系统提示词保留）</translation>
+    </message>
+    <message>
+        <source>⚠ {n} oldest messages dropped to fit the context window (system prompt kept)</source>
+        <translation>⚠ 为放进上下文窗口，最早的 {n} 条消息被舍弃（系统提示词保留）</translation>
+    </message>
+    <message>
+        <source>not reported by this server</source>
+        <translation>此服务器未提供</translation>
+    </message>
+    <message>
+        <source>{share} % in use ({source})</source>
+        <translation>已使用 {share} %（{source}）</translation>
+    </message>
+    <message>
+        <source>{metric} on the server&apos;s /metrics: the share of its KV cache in use, by every request it serves</source>
+        <translation>服务器 /metrics 中的 {metric}：其 KV 缓存被所有在服务的请求占用的比例</translation>
+    </message>
+    <message>
+        <source>{share} % in use ({metric})</source>
+        <translation type="vanished">已使用 {share} %（{metric}）</translation>
+    </message>
+    <message>
+        <source>{ttft} (mean of {n} request(s))</source>
+        <translation>{ttft}（{n} 个请求的平均值）</translation>
+    </message>
+    <message>
+        <source>The server&apos;s own time to first token, from its /metrics: the requests it finished since the previous reading (the first reading: since it started). The TTFT above is measured here, network included.</source>
+        <translation>服务器自己统计的首 token 延迟，取自它的 /metrics：上次读取以来完成的请求（第一次读取时为启动以来）。上面的 TTFT 是在本机测得的，包含网络耗时。</translation>
+    </message>
+</context>
+<context>
+    <name>PromptBox</name>
+    <message>
+        <source>Message Miaohui…  (Enter to send, Shift+Enter for a new line)</source>
+        <translation>给秒回发消息…（Enter 发送，Shift+Enter 换行）</translation>
+    </message>
+</context>
+<context>
+    <name>PromptMeter</name>
+    <message>
+        <source>message: %1 tokens</source>
+        <translation>消息：%1 个 token</translation>
+    </message>
+    <message>
+        <source>context after sending: %1 of %2 tokens (%3%)</source>
+        <translation>发送后上下文：%1 / %2 个 token（%3%）</translation>
+    </message>
+    <message>
+        <source>context after sending: %1 tokens</source>
+        <translation>发送后上下文：%1 个 token</translation>
+    </message>
+    <message>
+        <source>TTFT forecast: %1</source>
+        <translation>预计首 token 延迟：%1</translation>
+    </message>
+    <message>
+        <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); at %3 tok/s, the prefill rate this machine measured on the last reply, that takes about %4.</source>
+        <translation>预填充要计算 KV 缓存中还没有的 %1 个提示词 token（另有 %2 个直接复用）；按本机上一条回复实测的预填充速度 %3 tok/s，大约需要 %4。</translation>
+    </message>
+    <message>
+        <source>TTFT forecast after the first reply</source>
+        <translation>首条回复后即可预测首 token 延迟</translation>
+    </message>
+    <message>
+        <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); how long that takes is forecast once a reply has measured this machine&apos;s prefill rate.</source>
+        <translation>预填充要计算 KV 缓存中还没有的 %1 个提示词 token（另有 %2 个直接复用）；等一条回复测出本机的预填充速度后，才能预测需要多久。</translation>
+    </message>
+    <message>
+        <source>Sending this leaves out the oldest message to fit the %2-token context.</source>
+        <translation>发送后，为放进 %2 token 的上下文，最早的一条消息将被舍弃。</translation>
+    </message>
+    <message>
+        <source>Sending this leaves out the %1 oldest messages to fit the %2-token context.</source>
+        <translation>发送后，为放进 %2 token 的上下文，最早的 %1 条消息将被舍弃。</translation>
+    </message>
+    <message>
+        <source>The context leaves room for only %1 tokens of reply (max new tokens: %2).</source>
+        <translation>上下文只剩够生成 %1 个 token 的回复（最大生成 token 数：%2）。</translation>
+    </message>
+</context>
+<context>
+    <name>RemoteDialog</name>
+    <message>
+        <source>Connect to an OpenAI-compatible server</source>
+        <translation>连接 OpenAI 兼容服务器</translation>
+    </message>
+    <message>
+        <source>vLLM and python -m engine serve: http://host:8000/v1 · llama-server: http://host:8080/v1 · Ollama: http://host:11434/v1 · LM Studio: http://host:1234/v1</source>
+        <translation>vLLM 和 python -m engine serve：http://host:8000/v1 · llama-server：http://host:8080/v1 · Ollama：http://host:11434/v1 · LM Studio：http://host:1234/v1</translation>
+    </message>
+    <message>
+        <source>none</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <source>List models</source>
+        <translation>列出模型</translation>
+    </message>
+    <message>
+        <source>Enter the server&apos;s address, then list its models.</source>
+        <translation>输入服务器地址，然后列出它提供的模型。</translation>
+    </message>
+    <message>
+        <source>The API key is kept in memory until Miaohui closes. It is never saved: not in the settings, the history, exports or logs (no system keyring is used).</source>
+        <translation>API 密钥只保存在内存中，秒回关闭即清除。它不会被写入任何地方：设置、历史记录、导出文件和日志里都没有（也不使用系统密钥环）。</translation>
+    </message>
+    <message>
+        <source>Base URL</source>
+        <translation>基础 URL</translation>
+    </message>
+    <message>
+        <source>API key (optional)</source>
+        <translation>API 密钥（可选）</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Connect</source>
+        <translation>连接</translation>
+    </message>
+    <message>
+        <source>Asking {url} for its models…</source>
+        <translation>正在向 {url} 查询模型列表…</translation>
+    </message>
+    <message>
+        <source> · {n} tokens of context</source>
+        <translation> · 上下文 {n} 个 token</translation>
+    </message>
+    <message>
+        <source>{n} model(s) served. Choose one and connect.</source>
+        <translation>该服务器提供 {n} 个模型。选择一个并连接。</translation>
+    </message>
+    <message>
+        <source>Could not list the models: {error}</source>
+        <translation>无法列出模型：{error}</translation>
+    </message>
+</context>
+<context>
+    <name>RemoteSource</name>
+    <message>
+        <source>connecting</source>
+        <translation>正在连接</translation>
+    </message>
+</context>
+<context>
+    <name>SearchTab</name>
+    <message>
+        <source>Downloads are off, so search is off too: nothing in this window touches the network. Tick “Allow downloads from Hugging Face” above to search.</source>
+        <translation>下载已关闭，搜索也随之关闭：此窗口不会访问网络。勾选上方的“允许从 Hugging Face 下载”即可搜索。</translation>
+    </message>
+    <message>
+        <source>Search Hugging Face text-generation models, e.g. SmolLM2</source>
+        <translation>搜索 Hugging Face 上的文本生成模型，例如 SmolLM2</translation>
+    </message>
+    <message>
+        <source>Most downloaded</source>
+        <translation>下载最多</translation>
+    </message>
+    <message>
+        <source>Recently updated</source>
+        <translation>最近更新</translation>
+    </message>
+    <message>
+        <source>safetensors or GGUF</source>
+        <translation>safetensors 或 GGUF</translation>
+    </message>
+    <message>
+        <source>safetensors only</source>
+        <translation>仅 safetensors</translation>
+    </message>
+    <message>
+        <source>GGUF only</source>
+        <translation>仅 GGUF</translation>
+    </message>
+    <message>
+        <source>Search</source>
+        <translation>搜索</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Format</source>
+        <translation>格式</translation>
+    </message>
+    <message>
+        <source>Downloads</source>
+        <translation>下载量</translation>
+    </message>
+    <message>
+        <source>Updated</source>
+        <translation>更新时间</translation>
+    </message>
+    <message>
+        <source>◀ Previous</source>
+        <translation>◀ 上一页</translation>
+    </message>
+    <message>
+        <source>Next ▶</source>
+        <translation>下一页 ▶</translation>
+    </message>
+    <message>
+        <source>Downloads from Hugging Face are off: tick “Allow downloads from Hugging Face” to search.</source>
+        <translation>从 Hugging Face 下载已关闭：勾选“允许从 Hugging Face 下载”即可搜索。</translation>
+    </message>
+    <message>
+        <source>Searching…</source>
+        <translation>正在搜索…</translation>
+    </message>
+    <message>
+        <source>  (gated)</source>
+        <translation>（受限）</translation>
+    </message>
+    <message>
+        <source>{repo}
+license {license} · {likes} likes</source>
+        <translation>{repo}
+许可证 {license} · {likes} 个赞</translation>
+    </message>
+    <message>
+        <source>Page {page}</source>
+        <translation>第 {page} 页</translation>
+    </message>
+    <message>
+        <source>No text-generation models with safetensors or GGUF weights on this page</source>
+        <translation>本页没有带 safetensors 或 GGUF 权重的文本生成模型</translation>
+    </message>
+</context>
+<context>
+    <name>SettingsDialog</name>
+    <message>
+        <source>Settings</source>
+        <translation>设置</translation>
+    </message>
+    <message>
+        <source>Instructions the model sees before every conversation</source>
+        <translation>模型在每段对话开始前看到的指令</translation>
+    </message>
+    <message>
+        <source>System prompt</source>
+        <translation>系统提示词</translation>
+    </message>
+    <message>
+        <source>0 = greedy: always the most likely token (deterministic)</source>
+        <translation>0 即贪心解码：总是选概率最高的 token（结果确定）</translation>
+    </message>
+    <message>
+        <source>Temperature</source>
+        <translation>温度</translation>
+    </message>
+    <message>
+        <source>Top-p</source>
+        <translation>Top-p</translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Top-k</source>
+        <translation>Top-k</translation>
+    </message>
+    <message>
+        <source>Repetition penalty</source>
+        <translation>重复惩罚</translation>
+    </message>
+    <message>
+        <source>Max new tokens</source>
+        <translation>最大生成 token 数</translation>
+    </message>
+    <message>
+        <source>random</source>
+        <translation>随机</translation>
+    </message>
+    <message>
+        <source>A fixed seed makes sampled replies reproducible</source>
+        <translation>固定随机种子，采样得到的回复就可以复现</translation>
+    </message>
+    <message>
+        <source>Seed</source>
+        <translation>随机种子</translation>
+    </message>
+    <message>
+        <source>Keep keys and values of past tokens (KV cache)</source>
+        <translation>保留已处理 token 的键和值（KV 缓存）</translation>
+    </message>
+    <message>
+        <source>Off recomputes the whole text for every new token: watch decode tok/s fall</source>
+        <translation>关闭后每生成一个新 token 都要重算全部文本：可以看到解码 tok/s 明显下降</translation>
+    </message>
+    <message>
+        <source>KV cache</source>
+        <translation>KV 缓存</translation>
+    </message>
+    <message>
+        <source>System language</source>
+        <translation>跟随系统</translation>
+    </message>
+    <message>
+        <source>Applies the next time Miaohui starts</source>
+        <translation>下次启动秒回时生效</translation>
+    </message>
+    <message>
+        <source>Language</source>
+        <translation>界面语言</translation>
+    </message>
+    <message>
+        <source>Reply settings apply to the next reply; a new language, after a restart. Saved for future sessions.</source>
+        <translation>回复设置从下一条回复起生效；更换界面语言需重启秒回。设置会保存，下次启动依然有效。</translation>
+    </message>
+    <message>
+        <source>Defaults</source>
+        <translation>恢复默认</translation>
+    </message>
+</context>
+<context>
+    <name>SidePanel</name>
+    <message>
+        <source>Performance</source>
+        <translation>性能</translation>
+    </message>
+    <message>
+        <source>Tokens</source>
+        <translation>Token</translation>
+    </message>
+    <message>
+        <source>Model card</source>
+        <translation>模型卡片</translation>
+    </message>
+    <message>
+        <source>Tokenizer</source>
+        <translation>分词器</translation>
+    </message>
+    <message>
+        <source>Lab</source>
+        <translation>实验室</translation>
+    </message>
+</context>
+<context>
+    <name>TokenInspector</name>
+    <message>
+        <source>token</source>
+        <translation>token</translation>
+    </message>
+    <message>
+        <source>top candidates</source>
+        <translation>候选 token</translation>
+    </message>
+    <message>
+        <source>Each row is one decode step: the token chosen, its probability, and the runners-up (· marks a space, ∅ a token that completes no character yet).</source>
+        <translation>每一行是一步解码：选中的 token、它的概率，以及紧随其后的候选（· 表示空格，∅ 表示该 token 还凑不成一个完整字符）。</translation>
+    </message>
+</context>
+<context>
+    <name>TokenizerView</name>
+    <message>
+        <source>Type a text to see how the model cuts it into tokens, e.g. 我昨天认识的那个人</source>
+        <translation>输入一段文字，看看模型如何把它切分成 token，例如：我昨天认识的那个人</translation>
+    </message>
+    <message>
+        <source>as a chat turn (with the chat template)</source>
+        <translation>作为一轮对话（套用对话模板）</translation>
+    </message>
+    <message>
+        <source>Tokenize</source>
+        <translation>分词</translation>
+    </message>
+    <message>
+        <source>Load a model to tokenize.</source>
+        <translation>请先加载模型再分词。</translation>
+    </message>
+    <message>
+        <source>token</source>
+        <translation>token</translation>
+    </message>
+    <message>
+        <source>text</source>
+        <translation>文本</translation>
+    </message>
+    <message>
+        <source>part</source>
+        <translation>片段</translation>
+    </message>
+    <message>
+        <source>tokenizing…</source>
+        <translation>正在分词…</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens · {chars} characters · {bytes} UTF-8 bytes · {ratio} characters/token · {split} characters split into several tokens</source>
+        <translation>{tokens} 个 token · {chars} 个字符 · {bytes} 字节（UTF-8）· 每个 token 平均 {ratio} 个字符 · {split} 个字符被拆成多个 token</translation>
+    </message>
+    <message>
+        <source>special</source>
+        <translation>特殊</translation>
+    </message>
+</context>
+<context>
+    <name>engine</name>
+    <message>
+        <source>checking files</source>
+        <translation>检查文件</translation>
+    </message>
+    <message>
+        <source>reading config</source>
+        <translation>读取配置</translation>
+    </message>
+    <message>
+        <source>loading weights</source>
+        <translation>加载权重</translation>
+    </message>
+    <message>
+        <source>quantizing</source>
+        <translation>量化中</translation>
+    </message>
+    <message>
+        <source>quantized weights from the cache</source>
+        <translation>从缓存读取量化权重</translation>
+    </message>
+    <message>
+        <source>loading tokenizer</source>
+        <translation>加载分词器</translation>
+    </message>
+    <message>
+        <source>ready</source>
+        <translation>就绪</translation>
+    </message>
+    <message>
+        <source>1 · Greedy decode, 20 tokens</source>
+        <translation>1 · 贪心解码 20 个 token</translation>
+    </message>
+    <message>
+        <source>Greedy decode of 20 tokens, repeated: total time, TTFT and average tok/s (median and spread).</source>
+        <translation>多次重复贪心解码 20 个 token：测总耗时、首 token 延迟（TTFT）和平均 tok/s（取中位数并给出波动范围）。</translation>
+    </message>
+    <message>
+        <source>2 · TTFT vs prompt length</source>
+        <translation>2 · 首 token 延迟与提示词长度</translation>
+    </message>
+    <message>
+        <source>English and Chinese prompts from ~10 to ~500 characters: TTFT and prefill tok/s.</source>
+        <translation>用约 10 到 500 个字符的中英文提示词，测首 token 延迟（TTFT）和预填充速度 tok/s：提示词越长，预填充越久。</translation>
+    </message>
+    <message>
+        <source>3 · KV cache on vs off</source>
+        <translation>3 · KV 缓存开与关</translation>
+    </message>
+    <message>
+        <source>The same input with the KV cache on and off: latency per generated token, ratio, same text?</source>
+        <translation>同一输入分别开启和关闭 KV 缓存：比较每生成一个 token 的延迟和两者倍数，并检查生成的文本是否相同。</translation>
+    </message>
+    <message>
+        <source>4 · Sampling vs greedy</source>
+        <translation>4 · 采样与贪心解码</translation>
+    </message>
+    <message>
+        <source>Temperature 0.9 + top-p 0.9 against greedy over several seeds: repetition rate, distinct-1/2.</source>
+        <translation>用多个随机种子，对比温度 0.9 + top-p 0.9 的采样与贪心解码：重复率和 distinct-1/2。</translation>
+    </message>
+    <message>
+        <source>5 · Attention heatmap</source>
+        <translation>5 · 注意力热力图</translation>
+    </message>
+    <message>
+        <source>Attention weights of one layer and head over a sentence with a pronoun; sink/collapse flags.</source>
+        <translation>某一层某个注意力头在一句含代词的句子上的注意力权重；标出注意力汇聚点（sink）与注意力坍缩。</translation>
+    </message>
+    <message>
+        <source>Precision A/B (bf16 / int8 / int4)</source>
+        <translation>精度 A/B 对比（bf16 / int8 / int4）</translation>
+    </message>
+    <message>
+        <source>Loads the model again in bf16, int8 and int4, one after another (temporarily uses extra memory): decode tok/s, TTFT, weights size, identical greedy text?</source>
+        <translation>依次以 bf16、int8 和 int4 重新加载模型（会临时占用额外内存）：比较解码 tok/s、首 token 延迟、权重大小，以及贪心解码的文本是否一致。</translation>
+    </message>
+    <message>
+        <source>cancelled</source>
+        <translation>已取消</translation>
+    </message>
+    <message>
+        <source>no model loaded: choose a model and press Load</source>
+        <translation>尚未加载模型：请选择模型并点击“加载”</translation>
+    </message>
+</context>
+<context>
+    <name>main</name>
+    <message>
+        <source>
+
+Details were written to {path}.</source>
+        <translation>
+
+详细信息已写入 {path}。</translation>
+    </message>
+    <message>
+        <source>Something went wrong inside Miaohui:
+{line}{where}
+
+The app keeps running; if it misbehaves, restart it.</source>
+        <translation>秒回内部出错了：
+{line}{where}
+
+程序仍在运行；如果表现异常，请重新启动。</translation>
+    </message>
+    <message>
+        <source>Miaohui hit a bug</source>
+        <translation>秒回遇到了一个错误</translation>
+    </message>
+    <message>
+        <source>{problem}; this session&apos;s chats are kept in memory only</source>
+        <translation>{problem}；本次运行的对话只保存在内存中</translation>
+    </message>
+</context>
+</TS>

@@ -1,0 +1,129 @@
+"""The window in remote mode: "Connect to server…" against a real ``engine serve`` (the tiny model behind uvicorn on
+127.0.0.1), a reply streaming through it, the panel's client-side figures and the server's KV usage from its
+``/metrics``, the history's record of which engine answered, and the API key nowhere on disk or in the logs.
+A server with no ``/metrics`` and a stream cut mid-reply come from ``tests.helpers.openai_wire``."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.history.export import perf_to_csv, to_json, to_markdown
+from app.remote_source import attach
+from engine.inputs import LoadSpec
+from engine.models.loader import load_model
+from engine.remote import RemoteSpec
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
+                                     settings, store)
+from tests.engine.serve.conftest import start_server
+from tests.helpers.openai_wire import MODEL, WORDS, WireServer
+
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
+
+SECRET = "sk-remote-test-secret-4242"
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+    served, stop = start_server(loaded, key=SECRET)
+    yield served
+    stop()
+
+
+def connect_through_the_dialog(qtbot, window, url: str, key: str = ""):
+    """What a user does: Connect to server…, the address and key, List models, Connect."""
+    qtbot.mouseClick(window.model_bar.connect_button, Qt.MouseButton.LeftButton)
+    source = attach(window)
+    dialog = source.dialog
+    assert dialog is not None and dialog.isVisible() and not dialog.connect_button.isEnabled()
+    dialog.url_edit.setText(url)
+    dialog.key_edit.setText(key)
+    with qtbot.waitSignal(dialog.listing_done, timeout=LOAD_TIMEOUT_MS):
+        qtbot.mouseClick(dialog.list_button, Qt.MouseButton.LeftButton)
+    assert dialog.connect_button.isEnabled(), dialog.status.text()
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS) as ready, \
+            qtbot.waitSignal(source.server_read, timeout=LOAD_TIMEOUT_MS):
+        qtbot.mouseClick(dialog.connect_button, Qt.MouseButton.LeftButton)
+    return source, ready.args[0]
+
+
+def test_a_reply_streams_from_the_server_with_its_kv_usage_and_no_key_is_kept(qtbot, make_window, store, server,
+                                                                              tmp_path, home, caplog):
+    caplog.set_level(logging.DEBUG)  # every logger, openai's and httpx's included
+    window = make_window(max_new_tokens=8, loaded=False)
+    source, facts = connect_through_the_dialog(qtbot, window, server.url, SECRET)
+    assert facts.remote and facts.name == server.worker.model_id and source.spec.api_key == SECRET
+    assert window.status_device.text().endswith(f"remote: 127.0.0.1:{server.port}")
+    assert window.send_button.isEnabled()
+    shown = window.perf_panel.displayed()
+    assert shown["server_kv"].endswith("% in use (miaohui)")
+    assert "miaohui:kv_cache_usage_perc" in window.perf_panel._values["server_kv"].toolTip()
+
+    with qtbot.waitSignal(source.server_read, timeout=REPLY_TIMEOUT_MS) as read:
+        assert send_and_wait(qtbot, window, "Hello") == "length"
+    text = window.chat.messages()[-1].text
+    assert text and text == window.controller.messages()[-1].text
+    shown = window.perf_panel.displayed()
+    assert shown["ttft"] != "—" and "tok/s" in shown["decode_avg"] and shown["tokens"] == "8"
+    assert int(shown["chart_points"]) > 0  # per-token latencies measured on the client
+    for key in ("kv", "kv_formula", "kv_no_gqa", "peak"):
+        assert shown[key] == "—", key  # not known through the API: never a made-up 0 B
+    assert shown["device"] == f"remote: 127.0.0.1:{server.port}" and shown["context"].endswith("%)")
+    assert read.args[0] is not None and read.args[0].ttft.count == 1  # this reply, as the server timed it
+    assert "mean of 1 request" in shown["server_ttft"] and "%" in shown["server_kv"]
+
+    cid = window.current_conversation()
+    record = store.messages(cid)[-1].perf
+    assert record.device == f"remote: 127.0.0.1:{server.port}" and record.precision == facts.name
+    assert record.model == facts.name and record.generated_tokens == 8 and record.kv_cache_bytes is None
+    assert "KV" not in window.controller.messages()[-1].footer and "tok/s" in window.controller.messages()[-1].footer
+
+    exports = to_markdown(store, cid) + to_json(store, cid) + perf_to_csv(store)
+    assert "remote: 127.0.0.1" in exports and SECRET not in exports
+    on_disk = [p for p in (tmp_path.rglob("*")) if p.is_file()] + [p for p in Path(home).rglob("*") if p.is_file()]
+    assert on_disk and not [p for p in on_disk if SECRET.encode() in p.read_bytes()]
+    assert window.settings.remote_choice() == (server.url + "/v1", facts.name)  # the address is remembered
+    assert not [r for r in caplog.records if SECRET in r.getMessage()]
+
+
+def test_a_server_without_metrics_says_so_and_a_local_model_hides_its_rows(qtbot, make_window, tiny_model_dir):
+    window = make_window(max_new_tokens=8, loaded=True)
+    panel = window.perf_panel
+    assert panel._values["server_kv"].isHidden() or not panel._values["server_kv"].isVisible()
+    with WireServer("ok") as wire:
+        connect_through_the_dialog(qtbot, window, wire.url)
+        assert panel.displayed()["server_kv"] == "not reported by this server"
+        assert panel._values["server_kv"].isVisible()
+        assert send_and_wait(qtbot, window, "Hi") == "eos"
+        assert window.chat.messages()[-1].text == "".join(WORDS)
+        assert panel.displayed()["server_ttft"] == "not reported by this server"
+        assert wire.requests[-1]["model"] == MODEL and wire.requests[-1]["max_tokens"] == 8
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        window.load_model(str(tiny_model_dir), "fp32", "cpu")
+    assert not panel._values["server_kv"].isVisible() and not panel._values["server_ttft"].isVisible()
+
+
+def test_a_stream_cut_mid_reply_keeps_the_partial_reply_and_says_why_in_one_line(qtbot, make_window, store):
+    window = make_window(max_new_tokens=8, loaded=False)
+    with WireServer("cut") as wire:
+        connect_through_the_dialog(qtbot, window, wire.url)
+        assert send_and_wait(qtbot, window, "Hi") == "error"
+    kept = window.controller.messages()[-1]
+    assert kept.role == "assistant" and kept.text == "".join(WORDS[:2]) and kept.finish_reason == "error"
+    assert store.messages(window.current_conversation())[-1].text == kept.text
+    notice = window.messages.text()
+    assert "was cut" in notice and "\n" not in notice
+
+
+def test_lab_work_that_needs_the_weights_says_it_needs_a_local_model(qtbot, make_window, server):
+    window = make_window(loaded=False)
+    source = attach(window)
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        source.connect_to(RemoteSpec(server.url, "default", SECRET))
+    with qtbot.waitSignal(window.bridge.task_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        window.bridge.submit_task(lambda loaded, cancel: loaded.tokenizer)
+    assert "needs a model loaded on this computer" in failed.args[1]
