@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import threading
 from typing import Any
 
+from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Finished, Message, Token
 from engine.fmt import format_bytes
@@ -113,20 +113,10 @@ def _run(args: argparse.Namespace) -> int:
                                      allow_remote_code=args.allow_remote_code))
         session, facts = ChatSession(loaded), loaded.facts
     cancel = threading.Event()
-    interrupted = False
-
-    def on_sigint(_signum: int, _frame: Any) -> None:
-        # First Ctrl-C: stop cleanly within one token and still print what was generated; a second
-        # one falls back to Python's KeyboardInterrupt (exit 130 from engine/__main__.py).
-        nonlocal interrupted
-        interrupted = True
-        cancel.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() else None
     finished = None
     streamed: list[str] = []
-    try:
+    # First Ctrl-C: stop cleanly within one token and still print what was generated.
+    with first_ctrl_c_sets(cancel) as interrupt:
         for event in session.generate(messages, config, cancel):
             if isinstance(event, Token) and not args.json and event.text:
                 streamed.append(event.text)
@@ -134,9 +124,6 @@ def _run(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
             elif isinstance(event, Finished):
                 finished = event
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
     if finished is None:  # cannot happen by the session's contract; say so rather than crash
         print("error: generation ended without a result", file=sys.stderr)
         return 1
@@ -153,4 +140,4 @@ def _run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"error: {finished.error}", file=sys.stderr)
         return 1
-    return 130 if interrupted else 0
+    return 130 if interrupt.pressed else 0

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 from engine import paths
+from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError, ModelNotFoundError
 from engine.fmt import format_bytes
 from engine.inputs import PRECISIONS
@@ -213,29 +213,16 @@ def _pull(args: argparse.Namespace) -> int:
     from engine.library import download
 
     pause = threading.Event()
-    interrupted = False
-
-    def on_sigint(_signum: int, _frame: Any) -> None:
-        # First Ctrl-C pauses within one chunk (the .part files stay, the next pull resumes); a second one
-        # falls back to KeyboardInterrupt.
-        nonlocal interrupted
-        interrupted = True
-        pause.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
     line = _ProgressLine(enabled=not args.json)
-    try:
-        result = download.download(args.repo, file=args.file, allow_downloads=args.allow_downloads,
-                                   endpoint=args.endpoint, progress=line, pause=pause)
-    except EngineError as exc:
-        line.close()
-        print(f"error: {exc}", file=sys.stderr)
-        return 130 if interrupted else 2
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    # First Ctrl-C pauses within one chunk (the .part files stay, the next pull resumes).
+    with first_ctrl_c_sets(pause) as interrupt:
+        try:
+            result = download.download(args.repo, file=args.file, allow_downloads=args.allow_downloads,
+                                       endpoint=args.endpoint, progress=line, pause=pause)
+        except EngineError as exc:
+            line.close()
+            print(f"error: {exc}", file=sys.stderr)
+            return 130 if interrupt.pressed else 2
     line.close()
     lines = [f"installed {result.repo} @ {result.revision[:12]}: {result.path}",
              f"  {len(result.files)} files, {format_bytes(result.total_bytes)}, each verified"
