@@ -11,14 +11,25 @@ its messages to the user; the copy is the store's (``HistoryStore.fork_conversat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.history.store import StoreError
 
-if TYPE_CHECKING:
-    from app.mainwindow import MainWindow
+
+class ForkHost(Protocol):
+    """What the forker uses of the main window (a protocol, so this module does not import the window)."""
+
+    controller: Any
+    chat: Any
+    messages: Any
+    prompt: Any
+
+    def statusBar(self) -> Any: ...  # noqa: N802 (Qt's name)
+
+    def on_controller_conversation_listed(self, cid: int | None) -> None: ...
+
 
 FORK_NOTE_MS = 6000
 
@@ -32,7 +43,7 @@ class Forker(QObject):
 
     forked = Signal(int, int)
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: ForkHost) -> None:
         super().__init__(window)  # the window is reached as the parent: no reference cycle keeps it alive
         window.chat.fork_requested.connect(self.fork)
 
@@ -40,7 +51,7 @@ class Forker(QObject):
     def fork(self, index: int) -> int | None:
         """Fork the open conversation at message ``index``; the new conversation's id (now open), or None (said
         why when it is the user's to know)."""
-        window: MainWindow = self.parent()  # type: ignore[assignment]
+        window: ForkHost = self.parent()  # type: ignore[assignment]
         controller = window.controller
         messages, cid = controller.messages(), controller.conversation_id
         if controller.is_generating() or not 0 <= index < len(messages):

@@ -11,7 +11,7 @@ never collects a queue of stale measurements. Owns the wording and when to measu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -20,8 +20,14 @@ from engine.errors import BadInputError
 from engine.events import Message
 from engine.generate.measure import PromptMeasure
 
-if TYPE_CHECKING:
-    from app.mainwindow import MainWindow
+
+class MeterHost(Protocol):
+    """What the meter uses of the main window (a protocol, so this module does not import the window)."""
+
+    controller: Any
+    composer: Any
+    bridge: Any
+
 
 DEBOUNCE_MS = 300  # measure after the user pauses typing, not on every keystroke
 # A prefill of a few tokens (a short follow-up on a reused cache) measures per-call overhead, not throughput:
@@ -49,7 +55,7 @@ class PromptMeter(QObject):
 
     forecast_shown = Signal(object)
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: MeterHost) -> None:
         super().__init__(window)
         self._controller, self._bridge, self._composer = window.controller, window.bridge, window.composer
         self.forecast: Forecast | None = None  # what is shown

@@ -61,20 +61,12 @@ def _project_modules() -> dict[str, Path]:
             for package in ("engine", "app") for p in sorted((ROOT / package).rglob("*.py"))}
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
-
-
 def _project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The project modules ``path`` imports anywhere (inside functions too), except under ``TYPE_CHECKING``."""
+    """The project modules ``path`` imports anywhere: inside functions and under ``TYPE_CHECKING`` too (a cycle
+    that only type hints close is still two modules that cannot be read apart)."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if _is_type_checking(node):
-            return
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
