@@ -1,7 +1,7 @@
 """Which models this machine already has: the list the GUI's model picker offers.
 
-Owns discovery only: the default model (if fetched), other model folders in Miaohui's models
-directory, and models in the local Hugging Face hub cache (``huggingface_hub.scan_cache_dir``;
+Owns discovery only: the default model (if fetched, and the GGUF kept beside it), other model folders in
+Miaohui's models directory, and models in the local Hugging Face hub cache (``huggingface_hub.scan_cache_dir``;
 a missing or unreadable cache is simply empty). Reads directory listings and file names, never
 weights, and never the network. Recent files are kept by the GUI (QSettings); ``choice_for_path``
 turns one into a ``ModelChoice``. Loading is ``engine.models.loader``'s job.
@@ -15,7 +15,7 @@ from pathlib import Path
 from huggingface_hub import scan_cache_dir
 
 from engine import paths
-from engine.models.fetch import find_default_model
+from engine.models.fetch import default_gguf, find_default_model
 from engine.models.loader import hf_cache_dir
 
 
@@ -48,6 +48,10 @@ def _default_and_local() -> list[ModelChoice]:
     if default is not None:
         choices.append(ModelChoice(f"{paths.DEFAULT_MODEL_NAME} (default, {_size_label(_weights_size(default))})",
                                    "default", "default"))
+        gguf = default_gguf(default)  # the same model's own 4-bit file: `auto` runs it as int4
+        if gguf is not None:
+            choices.append(ModelChoice(f"{gguf.name} (default, 4-bit, {_size_label(gguf.stat().st_size)})",
+                                       str(gguf), "local"))
     for folder in sorted(p for p in paths.models_dir().iterdir() if p.is_dir()):
         if folder.name.startswith(".") or folder == default:
             continue  # hidden folders are fetches in progress

@@ -105,7 +105,8 @@ def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_bytes: int) -> ModelFacts:
+def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_bytes: int,
+                load_note: str = "") -> ModelFacts:
     """Read a loaded model's architecture and sizes into ``ModelFacts``."""
     config = model.config
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -132,4 +133,5 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
         kv_dtype_bytes=kv_dtype_bytes,
         # accelerate's split, only when it actually spans more than one place.
         device_map={k: str(v) for k, v in device_map.items()} if device_map and len(set(map(str, device_map.values()))) > 1 else None,
+        load_note=load_note,
     )

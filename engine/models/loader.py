@@ -360,6 +360,13 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
         config_check.check_config_values(text.to_dict(), source.folder / source.gguf_file)
     estimated = report.param_count or _config_param_estimate(config)
     precision = resolve_precision(spec.precision, device, estimated)
+    gguf = None
+    if source.gguf_file:  # its blocks are read for int8/int4, and `auto` on a CPU keeps Q4_*/Q8_0 bits
+        from engine.models import gguf_quant  # lazy: see the note after the imports
+
+        gguf = gguf_quant.GGUFFile(source.folder / source.gguf_file)
+        if spec.precision == "auto" and device == "cpu":
+            precision = gguf_quant.auto_precision(gguf) or precision
     _check_cancel(cancel)
 
     kwargs = model_kwargs(spec, source, device, precision)
@@ -374,9 +381,11 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     model = from_pretrained(str(source.folder), **kwargs)
     model.eval()
     _check_cancel(cancel)
+    note = gguf_quant.float_note(gguf, float_name) if gguf is not None else ""
     if precision in NATIVE_QUANTIZED:
         progress(LoadProgress("quantizing", 0.6))
-        if _quantize_native(model, precision, device, source):
+        from_cache, note = _quantize_native(model, precision, device, source, gguf)
+        if from_cache:
             progress(LoadProgress("quantized weights from the cache", 0.8))
         _check_cancel(cancel)
 
@@ -388,22 +397,33 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     _check_cancel(cancel)
 
     origin = str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder))
-    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize)
+    if note:
+        logging.getLogger(__name__).info("%s: %s", source.name, note)
+    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize, note)
     loaded = LoadedModel(model=model, tokenizer=tokenizer, facts=facts, eos_token_ids=end_token_ids(model, tokenizer))
     progress(LoadProgress("ready", 1.0))
     return loaded
 
 
-def _quantize_native(model: Any, precision: str, device: str, source: ResolvedSource) -> bool:
-    """Rewrite the loaded bf16 model with int8/int4 weights (engine/models/quant.py), from the cache of an
-    earlier load when it has them (engine/models/quant_cache.py; returns True then); one line if it cannot."""
+def _quantize_native(model: Any, precision: str, device: str, source: ResolvedSource,
+                     gguf: Any = None) -> tuple[bool, str]:
+    """Rewrite the loaded bf16 model with int8/int4 weights (engine/models/quant.py): a GGUF's from its own
+    blocks (engine/models/gguf_quant.py), else from the cache of an earlier load when it has them
+    (engine/models/quant_cache.py). Returns (from the cache, load note); one line if it cannot."""
     if device != "cpu":
         raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
     from engine.models.quant_cache import quantize_cached  # lazy: see the note after the imports
 
     files = [source.folder / source.gguf_file] if source.gguf_file else sorted(source.folder.glob("*.safetensors"))
     try:
-        return quantize_cached(model, precision, files)
+        if gguf is not None:
+            from engine.models.gguf_quant import quantize_from_gguf  # lazy: see the note after the imports
+
+            note = quantize_from_gguf(model, precision, gguf)
+            if note is not None:
+                return False, note
+        hit = quantize_cached(model, precision, files)
+        return hit, f"GGUF weights dequantized, then quantized to {precision}" if gguf is not None else ""
     except ValueError as exc:
         raise BadInputError(f"cannot load this model in {precision}: {exc}") from None
 

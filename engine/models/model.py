@@ -32,6 +32,9 @@ class ModelFacts:
     device: str  # "cpu" | "cuda" | "cuda:0" ...
     kv_dtype_bytes: int  # bytes per element of the KV cache (activations dtype)
     device_map: dict[str, str] | None = field(default=None)  # accelerate split, when offloading
+    # How the weights were read when that is worth a line: a GGUF's blocks kept or dequantized
+    # (engine/models/gguf_quant.py). Empty otherwise.
+    load_note: str = ""
 
     @property
     def kv_bytes_per_token(self) -> int:

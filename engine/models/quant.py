@@ -142,21 +142,24 @@ class Int4Linear(QuantizedLinear):
     @classmethod
     def from_dense(cls, weight: torch.Tensor, group: int = INT4_GROUP_SIZE,
                    dtype: torch.dtype = torch.bfloat16) -> "Int4Linear":
-        out_features, in_features = weight.shape
+        return cls.from_codes(*int4_codes(weight, group), group, dtype)
+
+    @classmethod
+    def from_codes(cls, q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, group: int = INT4_GROUP_SIZE,
+                   dtype: torch.dtype = torch.bfloat16) -> "Int4Linear":
+        """From 0..15 codes (out, in) and per-group (out, in/group) ``scale`` and ``zero`` of the kernel's
+        ``w = (q - 8) · scale + zero``: how ``engine/models/gguf_quant.py`` brings a GGUF's 4-bit blocks."""
+        out_features, in_features = q.shape
         if in_features % group or out_features % 16:
-            raise ValueError(f"int4 needs in % {group} == 0 and out % 16 == 0, got {tuple(weight.shape)}")
-        w = weight.detach().float().view(out_features, in_features // group, group)  # (out, groups, group)
-        low, high = w.amin(dim=-1), w.amax(dim=-1)  # (out, groups)
-        scale = ((high - low) / 15.0).clamp_min(1e-12)
-        q = torch.round((w - low[..., None]) / scale[..., None]).clamp_(0, 15).to(torch.int32)
-        q = q.view(out_features, in_features)  # (out, in) in 0..15
-        zero = low + 8.0 * scale  # the kernel computes (q - 8) · scale + zero
+            raise ValueError(f"int4 needs in % {group} == 0 and out % 16 == 0, got {tuple(q.shape)}")
         scales_and_zeros = torch.stack([scale.t(), zero.t()], dim=-1).to(dtype).contiguous()  # (groups, out, 2)
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
-        block = next((b for b in _INT4_BLOCKS if _unpack(packed, b, out_features, in_features) is not None
-                      and torch.equal(_unpack(packed, b, out_features, in_features), q)), None)
+        q = q.to(torch.int32).contiguous()
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        block = next((b for b in _INT4_BLOCKS
+                      if (unpacked := _unpack(packed, b, out_features, in_features)) is not None
+                      and torch.equal(unpacked, q)), None)
         if block is None:
-            log.info("int4 packing layout not recognised for %s: prefill uses the kernel", tuple(weight.shape))
+            log.info("int4 packing layout not recognised for %s: prefill uses the kernel", tuple(q.shape))
         return cls(packed, scales_and_zeros, group, out_features, in_features, block)
 
     @property
@@ -180,6 +183,20 @@ class Int4Linear(QuantizedLinear):
         w = q.view(self.out_features, groups, self.group).to(self.dtype)
         w.sub_(8).mul_(scale).add_(zero)
         return w.view(self.out_features, self.in_features)
+
+
+def int4_codes(weight: torch.Tensor, group: int = INT4_GROUP_SIZE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Quantize a dense (out, in) weight: 0..15 codes (out, in) int32 and per-group (out, in/group) fp32
+    scales and zeros, each group from its minimum ``m`` in steps ``s`` = range / 15, so zero = m + 8·s."""
+    out_features, in_features = weight.shape
+    if in_features % group:
+        raise ValueError(f"int4 needs in % {group} == 0, got {tuple(weight.shape)}")
+    w = weight.detach().float().view(out_features, in_features // group, group)  # (out, groups, group)
+    low, high = w.amin(dim=-1), w.amax(dim=-1)  # (out, groups)
+    scale = ((high - low) / 15.0).clamp_min(1e-12)
+    q = torch.round((w - low[..., None]) / scale[..., None]).clamp_(0, 15).to(torch.int32)
+    zero = low + 8.0 * scale  # the kernel computes (q - 8) · scale + zero
+    return q.view(out_features, in_features), scale, zero
 
 
 def _unpack(packed: torch.Tensor, block: int, out_features: int, in_features: int) -> torch.Tensor | None:
@@ -314,5 +331,5 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
     return built
 
 
-__all__ = ["Int8Linear", "Int4Linear", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding", "quantize_model",
-           "projection_groups"]
+__all__ = ["Int8Linear", "Int4Linear", "int4_codes", "QuantizedLinear", "ProjectionSlice", "QuantizedEmbedding",
+           "quantize_model", "projection_groups"]

@@ -20,10 +20,13 @@ def _permute_for_gguf(weight, heads: int):
     return weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def write_llama_gguf(source: Path, dest: Path) -> Path:
-    """Write the Llama model in ``source`` (safetensors folder) as one F32 GGUF file at ``dest``."""
+def write_llama_gguf(source: Path, dest: Path, projections: str = "F32", embedding: str = "F32") -> Path:
+    """Write the Llama model in ``source`` (safetensors folder) as one GGUF file at ``dest``: F32, or its
+    projections (q, k, v, o, gate, up, down) and token embedding quantized to the named GGUF types
+    (e.g. ``Q4_1`` and ``Q8_0``, as the default model's file)."""
     import gguf
     import torch
+    from gguf.quants import quantize
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
@@ -53,21 +56,30 @@ def write_llama_gguf(source: Path, dest: Path) -> Path:
     writer.add_pad_token_id(cfg.pad_token_id)
     writer.add_chat_template(tokenizer.chat_template)
     state = {name: tensor.numpy() for name, tensor in model.state_dict().items()}
-    writer.add_tensor("token_embd.weight", state["model.embed_tokens.weight"])
-    writer.add_tensor("output_norm.weight", state["model.norm.weight"])
+    add_tensor = writer.add_tensor
+
+    def add_as(kind: str):
+        qtype = gguf.GGMLQuantizationType[kind]
+        if qtype == gguf.GGMLQuantizationType.F32:
+            return add_tensor
+        return lambda name, data: add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
+
+    project = add_as(projections)
+    add_as(embedding)("token_embd.weight", state["model.embed_tokens.weight"])
+    add_tensor("output_norm.weight", state["model.norm.weight"])
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        writer.add_tensor(f"blk.{i}.attn_norm.weight", state[p + "input_layernorm.weight"])
-        writer.add_tensor(f"blk.{i}.attn_q.weight", _permute_for_gguf(state[p + "self_attn.q_proj.weight"],
-                                                                      cfg.num_attention_heads))
-        writer.add_tensor(f"blk.{i}.attn_k.weight", _permute_for_gguf(state[p + "self_attn.k_proj.weight"],
-                                                                      cfg.num_key_value_heads))
-        writer.add_tensor(f"blk.{i}.attn_v.weight", state[p + "self_attn.v_proj.weight"])
-        writer.add_tensor(f"blk.{i}.attn_output.weight", state[p + "self_attn.o_proj.weight"])
-        writer.add_tensor(f"blk.{i}.ffn_norm.weight", state[p + "post_attention_layernorm.weight"])
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", state[p + "mlp.gate_proj.weight"])
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", state[p + "mlp.up_proj.weight"])
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", state[p + "mlp.down_proj.weight"])
+        add_tensor(f"blk.{i}.attn_norm.weight", state[p + "input_layernorm.weight"])
+        project(f"blk.{i}.attn_q.weight", _permute_for_gguf(state[p + "self_attn.q_proj.weight"],
+                                                            cfg.num_attention_heads))
+        project(f"blk.{i}.attn_k.weight", _permute_for_gguf(state[p + "self_attn.k_proj.weight"],
+                                                            cfg.num_key_value_heads))
+        project(f"blk.{i}.attn_v.weight", state[p + "self_attn.v_proj.weight"])
+        project(f"blk.{i}.attn_output.weight", state[p + "self_attn.o_proj.weight"])
+        add_tensor(f"blk.{i}.ffn_norm.weight", state[p + "post_attention_layernorm.weight"])
+        project(f"blk.{i}.ffn_gate.weight", state[p + "mlp.gate_proj.weight"])
+        project(f"blk.{i}.ffn_up.weight", state[p + "mlp.up_proj.weight"])
+        project(f"blk.{i}.ffn_down.weight", state[p + "mlp.down_proj.weight"])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
