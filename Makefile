@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 STAMP := $(VENV)/.miaohui-installed
 QM := assets/i18n/miaohui_zh_CN.qm
 
-.PHONY: install run test bench lab package package-test clean gui-bench i18n
+.PHONY: install run test bench bench-peer lab package package-test clean gui-bench i18n
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,17 @@ test: install
 
 bench: install
 	$(PY) -m engine bench $(ARGS)
+
+# Optional, never part of install/test/CI: llama-cpp-python, so `make bench` adds a llama.cpp column on the same
+# GGUF. Built from source (--no-binary, no pip cache: a wheel built earlier for another CPU is not reused) with
+# GGML_NATIVE=OFF and the CPU's instruction sets named explicitly (engine.bench.peer prints them from
+# /proc/cpuinfo): the default -march=native build crashed with SIGILL in prefill on an AVX-512/AMX CPU, and an
+# explicit AVX2/AVX-512 build ran. Compiles llama.cpp: about 5 minutes on 2 cores.
+bench-peer: $(STAMP)
+	-$(PY) -m pip uninstall --quiet --yes llama-cpp-python
+	CMAKE_ARGS="$$($(PY) -m engine.bench.peer --cmake-args)" FORCE_CMAKE=1 \
+		$(PY) -m pip install --no-cache-dir --no-binary llama-cpp-python llama-cpp-python
+	$(PY) -c "import llama_cpp; print('llama-cpp-python', llama_cpp.__version__)"
 
 gui-bench: install
 	QT_QPA_PLATFORM=$${QT_QPA_PLATFORM:-offscreen} $(PY) -m app.gui_bench $(ARGS)

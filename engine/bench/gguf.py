@@ -12,7 +12,7 @@ quantized-weight cache emptied first) and warm (a cache hit). A ``gguf-bf16`` lo
 dequantizing the GGUF, nothing more) says how much of gguf-int4's load is transformers' own GGUF reading.
 Decode tok/s and the ~500-token prompt's TTFT are medians over ``--reps`` repetitions, variants rotated
 (``engine.bench.core``), and the best of them (a shared machine's noise only slows a run down); quality is teacher-forced top-1 agreement with bf16 and perplexity on the
-fixed text (``engine.bench.quality``). Prints one JSON object; docs/BENCHMARK.md ("GGUF weights kept 4-bit")
+fixed text (``engine.models.quality``). Prints one JSON object; docs/BENCHMARK.md ("GGUF weights kept 4-bit")
 quotes a run. Never asserts a speed. Owns this comparison only.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from engine.bench import core
-from engine.bench.quality import agreement, predict, quality_ids
+from engine.models.quality import agreement, predict, quality_ids
 from engine.bench.run import machine_description
 from engine.bench.scenarios import build_prompts, make_plan, precision_scenarios
 from engine.bench.variants import Engine, fast_factory

@@ -3,8 +3,9 @@
 Owns the names the JSON promises (``SCHEMA``, ``VARIANTS``, ``METRICS``: every metric is always present,
 missing values are null; the shape is documented in docs/BENCHMARK.md and is stable), the JSON text
 (``to_json``) and the table (``format_table``: one row per figure, one column per variant, ratios to the
-baseline, then the derived lines). Measures nothing and builds no figures (``engine.bench.run`` does);
-torch-free, so the command line can load it without loading torch.
+baseline, then the derived lines; the llama.cpp column only where the peer ran, else the one line saying
+why). Measures nothing and builds no figures (``engine.bench.run`` does); torch-free, so the command line
+can load it without loading torch.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from engine.bench import core
 
 SCHEMA = "miaohui-bench/1"
 VARIANTS = ("baseline", "engine", "fastpath")
+PEER = "llama.cpp"  # the peer's column (engine.bench.peer.NAME): its figures are null where it did not run
 # Metric name -> (unit, which direction is better). Every name is always present in the JSON.
 METRICS = {
     "decode_tok_s": ("tok/s", "higher"),
@@ -47,6 +49,21 @@ def _pct(value: float | None) -> str:
 def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}×"
 
+def _file(path: str | None) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1] if path else "-"
+
+
+def _peer_line(peer: dict[str, Any], settings: dict[str, Any]) -> str:
+    """What the llama.cpp column ran, or the one line that says why there is none."""
+    if not peer.get("ran"):
+        return str(peer.get("note") or "llama.cpp column: not run")
+    diff = peer.get("first_difference_vs_baseline")
+    return (f"llama.cpp {peer.get('version')}: {_file(peer.get('gguf'))}, {peer.get('threads')} threads, the "
+            f"engine's prompt ids, greedy; its tokens "
+            + ("equal the baseline's" if diff is None else f"part from the baseline's ({settings['precision']}) "
+                                                            f"at token {diff} (4-bit weights)"))
+
+
 def format_table(result: dict[str, Any]) -> str:
     """The readable report: one row per figure, one column per variant, ratios to the baseline."""
     m = result["machine"]
@@ -57,14 +74,16 @@ def format_table(result: dict[str, Any]) -> str:
              f"{', ' + m['gpu'] if m['gpu'] else ''})",
              f"{s['tokens']} new tokens, greedy, {s['reps']} reps, medians; ratio = variant ÷ baseline; "
              f"load average {m['load_average_1m']}", ""]
-    header = f"{'figure':<26}{'baseline':>11}{'engine':>11}{'fastpath':>11}{'engine÷b':>10}{'fast÷b':>9}"
+    peer = result.get("peer") or {}
+    columns = VARIANTS + ((PEER,) if peer.get("ran") else ())
+    header = (f"{'figure':<26}" + "".join(f"{name:>11}" for name in columns) + f"{'engine÷b':>10}{'fast÷b':>9}")
     lines += [header, "-" * len(header)]
     for name, metric in result["metrics"].items():
         med, ratio, unit = metric["median"], metric["ratio"], metric["unit"]
         label = f"{name} ({unit})"
         ratios = "".join(f"{('%.2f×' % ratio[k]) if ratio.get(k) else '-':>{w}}" for k, w in (("engine", 10),
                                                                                               ("fastpath", 9)))
-        lines.append(f"{label:<26}" + "".join(f"{_fmt(med.get(v), unit):>11}" for v in VARIANTS) + ratios)
+        lines.append(f"{label:<26}" + "".join(f"{_fmt(med.get(v), unit):>11}" for v in columns) + ratios)
     d = result["derived"]
     bw = result["memory_bandwidth"]
     lines += ["", f"follow-up TTFT, reuse ÷ full re-prefill: engine {_pct(d['followup_reuse_share']['engine'])}, "
@@ -76,7 +95,7 @@ def format_table(result: dict[str, Any]) -> str:
               f"{bw['copy_bytes_s'] / 1e9:.1f} GB/s; weights read per token "
               f"{result['model']['bytes_read_per_token'] / 1e6:.0f} MB -> roofline {bw['roofline_tok_s']:.0f} tok/s",
               "roofline share (achieved ÷ measured read bandwidth): " + ", ".join(
-                  f"{k} {_pct(v['share'])}" for k, v in result["roofline"].items())]
+                  f"{k} {_pct(v['share'])}" for k, v in result["roofline"].items() if k in columns)]
     fp = result["fastpath"]
     lines.append(f"fast path: {'active' if fp['active'] else 'not used (' + str(fp['reason']) + ')'}"
                  + (f", compiled in {fp['compile_s']:.1f} s" if fp.get("compile_s") else "")
@@ -85,6 +104,7 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append("greedy tokens equal to baseline: " + ", ".join(
         f"{k} {'yes' if c['equal'] else 'no, first difference at token ' + str(c['first_difference'])}"
         for k, c in result["correctness"].items()))
+    lines.append(_peer_line(peer, s))
     lines.append("warm-up (excluded): " + ", ".join(f"{k} {v:.1f} s" for k, v in result["warmup_s"].items()))
     for name, p in result["precisions"].items():
         if "error" in p:
@@ -107,5 +127,9 @@ def format_table(result: dict[str, Any]) -> str:
                      f"{s['precision']}: {core.ratio(p['weights_bytes'], result['model']['weights_bytes']):.2f}; "
                      f"top-1 agreement {_pct(p['top1_agreement'])}, perplexity {p['perplexity']:.2f} "
                      f"({s['precision']}: {result['quality']['perplexity']:.2f})")
+        peer_decode = result["metrics"]["decode_tok_s"]["median"].get(PEER)
+        if peer.get("ran") and peer_decode:
+            lines.append(f"  fastpath {name} ÷ llama.cpp on {_file(peer['gguf'])} (decode): "
+                         f"{_x(core.ratio(fast, peer_decode))}")
     lines.append(f"total {result['elapsed_s']:.0f} s")
     return "\n".join(lines)

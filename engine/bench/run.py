@@ -3,13 +3,14 @@
 Owns the run of the benchmark: one process, one model, the same prompts and greedy settings for every
 variant (``engine.bench.variants``: ``baseline`` = ``generate()``, ``engine`` = the plain runner,
 ``fastpath`` = the fast path, which falls back to the plain runner where the model is not supported and
-says so), the scenarios of ``engine.bench.scenarios`` measured by ``engine.bench.core`` (warm-up excluded
-and reported apart, variants alternated within each repetition, medians and ratios variant ÷ baseline),
-and the figures derived from them: greedy tokens equal to the baseline's, follow-up reuse share, KV cache
-on vs off, achieved bandwidth vs this machine's bandwidth measured in the same run (``engine.bench.membw``,
-the roofline share), the matrix products' own time per token, other precisions' decode and their
-teacher-forced quality (``engine.bench.quality``), and what the machine is. Returns the JSON object whose
-shape ``engine.bench.report`` names and docs/BENCHMARK.md documents. Never asserts a speed.
+says so; ``llama.cpp`` = the peer on the same GGUF, when llama-cpp-python is installed: ``open_peer``), the
+scenarios of ``engine.bench.scenarios`` measured by ``engine.bench.core`` (warm-up excluded and reported
+apart, variants alternated within each repetition, medians and ratios variant ÷ baseline), and the figures
+derived from them: greedy tokens equal to the baseline's, follow-up reuse share, KV cache on vs off,
+achieved bandwidth vs this machine's bandwidth measured in the same run (``engine.bench.membw``, the roofline
+share), the matrix products' own time per token, other precisions' decode and their teacher-forced quality
+(``engine.models.quality``), and what the machine is. Returns the JSON object whose shape
+``engine.bench.report`` names and docs/BENCHMARK.md documents. Never asserts a speed.
 
 Does not parse arguments or print (``engine.cli.bench``), does not format (``engine.bench.report``);
 knows nothing of the GUI and knows the runners only through their factories.
@@ -32,16 +33,18 @@ import transformers
 
 from engine.bench import core
 from engine.bench.membw import measure_bandwidth
-from engine.bench.quality import Predictions, agreement, predict, quality_ids
+from engine.bench.peer import INSTALL_HINT, NAME as PEER_NAME, PeerError, PeerProcess, gguf_for, installed
+from engine.models.quality import Predictions, agreement, predict, quality_ids
 from engine.bench.report import METRICS, SCHEMA
 from engine.bench.scenarios import (Plan, build_prompts, chosen_scenarios, count_tokens, make_plan,
                                     precision_scenarios, scenarios)
-from engine.bench.variants import variants_for
+from engine.bench.variants import LlamaCpp, variants_for
 from engine.errors import EngineError
 from engine.fmt import first_difference
 from engine.generate.llama_fused import unsupported_reason, weights_for as _weights_for
 from engine.generate.runner import model_device, sync
 from engine.inputs import LoadSpec
+from engine.models.fetch import default_gguf
 from engine.models.loader import load_model
 
 # ---------------------------------------------------------------------------------------- machine
@@ -91,10 +94,12 @@ def machine_description(device: str) -> dict[str, Any]:
 
 
 def measure(variants: list[Any], scenario_list: list[tuple[str, Callable[[Any], dict[str, Any]]]], reps: int,
-            names: list[str], progress: Callable[[str], None]) -> dict[str, Any]:
-    """The core's measurement of ``variants`` over ``scenario_list``, the metrics ``names`` summarised."""
+            names: list[str], progress: Callable[[str], None], absent: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The core's measurement of ``variants`` over ``scenario_list``, the metrics ``names`` summarised;
+    ``absent`` variants (not run) still get their keys, with null figures."""
     measured = core.measure({v.name: v for v in variants}, scenario_list, reps, progress)
-    metrics = core.summarise(measured.runs, {name: METRICS[name] for name in names})
+    metrics = core.summarise({**measured.runs, **{name: {} for name in absent}},
+                             {name: METRICS[name] for name in names})
     return {"metrics": metrics, "warmup_s": measured.warmup_s, "runs": measured.runs}
 
 
@@ -136,6 +141,34 @@ def _load(model: str, precision: str, device: str) -> Any:
     return load_model(LoadSpec(model=model, precision=precision, device=device))
 
 
+def open_peer(args: argparse.Namespace, device: str, tokenizer: Any,
+              n_ctx: int) -> tuple[LlamaCpp | None, dict[str, Any]]:
+    """The llama.cpp peer on the GGUF of ``--model`` (its child started, the model loaded), or None, and the
+    ``peer`` object of the JSON (``note``: the one line that says why there is no column)."""
+    gguf = gguf_for(args.model, default_gguf() if args.model == "default" else None)
+    info: dict[str, Any] = {"ran": False, "note": None, "gguf": str(gguf) if gguf else None,
+                            "gguf_bytes": gguf.stat().st_size if gguf else None, "version": None,
+                            "threads": torch.get_num_threads(), "n_ctx": n_ctx, "first_difference_vs_baseline": None}
+    if getattr(args, "no_peer", False):
+        info["note"] = "llama.cpp column: not run (--no-peer)"
+    elif not device.startswith("cpu"):
+        info["note"] = f"llama.cpp column: CPU runs only (this run is on {device})"
+    elif not installed():
+        info["note"] = INSTALL_HINT
+    elif gguf is None:
+        info["note"] = "llama.cpp column: this model has no GGUF (the default model's kept one, or --model FILE.gguf)"
+    if info["note"]:
+        return None, info
+    try:
+        # Same threads as torch: a peer given more cores than the engine would not be a like-for-like column.
+        process = PeerProcess(gguf, info["threads"], n_ctx)
+    except PeerError as exc:
+        info["note"] = str(exc)
+        return None, info
+    info["version"] = process.version
+    return LlamaCpp(process, tokenizer), info
+
+
 # ---------------------------------------------------------------------------------------- the run
 
 
@@ -158,7 +191,21 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     fast = variants[-1]
     chosen = chosen_scenarios(getattr(args, "scenarios", None))
     scenario_list = [(name, fn) for name, fn in scenarios(prompts, plan) if name in chosen]
-    main = measure(variants, scenario_list, plan.reps, list(METRICS), progress)
+    prompt_tokens = {k: count_tokens(loaded.tokenizer, v) for k, v in prompts.items()}
+    progress("starting the llama.cpp peer")
+    peer, peer_info = open_peer(args, device, loaded.tokenizer, max(prompt_tokens.values()) + plan.tokens + 16)
+    try:
+        main = measure(variants + ([peer] if peer else []), scenario_list, plan.reps, list(METRICS), progress,
+                       absent=() if peer else (PEER_NAME,))
+    finally:
+        if peer:
+            peer.process.close()
+    if peer:
+        peer_info["note"] = peer.note  # a child that died mid-run: its one line, and null figures
+        peer_info["ran"] = peer.note is None
+        if peer.note is None:  # its weights are the GGUF's 4-bit blocks: tokens may part from bf16's, and say where
+            peer_info["first_difference_vs_baseline"] = first_difference(main["runs"]["baseline"]["_ids"][0],
+                                                                         main["runs"][PEER_NAME]["_ids"][0])
 
     baseline_ids = main["runs"]["baseline"]["_ids"][0]
     correctness = {}
@@ -191,7 +238,8 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     per_token = _bytes_per_token(loaded)
     roofline = {}
     for name, rate in metrics["decode_tok_s"]["median"].items():
-        achieved = per_token * rate if rate else None
+        # the peer reads its GGUF's weights, not the loaded model's: the file's size stands for them
+        achieved = (peer_info["gguf_bytes"] if name == PEER_NAME else per_token) * rate if rate else None
         roofline[name] = {"achieved_bytes_s": achieved,
                           "share": achieved / bandwidth.read_bytes_s if achieved else None}
     facts = loaded.facts
@@ -203,7 +251,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
                      "scenarios": [name for name, _ in scenario_list],
                      "tokens": plan.tokens, "reps": plan.reps, "quick": bool(args.quick),
                      "no_kv_tokens": plan.no_kv_tokens, "greedy": True,
-                     "prompt_tokens": {k: count_tokens(loaded.tokenizer, v) for k, v in prompts.items()}},
+                     "prompt_tokens": prompt_tokens},
         "model": {"name": facts.name, "architecture": facts.architecture, "params": facts.params,
                   "weights_bytes": facts.weights_bytes, "bytes_read_per_token": per_token,
                   "layers": facts.layers, "hidden_size": facts.hidden_size, "heads": facts.heads,
@@ -223,6 +271,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
         "roofline": roofline,
         "correctness": correctness,
         "precisions": precisions,
+        "peer": peer_info,
         "quality": {"tokens": len(reference.top1) + 1, "perplexity": reference.perplexity},
         "elapsed_s": time.perf_counter() - t_start,
     }

@@ -4,7 +4,9 @@
   streamer (``engine.bench.core.TokenClock``): the reference every ratio divides by;
 - ``Engine``: Miaohui's ``ChatSession`` over a runner factory: ``plain_factory`` (the plain
   ``ModelRunner``: transformers forward + DynamicCache) or ``fast_factory`` (the fast path, which falls back
-  to the plain runner where the model is not supported).
+  to the plain runner where the model is not supported);
+- ``LlamaCpp``: the peer, llama.cpp greedy on the same GGUF in a child process (``engine.bench.peer``), fed
+  the token ids the engine renders, so both prefill the same prompt.
 
 Every run produces exactly the tokens asked for (no end token stops it), so rates compare like for like.
 Owns neither the scenarios (``engine.bench.scenarios``) nor the repetitions and medians
@@ -21,7 +23,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from engine.bench.core import TokenClock
+from engine.bench.core import TokenClock, decode_rate
+from engine.bench.peer import NAME as PEER_NAME, PeerError, PeerProcess
 from engine.events import Finished, Message, Token
 from engine.generate.context import render
 from engine.generate.runners import make_runner as make_fast_runner
@@ -99,6 +102,36 @@ class Engine:
             raise RuntimeError(f"{self.name}: {finished.error if finished else 'no Finished event'}")
         m = finished.metrics
         return Sample(m.ttft_s, m.decode_tok_s, tuple(ids), m.reused_tokens)
+
+
+class LlamaCpp:
+    """llama.cpp on the same GGUF (its child, ``engine.bench.peer.PeerProcess``), the engine's prompt ids.
+
+    A child that dies (SIGILL from a build for another CPU) or errs ends the column, not the bench: ``note``
+    keeps the one line that says why, and every later run is an empty sample (null figures)."""
+
+    name = PEER_NAME
+    keeps_cache = False  # every run prefills its whole prompt (the child resets llama.cpp's cache first)
+
+    def __init__(self, process: PeerProcess, tokenizer: Any) -> None:
+        self.process = process
+        self.tokenizer = tokenizer
+        self.note: str | None = None
+
+    def run(self, messages: Sequence[Message], tokens: int, use_kv_cache: bool = True, **_: Any) -> Sample:
+        if not use_kv_cache or self.note is not None:  # llama.cpp always keeps its cache: no such figure
+            return Sample(None, None, ())
+        t_submit = time.perf_counter()
+        ids = render(self.tokenizer, messages)
+        t_sent = time.perf_counter()
+        try:
+            reply = self.process.generate(ids, tokens)
+        except PeerError as exc:
+            self.note = str(exc)
+            return Sample(None, None, ())
+        # TTFT = rendering here + the child's request -> first token; the child's clock starts when it reads
+        # the request (clocks are not compared across processes; the pipe's microseconds are left out).
+        return Sample((t_sent - t_submit) + reply.first_s, decode_rate(reply.times), reply.ids)
 
 
 def plain_factory(loaded: Any, use_kv_cache: bool) -> ModelRunner:

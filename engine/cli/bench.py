@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "none with --quick); '' for none")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the fast decode step")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="leave out the llama.cpp column (it runs where llama-cpp-python is installed: "
+                             "`make bench-peer`)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
