@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.models.model import ModelFacts
+from engine.models.model import AutoChoice, ModelFacts
 
 # torch and engine.models.quant (which imports torch) are imported inside the functions that use them: the loader
 # imports this module and must load no torch before its file checks (tests/engine/cli/test_info.py). Every
@@ -106,7 +106,7 @@ def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
 
 
 def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_bytes: int,
-                load_note: str = "") -> ModelFacts:
+                load_note: str = "", auto_choice: AutoChoice | None = None) -> ModelFacts:
     """Read a loaded model's architecture and sizes into ``ModelFacts``."""
     config = model.config
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -134,4 +134,5 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
         # accelerate's split, only when it actually spans more than one place.
         device_map={k: str(v) for k, v in device_map.items()} if device_map and len(set(map(str, device_map.values()))) > 1 else None,
         load_note=load_note,
+        auto_choice=auto_choice,
     )

@@ -26,7 +26,7 @@ from huggingface_hub import constants
 
 from engine import paths
 from engine.models import config_check
-from engine.models import safety
+from engine.models import quantize_step, safety
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.models.facts import build_facts, end_token_ids
@@ -180,7 +180,10 @@ def _float_dtype_name(device: str) -> str:
 
 def resolve_precision(precision: str, device: str, estimated_params: int,
                       free_cuda_bytes: Callable[[], int] | None = None) -> str:
-    """Apply the ``auto`` rule; explicit precisions pass through."""
+    """Apply the ``auto`` rule before the weights are read: the device's float type (nf4 on a CUDA GPU too small
+    for 16-bit weights); explicit precisions pass through. On a CPU, once the float weights are in memory,
+    ``auto`` may still take int4 or int8 by their quality (engine/models/auto_quant.py), and a GGUF keeps its
+    bits (engine/models/gguf_quant.py)."""
     if precision != "auto":
         return precision
     if device != "cuda":
@@ -384,7 +387,7 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     note = gguf_quant.float_note(gguf, float_name) if gguf is not None else ""
     if precision in NATIVE_QUANTIZED:
         progress(LoadProgress("quantizing", 0.6))
-        from_cache, note = _quantize_native(model, precision, device, source, gguf)
+        from_cache, note = quantize_step.native(model, precision, device, source.folder, source.gguf_file, gguf)
         if from_cache:
             progress(LoadProgress("quantized weights from the cache", 0.8))
         _check_cancel(cancel)
@@ -395,37 +398,22 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
         tok_kwargs["gguf_file"] = source.gguf_file
     tokenizer = tokenizer_from_pretrained(str(source.folder), **tok_kwargs)
     _check_cancel(cancel)
+    auto_choice = None
+    if spec.precision == "auto" and gguf is None and precision not in QUANTIZED:
+        model, auto_choice = quantize_step.auto(  # the fastest precision meeting the quality bar
+            model, tokenizer, source.folder, device, estimated, float_name,
+            lambda: from_pretrained(str(source.folder), **kwargs).eval(),
+            lambda: progress(LoadProgress("checking quantized quality", 0.9)))
+        precision = auto_choice.precision if auto_choice else precision
+        _check_cancel(cancel)
 
     origin = str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder))
     if note:
         logging.getLogger(__name__).info("%s: %s", source.name, note)
-    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize, note)
+    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize, note, auto_choice)
     loaded = LoadedModel(model=model, tokenizer=tokenizer, facts=facts, eos_token_ids=end_token_ids(model, tokenizer))
     progress(LoadProgress("ready", 1.0))
     return loaded
-
-
-def _quantize_native(model: Any, precision: str, device: str, source: ResolvedSource,
-                     gguf: Any = None) -> tuple[bool, str]:
-    """Rewrite the loaded bf16 model with int8/int4 weights (engine/models/quant.py): a GGUF's from its own
-    blocks (engine/models/gguf_quant.py), else from the cache of an earlier load when it has them
-    (engine/models/quant_cache.py). Returns (from the cache, load note); one line if it cannot."""
-    if device != "cpu":
-        raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
-    from engine.models.quant_cache import quantize_cached  # lazy: see the note after the imports
-
-    files = [source.folder / source.gguf_file] if source.gguf_file else sorted(source.folder.glob("*.safetensors"))
-    try:
-        if gguf is not None:
-            from engine.models.gguf_quant import quantize_from_gguf  # lazy: see the note after the imports
-
-            note = quantize_from_gguf(model, precision, gguf)
-            if note is not None:
-                return False, note
-        hit = quantize_cached(model, precision, files)
-        return hit, f"GGUF weights dequantized, then quantized to {precision}" if gguf is not None else ""
-    except ValueError as exc:
-        raise BadInputError(f"cannot load this model in {precision}: {exc}") from None
 
 
 def _config_param_estimate(config: Any) -> int:

@@ -13,6 +13,23 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class AutoChoice:
+    """Why ``auto`` picked a quantized precision on a CPU (engine/models/auto_quant.py).
+
+    ``agreement`` is the teacher-forced top-1 agreement with the float model on the fixed quality text,
+    ``bar`` the least ``precision`` had to reach; ``rejected`` the faster candidates that missed their bar,
+    as (precision, agreement). ``measured_now`` is False when the verdict was remembered from an earlier load.
+    """
+
+    precision: str  # int4 | int8 | the float type when every candidate missed its bar
+    reference: str  # the float type it was compared with: bf16 | fp32
+    agreement: float | None  # None when no candidate met its bar
+    bar: float | None
+    rejected: tuple[tuple[str, float], ...] = ()
+    measured_now: bool = False
+
+
+@dataclass(frozen=True)
 class ModelFacts:
     """Architecture facts and sizes of a loaded model."""
 
@@ -35,6 +52,7 @@ class ModelFacts:
     # How the weights were read when that is worth a line: a GGUF's blocks kept or dequantized
     # (engine/models/gguf_quant.py). Empty otherwise.
     load_note: str = ""
+    auto_choice: AutoChoice | None = None  # set when `auto` weighed int4/int8 against the quality bar
 
     @property
     def kv_bytes_per_token(self) -> int:

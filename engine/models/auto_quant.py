@@ -1,0 +1,117 @@
+"""``auto`` on a CPU: the fastest precision that keeps the model's answers, decided once per model.
+
+Decoding one token reads every weight once, so fewer bytes per weight decode faster: int4 holds ~0.35× and
+int8 ~0.5× bf16's bytes and decode ~2.3× and ~1.5× faster on the fast path (docs/BENCHMARK.md). Rounding can
+hurt a model, though, so ``auto`` takes a candidate only when its teacher-forced top-1 agreement with the float
+model on a fixed text (engine/models/quality.py, ``PROBE_TOKENS`` tokens) meets ``QUALITY_BARS`` (int4 ≥ 90%,
+int8 ≥ 98%), trying the faster one first, and keeps the float type when neither does.
+
+The verdict is measured at a model's first ``auto`` load (one float forward pass, one quantization, which
+engine/models/quant_cache.py keeps, and one quantized pass) and remembered in a small JSON file beside that
+cache, named by the same key (source files, precision, group, torch, CPU kernels): later loads go straight to
+the cached weights. A damaged or foreign verdict file is measured again, never trusted.
+
+Not applied (``eligible`` is False): devices other than the CPU (the int kernels are CPU kernels), models
+under ``MIN_PARAMS`` (their weights fit in the CPU's caches, so fewer bytes buy nothing, and the tiny test
+model stays float), GGUF files (they keep their own bits: engine/models/gguf_quant.py), checkpoints whose
+weights are not plain safetensors, and torch builds without the CPU int4 kernel. Owns the rule and the
+verdict file; quantizing is engine/models/quant_cache.py's, loading engine/models/loader.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from engine.models.model import AutoChoice
+from engine.models.quality import Predictions, agreement, predict, quality_ids
+from engine.models.quant_cache import cache_folder, cache_key, quantize_cached
+
+log = logging.getLogger(__name__)
+
+QUALITY_BARS = {"int4": 0.90, "int8": 0.98}  # the least top-1 agreement with the float model, fastest first
+PROBE_TOKENS = 256  # enough positions for a stable share (±2% at 256), cheap next to the load itself
+MIN_PARAMS = 50_000_000
+_VERDICT_FORMAT = 1
+
+
+def eligible(device: str, estimated_params: int, weight_files: Sequence[Path]) -> bool:
+    """Whether ``auto`` weighs int4/int8 for this load (see the module docstring for why not)."""
+    return (device == "cpu" and estimated_params >= MIN_PARAMS and bool(weight_files)
+            and all(path.suffix == ".safetensors" for path in weight_files)
+            and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"))
+
+
+def choose(model: Any, tokenizer: Any, weight_files: Sequence[Path], reference: str,
+           reload: Callable[[], Any], measuring: Callable[[], None] = lambda: None) -> tuple[Any, AutoChoice]:
+    """Quantize ``model`` (loaded in the float type ``reference``) to the fastest precision meeting its bar.
+
+    Returns the model to use (``reload()``'s when a candidate missed its bar after replacing the float
+    weights) and why. A layout quant.py cannot quantize keeps the float model, with no candidate tried.
+    ``measuring`` is called once before a verdict is measured (a progress stage: it takes a few seconds).
+    """
+    ids: list[int] | None = None
+    base: Predictions | None = None
+    rejected: list[tuple[str, float]] = []
+    for precision, bar in QUALITY_BARS.items():
+        remembered = _read_verdict(weight_files, precision)
+        if remembered is not None and remembered < bar:
+            rejected.append((precision, remembered))
+            continue
+        if remembered is None and base is None:
+            measuring()
+            ids = quality_ids(tokenizer, PROBE_TOKENS)
+            base = predict(model, ids)  # before any weight is replaced
+        try:
+            quantize_cached(model, precision, weight_files)
+        except ValueError as exc:  # shapes the int kernels cannot take: stay float, say why in the log
+            log.info("auto keeps %s: %s", reference, exc)
+            return model, AutoChoice(reference, reference, None, None)
+        if remembered is not None:
+            return model, AutoChoice(precision, reference, remembered, bar, tuple(rejected))
+        assert ids is not None and base is not None
+        measured = agreement(predict(model, ids), base)
+        _write_verdict(weight_files, precision, measured)
+        if measured >= bar:
+            return model, AutoChoice(precision, reference, measured, bar, tuple(rejected), measured_now=True)
+        rejected.append((precision, measured))
+        model = reload()  # the float weights are gone: the next candidate starts from them again
+    return model, AutoChoice(reference, reference, None, None, tuple(rejected), measured_now=base is not None)
+
+
+def _verdict_path(weight_files: Sequence[Path], precision: str) -> Path:
+    return cache_folder() / f"{cache_key(weight_files, precision)}.quality.json"
+
+
+def _read_verdict(weight_files: Sequence[Path], precision: str) -> float | None:
+    try:
+        data = json.loads(_verdict_path(weight_files, precision).read_text(encoding="utf-8"))
+    except Exception as exc:  # noqa: BLE001 (absent, unreadable, no data folder: measure it)
+        if not isinstance(exc, FileNotFoundError):
+            log.info("quality verdict unreadable (%s): measuring again", exc)
+        return None
+    value = data.get("agreement") if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or data.get("format") != _VERDICT_FORMAT or data.get("tokens") != PROBE_TOKENS
+            or isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0):
+        return None
+    return float(value)
+
+
+def _write_verdict(weight_files: Sequence[Path], precision: str, value: float) -> None:
+    try:
+        path = _verdict_path(weight_files, precision)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"format": _VERDICT_FORMAT, "precision": precision,
+                                         "tokens": PROBE_TOKENS, "agreement": value}), encoding="utf-8")
+        os.replace(temporary, path)
+    except Exception as exc:  # noqa: BLE001 (a read-only or full disk costs the next load a measurement)
+        log.warning("could not remember the %s quality verdict: %s", precision, exc)
+
+
+__all__ = ["QUALITY_BARS", "PROBE_TOKENS", "MIN_PARAMS", "eligible", "choose"]

@@ -1,0 +1,94 @@
+"""``auto`` on a CPU takes the fastest of int4/int8 that meets the quality bar, measured once per model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.generate.session import ChatSession
+from engine.events import Finished, Message
+from engine.inputs import LoadSpec, SamplingConfig
+from engine.models import auto_quant
+from engine.models.loader import load_model
+from engine.models.quant_cache import cache_folder
+
+
+def _verdicts() -> list[Path]:
+    return sorted(cache_folder().glob("*.quality.json"))
+
+
+def test_default_model_auto_on_cpu_is_int4_by_its_measured_agreement_and_remembers_it(default_model_dir, home):
+    first = load_model(LoadSpec(model=str(default_model_dir), precision="auto", device="cpu"))
+    choice = first.facts.auto_choice
+    assert first.facts.precision == "int4" and choice is not None
+    assert choice.precision == "int4" and choice.reference in ("bf16", "fp32") and choice.measured_now
+    assert choice.bar == auto_quant.QUALITY_BARS["int4"] <= choice.agreement <= 1.0 and choice.rejected == ()
+    [verdict] = _verdicts()
+    assert json.loads(verdict.read_text())["agreement"] == choice.agreement
+    events = list(ChatSession(first).generate([Message("user", "What is the capital of France?")],
+                                              SamplingConfig(temperature=0.0, max_new_tokens=16)))
+    assert isinstance(events[-1], Finished) and "Paris" in events[-1].text
+    del first
+
+    again = load_model(LoadSpec(model=str(default_model_dir), precision="auto", device="cpu"))
+    assert again.facts.precision == "int4" and again.facts.auto_choice is not None
+    assert not again.facts.auto_choice.measured_now  # remembered, not measured again
+    assert again.facts.auto_choice.agreement == choice.agreement
+    assert again.facts.to_dict()["auto_choice"]["precision"] == "int4"  # what `engine info --json` prints
+
+
+@pytest.fixture
+def tiny_counts(monkeypatch):
+    """The tiny model is below MIN_PARAMS (its weights fit in the CPU's caches): let the bar apply to it."""
+    monkeypatch.setattr(auto_quant, "MIN_PARAMS", 0)
+
+
+def test_a_candidate_missing_its_bar_is_rejected_and_the_next_one_starts_from_float_weights(
+        tiny_model_dir, home, tiny_counts, monkeypatch):
+    monkeypatch.setattr(auto_quant, "QUALITY_BARS", {"int4": 1.01, "int8": 0.0})  # int4 cannot reach 101%
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
+    choice = loaded.facts.auto_choice
+    assert loaded.facts.precision == "int8" and choice.precision == "int8" and choice.measured_now
+    assert [name for name, _ in choice.rejected] == ["int4"]
+    # int8's agreement is measured against the float model, not against the int4 one it replaced.
+    assert 0.0 <= choice.agreement <= 1.0 and len(_verdicts()) == 2
+
+
+def test_every_candidate_missing_keeps_the_float_type(tiny_model_dir, home, tiny_counts, monkeypatch):
+    monkeypatch.setattr(auto_quant, "QUALITY_BARS", {"int4": 1.01, "int8": 1.01})
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
+    assert loaded.facts.precision in ("bf16", "fp32")
+    assert loaded.facts.auto_choice.precision == loaded.facts.precision
+    assert [name for name, _ in loaded.facts.auto_choice.rejected] == ["int4", "int8"]
+    assert not any("Int" in type(m).__name__ for m in loaded.model.modules())  # float weights, reloaded
+    # Remembered: the next load rejects both without measuring, and stays float.
+    again = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
+    assert again.facts.precision == loaded.facts.precision and not again.facts.auto_choice.measured_now
+
+
+def test_a_damaged_verdict_is_measured_again_never_trusted(tiny_model_dir, home, tiny_counts):
+    load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
+    for path in _verdicts():
+        path.write_text('{"format": 1, "tokens": 256, "agreement": 7}')  # out of range
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
+    assert loaded.facts.auto_choice.measured_now
+    assert all(0.0 <= json.loads(p.read_text())["agreement"] <= 1.0 for p in _verdicts())
+
+
+def test_the_bar_applies_only_to_plain_safetensors_on_a_cpu_above_the_size_floor(tiny_model_dir, tmp_path):
+    files = sorted(tiny_model_dir.glob("*.safetensors"))
+    big = auto_quant.MIN_PARAMS
+    assert auto_quant.eligible("cpu", big, files)
+    assert not auto_quant.eligible("cuda", big, files)  # the int kernels are CPU kernels
+    assert not auto_quant.eligible("cpu", big - 1, files)
+    assert not auto_quant.eligible("cpu", big, [])
+    assert not auto_quant.eligible("cpu", big, [tmp_path / "model.gguf"])
+
+
+def test_explicit_precisions_and_small_models_skip_the_bar(tiny_model_dir, home):
+    assert load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu")).facts.auto_choice is None
+    explicit = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+    assert explicit.facts.auto_choice is None and explicit.facts.precision == "fp32"
+    assert _verdicts() == []
