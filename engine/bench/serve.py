@@ -1,0 +1,135 @@
+"""What serving costs: the same model in process and through ``engine serve``'s HTTP API, side by side.
+
+``python -m engine.bench.serve [--precision P] [--tokens N] [--reps R] [--clients 8]`` loads the default model
+once and measures, alternating in one process:
+
+- ``in-process``: ``ChatSession.generate`` on this thread (what the window's worker does);
+- ``http``: the same conversation sent to a real ``engine serve`` (FastAPI + uvicorn on 127.0.0.1, an ephemeral
+  port, its own worker thread) and streamed back by ``engine.remote`` — the client the window uses for a server —
+  so TTFT and decode tok/s are measured on the client from the stream, HTTP and SSE framing included;
+
+then ``--clients`` clients send one request each at the same moment: the server serves them in arrival order (batch
+1), so their total throughput should stay near one client's and the last one's TTFT grows with the queue.
+
+Every prompt carries a fresh nonce first, so no request reuses another's KV cache (both sides prefill the whole
+prompt). Prints one JSON object; docs/SERVE.md ("Measured") reads it. Owns these scenarios only: the measuring
+rules are engine/bench/core.py's, the server engine/serve/'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import torch
+
+from engine.bench import core
+from engine.bench.run import machine_description
+from engine.events import Finished, Message
+from engine.generate.session import ChatSession
+from engine.inputs import LoadSpec, SamplingConfig
+from engine.models.loader import load_model
+from engine.remote.client import connect
+from engine.remote.session import RemoteSession
+from engine.remote.spec import RemoteSpec
+from engine.serve.app import create_app
+from engine.serve.server import BackgroundServer
+from engine.serve.worker import Worker
+
+_QUESTION = ("Explain in a few sentences why decoding one token on a small machine is limited by memory "
+             "bandwidth rather than arithmetic, and what a KV cache saves.")
+
+
+def _messages() -> list[Message]:
+    return [Message("user", f"[{uuid.uuid4().hex[:8]}] {_QUESTION}")]
+
+
+def _figures(events: Any) -> dict[str, Any]:
+    last = None
+    for event in events:
+        last = event
+    if not isinstance(last, Finished) or last.error is not None:
+        raise RuntimeError(f"the reply failed: {getattr(last, 'error', last)}")
+    m = last.metrics
+    return {"ttft_s": m.ttft_s, "decode_tok_s": m.decode_tok_s, "generated_tokens": m.generated_tokens}
+
+
+def side_by_side(loaded: Any, remote: RemoteSession, config: SamplingConfig, reps: int,
+                 progress: Any) -> dict[str, Any]:
+    variants = {"in-process": lambda: ChatSession(loaded).generate(_messages(), config),
+                "http": lambda: remote.generate(_messages(), config)}
+    scenarios = [("reply", lambda make: _figures(make()))]
+    measured = core.measure(variants, scenarios, reps, progress)
+    return core.summarise(measured.runs, {"ttft_s": ("s", "lower"), "decode_tok_s": ("tok/s", "higher")},
+                          baseline="in-process")
+
+
+def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int) -> dict[str, Any]:
+    """``clients`` requests released together; each one's TTFT, and the total tokens over the wall time."""
+    barrier = threading.Barrier(clients + 1)
+    results: list[dict[str, Any] | BaseException] = [RuntimeError("not run")] * clients
+
+    def client(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = _figures(remote.generate(_messages(), config))
+        except BaseException as exc:  # noqa: BLE001 (reported in the JSON: a failed client is a finding)
+            results[i] = exc
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    good = [r for r in results if isinstance(r, dict)]
+    tokens = sum(r["generated_tokens"] for r in good)
+    ttfts = sorted(r["ttft_s"] for r in good if r["ttft_s"] is not None)
+    return {"clients": clients, "completed": len(good), "failed": [str(r) for r in results if not isinstance(r, dict)],
+            "wall_s": wall, "total_tok_s": tokens / wall if wall else None,
+            "ttft_s": {"best": ttfts[0] if ttfts else None, "median": core.median(ttfts),
+                       "worst": ttfts[-1] if ttfts else None}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--tokens", type=int, default=64, help="new tokens per reply")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    progress = (lambda m: print(m, file=sys.stderr, flush=True)) if os.environ.get("BENCH_VERBOSE") \
+        else (lambda _m: None)
+    loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device="cpu"))
+    # ignore_eos-like budget: greedy, and long enough an answer that every reply reaches the token budget.
+    config = SamplingConfig(temperature=0.0, max_new_tokens=args.tokens)
+    worker = Worker(loaded, max_queue=max(32, args.clients)).start()
+    try:
+        with BackgroundServer(create_app(worker)) as server:
+            remote = RemoteSession(connect(RemoteSpec(server.url, model="")))
+            pair = side_by_side(loaded, remote, config, args.reps, progress)
+            crowd = concurrent(remote, config, args.clients)
+    finally:
+        worker.close()
+    single = pair["decode_tok_s"]["median"]["http"]
+    result = {"machine": machine_description("cpu"), "model": loaded.facts.name, "precision": loaded.facts.precision,
+              "tokens": args.tokens, "reps": args.reps, "side_by_side": pair, "concurrent": crowd,
+              "http_ttft_overhead_s": (pair["ttft_s"]["median"]["http"] - pair["ttft_s"]["median"]["in-process"])
+              if None not in (pair["ttft_s"]["median"]["http"], pair["ttft_s"]["median"]["in-process"]) else None,
+              "concurrent_total_tok_s_per_single_client_decode": core.ratio(crowd["total_tok_s"], single)}
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
