@@ -26,8 +26,8 @@ from typing import Sequence
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from app.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob, ReplyStarted, TaskFn, TaskJob,
-                        Worker)
+from app.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob, ReplyStarted, ServeJob, TaskFn,
+                        TaskJob, Worker)
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.generate.measure import PromptMeasure, measure_prompt
 from engine.inputs import LoadSpec, SamplingConfig
@@ -65,7 +65,9 @@ class Bridge(QObject):
             ``generate()``, after every ``tokens_received`` of that reply.
         task_finished(int, object): a ``submit_task`` id and the function's result.
         task_failed(int, str): a ``submit_task`` id and a one-line error.
-        busy_changed(bool): the worker became busy (a job is running or queued) or idle.
+        busy_changed(bool): the worker became busy (a job is running or queued) or idle. The API server's
+            requests (``post_serve_job``) do not count: a reply asked for meanwhile waits behind them.
+        closing(): ``shutdown`` began; whoever posts jobs from another thread stops now, before the thread does.
     """
 
     load_progressed = Signal(str, float)
@@ -79,6 +81,7 @@ class Bridge(QObject):
     task_finished = Signal(int, object)
     task_failed = Signal(int, str)
     busy_changed = Signal(bool)
+    closing = Signal()
 
     _job_requested = Signal(object)  # internal: queued to the worker thread
 
@@ -162,6 +165,14 @@ class Bridge(QObject):
         ``task_finished`` (or ``task_failed``) with the returned id."""
         return self._submit(TaskJob(fn))
 
+    def post_serve_job(self, job: ServeJob) -> bool:
+        """Queue an API request on the worker, behind the jobs already queued; callable from any thread (a
+        signal queued across threads). False after shutdown began: it would never run."""
+        if self._closed:
+            return False
+        self._job_requested.emit(QueuedJob(0, job))  # id 0: none of the GUI's jobs, so not in its bookkeeping
+        return True
+
     def stop(self) -> None:
         """Cancel every job not yet finished; safe to call any number of times, from the GUI thread."""
         for queued in self._jobs.values():
@@ -177,6 +188,7 @@ class Bridge(QObject):
         """
         if self._closed:
             return not self._thread.isRunning()
+        self.closing.emit()
         self._closed = True
         self.stop()
         self._thread.quit()
@@ -214,8 +226,10 @@ class Bridge(QObject):
 
     @Slot(int)
     def on_worker_job_finished(self, job_id: int) -> None:
-        queued = self._jobs.pop(job_id, None)
-        if queued is not None and isinstance(queued.job, GenerateJob):
+        if job_id not in self._jobs:
+            return  # an API request's (post_serve_job): the GUI's state did not change
+        queued = self._jobs.pop(job_id)
+        if isinstance(queued.job, GenerateJob):
             self._drain()  # everything the job buffered reaches the GUI before it is reported idle
             if not self.is_generating():
                 self._flush_timer.stop()

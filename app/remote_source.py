@@ -8,7 +8,9 @@ server's model is loaded, this reads the server's ``/metrics`` after each reply 
 its KV-cache usage and its own TTFT in the performance panel, or "not reported by this server".
 
 The API key lives in this object's memory for the session (per base URL, so reopening the dialog does not ask
-again) and in the worker's ``RemoteSpec``; ``Settings.remember_load`` keeps the URL and model name, never the key.
+again) and in the worker's ``RemoteSpec``; ``Settings.remember_load`` keeps the URL and model name. Once a connection
+with a key worked, the dialog's "Remember the key" decides whether ``app.api_keys`` keeps it between runs (the
+system keyring, or the settings file when there is none and the user asked) or forgets a kept one.
 Owns no widget but the dialog it opens; runs no inference.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
+from app.api_keys import ApiKeys
 from engine.remote import RemoteError, RemoteSpec, ServerFigures, read_server_metrics
 
 __all__ = ["RemoteSource", "RemoteSpec", "attach", "loaded_note"]
@@ -54,6 +57,8 @@ class RemoteSource(QObject):
         super().__init__(window)
         self._window = window
         self._keys: dict[str, str] = {}  # base URL -> API key, this session only
+        self.api_keys = ApiKeys(window.settings)  # the ones kept between runs (the keyring is looked up on first use)
+        self._remember: dict[str, bool] = {}  # base URL -> the dialog's "Remember the key" when it was accepted
         self._pending: RemoteSpec | None = None  # asked for, not connected yet
         self._spec: RemoteSpec | None = None  # the server whose model is loaded now
         self._model = ""
@@ -78,7 +83,9 @@ class RemoteSource(QObject):
         if self.dialog is not None:
             self.dialog.close()
         url, model = self._window.settings.remote_choice()
-        self.dialog = RemoteDialog(url, model, self._keys.get(url), self._window)
+        kept = self.api_keys.load(url) if url else None
+        self.dialog = RemoteDialog(url, model, self._keys.get(url) or kept, self._window,
+                                   keyring=self.api_keys.info(), remembered=kept is not None)
         self.dialog.accepted.connect(self.on_dialog_accepted)
         self.dialog.open()
 
@@ -89,6 +96,7 @@ class RemoteSource(QObject):
         except RemoteError as exc:
             self._window.messages.show_message(str(exc), "error")
             return
+        self._remember[spec.base_url] = self.dialog.remember_key()
         self.connect_to(spec)
 
     def connect_to(self, spec: RemoteSpec) -> None:
@@ -110,7 +118,22 @@ class RemoteSource(QObject):
             return
         pending = self._pending if self._pending is not None and self._pending.base_url == facts.source else None
         self._spec, self._model, self._previous = pending, facts.name, None
+        if pending is not None:
+            self._keep_key(pending)
         self._read()
+
+    def _keep_key(self, spec: RemoteSpec) -> None:
+        """After a connection worked: keep its key between runs, or forget a kept one, as the dialog was answered
+        (a connection made without the dialog changes nothing)."""
+        remember = self._remember.pop(spec.base_url, None)
+        if remember is None:
+            return
+        if remember and spec.api_key:
+            failure = self.api_keys.store(spec.base_url, spec.api_key, in_settings=True)
+            if failure:
+                self._window.messages.show_message(failure, "warning")
+        elif not remember:
+            self.api_keys.forget(spec.base_url)
 
     @Slot(object)
     def on_bridge_generation_finished(self, _finished: Any) -> None:

@@ -1,8 +1,10 @@
 """User settings remembered between runs, backed by QSettings (organisation "Miaohui", app "miaohui").
 
 Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the interface
-language, the model selection (model, precision, device; or the server last connected to, never its API key), the
-recently opened models and the window layout. It does not own history (``app.history.store``) or any widget.
+language and appearance (light / dark / the system's), the model selection (model, precision, device; or the
+server last connected to; its API key only when there is no system keyring and the user ticked "Remember the key
+(stored unencrypted…)", ``app.api_keys``), the recently opened models, whether and on which port the window
+serves its model, and the window layout. It does not own history (``app.history.store``) or any widget.
 
 Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
 data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
@@ -14,6 +16,7 @@ Scripted runs and tests use ``Settings.in_file`` (an INI file of their own), nev
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import asdict, dataclass, fields, replace
@@ -23,6 +26,7 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QSettings
 
 from app.i18n import LANGUAGES
+from app.theme import APPEARANCES
 from engine.inputs import DEVICES, PRECISIONS, LoadSpec, SamplingConfig
 from engine.remote.spec import RemoteSpec
 
@@ -32,6 +36,7 @@ ORGANISATION = "Miaohui"
 APPLICATION = "miaohui"
 MAX_RECENT_MODELS = 8
 TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
+SERVE_PORT = 8000  # the window's API server: engine serve's default port, so clients' settings carry over
 # Inclusive bounds of each numeric ChatSettings field. The settings dialog's spin boxes use the same ones
 # (a stored value outside them could not be shown), and each lies inside engine.inputs.SamplingConfig's.
 RANGES: dict[str, tuple[int, int] | tuple[float, float]] = {
@@ -199,7 +204,7 @@ class Settings:
 
     def remember_load(self, spec: LoadSpec | RemoteSpec) -> None:
         """Remember what the user loads: a local model's choice, or a server's base URL and model name — never
-        its API key (that lives in memory for the session only, ``app.remote_source``)."""
+        its API key here (``app.api_keys`` keeps it in the system keyring, or where the user asked)."""
         if isinstance(spec, RemoteSpec):
             self._q.setValue("remote/base_url", spec.base_url)
             self._q.setValue("remote/model", spec.model)
@@ -211,6 +216,34 @@ class Settings:
         """(base URL, model name) of the server last connected to; ("", "") before the first."""
         url, model = (self._read(key, "") for key in ("remote/base_url", "remote/model"))
         return (url, model) if "\0" not in url + model else ("", "")
+
+    def remembered_api_key(self, base_url: str) -> str | None:
+        """The API key the user asked to keep in this file, unencrypted, for ``base_url`` (``app.api_keys``:
+        only when there is no system keyring); None when there is none."""
+        key = self._remembered_api_keys().get(base_url)
+        return key if isinstance(key, str) and key and "\0" not in key else None
+
+    def set_remembered_api_key(self, base_url: str, key: str | None) -> None:
+        """Keep ``key`` for ``base_url`` in this file (None: remove it)."""
+        keys = self._remembered_api_keys()
+        if key is None and base_url not in keys:
+            return
+        if key is None:
+            del keys[base_url]
+        else:
+            keys[base_url] = key
+        if keys:
+            self._q.setValue("remote/api_keys", json.dumps(keys))
+        else:
+            self._q.remove("remote/api_keys")
+        self._q.sync()
+
+    def _remembered_api_keys(self) -> dict[str, Any]:
+        try:
+            keys = json.loads(str(self._q.value("remote/api_keys", "{}")))
+        except ValueError:
+            return {}
+        return keys if isinstance(keys, dict) else {}
 
     def recent_models(self) -> list[str]:
         """Model paths opened lately, newest first: strings only, each once, at most MAX_RECENT_MODELS."""
@@ -270,6 +303,26 @@ class Settings:
         self._q.setValue("library/allow_downloads", bool(allowed))
         self._q.sync()
 
+    # -- serving the window's model (app.api_serving) ---------------------------------------------
+    def serve_enabled(self) -> bool:
+        """Whether the window serves its model over the OpenAI API; off unless the user turned it on (it then
+        starts again with the next window, since it was on when the last one closed)."""
+        return self._read("serve/enabled", False)
+
+    def set_serve_enabled(self, enabled: bool) -> None:
+        self._q.setValue("serve/enabled", bool(enabled))
+        self._q.sync()
+
+    def serve_port(self) -> int:
+        """The TCP port of the window's API server on 127.0.0.1 (8000, as ``engine serve``; 0: any free one)."""
+        return self._read("serve/port", SERVE_PORT, (0, 65535))
+
+    def set_serve_port(self, port: int) -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"the port must be between 0 and 65535, not {port}")
+        self._q.setValue("serve/port", int(port))
+        self._q.sync()
+
     # -- interface --------------------------------------------------------------------------------
     def language(self) -> str:
         """The interface language: "system" (follow the system's; the default), "en" or "zh_CN" (``app.i18n``)."""
@@ -278,6 +331,19 @@ class Settings:
             self._warn("ui/language", language, "system")
             return "system"
         return language
+
+    def appearance(self) -> str:
+        """Light or dark: "system" (follow the system's colour scheme, live; the default), "light" or "dark"."""
+        appearance = self._read("ui/appearance", "system")
+        if appearance not in APPEARANCES:
+            self._warn("ui/appearance", appearance, "system")
+            return "system"
+        return appearance
+
+    def set_appearance(self, appearance: str) -> None:
+        if appearance not in APPEARANCES:
+            raise ValueError(f"appearance must be one of {', '.join(APPEARANCES)}, not {appearance!r}")
+        self._q.setValue("ui/appearance", appearance)
 
     def set_language(self, language: str) -> None:
         if language not in LANGUAGES:

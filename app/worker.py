@@ -1,10 +1,10 @@
 """The engine thread's side of the bridge: the typed jobs, the worker that runs them, and its sessions.
 
-Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob``, ``TaskJob``: frozen, validated
-when built, dispatched on their type), what the worker reports back beyond the engine's own events
-(``LoadFailure``, ``ReplyStarted``), the loaded model (only the worker touches it) and the chat sessions
-it keeps: one ``ChatSession`` per conversation id, a bounded few (``SessionCache``), so a reply reuses
-its conversation's KV cache without every chat ever opened holding one.
+Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob``, ``TaskJob``, and ``ServeJob`` for the
+window's API server: frozen, validated when built, dispatched on their type), what the worker reports back
+beyond the engine's own events (``LoadFailure``, ``ReplyStarted``), the loaded model (only the worker touches
+it) and the chat sessions it keeps: one ``ChatSession`` per conversation id, a bounded few (``SessionCache``),
+so a reply reuses its conversation's KV cache without every chat ever opened holding one.
 
 Does not own the thread, the cancel requests or the coalescing of events for the GUI (``app.bridge``).
 """
@@ -68,7 +68,18 @@ class TaskJob:
     fn: TaskFn
 
 
-Job = LoadJob | GenerateJob | TaskJob
+@dataclass(frozen=True)
+class ServeJob:
+    """The window's API server's work on the worker thread (one request's model work, or setting up the server's
+    queue for a newly loaded model): ``run(model)`` with the model loaded now (None: none yet).
+
+    Posted by ``Bridge.post_serve_job`` from any thread (``app.api_serving``), outside the Bridge's bookkeeping:
+    it waits in line with the chat's jobs, and ``run`` reports its own outcome to whoever waits on it."""
+
+    run: Callable[[LoadedModel | RemoteModel | None], None]
+
+
+Job = LoadJob | GenerateJob | TaskJob | ServeJob
 
 
 @dataclass(frozen=True)
@@ -216,6 +227,8 @@ class Worker(QObject):
                     self._generate(queued.job, queued.cancel)
                 case TaskJob():
                     self._task(queued.job_id, queued.job, queued.cancel)
+                case ServeJob():
+                    queued.job.run(self._loaded)
         except BaseException:  # a bug must not kill the worker thread: log it, report it, keep serving
             log.exception("worker job %s (%s) crashed", queued.job_id, type(queued.job).__name__)
         finally:

@@ -6,7 +6,10 @@ Cancel sets that one task's cancel flag (``Bridge.stop`` would also stop a queue
 (a plain ``ExperimentResult``) is drawn with ``engine.lab.charts`` on a matplotlib canvas, listed in a
 table with its key figures, flags and notes, and exported as CSV or PNG exactly as the headless
 ``python -m engine lab`` writes them. The precision A/B entry says up front that it loads other copies
-of the model. Owns display and the run/cancel/export controls; measures nothing itself.
+of the model. When the window's model is on a server (``engine.remote``), the experiments that need the
+model's internals (``ExperimentInfo.needs_local``) are disabled in the list, with a tooltip and a note
+saying they need a model loaded on this computer; the others run through the server's API and their
+results name it. Owns display and the run/cancel/export controls; measures nothing itself.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
 from PySide6.QtCore import QObject, Qt, Signal, Slot
@@ -23,7 +27,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
                                QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
+from app import theme
 from app.engine_texts import engine_text
+from app.widgets import accessibility
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png
 from engine.lab.results import write_csv
@@ -89,6 +95,7 @@ class LabTab(QWidget):
         self._task_id = 0
         self._result: ExperimentResult | None = None
         self._has_model = getattr(bridge, "facts", None) is not None
+        self._remote = bool(getattr(getattr(bridge, "facts", None), "remote", False))
 
         self.experiment_box = QComboBox()
         for item in EXPERIMENTS:
@@ -108,6 +115,10 @@ class LabTab(QWidget):
         self.warning = QLabel("")
         self.warning.setObjectName("notice")
         self.warning.setWordWrap(True)
+        self.source_note = QLabel("")  # on a server: what runs there and what needs a local model
+        self.source_note.setObjectName("notice")
+        self.source_note.setWordWrap(True)
+        self.source_note.setVisible(False)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setValue(0)
@@ -129,6 +140,14 @@ class LabTab(QWidget):
         for button in (self.export_csv_button, self.export_png_button):
             button.setEnabled(False)
 
+        accessibility.name(self.experiment_box, self.tr("Experiment"), self.tr("The lab experiment to run"))
+        accessibility.name(self.layer_spin, self.tr("Layer"), self.tr("The attention layer to draw"))
+        accessibility.name(self.head_spin, self.tr("Head"), self.tr("The attention head to draw"))
+        accessibility.name(self.chart_scroll, self.tr("Experiment chart"))
+        accessibility.name(self.table, self.tr("Experiment results"), self.tr("The measured rows of the last run"))
+        accessibility.name(self.findings, self.tr("Findings"), self.tr("What the last run shows, and its flags"))
+        theme.watcher().theme_changed.connect(self.on_theme_changed)  # the chart follows light/dark
+
         # Two rows: the tab usually lives in a ~380 px side dock.
         controls = QHBoxLayout()
         controls.addWidget(self.quick_box)
@@ -146,6 +165,7 @@ class LabTab(QWidget):
         split.addWidget(self.table)
         split.addWidget(self.findings)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.source_note)
         layout.addWidget(self.experiment_box)
         layout.addLayout(controls)
         layout.addWidget(self.description)
@@ -166,7 +186,8 @@ class LabTab(QWidget):
         facts = getattr(bridge, "facts", None)
         if facts is not None:
             self._set_ranges(facts)
-        self.on_experiment_box_changed(0)
+        self._apply_source(facts)
+        self.on_experiment_box_changed(self.experiment_box.currentIndex())
         self._update_buttons()
 
     # -- public -------------------------------------------------------------------------------------
@@ -180,11 +201,15 @@ class LabTab(QWidget):
             raise ValueError(f"unknown experiment {key!r}")
         self.experiment_box.setCurrentIndex(index)
 
+    def can_run(self, key: str) -> bool:
+        """Whether ``key`` can run on the model now loaded (one that needs internals cannot on a server)."""
+        return not (self._remote and self._info(key).needs_local)
+
     def run(self) -> int:
         """Submit the selected experiment; returns the task id (0 when it cannot run now)."""
-        if self._job is not None or not self._has_model:
-            return 0
         key = self.experiment_box.currentData()
+        if self._job is not None or not self._has_model or not self.can_run(key):
+            return 0
         options = LabOptions(quick=self.quick_box.isChecked(), layer=self.layer_spin.value(),
                              head=self.head_spin.value())
         relay = _ProgressRelay()
@@ -220,8 +245,7 @@ class LabTab(QWidget):
         self._result = result
         self.canvas.setMinimumHeight(HEATMAP_HEIGHT * len(result.heatmaps) + CHART_HEIGHT if result.heatmaps
                                      else CHART_HEIGHT)
-        draw(result, self.figure)
-        self.canvas.draw_idle()
+        self._draw()
         self.table.clear()
         self.table.setColumnCount(len(result.columns))
         self.table.setHorizontalHeaderLabels(list(result.columns))
@@ -249,14 +273,18 @@ class LabTab(QWidget):
     @Slot(int)
     def on_experiment_box_changed(self, _index: int) -> None:
         key = self.experiment_box.currentData()
-        item = next(e for e in EXPERIMENTS if e.key == key)
+        item = self._info(key)
         self.description.setText(engine_text(item.description))
-        self.warning.setText(self.tr("This experiment temporarily loads other precisions of the model, one at a time; "
-                                     "it needs extra memory and takes longer.") if item.loads_models else "")
-        self.warning.setVisible(item.loads_models)
+        if not self.can_run(key):
+            self.warning.setText(self._needs_local_text())
+        else:
+            self.warning.setText(self.tr("This experiment temporarily loads other precisions of the model, one at a "
+                                         "time; it needs extra memory and takes longer.") if item.loads_models else "")
+        self.warning.setVisible(bool(self.warning.text()))
         attention = key == "attention"
         self.layer_spin.setVisible(attention)
         self.head_spin.setVisible(attention)
+        self._update_buttons()
 
     @Slot()
     def on_run_clicked(self) -> None:
@@ -284,6 +312,7 @@ class LabTab(QWidget):
     def on_bridge_model_loaded(self, facts: object) -> None:
         self._has_model = True
         self._set_ranges(facts)
+        self._apply_source(facts)
         self.status_label.setText("")
         self._update_buttons()
 
@@ -308,7 +337,49 @@ class LabTab(QWidget):
         self._update_buttons()
         self.run_failed.emit(message)
 
+    @Slot(object)
+    def on_theme_changed(self, _theme: object) -> None:
+        if self._result is not None:
+            self._draw()
+
     # -- internals ----------------------------------------------------------------------------------
+    def _draw(self) -> None:
+        """The result's chart in the window's theme (exports keep matplotlib's own light style)."""
+        assert self._result is not None
+        current = theme.current()
+        with matplotlib.rc_context(theme.matplotlib_rc(current)):
+            self.figure.set_facecolor(current.surface)
+            draw(self._result, self.figure)
+        self.canvas.draw_idle()
+
+    @staticmethod
+    def _info(key: str) -> Any:
+        return next(e for e in EXPERIMENTS if e.key == key)
+
+    def _needs_local_text(self) -> str:
+        return self.tr("Needs a model loaded on this computer: it uses the model's internals (its KV cache, "
+                       "attention weights or weights), which a server's API does not share.")
+
+    def _apply_source(self, facts: Any) -> None:
+        """Enable what the loaded model can run: everything here, only the API's experiments on a server."""
+        self._remote = bool(getattr(facts, "remote", False))
+        items = self.experiment_box.model()
+        for i, info in enumerate(EXPERIMENTS):
+            allowed = self.can_run(info.key)
+            items.item(i).setEnabled(allowed)
+            self.experiment_box.setItemData(i, None if allowed else self._needs_local_text(),
+                                            Qt.ItemDataRole.ToolTipRole)
+        if self._remote:
+            self.source_note.setText(self.tr("On the server {url} ({model}): timing and sampling run through its API "
+                                             "and are measured here, network included; the others need a model "
+                                             "loaded on this computer.").format(url=facts.source, model=facts.name))
+        self.source_note.setVisible(self._remote)
+        if not self.can_run(self.experiment_box.currentData()):
+            first = next(i for i, info in enumerate(EXPERIMENTS) if self.can_run(info.key))
+            self.experiment_box.setCurrentIndex(first)
+        else:
+            self.on_experiment_box_changed(self.experiment_box.currentIndex())
+
     def _set_ranges(self, facts: Any) -> None:
         layers, heads = int(getattr(facts, "layers", 1)), int(getattr(facts, "heads", 1))
         self.layer_spin.setRange(0, max(0, layers - 1))
@@ -317,7 +388,7 @@ class LabTab(QWidget):
 
     def _update_buttons(self) -> None:
         running = self._job is not None
-        self.run_button.setEnabled(self._has_model and not running)
+        self.run_button.setEnabled(self._has_model and not running and self.can_run(self.experiment_box.currentData()))
         self.cancel_button.setEnabled(running)
         self.experiment_box.setEnabled(not running)
         has_result = self._result is not None

@@ -4,9 +4,11 @@ Asks for the server's base URL and, optionally, its API key; lists the server's 
 thread of its own, never the GUI thread) and lets the user pick one. ``spec()`` is the ``RemoteSpec`` to connect
 to; the dialog connects nothing itself (``app.remote_source`` has the worker do it).
 
-The key: there is no system keyring here (the ``keyring`` package is not a dependency), so it is kept in memory
-for this session only and never written anywhere — not to the settings, the history, exports or logs; the dialog
-says so. The field shows it masked.
+The key: the field shows it masked. "Remember the key" keeps it between runs (``app.api_keys``): in the system
+keyring when there is one (ticked by default, the keyring named); with none, the box reads "stored unencrypted in
+the settings file", is unticked by default and a warning says what that means. Unticked, the key lives in memory
+until Miaohui closes. It never goes to the history, exports or logs. The dialog stores nothing itself:
+``remember_key()`` is the user's answer, ``app.remote_source`` acts on it once the connection worked.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import threading
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
+from app.api_keys import KeyringInfo
+from app.widgets import accessibility
 from engine.remote import RemoteError, RemoteSpec, list_models
 
 EXAMPLE_URL = "http://127.0.0.1:8000/v1"
@@ -41,7 +45,8 @@ class RemoteDialog(QDialog):
     listing_done = Signal()
 
     def __init__(self, base_url: str = "", model: str = "", api_key: str | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, keyring: KeyringInfo = KeyringInfo(None, False),
+                 remembered: bool = False) -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Connect to an OpenAI-compatible server"))
         self.setMinimumWidth(520)
@@ -66,9 +71,24 @@ class RemoteDialog(QDialog):
         self.model_combo.currentIndexChanged.connect(self._update_buttons)
         self.status = QLabel(self.tr("Enter the server's address, then list its models."))
         self.status.setWordWrap(True)
-        key_note = QLabel(self.tr("The API key is kept in memory until Miaohui closes. It is never saved: not in the "
-                                  "settings, the history, exports or logs (no system keyring is used)."))
-        key_note.setObjectName("notice")
+        if keyring.name is not None:
+            self.remember_box = QCheckBox(self.tr("Remember the key in the system keyring ({name})").format(
+                name=keyring.name))
+            self.remember_box.setChecked(remembered or keyring.recommended)
+            warning = "" if keyring.recommended else self.tr(
+                "{name} is not a recommended keyring: it may keep the key in a file, unencrypted.").format(
+                name=keyring.name)
+        else:
+            self.remember_box = QCheckBox(self.tr("Remember the key (stored unencrypted in the settings file)"))
+            self.remember_box.setChecked(remembered)  # off unless the user chose it before
+            warning = self.tr("No system keyring was found. A remembered key is written as plain text to Miaohui's "
+                              "settings file, where anyone who can read your files can read it.")
+        self.key_warning = QLabel(warning)
+        self.key_warning.setObjectName("notice")
+        self.key_warning.setWordWrap(True)
+        self.key_warning.setVisible(bool(warning))
+        key_note = QLabel(self.tr("Unticked, the key is kept in memory until Miaohui closes. It is never written to "
+                                  "the history, exports or logs."))
         key_note.setWordWrap(True)
 
         url_row = QHBoxLayout()
@@ -77,14 +97,18 @@ class RemoteDialog(QDialog):
         form = QFormLayout()
         form.addRow(self.tr("Base URL"), url_row)
         form.addRow(self.tr("API key (optional)"), self.key_edit)
+        form.addRow("", self.remember_box)
         form.addRow(self.tr("Model"), self.model_combo)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.connect_button = self.buttons.addButton(self.tr("Connect"), QDialogButtonBox.ButtonRole.AcceptRole)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
+        accessibility.name_form_fields(form)
+        accessibility.name(self.url_edit, self.tr("Base URL"))
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.status)
+        layout.addWidget(self.key_warning)
         layout.addWidget(key_note)
         layout.addWidget(self.buttons)
         self.url_edit.returnPressed.connect(self.list_models)
@@ -95,6 +119,10 @@ class RemoteDialog(QDialog):
     def spec(self) -> RemoteSpec:
         """The server and model chosen (``RemoteError``, one line, when the URL cannot be one)."""
         return RemoteSpec(self.url_edit.text(), self.chosen_model(), self.key_edit.text() or None)
+
+    def remember_key(self) -> bool:
+        """Whether the user wants the key kept between runs (where: the box's text says)."""
+        return self.remember_box.isChecked()
 
     def chosen_model(self) -> str:
         data = self.model_combo.currentData()

@@ -5,6 +5,12 @@ loads further copies), and writes ``results.json``, one CSV per experiment and t
 ``--out``. Progress goes to stderr, a summary of the key figures to stdout. Owns argument parsing
 and the printed summary; the experiments live in ``engine.lab.experiments``. Exit status: 0 done,
 2 bad input or a model that cannot load (one line, no traceback), 130 on Ctrl-C.
+
+``--base-url URL [--api-key K] --model NAME`` (as ``engine chat``) runs them on a model served by an
+OpenAI-compatible server instead: only the experiments that need nothing but replies (greedy 20, TTFT
+vs length, sampling; the default set there), each figure measured on this client; one that needs the
+model's internals (``--only kv_cache``, ``attention``, ``--precision-ab``) is refused in one line before
+connecting.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import sys
 import threading
 import time
+import os
 from pathlib import Path
 
 from engine.errors import BadInputError, EngineError
@@ -23,7 +30,14 @@ from engine.models.loader import load_model
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder for results.json, CSV and PNG files")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, lengths and tokens (minutes on a CPU)")
-    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id")
+    parser.add_argument("--model", default="default",
+                        help="'default', a model folder, a .gguf file or a repo id; with --base-url the served "
+                             "model's name ('default': the server's only model)")
+    parser.add_argument("--base-url", default=None,
+                        help="run on an OpenAI-compatible server's model instead, e.g. http://127.0.0.1:8000/v1 "
+                             "(timing and sampling only: the experiments that need the model's internals are refused)")
+    parser.add_argument("--api-key", default=None,
+                        help="the server's API key (default: $MIAOHUI_API_KEY, which keeps it out of the process list)")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--only", default="", help="comma-separated experiment keys (default: the five)")
@@ -43,27 +57,40 @@ def _progress_printer(start: float):
 
 def run(args: argparse.Namespace) -> int:
     # The experiments bring matplotlib (~1.7 s): imported here so `python -m engine --help` stays instant.
-    from engine.lab.experiments import FIVE, LabOptions, info, run_all
+    from engine.lab.experiments import FIVE, REMOTE_CAPABLE, LabOptions, check_runnable, run_all
 
     cancel = threading.Event()
+    remote = args.base_url is not None
+    loaded = None
     try:
-        keys = tuple(k.strip() for k in args.only.split(",") if k.strip()) or FIVE
-        for key in keys:
-            info(key)  # reject a typo before minutes of loading
+        asked = tuple(k.strip() for k in args.only.split(",") if k.strip())
+        keys = asked or (tuple(k for k in FIVE if k in REMOTE_CAPABLE) if remote else FIVE)
         if args.precision_ab and "precision_ab" not in keys:
             keys += ("precision_ab",)
+        check_runnable(keys, remote)  # a typo, or internals asked of a server: refused before minutes of loading
+        if remote and not asked:
+            print(f"on a server: {', '.join(keys)} (the others need a model loaded on this computer)", file=sys.stderr)
         options = LabOptions(quick=args.quick, layer=args.layer, head=args.head)
-        if args.threads is not None:
-            if args.threads < 1:
-                raise BadInputError("--threads must be at least 1")
-            import torch  # already loaded by now: the loader imported it
-
-            torch.set_num_threads(args.threads)
+        if args.threads is not None and args.threads < 1:
+            raise BadInputError("--threads must be at least 1")
         t0 = time.perf_counter()
-        loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device), cancel=cancel)
-        facts = loaded.facts
-        print(f"loaded {facts.name} ({facts.precision}, {facts.device}) in {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr)
+        if remote:
+            from engine.remote import RemoteSpec, connect  # (the openai client loads on connect)
+
+            loaded = connect(RemoteSpec(args.base_url, args.model, args.api_key or os.environ.get("MIAOHUI_API_KEY")),
+                             cancel)
+            print(f"connected to {loaded.facts.name} at {loaded.facts.source} in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
+        else:
+            if args.threads is not None:
+                import torch  # the loader imports it anyway
+
+                torch.set_num_threads(args.threads)
+            loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device),
+                                cancel=cancel)
+            facts = loaded.facts
+            print(f"loaded {facts.name} ({facts.precision}, {facts.device}) in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
         document = run_all(loaded, Path(args.out), cancel, options, keys=keys, progress=_progress_printer(t0))
     except KeyboardInterrupt:
         cancel.set()
@@ -71,12 +98,16 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if remote and loaded is not None:
+            loaded.close()  # the server's pooled connections
     _print_summary(document, Path(args.out))
     return 0
 
 
 def _print_summary(document: dict, out: Path) -> None:
     print(f"lab results in {out} ({document['elapsed_s']:.0f} s): {', '.join(document['files'])}, results.json")
+    print(f"engine: {document['engine']['label']}")
     for key, result in document["experiments"].items():
         print(f"\n{result['title']}")
         for name, value in result["summary"].items():

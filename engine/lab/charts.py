@@ -48,7 +48,8 @@ def draw(result: ExperimentResult, figure: Figure) -> Figure:
             _draw_bars(result, figure)
         else:
             _draw_lines(result, figure)
-        figure.suptitle(result.title, fontsize=10)
+        # The engine that produced the figures (a local model, or a server's URL and model) under the title.
+        figure.suptitle(result.title + (f"\n{result.model}" if result.model else ""), fontsize=10)
         with contextlib.suppress(ValueError):  # a degenerate layout is still a readable chart
             figure.tight_layout()
     return figure

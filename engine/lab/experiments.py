@@ -6,6 +6,11 @@ experiment, which needs torch and transformers at import, and torch itself load 
 the catalogue, the quick/full sizes of each experiment and the export layout (``<key>.csv``,
 ``<key>.png``, ``results.json``); the measuring lives in ``engine.lab.timing``, ``engine.lab.sampling_stats``,
 ``engine.lab.attention`` and ``engine.lab.precision_ab``.
+
+A model on a server (``engine.remote``) runs the experiments that need only replies, their times and
+their tokens (``needs_local=False``: greedy 20, TTFT vs length, sampling); the ones that need the
+model's internals (switching its KV cache off, its attention weights, loading it in other precisions)
+are refused before anything runs (``NeedsLocalModelError``, one line), never run halfway.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from engine.errors import BadInputError
 from engine.lab.charts import save_png
 from engine.lab.precision_ab import precision_ab_task
 from engine.lab.results import ExperimentResult, write_csv, write_json
-from engine.lab.runs import Progress, no_progress
+from engine.lab.runs import Progress, is_remote, model_label, no_progress
 from engine.lab.sampling_stats import run_sampling
 from engine.lab.timing import LENGTHS_FULL, LENGTHS_QUICK, run_greedy20, run_kv_cache, run_ttft_vs_length
 
@@ -42,6 +47,18 @@ class ExperimentInfo:
     title: str
     description: str
     loads_models: bool = False  # True: it loads other copies of the model while it runs
+    needs_local: bool = False  # True: it needs the model's weights or cache here, so a server's model cannot run it
+
+
+class NeedsLocalModelError(BadInputError):
+    """An experiment that needs the model's internals was asked of a model on a server."""
+
+
+NEEDS_LOCAL_WHY = {
+    "kv_cache": "it switches the model's KV cache off, which a server's API cannot do",
+    "attention": "it reads the model's attention weights, which a server's API does not send",
+    "precision_ab": "it loads the model's weights again in other precisions",
+}
 
 
 EXPERIMENTS: tuple[ExperimentInfo, ...] = (
@@ -50,16 +67,20 @@ EXPERIMENTS: tuple[ExperimentInfo, ...] = (
     ExperimentInfo("ttft_length", "2 · TTFT vs prompt length",
                    "English and Chinese prompts from ~10 to ~500 characters: TTFT and prefill tok/s."),
     ExperimentInfo("kv_cache", "3 · KV cache on vs off",
-                   "The same input with the KV cache on and off: latency per generated token, ratio, same text?"),
+                   "The same input with the KV cache on and off: latency per generated token, ratio, same text?",
+                   needs_local=True),
     ExperimentInfo("sampling", "4 · Sampling vs greedy",
                    "Temperature 0.9 + top-p 0.9 against greedy over several seeds: repetition rate, distinct-1/2."),
     ExperimentInfo("attention", "5 · Attention heatmap",
-                   "Attention weights of one layer and head over a sentence with a pronoun; sink/collapse flags."),
+                   "Attention weights of one layer and head over a sentence with a pronoun; sink/collapse flags.",
+                   needs_local=True),
     ExperimentInfo("precision_ab", "Precision A/B (bf16 / int8 / int4)",
                    "Loads the model again in bf16, int8 and int4, one after another (temporarily uses extra "
-                   "memory): decode tok/s, TTFT, weights size, identical greedy text?", loads_models=True),
+                   "memory): decode tok/s, TTFT, weights size, identical greedy text?", loads_models=True,
+                   needs_local=True),
 )
 FIVE = ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
+REMOTE_CAPABLE = tuple(e.key for e in EXPERIMENTS if not e.needs_local)
 
 
 def info(key: str) -> ExperimentInfo:
@@ -69,10 +90,28 @@ def info(key: str) -> ExperimentInfo:
     raise BadInputError(f"unknown experiment {key!r}: choose one of {', '.join(e.key for e in EXPERIMENTS)}")
 
 
+def check_runnable(keys: Sequence[str], remote: bool) -> None:
+    """Refuse, in one line and before anything runs, an unknown key or one that a server's model cannot run."""
+    for key in keys:
+        item = info(key)
+        if remote and item.needs_local:
+            raise NeedsLocalModelError(f"the experiment {key!r} needs a model loaded on this computer: "
+                                       f"{NEEDS_LOCAL_WHY[key]} (on a server: {', '.join(REMOTE_CAPABLE)})")
+
+
+def engine_description(loaded) -> dict:
+    """Which engine produced the figures, for results.json: a server's URL and model, or the local model's place."""
+    facts = loaded.facts
+    if is_remote(loaded):
+        return {"kind": "remote", "base_url": facts.source, "model": facts.name, "label": model_label(loaded)}
+    return {"kind": "local", "model": facts.name, "precision": facts.precision, "device": facts.device,
+            "label": model_label(loaded)}
+
+
 def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOptions = LabOptions(),
                    progress: Progress = no_progress) -> ExperimentResult:
     """Run one experiment on ``loaded`` (on the thread that owns it) and return its result."""
-    info(key)
+    check_runnable((key,), is_remote(loaded))
     q = options.quick
     if key == "greedy20":
         return run_greedy20(loaded, cancel, reps=3 if q else 5, progress=progress)
@@ -105,16 +144,19 @@ def export(result: ExperimentResult, out_dir: Path) -> tuple[Path, Path]:
 def run_all(loaded, out_dir: Path, cancel: threading.Event, options: LabOptions = LabOptions(),
             keys: Sequence[str] = FIVE, progress: Progress = no_progress) -> dict:
     """Run ``keys`` in order, export each as soon as it is done, and write ``results.json``."""
-    import torch  # lazy: only for the machine's description; importing this module must load no torch
+    remote = is_remote(loaded)
+    check_runnable(keys, remote)  # all refused up front: never half a run
+    machine = {"platform": platform.platform(), "processor": platform.processor(),
+               "python": platform.python_version()}
+    if not remote:  # a server's model runs on the server's machine: this one's torch says nothing about it
+        import torch  # lazy: only for the machine's description; importing this module must load no torch
 
+        machine.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    document: dict = {"model": loaded.facts.to_dict(), "options": asdict(options),
-                      "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                                  "python": platform.python_version(), "torch": torch.__version__,
-                                  "torch_threads": torch.get_num_threads()},
-                      "experiments": {}, "files": []}
+    document: dict = {"engine": engine_description(loaded), "model": loaded.facts.to_dict(),
+                      "options": asdict(options), "machine": machine, "experiments": {}, "files": []}
     for i, key in enumerate(keys):
         def sub(fraction: float, message: str, _i: int = i) -> None:
             progress((_i + fraction) / len(keys), message)

@@ -14,13 +14,14 @@ This module owns the plans and the tables; it owns no timing formula (``Metrics`
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
 from collections.abc import Sequence
 
 from engine.inputs import SamplingConfig
 from engine.lab.results import ExperimentResult, Series, mean, median
-from engine.lab.runs import Progress, generate_once, model_label, no_progress
+from engine.lab.runs import Progress, RunRecord, generate_once, is_remote, model_label, no_progress
 
 # Prompts written for the lab. The English one asks for a long, predictable continuation so greedy
 # decoding rarely stops at an end token before the requested length.
@@ -48,12 +49,17 @@ PASSAGE_ZH = (
 )
 KV_TASK = "\n\nAfter reading this, count from 1 to 100 in digits, separated by commas."
 
+REMOTE_TIMING_NOTE = ("on a server: times are measured on this client from the stream (network and queueing "
+                      "included); token counts are the server's (usage), a token's time is its chunk's arrival",)
+TAG = "[{}] "  # the unique tag in front of each timed prompt sent to a server (see run_ttft_vs_length)
+TAG_CHARS = len(TAG.format("0" * 8))
+
 LENGTHS_FULL = (10, 50, 100, 200, 300, 400, 500)
 LENGTHS_QUICK = (10, 100, 250, 500)
 
 
-def _warm_up(loaded, cancel: threading.Event) -> None:
-    generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), cancel)
+def _warm_up(loaded, cancel: threading.Event) -> RunRecord:
+    return generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), cancel)
 
 
 def _spread(values: Sequence[float]) -> tuple[float, float, float]:
@@ -89,7 +95,7 @@ def run_greedy20(loaded, cancel: threading.Event, *, reps: int = 5, max_new_toke
         totals.append(m.e2e_s)
         avgs.append(avg)
         decodes.append(m.decode_tok_s if m.decode_tok_s is not None else math.nan)
-        rows.append((rep + 1, n, m.prompt_tokens, _r(m.ttft_s), _r(m.e2e_s), _r(avg, 2), _r(m.decode_tok_s, 2),
+        rows.append((rep + 1, n, m.known("prompt_tokens"), _r(m.ttft_s), _r(m.e2e_s), _r(avg, 2), _r(m.decode_tok_s, 2),
                      run.reason))
     progress(1.0, "greedy 20: done")
     summary: dict[str, float | int | None] = {"runs": reps, "new_tokens_requested": max_new_tokens}
@@ -110,7 +116,7 @@ def run_greedy20(loaded, cancel: threading.Event, *, reps: int = 5, max_new_toke
         rows=tuple(rows), series=series, summary=summary,
         notes=(f"prompt: {prompt!r}; a warm-up run is excluded",
                "avg_tok_s = generated tokens / total time (TTFT included); decode_tok_s = (n-1) / (t_last - t_first)",
-               "spread = min and max over the runs"),
+               "spread = min and max over the runs") + (REMOTE_TIMING_NOTE if is_remote(loaded) else ()),
         model=model_label(loaded), elapsed_s=time.perf_counter() - started)
 
 
@@ -125,32 +131,74 @@ def _fit_prompt(tokenizer, passage: str, chars: int, budget: int) -> str:
     return text
 
 
+class _ServerFit:
+    """Prompt lengths that fit a server's context without its tokenizer: the token counts the server reported
+    for the shorter prompts already sent (``usage``) give tokens per character, and a longer prompt is cut to
+    what that rate says fits, with a margin. A server that says neither its context nor its counts: no cut."""
+
+    MARGIN = 0.85  # the rate of the first characters is a guess for the rest; stay well inside the budget
+
+    def __init__(self, context_length: int, overhead: int | None) -> None:
+        self.budget = context_length - 96 if context_length else None
+        self.overhead = overhead  # tokens of the template around a message ("Hi" counted as one token)
+        self.rate: dict[str, float] = {}  # language -> prompt tokens per character, from the longest sent yet
+
+    def text(self, lang: str, passage: str, chars: int) -> str:
+        text = passage[:chars]
+        rate = self.rate.get(lang)
+        if self.budget is None or self.overhead is None or rate is None or rate <= 0:
+            return text
+        allowed = int((self.budget - self.overhead) * self.MARGIN / rate) - TAG_CHARS
+        return text[: max(1, min(len(text), allowed))]
+
+    def measured(self, lang: str, chars: int, prompt_tokens: int | None) -> None:
+        if prompt_tokens is not None and self.overhead is not None and chars > 0:
+            self.rate[lang] = max(prompt_tokens - self.overhead, 1) / chars
+
+
 def run_ttft_vs_length(loaded, cancel: threading.Event, *, lengths: Sequence[int] = LENGTHS_FULL, reps: int = 3,
                        progress: Progress = no_progress) -> ExperimentResult:
     started = time.perf_counter()
+    remote = is_remote(loaded)
     progress(0.0, "TTFT vs length: warm-up")
-    _warm_up(loaded, cancel)
+    warm = _warm_up(loaded, cancel)
     config = SamplingConfig(temperature=0.0, max_new_tokens=1)  # TTFT only: one token ends the run
-    # Leave room for the chat template (system prompt, role markers) and the one new token.
-    budget = max(8, loaded.facts.context_length - 96)
-    plans = [(lang, chars, _fit_prompt(loaded.tokenizer, passage, chars, budget))
-             for lang, passage in (("en", PASSAGE_EN), ("zh", PASSAGE_ZH)) for chars in lengths]
+    if remote:
+        hi = warm.metrics.known("prompt_tokens")
+        server_fit = _ServerFit(loaded.facts.context_length, hi - 1 if hi else None)
+    else:
+        # Leave room for the chat template (system prompt, role markers) and the one new token.
+        budget = max(8, loaded.facts.context_length - 96)
+    passages = {"en": PASSAGE_EN, "zh": PASSAGE_ZH}
+    plans = [(lang, chars) for lang in passages for chars in sorted(lengths)]
     rows = []
     points: dict[str, list[tuple[float, float, float]]] = {"en": [], "zh": []}
-    for i, (lang, chars, text) in enumerate(plans):
+    for i, (lang, chars) in enumerate(plans):
+        passage = passages[lang]
+        text = (server_fit.text(lang, passage, chars) if remote
+                else _fit_prompt(loaded.tokenizer, passage, chars, budget))
         progress(i / len(plans), f"TTFT vs length: {lang}, {len(text)} characters")
-        ttfts, prefills, rates = [], [], []
+        ttfts, prefills, rates, prompts = [], [], [], []
         metrics = None
         for _ in range(reps):
-            metrics = generate_once(loaded, text, config, cancel).metrics
+            # A server's prefix cache (vLLM, llama-server) would serve a repeated prompt from its cache: a tag of
+            # its own in front makes every request new to it, so each TTFT includes the prompt's whole prefill.
+            sent = TAG.format(secrets.token_hex(4)) + text if remote else text
+            metrics = generate_once(loaded, sent, config, cancel).metrics
             ttfts.append(metrics.ttft_s)
-            prefills.append(metrics.prefill_s)
-            rates.append(metrics.prefill_tok_s)
-        ttft, prefill, rate = median(ttfts), median(prefills), median(rates)
-        rows.append((lang, chars, len(text), metrics.prompt_tokens, metrics.prefill_tokens, _r(ttft), _r(prefill),
-                     _r(rate, 1), "" if len(text) == min(chars, len(PASSAGE_EN if lang == "en" else PASSAGE_ZH))
-                     else "trimmed to fit the context"))
-        points[lang].append((float(metrics.prompt_tokens), ttft * 1000.0, rate))
+            prefills.append(metrics.known("prefill_s"))
+            rates.append(metrics.known("prefill_tok_s"))
+            prompts.append(metrics.known("prompt_tokens"))
+        ttft, prefill, rate = median(ttfts), _median_known(prefills), _median_known(rates)
+        prompt_tokens = _median_known(prompts)
+        if remote:
+            server_fit.measured(lang, len(text) + TAG_CHARS, None if prompt_tokens is None else int(prompt_tokens))
+        rows.append((lang, chars, len(text), prompt_tokens if prompt_tokens is None else int(prompt_tokens),
+                     metrics.known("prefill_tokens"), _r(ttft), _r(prefill), _r(rate, 1),
+                     metrics.known("reused_tokens"),
+                     "" if len(text) == min(chars, len(passage)) else "trimmed to fit the context"))
+        if prompt_tokens is not None:
+            points[lang].append((float(prompt_tokens), ttft * 1000.0, math.nan if rate is None else rate))
     progress(1.0, "TTFT vs length: done")
     series = []
     names = {"en": "English", "zh": "Chinese"}
@@ -159,23 +207,42 @@ def run_ttft_vs_length(loaded, cancel: threading.Event, *, lengths: Sequence[int
         xs = tuple(p[0] for p in pts)
         series.append(Series(f"TTFT, {names[lang]}", xs, tuple(p[1] for p in pts), "prompt tokens", "TTFT (ms)",
                              panel=0))
-        series.append(Series(f"prefill tok/s, {names[lang]}", xs, tuple(p[2] for p in pts), "prompt tokens",
-                             "prefill tokens / s", panel=1))
+        if not remote:  # a server does not say how long its prefill took: no panel of made-up rates
+            series.append(Series(f"prefill tok/s, {names[lang]}", xs, tuple(p[2] for p in pts), "prompt tokens",
+                                 "prefill tokens / s", panel=1))
     summary: dict[str, float | None] = {}
     for lang, pts in points.items():
         if pts:
             summary[f"ttft_ms_shortest_{lang}"] = _r(pts[0][1], 2)
             summary[f"ttft_ms_longest_{lang}"] = _r(pts[-1][1], 2)
             summary[f"prompt_tokens_longest_{lang}"] = pts[-1][0]
+    flags = []
+    if not any(points.values()):
+        flags.append("the server reported no token counts (no usage in its stream): TTFT cannot be placed against "
+                     "prompt tokens; the table lists it per prompt length in characters")
+    notes = [f"median of {reps} runs per length, each on a fresh session (no cache reuse)",
+             "prompt_tokens include the chat template; TTFT = submit -> first token (template and prefill)",
+             "a warm-up run is excluded"]
+    if remote:
+        notes += ["on a server: TTFT is measured on this client, so it includes the network, the server's HTTP "
+                  "path and any wait in its queue",
+                  "each message starts with a random 8-hex tag (counted in prompt_tokens) so the server's prefix "
+                  "cache can reuse at most the chat template's opening from an earlier run; reused_tokens is what "
+                  "the server says it reused (null: not reported)",
+                  "prefill_s and prefill_tok_s are not reported through the API (null); prompt lengths are fitted "
+                  "to the server's context from the token counts it reported"]
     return ExperimentResult(
         key="ttft_length", title="TTFT against prompt length (prefill grows with the prompt)",
         columns=("lang", "target_chars", "chars", "prompt_tokens", "prefill_tokens", "ttft_s", "prefill_s",
-                 "prefill_tok_s", "note"),
-        rows=tuple(rows), series=tuple(series), summary=summary,
-        notes=(f"median of {reps} runs per length, each on a fresh session (no cache reuse)",
-               "prompt_tokens include the chat template; TTFT = submit -> first token (template and prefill)",
-               "a warm-up run is excluded"),
+                 "prefill_tok_s", "reused_tokens", "note"),
+        rows=tuple(rows), series=tuple(series), summary=summary, flags=tuple(flags), notes=tuple(notes),
         model=model_label(loaded), elapsed_s=time.perf_counter() - started)
+
+
+def _median_known(values: Sequence[float | None]) -> float | None:
+    """Median of the values that are known; None when none is (a figure the engine cannot report)."""
+    defined = [v for v in values if v is not None]
+    return median(defined) if defined else None
 
 
 # ------------------------------------------------------------------ 3. KV cache on vs off

@@ -1,4 +1,4 @@
-"""The one thread that owns the model: a first-in first-out queue of ``Job`` objects served one at a time.
+"""A first-in first-out queue of ``Job`` objects served one at a time by the one thread that owns the model.
 
 ``Worker(loaded).start()`` starts the thread; ``submit(job)`` queues a request (``QueueFullError`` with a
 retry estimate when ``max_queue`` requests already wait). For each job the thread routes the conversation
@@ -10,13 +10,21 @@ calls ``job.emit`` with, in order:
 - or the engine's ``Started``, then a ``Piece`` per generated token (the text the client may see now,
   stop strings applied, and the token with its probabilities), and always one ``Reply`` last.
 
-``emit`` is called on the worker thread and must not block for long: the asyncio side hands each event to
-its loop (``call_soon_threadsafe``); an in-process consumer (the window, a test) may do what it likes, and
-holds the worker while it does. A job whose ``cancel`` is set stops within one decode step (the session
-polls it); one cancelled while still queued is skipped (a lone ``Reply("cancelled")``). Stop strings set
-``cancel`` too: the generation ends on the token that completed one. Prometheus figures are recorded here
-(``ServerMetrics``), and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``recent``:
-for a status line and tests).
+``emit`` is called on the thread that serves the job and must not block for long: the asyncio side hands each
+event to its loop (``call_soon_threadsafe``); an in-process consumer (a test) may do what it likes, and holds
+the worker while it does. A job whose ``cancel`` is set stops within one decode step (the session polls it);
+one cancelled while still queued is skipped (a lone ``Reply("cancelled")``). Stop strings set ``cancel`` too:
+the generation ends on the token that completed one. Prometheus figures are recorded here (``ServerMetrics``),
+and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``recent``: for a status line and
+tests).
+
+Which thread serves: everything that touches the model (tokenizer, sessions, KV caches) is one call per job,
+``_serve(job)``, and the ``executor`` makes it. By default it is made on the worker's own thread, which then
+owns the model. A program whose model already has an owning thread (the window's engine thread, see
+``app.api_serving``) passes an executor that runs the call there and returns its ``Record``: this thread then
+only keeps the queue, and API requests wait in line with the program's own work instead of racing it for the
+model. The calls never overlap. An executor that can no longer run a call (its thread is stopping) raises
+``WorkerClosedError`` instead: the job is answered as cancelled, nothing generated.
 
 Owns the queue, the budget rule and the event translation; the HTTP shapes are ``engine.serve.responses``'.
 Budget rule: the reply may use the context left after the whole prompt (``max_new_tokens`` lowers it). A
@@ -34,6 +42,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from engine.errors import CancelledError, ContextTooLongError, EngineError
@@ -61,7 +70,7 @@ class QueueFullError(Exception):
 
 
 class WorkerClosedError(Exception):
-    """The worker was closed (the server is shutting down)."""
+    """The worker was closed (the server is shutting down), or its executor can no longer serve a job."""
 
 
 @dataclass(frozen=True)
@@ -105,9 +114,17 @@ class Record:
     completion_tokens: int
 
 
+Executor = Callable[[Callable[[], Record]], Record]  # runs one job's model work, on the thread that owns the model
+
+
+def run_here(serve: Callable[[], Record]) -> Record:
+    """The default executor: the job is served on the worker's own thread."""
+    return serve()
+
+
 @dataclass(eq=False)
 class Job:
-    """One request: a conversation, its sampling, and where its events go (``emit``, on the worker thread)."""
+    """One request: a conversation, its sampling, and where its events go (``emit``, on the thread serving it)."""
 
     messages: tuple[Message, ...]
     config: SamplingConfig  # max_new_tokens caps the reply; the end of the context caps it too
@@ -120,10 +137,15 @@ class Job:
 
 
 class Worker:
-    """Owns ``loaded`` (an ``engine.models.model.LoadedModel``), its sessions and the request queue."""
+    """Owns ``loaded`` (an ``engine.models.model.LoadedModel``), its sessions and the request queue.
+
+    ``executor`` runs each job's model work (default ``run_here``: on this worker's thread; see the module's
+    docstring). Only plain facts of ``loaded`` are read here, on the caller's thread.
+    """
 
     def __init__(self, loaded: Any, *, max_queue: int = DEFAULT_MAX_QUEUE, sessions: int = DEFAULT_SIZE,
-                 model_id: str | None = None, metrics: ServerMetrics | None = None) -> None:
+                 model_id: str | None = None, metrics: ServerMetrics | None = None,
+                 executor: Executor = run_here) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         facts = loaded.facts
@@ -135,6 +157,7 @@ class Worker:
         self.metrics = metrics or ServerMetrics(self.model_id, full_context_bytes * sessions)
         self._pool = SessionPool(lambda: ChatSession(loaded), sessions)
         self._eos = frozenset(loaded.eos_token_ids)
+        self._executor = executor
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._waiting = 0
@@ -176,7 +199,10 @@ class Worker:
             self.metrics.queued(self._waiting)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Cancel the running and the waiting jobs, stop the thread and wait for it (bounded)."""
+        """Cancel the running and the waiting jobs, stop the thread and wait for it (bounded).
+
+        With an executor, the running job ends when the executor returns: within a decode step of its
+        cancel once it runs, at once if the executor gives up on it (``WorkerClosedError``)."""
         with self._lock:
             self._closed = True
             if self._running is not None:
@@ -206,7 +232,10 @@ class Worker:
             t_start = time.perf_counter()
             self.metrics.started(waiting, t_start - job.t_arrival)
             try:
-                record = self._serve(job)
+                record = self._executor(partial(self._serve, job))
+            except WorkerClosedError:  # the executor's thread is stopping: the job never reached the model
+                self._emit(job, Reply("cancelled", "", Metrics()))
+                record = Record(job.id, "cancelled", 0, 0, 0)
             except Exception as exc:  # noqa: BLE001  (a bug must not kill the thread that serves everyone)
                 self._emit(job, Reply("error", "", Metrics(), f"internal error: {one_line(exc, name_type=True)}"))
                 record = Record(job.id, "error", 0, 0, 0)

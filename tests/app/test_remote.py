@@ -1,14 +1,18 @@
 """The window in remote mode: "Connect to server…" against a real ``engine serve`` (the tiny model behind uvicorn on
 127.0.0.1), a reply streaming through it, the panel's client-side figures and the server's KV usage from its
-``/metrics``, the history's record of which engine answered, and the API key nowhere on disk or in the logs.
-A server with no ``/metrics`` and a stream cut mid-reply come from ``tests.helpers.openai_wire``."""
+``/metrics``, the history's record of which engine answered, and the API key nowhere on disk or in the logs unless
+the user asked to remember it (then in the keyring, or with no keyring in the settings file). A server with no
+``/metrics`` and a stream cut mid-reply come from ``tests.helpers.openai_wire``."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
+import keyring
 import pytest
+from keyring.backends import fail
+from keyrings.alt.file import PlaintextKeyring
 from PySide6.QtCore import Qt
 
 from app.history.export import perf_to_csv, to_json, to_markdown
@@ -26,6 +30,16 @@ pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_lo
 SECRET = "sk-remote-test-secret-4242"
 
 
+@pytest.fixture(autouse=True)
+def no_keyring():
+    """No keyring unless a test sets one: keyring would otherwise pick whatever this machine has (a developer's own
+    keychain, or keyrings.alt's file in their home folder)."""
+    before = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    yield
+    keyring.set_keyring(before)
+
+
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
@@ -34,14 +48,17 @@ def server(tiny_model_dir):
     stop()
 
 
-def connect_through_the_dialog(qtbot, window, url: str, key: str = ""):
-    """What a user does: Connect to server…, the address and key, List models, Connect."""
+def connect_through_the_dialog(qtbot, window, url: str, key: str = "", remember: bool | None = None):
+    """What a user does: Connect to server…, the address and key (ticking "Remember the key" or not), List models,
+    Connect."""
     qtbot.mouseClick(window.model_bar.connect_button, Qt.MouseButton.LeftButton)
     source = attach(window)
     dialog = source.dialog
     assert dialog is not None and dialog.isVisible() and not dialog.connect_button.isEnabled()
     dialog.url_edit.setText(url)
     dialog.key_edit.setText(key)
+    if remember is not None:
+        dialog.remember_box.setChecked(remember)
     with qtbot.waitSignal(dialog.listing_done, timeout=LOAD_TIMEOUT_MS):
         qtbot.mouseClick(dialog.list_button, Qt.MouseButton.LeftButton)
     assert dialog.connect_button.isEnabled(), dialog.status.text()
@@ -127,3 +144,45 @@ def test_lab_work_that_needs_the_weights_says_it_needs_a_local_model(qtbot, make
     with qtbot.waitSignal(window.bridge.task_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         window.bridge.submit_task(lambda loaded, cancel: loaded.tokenizer)
     assert "needs a model loaded on this computer" in failed.args[1]
+
+
+def _files_holding(secret: str, *folders: Path) -> list[Path]:
+    return [p for folder in folders for p in Path(folder).rglob("*")
+            if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_a_remembered_key_goes_to_the_keyring_and_comes_back_next_time(qtbot, make_window, store, server, tmp_path,
+                                                                       home, settings):
+    backend = PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring" / "keyring_pass.cfg")
+    keyring.set_keyring(backend)  # restored by no_keyring
+    window = make_window(max_new_tokens=4, loaded=False)
+    source, _ = connect_through_the_dialog(qtbot, window, server.url, SECRET, remember=True)
+    url = server.url + "/v1"
+    assert backend.get_password("Miaohui", url) == SECRET
+    assert settings.remembered_api_key(url) is None
+    assert send_and_wait(qtbot, window, "Hi") in ("eos", "length")
+    # Not in the history, the settings or anything else but the keyring's own file (which keeps it base64-encoded).
+    assert not _files_holding(SECRET, home, tmp_path / "qsettings")
+    source._keys.clear()  # as after a restart: only what was kept between runs is left
+    source.open_dialog()
+    assert source.dialog.key_edit.text() == SECRET and source.dialog.remember_key()
+    source.dialog.close()
+
+
+def test_without_a_keyring_the_key_is_kept_in_the_settings_only_when_ticked_and_forgotten_when_unticked(
+        qtbot, make_window, server, tmp_path, home, settings):
+    window = make_window(max_new_tokens=4, loaded=False)
+    url = server.url + "/v1"
+    source, _ = connect_through_the_dialog(qtbot, window, server.url, SECRET)  # default: not remembered
+    assert not source.dialog.remember_key() and source.dialog.key_warning.isVisibleTo(source.dialog)
+    assert settings.remembered_api_key(url) is None and not _files_holding(SECRET, tmp_path)
+    connect_through_the_dialog(qtbot, window, server.url, SECRET, remember=True)
+    assert settings.remembered_api_key(url) == SECRET
+    assert _files_holding(SECRET, tmp_path) == [Path(settings._q.fileName())]  # the settings file, nothing else
+    source._keys.clear()
+    source.open_dialog()
+    assert source.dialog.key_edit.text() == SECRET and source.dialog.remember_key()
+    source.dialog.close()
+    connect_through_the_dialog(qtbot, window, server.url, SECRET, remember=False)
+    assert settings.remembered_api_key(url) is None and not _files_holding(SECRET, tmp_path)
