@@ -11,12 +11,14 @@ lays them out and shows what the signals say), runs no inference (``app.bridge``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import collections
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.bridge import Bridge, LoadFailure
+from app.chat_messages import ChatMessage, FinishedReply
+from app.engine_texts import engine_text, load_failure_text
 from app.history.perf import PerfRecord
 from app.history.store import ConflictError, HistoryStore, StoreError
 from app.remote_source import RemoteSpec, loaded_note
@@ -27,32 +29,6 @@ from engine.inputs import LoadSpec, SamplingConfig
 
 SAVE_INTERVAL_MS = 2000  # a streaming reply is written this often: a crash loses at most 2 s of text
 CONTINUE_PROMPT = "Continue."
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    """One message of the open conversation as the store keeps it (``message_id`` None when unsaved)."""
-
-    role: str  # "user" | "assistant"
-    text: str
-    message_id: int | None = None
-    finish_reason: str | None = None  # None while streaming, and for the user's messages
-    perf: PerfRecord | None = None
-
-    @property
-    def footer(self) -> str:
-        """The figures shown under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 12 tokens · KV 2.9 MiB``."""
-        return self.perf.footer() if self.perf is not None else ""
-
-
-@dataclass(frozen=True)
-class FinishedReply:
-    """A reply that ended, as saved."""
-
-    message: ChatMessage  # its whole text, store id, finish reason and performance record
-    metrics: Metrics | None  # the engine's final figures; None when no token came
-    shown: bool  # it belongs to the conversation open now (another one may have been opened meanwhile)
-    kept: bool  # False: it failed before any text and was removed from the conversation
 
 
 class ChatController(QObject):
@@ -106,6 +82,8 @@ class ChatController(QObject):
         self._editing: int | None = None
         self._loading = False
         self._facts: Any = bridge.facts  # the bridge may hold a model already
+        self._load_specs: collections.deque[LoadSpec | RemoteSpec] = collections.deque()  # asked for, in order
+        self.loaded_spec: LoadSpec | RemoteSpec | None = None  # what the loaded model was asked as (None: unknown)
         self._generating = False
         self._gen_cid: int | None = None  # conversation the streaming reply belongs to
         self._reply_mid: int | None = None  # store id of the streaming reply
@@ -221,6 +199,7 @@ class ChatController(QObject):
     def load(self, spec: LoadSpec | RemoteSpec) -> None:
         """Load ``spec``'s model, or a server's (a reply streaming stops: a new model starts every chat over)."""
         self.settings.remember_load(spec)  # a server's URL and model name, never its API key
+        self._load_specs.append(spec)  # the worker loads in order: each load ends loaded or failed, first in first out
         self._loading = True
         self.bridge.load(spec)
         self.state_changed.emit()
@@ -385,7 +364,7 @@ class ChatController(QObject):
         self._reply_mid = self._gen_cid = None
         self._reply_shown = False
         if error:
-            self.notice.emit(error, "error")
+            self.notice.emit(engine_text(error), "error")  # the worker's fixed refusals are translated
         elif reason == "cancelled":
             self.status_note.emit(self.tr("Stopped: the partial reply is kept."), 5000)
         elif reason == "length":
@@ -411,6 +390,7 @@ class ChatController(QObject):
     def on_bridge_model_loaded(self, facts: Any) -> None:
         self._loading = False
         self._facts = facts
+        self.loaded_spec = self._load_specs.popleft() if self._load_specs else None
         self.notice.emit(loaded_note(facts), "info")  # a local model's size and place, or the server's address
         self.state_changed.emit()
         self.model_ready.emit(facts)
@@ -418,8 +398,9 @@ class ChatController(QObject):
     @Slot(object)
     def on_bridge_load_failed(self, failure: LoadFailure) -> None:
         self._loading = False
-        kept = self.tr(" (still using {name})").format(name=self._facts.name) if self._facts is not None else ""
-        self.notice.emit(self.tr("Could not load the model: {0}{1}").format(failure.message, kept), "error")
+        if self._load_specs:
+            self._load_specs.popleft()
+        self.notice.emit(load_failure_text(failure, self._facts.name if self._facts is not None else None), "error")
         self.state_changed.emit()
         if failure.kind is ErrorKind.REMOTE_CODE_REFUSED and not failure.spec.allow_remote_code and not self._closed:
             self.remote_code_offered.emit(failure.spec)

@@ -1,24 +1,38 @@
-"""The engine's fixed English texts that the window shows, marked here for translation (the engine imports no Qt).
+"""The English texts of the engine and of the history store that the window shows, marked here for translation
+(neither imports Qt).
 
-``pyside6-lupdate`` extracts the ``QT_TRANSLATE_NOOP`` entries below into the context "engine"; ``engine_text``
-looks a text up when it is shown, so a text listed here appears translated and any other one (a path, an
-exception's message, a text the engine added later) appears as the engine wrote it. Listed: the model load's
-stages (``engine.models.loader``), the lab's experiment titles and descriptions (``engine.lab.experiments``; a
-test checks that each one is here) and the worker's fixed refusals (``app.worker``).
-Owns no widget and translates nothing measured: numbers and units stay as they are.
+``pyside6-lupdate`` extracts the ``QT_TRANSLATE_NOOP`` entries below; the window looks a text up when it shows it.
+The engine's fixed texts (context "engine"; ``engine_text``): the model load's stages (``engine.models.loader``),
+the lab's experiment titles and descriptions (``engine.lab.experiments``) and the worker's fixed refusals
+(``app.worker``); any other text (a path, an exception's message) appears as the engine wrote it. A failed load
+(``load_failure_text``) is said by its ``ErrorKind``, with the model as its variable part: the engine's own line
+where the interface is English, the kind's sentence in the interface's language otherwise. The history's notices
+(context "history"; ``history_text``) by their ``NoticeKind``, with their values. Tests check that every stage,
+experiment and notice kind is listed here. Owns no widget and translates nothing measured: numbers, units, paths
+and model names stay as they are.
 """
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication
 
+from app.history.notices import HistoryNotice
+from engine.errors import ErrorKind
+from engine.remote.spec import RemoteSpec
+
+log = logging.getLogger(__name__)
+
 CONTEXT = "engine"
+HISTORY = "history"
 
 LOAD_STAGES = (
     QT_TRANSLATE_NOOP("engine", "checking files"), QT_TRANSLATE_NOOP("engine", "reading config"),
     QT_TRANSLATE_NOOP("engine", "loading weights"), QT_TRANSLATE_NOOP("engine", "quantizing"),
     QT_TRANSLATE_NOOP("engine", "quantized weights from the cache"), QT_TRANSLATE_NOOP("engine", "loading tokenizer"),
-    QT_TRANSLATE_NOOP("engine", "ready"),
+    QT_TRANSLATE_NOOP("engine", "checking quantized quality"), QT_TRANSLATE_NOOP("engine", "ready"),
 )
 
 EXPERIMENT_TEXTS = (
@@ -50,3 +64,89 @@ WORKER_TEXTS = (
 def engine_text(text: str) -> str:
     """``text`` in the interface's language when it is one listed here, else unchanged."""
     return QCoreApplication.translate(CONTEXT, text) if text else text
+
+
+# What a failed load of a local model is, by kind ({model}: what was asked for: "default", a folder, a file).
+LOAD_FAILURES = {
+    ErrorKind.NOT_FOUND: QT_TRANSLATE_NOOP("engine", "{model} was not found: open a model folder or a .gguf file (the "
+                                                     "default model needs `python -m engine fetch` once)"),
+    ErrorKind.CORRUPT: QT_TRANSLATE_NOOP("engine", "a file of {model} is damaged or incomplete"),
+    ErrorKind.UNSAFE: QT_TRANSLATE_NOOP("engine", "{model} was refused: loading it could run code hidden in its "
+                                                  "files"),
+    ErrorKind.REMOTE_CODE_REFUSED: QT_TRANSLATE_NOOP("engine", "{model} asks to run its own Python code"),
+    ErrorKind.OUT_OF_MEMORY: QT_TRANSLATE_NOOP("engine", "not enough memory for {model}: try int8 or int4, or "
+                                                         "another device"),
+    ErrorKind.CANCELLED: QT_TRANSLATE_NOOP("engine", "loading {model} was cancelled"),
+    ErrorKind.BAD_INPUT: QT_TRANSLATE_NOOP("engine", "{model} cannot be loaded with this precision on this device"),
+    ErrorKind.OTHER: QT_TRANSLATE_NOOP("engine", "{model} could not be loaded"),
+}
+# The same for a model on a server ({model}: its name, {server}: host and port).
+REMOTE_FAILURES = {
+    ErrorKind.NOT_FOUND: QT_TRANSLATE_NOOP("engine", "{server} does not serve the model {model}: choose one it lists"),
+    ErrorKind.BAD_INPUT: QT_TRANSLATE_NOOP("engine", "the server's address {server} cannot be used"),
+    ErrorKind.CANCELLED: QT_TRANSLATE_NOOP("engine", "connecting to {server} was cancelled"),
+    ErrorKind.OTHER: QT_TRANSLATE_NOOP("engine", "could not connect to {server} or use its model {model}"),
+}
+
+HISTORY_TEXTS = (  # each app.history.notices.NoticeKind's wording
+    QT_TRANSLATE_NOOP("history", "History file was damaged ({problem}); a copy is kept at {copy}. Recovered "
+                                 "{conversations} conversations and {messages} messages."),
+    QT_TRANSLATE_NOOP("history", "Opened {file} read-only: it was written by a newer Miaohui (schema v{version}); new "
+                                 "chats will not be saved."),
+    QT_TRANSLATE_NOOP("history", "Opened {file} read-only: it was written by a newer Miaohui (schema v{version}) and "
+                                 "looks damaged ({problem})."),
+    QT_TRANSLATE_NOOP("history", "History at {path} cannot be written ({reason}); it is shown read-only and new chats "
+                                 "will not be saved."),
+    QT_TRANSLATE_NOOP("history", "History at {path} cannot be opened ({reason}); this session's chats are kept in "
+                                 "memory only."),
+    QT_TRANSLATE_NOOP("history", "History upgraded from schema v{old} to v{new}; a backup of the old file is at "
+                                 "{backup}."),
+    QT_TRANSLATE_NOOP("history", "Some history from the newer version cannot be read here."),
+    QT_TRANSLATE_NOOP("history", "{count} damaged messages cannot be shown (ids {ids})."),
+    QT_TRANSLATE_NOOP("history", "{count} damaged messages were repaired for display (ids {ids})."),
+    QT_TRANSLATE_NOOP("history", "{count} damaged conversations were repaired for display (ids {ids})."),
+    QT_TRANSLATE_NOOP("history", "it cannot be read as a database"),
+    QT_TRANSLATE_NOOP("history", "it fails SQLite's integrity check"),
+    QT_TRANSLATE_NOOP("history", "not a Miaohui history file"),
+    QT_TRANSLATE_NOOP("history", "tables are missing"),
+    QT_TRANSLATE_NOOP("history", "no permission"),
+    QT_TRANSLATE_NOOP("history", "another Miaohui has been opening it for too long"),
+    QT_TRANSLATE_NOOP("history", "a file stands where its folder should be"),
+    QT_TRANSLATE_NOOP("history", "the disk is full"),
+    QT_TRANSLATE_NOOP("history", "a newer Miaohui upgraded it meanwhile"),
+    QT_TRANSLATE_NOOP("history", "{detail}"),
+)
+
+
+def load_failure_text(failure: Any, current: str | None) -> str:
+    """The notice for a failed load (an ``app.worker.LoadFailure``), saying which model stays loaded (``current``).
+
+    The engine's line is English and worded per case; where the interface has a translation, the failure is said by
+    its kind in the interface's language instead, and the engine's line goes to the log.
+    """
+    spec = failure.spec
+    if isinstance(spec, RemoteSpec):
+        source = REMOTE_FAILURES.get(failure.kind, REMOTE_FAILURES[ErrorKind.OTHER])
+        values = {"model": spec.model or "—", "server": spec.host}
+    else:
+        source = LOAD_FAILURES.get(failure.kind, LOAD_FAILURES[ErrorKind.OTHER])
+        values = {"model": spec.model}
+    translated = QCoreApplication.translate(CONTEXT, source)
+    if translated == source:  # no translation installed: English, the engine's own line says it best
+        why = failure.message
+    else:
+        log.info("load failed (%s): %s", failure.kind.value, failure.message)
+        why = translated.format(**values)
+    kept = (QCoreApplication.translate("ChatController", " (still using {name})").format(name=current)
+            if current else "")
+    return QCoreApplication.translate("ChatController", "Could not load the model: {0}{1}").format(why, kept)
+
+
+def history_text(notice: str) -> str:
+    """A history notice in the interface's language, said by its kind with its values (worded ones translated
+    too); a plain string is returned as it is."""
+    if not isinstance(notice, HistoryNotice):
+        return notice
+    values = {name: history_text(value) if isinstance(value, HistoryNotice) else value
+              for name, value in notice.values.items()}
+    return QCoreApplication.translate(HISTORY, notice.kind.value).format(**values)

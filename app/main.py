@@ -4,8 +4,9 @@
 Reads top to bottom: parse arguments → check the GUI toolkit is importable (one plain line if
 not) → the data folder (unusable: the window opens with history in memory and says why; a scripted
 run prints one line and exits 2) → logging and the excepthook (a bug becomes a dialog, never a
-silent death) → QApplication, theme, settings, history, the interface language (``app.i18n``: its
-translators go in before any widget is made) → the window → run. ``--self-test`` and ``--screenshot`` run
+silent death) → QApplication, settings, history, the interface language (``app.i18n``: its
+translators go in before any widget is made), the theme (``app.theme``: the appearance setting, then the system's
+colour scheme followed live) → the window → run. ``--self-test`` and ``--screenshot`` run
 offscreen with throwaway settings and history and no log file, so they change no file of the user's: load
 the model, send one message, wait for the streamed reply, check the panel showed TTFT, tok/s and KV bytes,
 print a JSON report (and save a PNG).
@@ -36,6 +37,7 @@ from engine.paths import data_dir, history_path, logs_dir
 try:  # everything that needs PySide6: without it, main() says so in one plain line instead of a traceback
     from PySide6.QtCore import QCoreApplication, QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication, QMessageBox
+    from shiboken6 import delete as delete_now
 
     from app import i18n, theme
     from app import settings as app_settings
@@ -143,7 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName(app_settings.APPLICATION)
     app.setApplicationDisplayName("Miaohui 秒回")
     app.setApplicationVersion(__version__)
-    theme.apply(app)  # type: ignore[arg-type]
 
     guard = None  # one window per data folder; scripted runs use throwaway history: never blocked, never blocking
     if not scripted and unusable is None:
@@ -166,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         store = HistoryStore(history_path())  # an unusable folder: history in memory, with a notice
     i18n.install(app, args.language or settings.language())  # before any widget: labels are translated when made
     i18n.configure_chart_fonts()
+    themes = theme.install(app, settings.appearance())  # type: ignore[arg-type]  (then follows the system live)
     window = MainWindow(settings, store)
+    themes.watch(window)
     if guard is not None:
         guard.activation_requested.connect(window.bring_to_front)
     if unusable is not None:  # the window still opens; loading the default model will say the same
@@ -185,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         joined = window.shutdown()
         store.close()
+        if joined:
+            # Destroyed now, not whenever the garbage collector meets the window's reference cycles (its helpers
+            # hold it): a window the collector tears down inside a later event loop (tests run main() again and
+            # again) delivers events to Python objects it has already cleared, and crashes.
+            delete_now(window)
         i18n.uninstall(app)
         if guard is not None:
             guard.release()

@@ -16,15 +16,15 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QToolBar, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QToolBar, QVBoxLayout, QWidget
 
-from app import fork, prompt_meter
+from app import api_serving, conversation_model, fork, prompt_meter
 from app.bridge import Bridge, ReplyStarted
 from app.controller import ChatController, ChatMessage, FinishedReply
-from app.engine_texts import engine_text
+from app.engine_texts import engine_text, history_text
 from app.history.store import HistoryStore
 from app.settings import ChatSettings, Settings
+from app.widgets import accessibility
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea
@@ -72,7 +72,7 @@ class MainWindow(QMainWindow):
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
         self._update_state()
         for notice in store.notices:
-            self.messages.show_message(notice, "warning")
+            self.messages.show_message(history_text(notice), "warning")
         geometry, state = settings.window_state()
         if geometry is not None:
             self.restoreGeometry(geometry)
@@ -130,8 +130,7 @@ class MainWindow(QMainWindow):
 
         status = self.statusBar()
         self.status_model = QLabel(self.tr("no model"))
-        self.status_device, self.status_precision = QLabel(""), QLabel("")
-        self.status_state = QLabel(self.tr("idle"))
+        self.status_device, self.status_precision, self.status_state = QLabel(""), QLabel(""), QLabel(self.tr("idle"))
         self.load_progress = QProgressBar()
         self.load_progress.setRange(0, 100)
         self.load_progress.setMaximumSize(160, 14)
@@ -147,10 +146,11 @@ class MainWindow(QMainWindow):
         self._action(menu, self.tr("Focus prompt"), QKeySequence("Ctrl+L"), self.on_focus_prompt_triggered)
         self._action(menu, self.tr("Settings…"), QKeySequence("Ctrl+,"), self.on_settings_triggered)
         self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
+        self.api_serving = api_serving.ApiServing(self, menu)  # "Serve this model", its port, its status-bar label
         menu.addSeparator()
         self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
-        view = self.menuBar().addMenu(self.tr("&View"))
-        view.addAction(self.perf_dock.toggleViewAction())
+        self.menuBar().addMenu(self.tr("&View")).addAction(self.perf_dock.toggleViewAction())
+        accessibility.tab_order(self.model_bar, self.conversations, self.chat, composer, self.perf_dock)  # as laid out
 
     def _action(self, menu: Any, text: str, shortcut: Any, slot: Any) -> QAction:
         action = QAction(text, self)
@@ -162,7 +162,7 @@ class MainWindow(QMainWindow):
         return action
 
     def _connect(self) -> None:
-        c, b = self.controller, self.bridge
+        c, b, self.model_restorer = self.controller, self.bridge, conversation_model.ModelRestorer(self)  # per chat
         c.conversation_shown.connect(self.on_controller_conversation_shown)
         c.message_added.connect(self.on_controller_message_added)
         c.messages_removed.connect(self.chat.remove_from)
@@ -408,7 +408,7 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(not generating and not loading and facts is not None)
         self.stop_button.setEnabled(generating or loading)
         self.chat.set_actions_enabled(not generating)
-        self.model_bar.set_loading(loading)
+        self.model_bar.set_state(loading, facts)  # and, for `auto`, which precision it chose and why
         self.status_model.setText(facts.name if facts is not None else self.tr("no model"))
         self.status_device.setText(f"· {facts.device}" if facts is not None else "")
         self.status_precision.setText(f"· {facts.precision}" if facts is not None else "")

@@ -235,6 +235,7 @@ class MessageBrowser(QTextBrowser):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setDocument(InertDocument(self))
+        self.setObjectName("messageText")  # the style sheet's focus ring (app.theme)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setOpenLinks(False)  # every click goes through on_anchor_clicked: copy or an explicit web link
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -272,6 +273,12 @@ class MessageBrowser(QTextBrowser):
     @property
     def code_blocks(self) -> list[str]:
         return list(self._codes)
+
+    def rerender(self) -> None:
+        """Render the text shown again from scratch: the theme changed, and code blocks carry its colours."""
+        if self._markdown:
+            self._markdown = False  # show_markdown then starts over instead of keeping its stable prefix
+            self.show_markdown(self._text)
 
     def show_plain(self, text: str) -> None:
         self._text, self._markdown = text, False

@@ -11,15 +11,19 @@ lock and owns the connection and the read-only and in-memory fall-backs.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any, Callable
 
+from app.history.notices import HistoryNotice, NoticeKind
 from app.history.repair import aside_name, as_number, as_text, is_utf8, read_rows
 from app.history.rows import CONVERSATION_COLUMNS, MESSAGE_COLUMNS, conversation_from_row, message_from_row
 from app.history.schema import FINISH_REASONS, ROLES, SCHEMA_VERSION, create_or_migrate
+
+log = logging.getLogger(__name__)
 
 
 def read_only_uri(path: Path) -> str:
@@ -31,32 +35,36 @@ def read_only_uri(path: Path) -> str:
     return path.resolve().as_uri() + "?" + mode
 
 
-def inspect(path: Path) -> tuple[int | None, str | None]:
-    """(user_version, problem) of the file as found, read-only; (None, None) when there is no file yet."""
+def inspect(path: Path) -> tuple[int | None, HistoryNotice | None]:
+    """(user_version, problem) of the file as found, read-only; (None, None) when there is no file yet.
+    What SQLite said of a damaged file is logged; the problem names its kind."""
     if not path.exists() or path.stat().st_size == 0:
         return None, None
     try:
         conn = sqlite3.connect(read_only_uri(path), uri=True)
     except sqlite3.Error as exc:
-        return None, str(exc)
+        log.warning("history file %s cannot be read: %s", path, exc)
+        return None, HistoryNotice(NoticeKind.NOT_A_DATABASE)
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
     except sqlite3.Error as exc:
-        return None, str(exc)
+        log.warning("history file %s cannot be read: %s", path, exc)
+        return None, HistoryNotice(NoticeKind.NOT_A_DATABASE)
     finally:
         conn.close()
     if result != ["ok"]:
-        return version, "; ".join(result[:3])
+        log.warning("history file %s fails the integrity check: %s", path, "; ".join(result[:3]))
+        return version, HistoryNotice(NoticeKind.INTEGRITY)
     if version == 0 and tables - {"sqlite_sequence"}:
-        return None, "not a Miaohui history file (no schema version)"
+        return None, HistoryNotice(NoticeKind.FOREIGN)
     if 0 < version <= SCHEMA_VERSION and not {"conversations", "messages"} <= tables:
-        return None, "tables are missing"
+        return None, HistoryNotice(NoticeKind.TABLES_MISSING)
     return version, None
 
 
-def quarantine_and_salvage(path: Path, problem: str, now: float) -> str:
+def quarantine_and_salvage(path: Path, problem: HistoryNotice, now: float) -> HistoryNotice:
     """Copy the damaged file aside, replace it by a fresh one holding its readable rows; returns the notice."""
     quarantine = aside_name(path, "corrupt")
     for suffix in ("", "-wal", "-shm"):
@@ -70,8 +78,8 @@ def quarantine_and_salvage(path: Path, problem: str, now: float) -> str:
     for suffix in ("-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     os.replace(fresh, path)
-    return (f"History file was damaged ({problem}); a copy is kept at {quarantine}. "
-            f"Recovered {counts[0]} conversations and {counts[1]} messages.")
+    return HistoryNotice(NoticeKind.SALVAGED, problem=problem, copy=quarantine, conversations=counts[0],
+                         messages=counts[1])
 
 
 def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], now: float) -> tuple[int, int]:
@@ -114,13 +122,13 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
     return len(conversations), len(messages)
 
 
-def damaged_row_notices(conn: sqlite3.Connection, read: Callable[[str, tuple], list[tuple]]) -> list[str]:
+def damaged_row_notices(conn: sqlite3.Connection, read: Callable[[str, tuple], list[tuple]]) -> list[HistoryNotice]:
     """Notices for rows that cannot be shown or are repaired for display; the file is left as it is.
 
     ``read`` runs a query the way the store does (``HistoryStore._read``); ``conn`` is its open connection,
     used for the quick SQL pass that finds the suspect messages.
     """
-    skipped, repaired = [], []
+    skipped, repaired, conversations = [], [], []
     suspects = _suspect_message_ids(conn)
     where = "" if suspects is None else f" WHERE m.id IN ({','.join(map(str, suspects))})"
     for row in read(MESSAGE_COLUMNS + where + " ORDER BY m.id", ()) if suspects != [] else []:
@@ -132,13 +140,10 @@ def damaged_row_notices(conn: sqlite3.Connection, read: Callable[[str, tuple], l
     for row in read(CONVERSATION_COLUMNS, ()):
         conversation, damaged = conversation_from_row(row)
         if conversation is None or damaged:
-            repaired.append(f"conversation {row[0]}")
-    notices = []
-    if skipped:
-        notices.append(f"{len(skipped)} damaged messages cannot be shown (ids {', '.join(skipped[:10])}).")
-    if repaired:
-        notices.append(f"{len(repaired)} damaged rows were repaired for display ({', '.join(repaired[:10])}).")
-    return notices
+            conversations.append(str(row[0]))
+    found = ((NoticeKind.MESSAGES_SKIPPED, skipped), (NoticeKind.MESSAGES_REPAIRED, repaired),
+             (NoticeKind.CONVERSATIONS_REPAIRED, conversations))
+    return [HistoryNotice(kind, count=len(ids), ids=", ".join(ids[:10])) for kind, ids in found if ids]
 
 
 def _suspect_message_ids(conn: sqlite3.Connection) -> list[int] | None:

@@ -1,6 +1,6 @@
 """Conversation history on disk: one SQLite file (``history.sqlite3`` in the data dir) that survives crashes.
 
-Owns ``HistoryStore``: opening the file (under an advisory lock on its folder), its connection and
+Owns ``HistoryStore``: opening the file (under an advisory lock on its folder, ``app.history.lock``), its connection and
 transactions, creating or migrating the schema after a backup copy, the read-only and in-memory
 fall-backs, and every read and write of conversations, messages and their performance records. Plain
 Python + sqlite3: no Qt, no torch. The pieces it uses live beside it: the tables and migrations in
@@ -29,7 +29,7 @@ Durability rules, each a test in ``tests/app/history/test_faults.py`` or ``test_
 from __future__ import annotations
 
 import json
-import os
+import logging
 import re
 import sqlite3
 import threading
@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Collection, Iterator
 
+from app.history.lock import FolderBusyError, folder_lock
+from app.history.notices import HistoryNotice, NoticeKind, reason_for
 from app.history.perf import PerfRecord
 from app.history.recovery import damaged_row_notices, inspect, quarantine_and_salvage, read_only_uri
 from app.history.repair import aside_name, decode_text
@@ -46,13 +48,10 @@ from app.history.rows import (CONVERSATION_COLUMNS, MESSAGE_COLUMNS, Conversatio
 from app.history.schema import FINISH_REASONS, ROLES, SCHEMA_VERSION, create_or_migrate
 from engine.paths import history_path
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock, so _folder_lock holds nothing
-    fcntl = None  # type: ignore[assignment]
+log = logging.getLogger(__name__)
 
-OPEN_LOCK_TIMEOUT_S = 30.0  # another process opening (a salvage of a big damaged file included) takes far less
 DEFAULT_TITLE = "New chat"
+MODEL_KEY = "model"  # in a conversation's settings: the model it replies with (``app.conversation_model``)
 _TITLE_MAX = 48
 
 
@@ -100,13 +99,14 @@ def auto_title(text: str) -> str:
 class HistoryStore:
     """Conversations, messages and performance records in one SQLite file. Thread-safe (one lock).
 
-    ``notices`` holds one-line messages for the user about what happened at open (quarantine,
+    ``notices`` holds one-line messages for the user (``HistoryNotice``: English, with the kind and values the
+    window words them by in its language) about what happened at open (quarantine,
     migration, read-only, repaired rows); ``read_only`` is True when the file must not be written.
     """
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
-        self.notices: list[str] = []
+        self.notices: list[HistoryNotice] = []
         self.read_only = False
         self._read_only_reason = ""
         self._clock = clock
@@ -116,7 +116,7 @@ class HistoryStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # One process at a time: another one creating, salvaging or checkpointing the file at close
             # would otherwise look half-made to inspect (a healthy file taken for a damaged one).
-            with _folder_lock(self.path.parent):
+            with folder_lock(self.path.parent):
                 version, problem = inspect(self.path)
                 if version is not None and version > SCHEMA_VERSION:
                     self._open_read_only(version, problem)
@@ -144,14 +144,14 @@ class HistoryStore:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
-    def _open_read_only(self, version: int, problem: str | None) -> None:
+    def _open_read_only(self, version: int, problem: HistoryNotice | None) -> None:
         self.read_only = True
         self._read_only_reason = (f"history was written by a newer Miaohui (schema v{version}); "
                                   "it is read-only here and will not be changed")
         self._conn = self._connect(read_only_uri(self.path))
-        note = f"Opened {self.path.name} read-only: it was written by a newer Miaohui (schema v{version})"
-        note += "; new chats will not be saved." if problem is None else f" and looks damaged ({problem})."
-        self.notices.append(note)
+        self.notices.append(HistoryNotice(NoticeKind.NEWER_READ_ONLY, file=self.path.name, version=version)
+                            if problem is None else HistoryNotice(NoticeKind.NEWER_DAMAGED, file=self.path.name,
+                                                                  version=version, problem=problem))
 
     def _fall_back(self, exc: BaseException) -> None:
         """The file cannot be opened for writing (permissions, a locked or missing folder, a full disk).
@@ -162,14 +162,13 @@ class HistoryStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        reason = reason_for(exc, FolderBusyError, ReadOnlyStoreError)
         try:
             self._conn = self._connect(read_only_uri(self.path))
             self._conn.execute("SELECT count(*) FROM conversations").fetchone()
             self.read_only = True
             self._read_only_reason = f"history cannot be written ({reason})"
-            self.notices.append(f"History at {self.path} cannot be written ({reason}); it is shown read-only "
-                                "and new chats will not be saved.")
+            self.notices.append(HistoryNotice(NoticeKind.UNWRITABLE, path=self.path, reason=reason))
         except (sqlite3.Error, OSError, ValueError):
             if self._conn is not None:
                 self._conn.close()
@@ -177,8 +176,7 @@ class HistoryStore:
             self._conn.text_factory = decode_text
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._upgrade(0)
-            self.notices.append(f"History at {self.path} cannot be opened ({reason}); this session's chats "
-                                "are kept in memory only.")
+            self.notices.append(HistoryNotice(NoticeKind.IN_MEMORY, path=self.path, reason=reason))
 
     def _upgrade(self, found: int) -> None:
         """Create or migrate the schema; ``found`` is the version ``recovery.inspect`` read before the file was open."""
@@ -197,11 +195,10 @@ class HistoryStore:
             # have created or migrated the file since ``found`` was read; doing it twice would fail.
             version = c.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise StoreError(f"history was just upgraded by a newer Miaohui (schema v{version})")
+                raise ReadOnlyStoreError(f"history was just upgraded by a newer Miaohui (schema v{version})")
             create_or_migrate(c, version)
         if backup is not None and version < SCHEMA_VERSION:
-            self.notices.append(f"History upgraded from schema v{version} to v{SCHEMA_VERSION}; "
-                                f"a backup of the old file is at {backup}.")
+            self.notices.append(HistoryNotice(NoticeKind.UPGRADED, old=version, new=SCHEMA_VERSION, backup=backup))
 
     def _report_damaged_rows(self) -> None:
         """One notice for rows that cannot be shown or are repaired for display; the file is left as it is."""
@@ -244,9 +241,9 @@ class HistoryStore:
                 if not self.read_only:
                     raise StoreError(f"could not read history: {exc}") from exc
                 # A newer schema may have moved things; show what we can instead of failing the app.
-                note = f"Some history from the newer version cannot be read here ({exc})."
-                if note not in self.notices:
-                    self.notices.append(note)
+                log.warning("history from a newer version: %s", exc)
+                if not any(n.kind is NoticeKind.NEWER_UNREADABLE for n in self.notices):
+                    self.notices.append(HistoryNotice(NoticeKind.NEWER_UNREADABLE))
                 return []
 
     def _now(self) -> float:
@@ -308,11 +305,30 @@ class HistoryStore:
                 raise NotFoundError(f"conversation {cid} not found")
 
     def update_conversation_settings(self, cid: int, system_prompt: str, settings: dict) -> None:
+        """Replace a conversation's system prompt and reply settings; the model recorded with it stays."""
         with self._write() as c:
-            cur = c.execute("UPDATE conversations SET system_prompt = ?, settings = ? WHERE id = ?",
-                            (_clean_text(system_prompt), json.dumps(settings, ensure_ascii=False), cid))
-            if cur.rowcount == 0:
-                raise NotFoundError(f"conversation {cid} not found")
+            kept = {key: value for key, value in self._settings_of(c, cid).items() if key == MODEL_KEY}
+            c.execute("UPDATE conversations SET system_prompt = ?, settings = ? WHERE id = ?",
+                      (_clean_text(system_prompt), json.dumps({**settings, **kept}, ensure_ascii=False), cid))
+
+    def set_conversation_model(self, cid: int, model: dict) -> None:
+        """Record the model conversation ``cid`` replies with (its settings' ``MODEL_KEY``; the latest one wins)."""
+        with self._write() as c:
+            settings = {**self._settings_of(c, cid), MODEL_KEY: model}
+            c.execute("UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings, ensure_ascii=False),
+                                                                           cid))
+
+    @staticmethod
+    def _settings_of(c: sqlite3.Connection, cid: int) -> dict:
+        """Conversation ``cid``'s settings as stored ({} when unreadable); ``NotFoundError`` when it is gone."""
+        row = c.execute("SELECT settings FROM conversations WHERE id = ?", (cid,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"conversation {cid} not found")
+        try:
+            settings = json.loads(row[0])
+        except (TypeError, ValueError):
+            settings = None
+        return settings if isinstance(settings, dict) else {}
 
     def delete_conversation(self, cid: int) -> None:
         """Delete a conversation; its messages and their perf records go with it (ON DELETE CASCADE)."""
@@ -395,9 +411,9 @@ class HistoryStore:
             try:
                 # The last connection's close checkpoints the WAL into the file and deletes it: not while
                 # another process is inspecting the file to open it.
-                with _folder_lock(self.path.parent):
+                with folder_lock(self.path.parent):
                     self._conn.close()
-            except StoreError:  # the lock stayed busy: close anyway, a committed row is never lost by it
+            except FolderBusyError:  # the lock stayed busy: close anyway, a committed row is never lost by it
                 self._conn.close()
             self._conn = None
 
@@ -406,39 +422,6 @@ class HistoryStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@contextmanager
-def _folder_lock(folder: Path, timeout_s: float | None = None) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``folder`` (``flock`` on the directory itself, so no lock file
-    appears beside a history that must stay untouched). Raises ``StoreError`` after ``timeout_s``.
-
-    Where there is no ``flock`` (Windows) or the folder cannot be opened, it holds nothing: the version
-    re-check inside the write transaction still keeps concurrent schema creation safe there.
-    """
-    if fcntl is None:  # Windows
-        yield
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        yield
-        return
-    try:
-        deadline = time.monotonic() + (OPEN_LOCK_TIMEOUT_S if timeout_s is None else timeout_s)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise StoreError(f"history is busy: another Miaohui has been opening {folder} for too long")
-                time.sleep(0.02)
-            except OSError:  # a filesystem without flock (some network mounts): go on unlocked
-                break
-        yield  # flock is released when fd closes
-    finally:
-        os.close(fd)
 
 
 def _check(role: str | None, finish_reason: str | None) -> None:

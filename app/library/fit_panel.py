@@ -72,6 +72,7 @@ class FitPanel(QWidget):
         self.context.setSingleStep(512)
         self.context.setGroupSeparatorShown(True)
         self.context.setSuffix(self.tr(" tokens"))
+        self.context.setAccessibleName(self.tr("Context length"))
         self.context.setKeyboardTracking(False)  # recompute when typing ends, not per digit
         self.context.setToolTip(self.tr("How many tokens of conversation the KV cache must hold"))
         # the app's stylesheet pads spin boxes without sizing their arrows, which then draw as a sliver
@@ -101,7 +102,7 @@ class FitPanel(QWidget):
         body.addLayout(row)
         self.table = read_only_table([self.tr("Precision"), self.tr("Weights"), self.tr("KV cache"),
                                       self.tr("Total needed"), self.tr("Free memory"), self.tr("Verdict")],
-                                     stretch=COLUMNS - 1)
+                                     stretch=COLUMNS - 1, accessible_name=self.tr("Memory needed per precision"))
         self.table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.table.itemSelectionChanged.connect(self.on_row_selected)
         body.addWidget(self.table)

@@ -68,7 +68,7 @@ class InstalledTab(QWidget):
         layout.addWidget(self.folder_label)
         self.table = read_only_table([self.tr("Model"), self.tr("Format"), self.tr("Size on disk"),
                                       self.tr("Parameters"), self.tr("Loads in"), self.tr("From"),
-                                      self.tr("Last used")], stretch=4)
+                                      self.tr("Last used")], stretch=4, accessible_name=self.tr("Installed models"))
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.itemDoubleClicked.connect(self.on_use_clicked)
         layout.addWidget(self.table, 1)
@@ -101,7 +101,8 @@ class InstalledTab(QWidget):
         title = QLabel(self.tr("Downloads that stopped part-way"))
         title.setObjectName("sectionTitle")
         partial.addWidget(title)
-        self.partial_table = read_only_table([self.tr("Model"), self.tr("Downloaded")])
+        self.partial_table = read_only_table([self.tr("Model"), self.tr("Downloaded")],
+                                             accessible_name=self.tr("Paused downloads"))
         self.partial_table.setFixedHeight(PARTIAL_TABLE_HEIGHT)
         self.partial_table.itemSelectionChanged.connect(self._update_buttons)
         partial.addWidget(self.partial_table)

@@ -80,7 +80,7 @@ class ModelPagePanel(QWidget):
         files_title.setObjectName("sectionTitle")
         layout.addWidget(files_title)
         self.files = read_only_table([self.tr("File"), self.tr("Size"), self.tr("Download takes it?")],
-                                     selectable=False)
+                                     selectable=False, accessible_name=self.tr("Files of this model"))
         layout.addWidget(self.files)
         self.download_row = QWidget()
         row = QHBoxLayout(self.download_row)
@@ -90,6 +90,7 @@ class ModelPagePanel(QWidget):
         self.choice.setToolTip(self.tr("What a download takes: the safetensors weights, or one GGUF quantization"))
         self.choice.currentIndexChanged.connect(self.on_choice_changed)
         row.addWidget(self.choice, 1)
+        self.choice.setAccessibleName(self.tr("What to download"))
         self.download_button = QPushButton(self.tr("Download"))
         self.download_button.setObjectName("primary")
         self.download_button.clicked.connect(self.on_download_clicked)

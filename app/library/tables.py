@@ -8,9 +8,12 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget
 ROW_PADDING_PX = 10
 
 
-def read_only_table(headers: list[str], stretch: int | None = 0, selectable: bool = True) -> QTableWidget:
-    """A table with ``headers``; column ``stretch`` takes the spare width, the others fit their contents."""
+def read_only_table(headers: list[str], stretch: int | None = 0, selectable: bool = True,
+                    accessible_name: str = "") -> QTableWidget:
+    """A table with ``headers``; column ``stretch`` takes the spare width, the others fit their contents;
+    ``accessible_name`` is what a screen reader calls it."""
     table = QTableWidget(0, len(headers))
+    table.setAccessibleName(accessible_name)
     table.setHorizontalHeaderLabels(headers)
     table.verticalHeader().setVisible(False)
     table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + ROW_PADDING_PX)

@@ -11,6 +11,9 @@ button at the top builds the previous page. Laying out hundreds of rich bubbles 
 of frozen GUI thread on opening a 200-message chat, and every bubble added later re-ran that layout
 (~25 ms per reply start); the messages not yet built are kept as data, so ``messages()`` and the
 indices the signals carry always cover the whole conversation.
+
+Keyboard and screen reader: Tab reaches each message's text (its code blocks' "Copy" links too) and its actions;
+each message is named by who wrote it. A theme change re-renders the bubbles whose code blocks carry its colours.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QTimer, Sign
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
+from app import theme as themes
 from app.markdown_view import MessageBrowser
 from app.throttle import Throttle
+from app.widgets import accessibility
 
 STOPPED_LABELS = {"cancelled": QT_TRANSLATE_NOOP("MessageWidget", "stopped"),  # shown translated
                   "length": QT_TRANSLATE_NOOP("MessageWidget", "length limit reached"),
@@ -84,6 +89,11 @@ class MessageWidget(QFrame):
                "regenerate": QT_TRANSLATE_NOOP("MessageWidget", "Regenerate"),
                "continue": QT_TRANSLATE_NOOP("MessageWidget", "Continue"),
                "fork": QT_TRANSLATE_NOOP("MessageWidget", "Fork from here")}  # key -> button text
+    TOOLTIPS = {"edit": QT_TRANSLATE_NOOP("MessageWidget", "Edit this message and send it again"),
+                "regenerate": QT_TRANSLATE_NOOP("MessageWidget", "Generate this reply again"),
+                "continue": QT_TRANSLATE_NOOP("MessageWidget", "Continue this reply where the length limit cut it"),
+                "fork": QT_TRANSLATE_NOOP("MessageWidget", "Start a new chat with the messages up to this one; this "
+                                                           "chat stays as it is.")}  # key -> tooltip and description
 
     def __init__(self, message: ShownMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -97,6 +107,7 @@ class MessageWidget(QFrame):
         role.setObjectName("role")
         layout.addWidget(role)
         self.browser = MessageBrowser(self)
+        self.browser.setAccessibleName(self.tr("Your message") if user else self.tr("Reply from Miaohui"))
         layout.addWidget(self.browser)
         bottom = QHBoxLayout()
         bottom.setSpacing(6)
@@ -160,8 +171,8 @@ class MessageWidget(QFrame):
         button.setFlat(True)
         button.setCursor(Qt.CursorShape.PointingHandCursor)
         button.clicked.connect(getattr(self, f"{key}_clicked"))
-        if key == "fork":
-            button.setToolTip(self.tr("Start a new chat with the messages up to this one; this chat stays as it is."))
+        button.setToolTip(self.tr(self.TOOLTIPS[key]))
+        button.setAccessibleDescription(button.toolTip())
         button.hide()
         order = list(self.ACTIONS)  # keep the buttons in this order whatever was built first
         after = sum(1 for k in order[:order.index(key)] if k in self._buttons)
@@ -190,6 +201,7 @@ class ChatView(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chat")
+        accessibility.name(self, self.tr("Conversation"), self.tr("The messages of this chat, oldest first"))
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._canvas = QWidget()
@@ -220,6 +232,7 @@ class ChatView(QScrollArea):
         self._follow = True  # keep the newest text in view unless the user scrolled up to read
         self.verticalScrollBar().rangeChanged.connect(self.on_scroll_range_changed)
         self.verticalScrollBar().valueChanged.connect(self.on_scroll_value_changed)
+        themes.watcher().theme_changed.connect(self.on_theme_changed)
 
     # -- content ------------------------------------------------------------------------------------
     def messages(self) -> list[ShownMessage]:
@@ -388,6 +401,13 @@ class ChatView(QScrollArea):
         sender = self.sender()
         if sender in self._widgets:
             self.fork_requested.emit(len(self._older) + self._widgets.index(sender))
+
+    @Slot(object)
+    def on_theme_changed(self, _theme: themes.Theme) -> None:
+        # Only code blocks carry the theme's colours in their HTML; the rest follows the palette by itself.
+        for widget in self._widgets:
+            if widget.browser.code_blocks:
+                widget.browser.rerender()
 
     @Slot()
     def on_earlier_button_clicked(self) -> None:

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
 
 from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
 from app.history.store import DEFAULT_TITLE, HistoryStore, StoreError
+from app.widgets import accessibility
 
 # Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
 SEARCH_DELAY_MS = 150
@@ -77,6 +78,12 @@ class ConversationList(QWidget):
         menu.addSeparator()
         menu.addAction(self.tr("All performance records as CSV…"), self.on_export_perf_triggered)
         self.export_button.setMenu(menu)
+        self.export_button.setToolTip(self.tr("Export the selected conversation, or every performance record"))
+        accessibility.name(self.search, self.tr("Search conversations"), self.search.placeholderText())
+        accessibility.name(self.list, self.tr("Conversations"),
+                           self.tr("Newest first; Delete deletes the selected one, F2 renames it"))
+        for button in (self.new_button, self.rename_button, self.delete_button, self.export_button):
+            button.setAccessibleDescription(button.toolTip())
 
         buttons = QHBoxLayout()
         for button in (self.new_button, self.rename_button, self.delete_button, self.export_button):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QToolButton, QWidget
 
+from app.widgets import accessibility
+
 INFO_TIMEOUT_MS = 8000  # info fades; warnings and errors stay until dismissed or replaced
 
 
@@ -31,6 +33,9 @@ class MessageArea(QFrame):
         close = QToolButton()
         close.setText("✕")
         close.setAutoRaise(True)
+        close.setToolTip(self.tr("Dismiss this message"))
+        accessibility.name(close, self.tr("Dismiss"))  # not "✕": a screen reader would say "multiplication sign"
+        self.close_button = close
         close.clicked.connect(self.on_close_clicked)
         layout.addWidget(close)
         self._timer = QTimer(self)

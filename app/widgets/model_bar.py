@@ -9,11 +9,14 @@ file. It loads nothing itself: it emits ``load_requested`` and the window has th
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
+from app.precision_reason import auto_reason
 from app.settings import Settings
+from app.widgets import accessibility
 from engine.inputs import DEVICES, PRECISIONS
 from engine.models.catalog import choice_for_path, list_local_models
 
@@ -77,10 +80,14 @@ class ModelBar(QWidget):
         self.precision_combo = QComboBox()
         self.precision_combo.addItems(PRECISIONS)
         self.precision_combo.setToolTip(self.tr(
-            "auto: bf16 where the CPU/GPU computes it natively, else fp32.\n"
+            "auto: on a CPU int4 or int8 when they keep the model's answers (checked once per model), else bf16\n"
+            "where the CPU/GPU computes it natively, else fp32; a Q4/Q8 GGUF keeps its bits.\n"
             "int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)\n"
             "bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)"))
         layout.addWidget(self.precision_combo)
+        self.chosen = QLabel("")  # what `auto` chose for the loaded model; its tooltip says why
+        self.chosen.hide()
+        layout.addWidget(self.chosen)
         layout.addWidget(QLabel(self.tr("Device")))
         self.device_combo = QComboBox()
         self.device_combo.addItems(DEVICES)
@@ -100,6 +107,13 @@ class ModelBar(QWidget):
                                                "python -m engine serve (an OpenAI-compatible API)"))
         self.connect_button.clicked.connect(self.on_connect_clicked)
         layout.addWidget(self.connect_button)
+        accessibility.name(self.model_combo, self.tr("Model"), self.tr("The model to load"))
+        accessibility.name(self.precision_combo, self.tr("Precision"))
+        accessibility.name(self.device_combo, self.tr("Device"), self.tr("Where the model runs"))
+        self.load_button.setToolTip(self.tr("Load the chosen model at this precision on this device"))
+        self.open_button.setToolTip(self.tr("Open a model folder or a GGUF file and load it"))
+        for button in (self.load_button, self.open_button, self.connect_button):
+            button.setAccessibleDescription(button.toolTip())
         self.refresh()
         model, precision, device = settings.model_choice()
         self.select(model, precision, device)
@@ -140,6 +154,17 @@ class ModelBar(QWidget):
 
     def set_loading(self, loading: bool) -> None:
         self.load_button.setText(self.tr("Loading…") if loading else self.tr("Load"))
+
+    def set_state(self, loading: bool, facts: Any) -> None:
+        """The Load button's text, and beside the precision what ``auto`` chose for the loaded model and why."""
+        self.set_loading(loading)
+        why = auto_reason(facts) if facts is not None else None
+        self.chosen.setVisible(why is not None)
+        if why is not None:
+            self.chosen.setText(f"→ {facts.precision}")
+            self.chosen.setToolTip(why)
+            accessibility.name(self.chosen, self.tr("Precision auto chose: {precision}").format(
+                precision=facts.precision), why)
 
     def _select_model(self, model: str) -> None:
         index = self.model_combo.findData(model)

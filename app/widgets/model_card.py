@@ -16,6 +16,8 @@ from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
+from app.precision_reason import auto_reason
+from app.widgets import accessibility
 from engine.models.model import ModelFacts
 from engine.fmt import format_bytes
 
@@ -58,6 +60,7 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
     return [
         (translate("ModelCard", "Model"), f"{facts.name} ({facts.architecture})"),
         (translate("ModelCard", "Precision · device"), f"{facts.precision} · {facts.device}"),
+        *([("", why)] if (why := auto_reason(facts)) else []),  # why `auto` chose this precision
         (translate("ModelCard", "Layers (L)"), fmt_count(L)),
         (translate("ModelCard", "Hidden size (d)"), fmt_count(d)),
         (translate("ModelCard", "Attention heads"), fmt_count(facts.heads)),
@@ -105,6 +108,8 @@ class ModelCard(QWidget):
         # measured once, while the tab was hidden, they cut long values off.
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.viewport().installEventFilter(self)  # its width sets the labels' (_fit_label_column)
+        accessibility.name(self.table, self.tr("Model card"),
+                           self.tr("The loaded model's architecture and what its KV cache costs"))
         layout = QVBoxLayout(self)
         layout.addWidget(self.placeholder)
         layout.addWidget(self.table, 1)

@@ -26,6 +26,7 @@ from app.library.download_panel import DownloadPanel
 from app.library.installed_tab import InstalledTab
 from app.library.search_tab import SearchTab
 from app.settings import Settings
+from app.widgets import accessibility
 from app.widgets.message_area import MessageArea
 from engine.errors import EngineError
 from engine.library.access import resolve_endpoint
@@ -56,6 +57,7 @@ class ModelsWindow(QDialog):
         self.allow_box.setToolTip(self.tr("Off by default. When on, this window searches huggingface.co (or the "
                                           "HF_ENDPOINT you set) and downloads the models you choose. No account or "
                                           "token is ever sent."))
+        self.allow_box.setAccessibleDescription(self.allow_box.toolTip())
         top.addWidget(self.allow_box)
         self.access_note = QLabel()
         self.access_note.setObjectName("footer")
@@ -70,6 +72,8 @@ class ModelsWindow(QDialog):
         self.search_tab = SearchTab(self.runner)
         self.tabs.addTab(self.installed_tab, self.tr("Installed"))
         self.tabs.addTab(self.search_tab, self.tr("Search Hugging Face"))
+        accessibility.name(self.tabs, self.tr("Model library"), self.tr("Installed models and Hugging Face search"))
+        self.tabs.tabBar().setAccessibleName(self.tr("Model library sections"))
         layout.addWidget(self.tabs, 1)
         self.download_panel = DownloadPanel(self.runner)
         layout.addWidget(self.download_panel)

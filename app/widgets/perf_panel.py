@@ -8,6 +8,8 @@ stream ("—" for those it cannot know, ``Metrics.unknown``) and, from the serve
 and its own TTFT, or "not reported by this server" (``show_server``). Chart redraws are throttled; labels are cheap
 and follow every coalesced stats update. Reads Metrics/ModelFacts attributes only; computes nothing
 the engine measured (the "now" decode rate is the inverse mean of the last few measured gaps).
+Every figure's accessible name says what it is and its value ("Time to first token: 86 ms"), the chart's
+description its latest and slowest gap; the chart takes the theme's colours again when it changes (``app.theme``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any
 
 import psutil
 import pyqtgraph as pg
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Slot
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
 from app import theme as themes
 from app.throttle import Throttle
+from app.widgets import accessibility
 from app.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
 from engine.fmt import format_bytes
 
@@ -50,17 +53,21 @@ def _get(obj: Any, name: str) -> Any:
 
 
 class _Value(QLabel):
-    """A figure's value: wraps within the panel's width and keeps its whole text as a tooltip."""
+    """A figure's value: wraps within the panel's width and keeps its whole text as a tooltip; its accessible
+    name is its caption with the value ("Decode average: 41.8 tok/s")."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
+    def __init__(self, text: str, caption: str) -> None:
+        super().__init__("")
+        self._caption = caption
         self.setWordWrap(True)
         # Ignored: the label never asks for more width than the form gives it; it wraps instead.
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setText(text)
 
     def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
         super().setText(text)
         self.setToolTip(text)
+        self.setAccessibleName(accessibility.figure(self._caption, text))
 
 
 class PerfPanel(QWidget):
@@ -111,6 +118,7 @@ class PerfPanel(QWidget):
                 self._context_bar.setFormat("—")
                 self._context_bar.setRange(0, 1)
                 self._context_bar.setValue(0)
+                self._name_context()
                 layout.addWidget(self._context_bar)
                 self._dropped = QLabel("")
                 self._dropped.setObjectName("notice")
@@ -134,7 +142,7 @@ class PerfPanel(QWidget):
                 forms[section] = form
                 layout.addLayout(form)
         for section, key, label in self.FIELDS:
-            value = _Value("—")
+            value = _Value("—", self.tr(label))
             value.setObjectName("metricValue")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             forms[section].addRow(self.tr(label), value)
@@ -148,6 +156,8 @@ class PerfPanel(QWidget):
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         # Values wrap instead of widening the panel: a sideways scroll bar hid them (seen at 1440×900).
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        accessibility.name(scroll, self.tr("Performance figures"),
+                           self.tr("The figures of the reply being generated, or of the last one"))
         self.scroll_area = scroll
         scroll.setWidget(inner)
         outer = QVBoxLayout(self)
@@ -156,33 +166,66 @@ class PerfPanel(QWidget):
         self._redraw = Throttle(self._draw_chart, CHART_REDRAW_MS, self)
         self._update = Throttle(self._apply_metrics, LABELS_UPDATE_MS, self)
         self.setMinimumWidth(300)
+        themes.watcher().theme_changed.connect(self.on_theme_changed)
 
     def _build_chart(self) -> QWidget:
-        theme = themes.current()
         # pyqtgraph, not matplotlib, for the live chart: a new point costs ~3-5 ms to set and paint here,
         # where a matplotlib blit measured ~30 ms and a full redraw (each time an axis grew) ~50 ms, the
         # GUI thread's worst stalls while a reply streamed. The lab's static charts stay on matplotlib.
-        self._plot = pg.PlotWidget(background=theme.surface)
+        self._plot = pg.PlotWidget()
         self._plot.setObjectName("latencyChart")
+        self._plot.setAccessibleName(self.tr("Per-token latency chart"))
+        self._plot.viewport().setAccessibleName(self._plot.accessibleName())
         item = self._plot.getPlotItem()
         item.setMouseEnabled(x=False, y=False)
         item.setMenuEnabled(False)
         item.hideButtons()
         tick_font = QFont()
         tick_font.setPointSize(7)
+        for side in ("bottom", "left"):
+            item.getAxis(side).setStyle(tickFont=tick_font)
+        item.disableAutoRange()
+        self._limits = (0.0, 0.0)
+        self._set_limits(16.0, 1.0)
+        self._curve = item.plot([], [])
+        self._plot.setFixedHeight(170)  # room for the memory and context sections below on a laptop screen
+        self._points: tuple[list[int], list[float]] = ([], [])
+        self._style_chart(themes.current())
+        self._describe_chart()
+        return self._plot
+
+    def _style_chart(self, theme: themes.Theme) -> None:
+        """The chart in ``theme``'s colours: background, axes, their captions and the curve."""
+        self._plot.setBackground(theme.surface)
+        item = self._plot.getPlotItem()
         for side, label in (("bottom", self.tr("token")), ("left", "ms")):
             axis = item.getAxis(side)
             axis.setPen(pg.mkPen(theme.border))
             axis.setTextPen(pg.mkPen(theme.muted))
-            axis.setStyle(tickFont=tick_font)
             axis.setLabel(label, color=theme.muted, **{"font-size": "7pt"})
-        item.disableAutoRange()
-        self._limits = (0.0, 0.0)
-        self._set_limits(16.0, 1.0)
-        self._curve = item.plot([], [], pen=pg.mkPen(theme.accent, width=1.2))
-        self._plot.setFixedHeight(170)  # room for the memory and context sections below on a laptop screen
-        self._points: tuple[list[int], list[float]] = ([], [])
-        return self._plot
+        self._curve.setPen(pg.mkPen(theme.accent, width=1.2))
+
+    def chart_colours(self) -> dict[str, str]:
+        """The chart's colours as drawn now, ``#rrggbb`` (tests read these)."""
+        axis = self._plot.getPlotItem().getAxis("left")
+        return {"background": self._plot.backgroundBrush().color().name(),
+                "curve": self._curve.opts["pen"].color().name(), "axis": axis.pen().color().name(),
+                "text": axis.textPen().color().name()}
+
+    @Slot(object)
+    def on_theme_changed(self, theme: themes.Theme) -> None:
+        self._style_chart(theme)
+
+    def _describe_chart(self) -> None:
+        """The chart's accessible description: what it holds now, for whoever cannot see it."""
+        xs, ys = self._points
+        text = (self.tr("{n} gaps between tokens; the latest {last} ms, the slowest {max} ms").format(
+            n=len(ys), last=f"{ys[-1]:.1f}", max=f"{max(ys):.1f}") if ys else self.tr("No tokens yet"))
+        self._plot.setAccessibleDescription(text)
+        self._plot.viewport().setAccessibleDescription(text)
+
+    def _name_context(self) -> None:
+        accessibility.name(self._context_bar, accessibility.figure(self.tr("Context"), self._context_bar.format()), "")
 
     # -- public ---------------------------------------------------------------------------------------
     def set_model_facts(self, facts: Any) -> None:
@@ -195,10 +238,12 @@ class PerfPanel(QWidget):
             self._context_bar.setRange(0, int(context))
             self._context_bar.setValue(0)
             self._context_bar.setFormat(self.tr("0 / {max} tokens").format(max=context))
+            self._name_context()
         else:  # a server that does not say its context: no bar left over from the model before
             self._context_bar.setRange(0, 1)
             self._context_bar.setValue(0)
             self._context_bar.setFormat("—")
+            self._name_context()
 
     def reset(self) -> None:
         """A new reply begins: clear the reply's figures, keep the model's."""
@@ -272,6 +317,7 @@ class PerfPanel(QWidget):
                 self._context_bar.setRange(0, int(limit))
                 self._context_bar.setValue(min(int(used), int(limit)))
                 self._context_bar.setFormat(text)
+                self._name_context()
         dropped = m("dropped_turns") or 0
         self._dropped.setVisible(bool(dropped))
         if dropped:
@@ -332,6 +378,7 @@ class PerfPanel(QWidget):
         self._set_limits(x_max if need_x <= x_max else max(need_x, 2 * x_max),
                          y_max if need_y <= y_max else need_y * 2.0)
         self._curve.setData(xs, ys)  # Qt paints it at its next frame
+        self._describe_chart()
 
     def _set_limits(self, x_max: float, y_max: float) -> None:
         if (x_max, y_max) != self._limits:

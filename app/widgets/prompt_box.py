@@ -12,6 +12,8 @@ from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from app.widgets import accessibility
+
 MAX_LINES_SHOWN = 8  # the box grows with its text up to this, then scrolls
 EDITING_TEXT = QT_TRANSLATE_NOOP("Composer", "Editing a message: Send replaces it and every later message.")
 
@@ -30,6 +32,7 @@ class PromptBox(QPlainTextEdit):
         self.setObjectName("prompt")
         self.setPlaceholderText(self.tr("Message Miaohui…  (Enter to send, Shift+Enter for a new line)"))
         self.setTabChangesFocus(True)
+        accessibility.name(self, self.tr("Message"), self.tr("Enter sends, Shift+Enter starts a new line"))
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.textChanged.connect(self._fit)
         self._fit()
@@ -70,6 +73,9 @@ class Composer(QWidget):
         self.editing_label.setObjectName("notice")
         self.cancel_edit_button = QPushButton(self.tr("Cancel edit"))
         self.cancel_edit_button.setFlat(True)
+        self.cancel_edit_button.setToolTip(self.tr("Keep the message as it was"))
+        for button in (self.send_button, self.stop_button, self.cancel_edit_button):
+            button.setAccessibleDescription(button.toolTip())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 8, 24, 12)
         edit_row = QHBoxLayout()

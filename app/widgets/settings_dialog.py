@@ -1,8 +1,9 @@
 """The settings dialog: system prompt and sampling settings, and the interface language, remembered between runs.
 
 Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, top-k, repetition
-penalty, max new tokens, seed, KV cache on/off) and the language (English / 简体中文 / the system's, applied
-at the next start: ``app.i18n``), and writes them through ``app.settings.Settings`` (QSettings) on OK.
+penalty, max new tokens, seed, KV cache on/off), the language (English / 简体中文 / the system's, applied
+at the next start: ``app.i18n``) and the appearance (light / dark / the system's, applied at once: ``app.theme``),
+and writes them through ``app.settings.Settings`` (QSettings) on OK.
 Value ranges are ``app.settings.RANGES``, inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
 never has to refuse what this dialog lets through, and every value ``Settings`` reads back fits a spin box.
 Owns no generation.
@@ -13,7 +14,9 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
+from app import theme
 from app.settings import RANGES, ChatSettings, Settings
+from app.widgets import accessibility
 
 
 class SettingsDialog(QDialog):
@@ -70,6 +73,15 @@ class SettingsDialog(QDialog):
         self.language.setCurrentIndex(max(0, self.language.findData(settings.language())))
         self.language.setToolTip(self.tr("Applies the next time Miaohui starts"))
         form.addRow(self.tr("Language"), self.language)
+        self.appearance = QComboBox()
+        for label, value in ((self.tr("Follow the system"), "system"), (self.tr("Light"), "light"),
+                             (self.tr("Dark"), "dark")):
+            self.appearance.addItem(label, value)
+        self.appearance.setCurrentIndex(max(0, self.appearance.findData(settings.appearance())))
+        self.appearance.setToolTip(self.tr("Light or dark colours; “Follow the system” switches with the system's "
+                                           "dark mode while Miaohui runs"))
+        form.addRow(self.tr("Appearance"), self.appearance)
+        accessibility.name_form_fields(form)  # each field named after its row's label, its tooltip the description
         layout.addLayout(form)
         note = QLabel(self.tr("Reply settings apply to the next reply; a new language, after a restart. Saved for "
                               "future sessions."))
@@ -108,4 +120,6 @@ class SettingsDialog(QDialog):
     def accept(self) -> None:
         self._settings.set_chat(self.values())
         self._settings.set_language(self.language.currentData())
+        self._settings.set_appearance(self.appearance.currentData())
+        theme.watcher().set_appearance(self.appearance.currentData())  # at once, not at the next start
         super().accept()

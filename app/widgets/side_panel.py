@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDockWidget, QTabWidget, QWidget
 
+from app.widgets import accessibility
 from app.widgets.lab_tab import LabTab
 from app.widgets.model_card import ModelCard
 from app.widgets.perf_panel import PerfPanel
@@ -33,6 +34,9 @@ class SidePanel(QDockWidget):
                               (self.model_card, self.tr("Model card")), (self.tokenizer_view, self.tr("Tokenizer")),
                               (self.lab_tab, self.tr("Lab"))):
             self.tabs.addTab(widget, title)
+        accessibility.name(self.tabs, self.tr("Figures and views"),
+                           self.tr("Performance, tokens, model card, tokenizer and lab"))
+        self.tabs.tabBar().setAccessibleName(self.tr("Side panel tabs"))
         self.setWidget(self.tabs)
         self.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
                          | QDockWidget.DockWidgetFeature.DockWidgetMovable

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
+from app.widgets import accessibility
+
 MAX_ROWS = 4096  # a reply longer than this keeps its newest tokens; the table stays responsive
 
 
@@ -51,6 +53,7 @@ class TokenInspector(QWidget):
         header.setStretchLastSection(True)
         # The last column takes what is left: no sideways scroll bar in the dock (its cells' tooltips have them whole).
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        accessibility.name(self.table, self.tr("Tokens of the reply"), hint.text())
         self._pending: list[Any] = []  # tokens that arrived while the tab was hidden
         layout.addWidget(self.table)
 

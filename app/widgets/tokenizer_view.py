@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QLabel
                                QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
 from app.engine_texts import engine_text
+from app.widgets import accessibility
 from engine.lab.tokenview import TokenView, token_view
 
 DEBOUNCE_MS = 300  # re-tokenise after the user pauses typing, not on every keystroke
@@ -59,6 +60,12 @@ class TokenizerView(QWidget):
         for column, chars in enumerate((4, 6, 10, 8)):  # narrow columns: the table fits the dock without scrolling
             header.resizeSection(column, self.fontMetrics().horizontalAdvance("0" * chars) + 12)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        accessibility.name(self.input, self.tr("Text to tokenize"), self.tr("Tokenized again after a short pause"))
+        accessibility.name(self.chips, self.tr("Tokens as coloured pieces"),
+                           self.tr("Each piece is one token; orange pieces are parts of one character"))
+        accessibility.name(self.table, self.tr("Tokens, one per row"))
+        self.tokenize_button.setToolTip(self.tr("Tokenize the text now"))
+        self.tokenize_button.setAccessibleDescription(self.tokenize_button.toolTip())
 
         row = QHBoxLayout()
         row.addWidget(self.template_box, 1)

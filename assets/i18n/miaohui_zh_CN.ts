@@ -2,6 +2,59 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="zh_CN">
 <context>
+    <name>Accessibility</name>
+    <message>
+        <source>{figure}: {value}</source>
+        <translation>{figure}：{value}</translation>
+    </message>
+</context>
+<context>
+    <name>ApiKeys</name>
+    <message>
+        <source>The key could not be saved in the keyring ({error}); it is kept until Miaohui closes.</source>
+        <translation>无法将密钥保存到钥匙串（{error}）；它会保留到秒回关闭为止。</translation>
+    </message>
+</context>
+<context>
+    <name>ApiServing</name>
+    <message>
+        <source>Serve this model (OpenAI API)</source>
+        <translation>通过 OpenAI 兼容 API 提供此模型</translation>
+    </message>
+    <message>
+        <source>API port…</source>
+        <translation>API 端口…</translation>
+    </message>
+    <message>
+        <source>The loaded model as an OpenAI-compatible API, reachable from this computer only (no API key needed)</source>
+        <translation>通过 OpenAI 兼容 API 提供已加载的模型，仅本机可访问（无需 API 密钥）</translation>
+    </message>
+    <message>
+        <source>API port</source>
+        <translation>API 端口</translation>
+    </message>
+    <message>
+        <source>Serve the OpenAI API on 127.0.0.1, port:</source>
+        <translation>在 127.0.0.1 上提供 OpenAI 兼容 API，端口：</translation>
+    </message>
+    <message>
+        <source>Could not serve the model on {host}:{port}: {reason}. Choose another port in Chat → API port…</source>
+        <translation>无法在 {host}:{port} 上提供模型服务：{reason}。请在“对话 → API 端口…”中换一个端口。</translation>
+    </message>
+    <message>
+        <source>A model on another server is not served again: load a model on this computer to serve it.</source>
+        <translation>其他服务器上的模型不会经由本机再次对外提供：请加载一个本机模型来提供服务。</translation>
+    </message>
+    <message>
+        <source>API {url} · {n} request served</source>
+        <translation>API {url} · 已处理 {n} 个请求</translation>
+    </message>
+    <message>
+        <source>API {url} · {n} requests served</source>
+        <translation>API {url} · 已处理 {n} 个请求</translation>
+    </message>
+</context>
+<context>
     <name>ChatController</name>
     <message>
         <source>Your message is empty.</source>
@@ -63,6 +116,14 @@
 [… 另有 {n} 个字符未在此显示]</translation>
     </message>
     <message>
+        <source>Conversation</source>
+        <translation>对话</translation>
+    </message>
+    <message>
+        <source>The messages of this chat, oldest first</source>
+        <translation>本次对话的消息，最早的在前</translation>
+    </message>
+    <message>
         <source>Ask anything. Replies stream token by token; the panel on the right shows why they arrive fast.</source>
         <translation>尽管问吧。回复会逐个 token 流式输出，右侧面板告诉你它为什么来得这么快。</translation>
     </message>
@@ -96,6 +157,10 @@
     <message>
         <source>Cancel edit</source>
         <translation>取消编辑</translation>
+    </message>
+    <message>
+        <source>Keep the message as it was</source>
+        <translation>保留消息原样</translation>
     </message>
 </context>
 <context>
@@ -143,6 +208,22 @@
     <message>
         <source>All performance records as CSV…</source>
         <translation>将全部性能记录导出为 CSV…</translation>
+    </message>
+    <message>
+        <source>Export the selected conversation, or every performance record</source>
+        <translation>导出所选对话，或全部性能记录</translation>
+    </message>
+    <message>
+        <source>Search conversations</source>
+        <translation>搜索对话</translation>
+    </message>
+    <message>
+        <source>Conversations</source>
+        <translation>对话列表</translation>
+    </message>
+    <message>
+        <source>Newest first; Delete deletes the selected one, F2 renames it</source>
+        <translation>最新的在前；按 Delete 删除所选对话，按 F2 重命名</translation>
     </message>
     <message>
         <source>History is read-only: it was written by a newer Miaohui</source>
@@ -333,6 +414,10 @@
         <translation>结论</translation>
     </message>
     <message>
+        <source>Memory needed per precision</source>
+        <translation>各精度所需内存</translation>
+    </message>
+    <message>
         <source>{free} free on {device}</source>
         <translation>{device} 可用 {free}</translation>
     </message>
@@ -439,6 +524,10 @@
         <translation>上次使用</translation>
     </message>
     <message>
+        <source>Installed models</source>
+        <translation>已安装的模型</translation>
+    </message>
+    <message>
         <source>No models here yet. Allow downloads and search Hugging Face, or run `python -m engine fetch` for the default model.</source>
         <translation>这里还没有模型。可以允许下载并搜索 Hugging Face，或运行 `python -m engine fetch` 获取默认模型。</translation>
     </message>
@@ -465,6 +554,10 @@
     <message>
         <source>Downloaded</source>
         <translation>已下载</translation>
+    </message>
+    <message>
+        <source>Paused downloads</source>
+        <translation>已暂停的下载</translation>
     </message>
     <message>
         <source>Resume</source>
@@ -594,6 +687,50 @@
         <translation>导出 PNG…</translation>
     </message>
     <message>
+        <source>Experiment</source>
+        <translation>实验</translation>
+    </message>
+    <message>
+        <source>The lab experiment to run</source>
+        <translation>要运行的实验</translation>
+    </message>
+    <message>
+        <source>Layer</source>
+        <translation>层</translation>
+    </message>
+    <message>
+        <source>The attention layer to draw</source>
+        <translation>要绘制的注意力层</translation>
+    </message>
+    <message>
+        <source>Head</source>
+        <translation>注意力头</translation>
+    </message>
+    <message>
+        <source>The attention head to draw</source>
+        <translation>要绘制的注意力头</translation>
+    </message>
+    <message>
+        <source>Experiment chart</source>
+        <translation>实验图表</translation>
+    </message>
+    <message>
+        <source>Experiment results</source>
+        <translation>实验结果</translation>
+    </message>
+    <message>
+        <source>The measured rows of the last run</source>
+        <translation>上一次运行测得的各行数据</translation>
+    </message>
+    <message>
+        <source>Findings</source>
+        <translation>发现</translation>
+    </message>
+    <message>
+        <source>What the last run shows, and its flags</source>
+        <translation>上一次运行的结论及其标记</translation>
+    </message>
+    <message>
         <source>the engine is shutting down</source>
         <translation>推理引擎正在关闭</translation>
     </message>
@@ -624,6 +761,14 @@
     <message>
         <source>done</source>
         <translation>完成</translation>
+    </message>
+    <message>
+        <source>Needs a model loaded on this computer: it uses the model&apos;s internals (its KV cache, attention weights or weights), which a server&apos;s API does not share.</source>
+        <translation>需要在本机加载的模型：此实验要用到模型内部（KV 缓存、注意力权重或模型权重），服务器的 API 不提供这些。</translation>
+    </message>
+    <message>
+        <source>On the server {url} ({model}): timing and sampling run through its API and are measured here, network included; the others need a model loaded on this computer.</source>
+        <translation>当前使用服务器 {url}（{model}）：计时和采样实验通过其 API 运行，在本机测量，包含网络耗时；其余实验需要在本机加载的模型。</translation>
     </message>
     <message>
         <source>Export</source>
@@ -746,6 +891,17 @@ This model ships Python code that would run on your computer with your permissio
     </message>
 </context>
 <context>
+    <name>MessageArea</name>
+    <message>
+        <source>Dismiss this message</source>
+        <translation>关闭这条提示</translation>
+    </message>
+    <message>
+        <source>Dismiss</source>
+        <translation>关闭</translation>
+    </message>
+</context>
+<context>
     <name>MessageBrowser</name>
     <message>
         <source>[image: {}]</source>
@@ -799,12 +955,32 @@ This model ships Python code that would run on your computer with your permissio
         <translation>从此处分支</translation>
     </message>
     <message>
+        <source>Edit this message and send it again</source>
+        <translation>编辑这条消息并重新发送</translation>
+    </message>
+    <message>
+        <source>Generate this reply again</source>
+        <translation>重新生成这条回复</translation>
+    </message>
+    <message>
+        <source>Continue this reply where the length limit cut it</source>
+        <translation>从长度上限截断处继续这条回复</translation>
+    </message>
+    <message>
         <source>You</source>
         <translation>你</translation>
     </message>
     <message>
         <source>Miaohui</source>
         <translation>秒回</translation>
+    </message>
+    <message>
+        <source>Your message</source>
+        <translation>你的消息</translation>
+    </message>
+    <message>
+        <source>Reply from Miaohui</source>
+        <translation>秒回的回复</translation>
     </message>
     <message>
         <source>Start a new chat with the messages up to this one; this chat stays as it is.</source>
@@ -837,7 +1013,16 @@ This model ships Python code that would run on your computer with your permissio
         <source>auto: bf16 where the CPU/GPU computes it natively, else fp32.
 int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)
 bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)</source>
-        <translation>auto：CPU/GPU 原生支持 bf16 时用 bf16，否则用 fp32。
+        <translation type="vanished">auto：CPU/GPU 原生支持 bf16 时用 bf16，否则用 fp32。
+int8 / int4：原生的仅权重量化内核（每个权重占的字节更少，出 token 更快）
+bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢）</translation>
+    </message>
+    <message>
+        <source>auto: on a CPU int4 or int8 when they keep the model&apos;s answers (checked once per model), else bf16
+where the CPU/GPU computes it natively, else fp32; a Q4/Q8 GGUF keeps its bits.
+int8 / int4: native weight-only kernels (fewer bytes per weight, faster tokens)
+bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)</source>
+        <translation>auto：在 CPU 上，若 int4 或 int8 能保持模型的回答（每个模型只检查一次）就用它们，否则在 CPU/GPU 原生支持时用 bf16，不支持则用 fp32；Q4/Q8 的 GGUF 保留原有位数。
 int8 / int4：原生的仅权重量化内核（每个权重占的字节更少，出 token 更快）
 bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢）</translation>
     </message>
@@ -870,8 +1055,28 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>与 vLLM、llama-server、Ollama、LM Studio 或 python -m engine serve 提供的模型对话（OpenAI 兼容 API）</translation>
     </message>
     <message>
+        <source>The model to load</source>
+        <translation>要加载的模型</translation>
+    </message>
+    <message>
+        <source>Where the model runs</source>
+        <translation>模型运行的设备</translation>
+    </message>
+    <message>
+        <source>Load the chosen model at this precision on this device</source>
+        <translation>以所选精度在所选设备上加载该模型</translation>
+    </message>
+    <message>
+        <source>Open a model folder or a GGUF file and load it</source>
+        <translation>打开模型文件夹或 GGUF 文件并加载</translation>
+    </message>
+    <message>
         <source>Loading…</source>
         <translation>加载中…</translation>
+    </message>
+    <message>
+        <source>Precision auto chose: {precision}</source>
+        <translation>auto 选择的精度：{precision}</translation>
     </message>
     <message>
         <source>Open a model folder</source>
@@ -977,6 +1182,14 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>加载模型后即可查看模型卡片。</translation>
     </message>
     <message>
+        <source>Model card</source>
+        <translation>模型卡片</translation>
+    </message>
+    <message>
+        <source>The loaded model&apos;s architecture and what its KV cache costs</source>
+        <translation>已加载模型的架构及其 KV 缓存的内存开销</translation>
+    </message>
+    <message>
         <source>{name} runs on a server: its architecture is not shared through the API.</source>
         <translation>{name} 运行在服务器上：其架构信息不会通过 API 提供。</translation>
     </message>
@@ -1008,12 +1221,20 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>是否下载？</translation>
     </message>
     <message>
+        <source>Files of this model</source>
+        <translation>该模型的文件</translation>
+    </message>
+    <message>
         <source>Download</source>
         <translation>下载</translation>
     </message>
     <message>
         <source>What a download takes: the safetensors weights, or one GGUF quantization</source>
         <translation>下载内容：safetensors 权重，或其中一个 GGUF 量化版本</translation>
+    </message>
+    <message>
+        <source>What to download</source>
+        <translation>要下载的内容</translation>
     </message>
     <message>
         <source>Download into the models folder, verified file by file</source>
@@ -1109,6 +1330,13 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     </message>
 </context>
 <context>
+    <name>ModelRestorer</name>
+    <message>
+        <source>This conversation used {name}, which is not on this machine; continuing with {current}.</source>
+        <translation>这个对话用的是 {name}，但本机上没有这个模型；将继续使用 {current}。</translation>
+    </message>
+</context>
+<context>
     <name>ModelsWindow</name>
     <message>
         <source>Models</source>
@@ -1129,6 +1357,18 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Search Hugging Face</source>
         <translation>搜索 Hugging Face</translation>
+    </message>
+    <message>
+        <source>Model library</source>
+        <translation>模型库</translation>
+    </message>
+    <message>
+        <source>Installed models and Hugging Face search</source>
+        <translation>已安装的模型与 Hugging Face 搜索</translation>
+    </message>
+    <message>
+        <source>Model library sections</source>
+        <translation>模型库分区</translation>
     </message>
     <message>
         <source>On: searches and downloads go to {where}, without any account or token.</source>
@@ -1250,8 +1490,28 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>只有最近的 {n} 个对话会在两次回复之间保留 KV 缓存（合计最多 {bytes}）。</translation>
     </message>
     <message>
+        <source>Performance figures</source>
+        <translation>性能指标</translation>
+    </message>
+    <message>
+        <source>The figures of the reply being generated, or of the last one</source>
+        <translation>正在生成的回复（或上一条回复）的各项指标</translation>
+    </message>
+    <message>
+        <source>Per-token latency chart</source>
+        <translation>逐 token 延迟图</translation>
+    </message>
+    <message>
         <source>token</source>
         <translation>token 序号</translation>
+    </message>
+    <message>
+        <source>{n} gaps between tokens; the latest {last} ms, the slowest {max} ms</source>
+        <translation>{n} 个 token 间隔；最近一个 {last} ms，最慢一个 {max} ms</translation>
+    </message>
+    <message>
+        <source>No tokens yet</source>
+        <translation>尚无 token</translation>
     </message>
     <message>
         <source>0 / {max} tokens</source>
@@ -1307,10 +1567,45 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     </message>
 </context>
 <context>
+    <name>PrecisionReason</name>
+    <message>
+        <source>{precision} agreed on {agreement}</source>
+        <translation>{precision} 的一致率为 {agreement}</translation>
+    </message>
+    <message>
+        <source>auto kept {reference}: the quantized candidates fell short of the quality bar ({missed}).</source>
+        <translation>auto 保留了 {reference}：量化候选都没有达到质量门槛（{missed}）。</translation>
+    </message>
+    <message>
+        <source>auto chose {precision}: its next-token choices agree with {reference} on {agreement} of a fixed text (bar {bar}), and it reads {ratio:.2f}× the bytes per token, so it decodes faster.</source>
+        <translation>auto 选择了 {precision}：在一段固定文本上，它预测的下一个 token 与 {reference} 的一致率为 {agreement}（门槛 {bar}）；每个 token 只需读取 {ratio:.2f}× 的字节，所以解码更快。</translation>
+    </message>
+    <message>
+        <source>Faster candidates fell short: {missed}.</source>
+        <translation>更快的候选未达门槛：{missed}。</translation>
+    </message>
+    <message>
+        <source>Measured at this load; later loads reuse the verdict.</source>
+        <translation>本次加载时测得；之后的加载直接沿用这一结论。</translation>
+    </message>
+    <message>
+        <source>Measured at an earlier load of this model.</source>
+        <translation>在此前加载该模型时测得。</translation>
+    </message>
+</context>
+<context>
     <name>PromptBox</name>
     <message>
         <source>Message Miaohui…  (Enter to send, Shift+Enter for a new line)</source>
         <translation>给秒回发消息…（Enter 发送，Shift+Enter 换行）</translation>
+    </message>
+    <message>
+        <source>Message</source>
+        <translation>消息</translation>
+    </message>
+    <message>
+        <source>Enter sends, Shift+Enter starts a new line</source>
+        <translation>按 Enter 发送，按 Shift+Enter 换行</translation>
     </message>
 </context>
 <context>
@@ -1380,7 +1675,27 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     </message>
     <message>
         <source>The API key is kept in memory until Miaohui closes. It is never saved: not in the settings, the history, exports or logs (no system keyring is used).</source>
-        <translation>API 密钥只保存在内存中，秒回关闭即清除。它不会被写入任何地方：设置、历史记录、导出文件和日志里都没有（也不使用系统密钥环）。</translation>
+        <translation type="vanished">API 密钥只保存在内存中，秒回关闭即清除。它不会被写入任何地方：设置、历史记录、导出文件和日志里都没有（也不使用系统密钥环）。</translation>
+    </message>
+    <message>
+        <source>Remember the key in the system keyring ({name})</source>
+        <translation>在系统钥匙串中记住密钥（{name}）</translation>
+    </message>
+    <message>
+        <source>{name} is not a recommended keyring: it may keep the key in a file, unencrypted.</source>
+        <translation>{name} 不是推荐的钥匙串：它可能把密钥以未加密的形式存放在文件中。</translation>
+    </message>
+    <message>
+        <source>Remember the key (stored unencrypted in the settings file)</source>
+        <translation>记住密钥（以未加密形式保存在设置文件中）</translation>
+    </message>
+    <message>
+        <source>No system keyring was found. A remembered key is written as plain text to Miaohui&apos;s settings file, where anyone who can read your files can read it.</source>
+        <translation>未找到系统钥匙串。记住的密钥会以明文写入秒回的设置文件，任何能读取你文件的人都能看到它。</translation>
+    </message>
+    <message>
+        <source>Unticked, the key is kept in memory until Miaohui closes. It is never written to the history, exports or logs.</source>
+        <translation>不勾选时，密钥只保存在内存中，直到秒回关闭。它绝不会写入历史记录、导出文件或日志。</translation>
     </message>
     <message>
         <source>Base URL</source>
@@ -1433,12 +1748,20 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>搜索 Hugging Face 上的文本生成模型，例如 SmolLM2</translation>
     </message>
     <message>
+        <source>Search models</source>
+        <translation>搜索模型</translation>
+    </message>
+    <message>
         <source>Most downloaded</source>
         <translation>下载最多</translation>
     </message>
     <message>
         <source>Recently updated</source>
         <translation>最近更新</translation>
+    </message>
+    <message>
+        <source>Sort by</source>
+        <translation>排序方式</translation>
     </message>
     <message>
         <source>safetensors or GGUF</source>
@@ -1451,6 +1774,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>GGUF only</source>
         <translation>仅 GGUF</translation>
+    </message>
+    <message>
+        <source>Weights format</source>
+        <translation>权重格式</translation>
     </message>
     <message>
         <source>Search</source>
@@ -1473,12 +1800,20 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>更新时间</translation>
     </message>
     <message>
+        <source>Search results</source>
+        <translation>搜索结果</translation>
+    </message>
+    <message>
         <source>◀ Previous</source>
         <translation>◀ 上一页</translation>
     </message>
     <message>
         <source>Next ▶</source>
         <translation>下一页 ▶</translation>
+    </message>
+    <message>
+        <source>Model page</source>
+        <translation>模型页面</translation>
     </message>
     <message>
         <source>Downloads from Hugging Face are off: tick “Allow downloads from Hugging Face” to search.</source>
@@ -1586,6 +1921,26 @@ license {license} · {likes} likes</source>
         <translation>界面语言</translation>
     </message>
     <message>
+        <source>Follow the system</source>
+        <translation>跟随系统</translation>
+    </message>
+    <message>
+        <source>Light</source>
+        <translation>浅色</translation>
+    </message>
+    <message>
+        <source>Dark</source>
+        <translation>深色</translation>
+    </message>
+    <message>
+        <source>Light or dark colours; “Follow the system” switches with the system&apos;s dark mode while Miaohui runs</source>
+        <translation>浅色或深色配色；选“跟随系统”时，秒回运行中会随系统的深色模式即时切换</translation>
+    </message>
+    <message>
+        <source>Appearance</source>
+        <translation>外观</translation>
+    </message>
+    <message>
         <source>Reply settings apply to the next reply; a new language, after a restart. Saved for future sessions.</source>
         <translation>回复设置从下一条回复起生效；更换界面语言需重启秒回。设置会保存，下次启动依然有效。</translation>
     </message>
@@ -1616,6 +1971,18 @@ license {license} · {likes} likes</source>
         <source>Lab</source>
         <translation>实验室</translation>
     </message>
+    <message>
+        <source>Figures and views</source>
+        <translation>指标与视图</translation>
+    </message>
+    <message>
+        <source>Performance, tokens, model card, tokenizer and lab</source>
+        <translation>性能、token、模型卡片、分词器与实验室</translation>
+    </message>
+    <message>
+        <source>Side panel tabs</source>
+        <translation>侧边栏标签页</translation>
+    </message>
 </context>
 <context>
     <name>TokenInspector</name>
@@ -1630,6 +1997,10 @@ license {license} · {likes} likes</source>
     <message>
         <source>Each row is one decode step: the token chosen, its probability, and the runners-up (· marks a space, ∅ a token that completes no character yet).</source>
         <translation>每一行是一步解码：选中的 token、它的概率，以及紧随其后的候选（· 表示空格，∅ 表示该 token 还凑不成一个完整字符）。</translation>
+    </message>
+    <message>
+        <source>Tokens of the reply</source>
+        <translation>回复的 token</translation>
     </message>
 </context>
 <context>
@@ -1661,6 +2032,30 @@ license {license} · {likes} likes</source>
     <message>
         <source>part</source>
         <translation>片段</translation>
+    </message>
+    <message>
+        <source>Text to tokenize</source>
+        <translation>要分词的文本</translation>
+    </message>
+    <message>
+        <source>Tokenized again after a short pause</source>
+        <translation>停止输入片刻后重新分词</translation>
+    </message>
+    <message>
+        <source>Tokens as coloured pieces</source>
+        <translation>以彩色片段显示的 token</translation>
+    </message>
+    <message>
+        <source>Each piece is one token; orange pieces are parts of one character</source>
+        <translation>每个片段是一个 token；橙色片段是同一个字符被拆开的各部分</translation>
+    </message>
+    <message>
+        <source>Tokens, one per row</source>
+        <translation>token 列表，每行一个</translation>
+    </message>
+    <message>
+        <source>Tokenize the text now</source>
+        <translation>立即分词</translation>
     </message>
     <message>
         <source>tokenizing…</source>
@@ -1704,6 +2099,10 @@ license {license} · {likes} likes</source>
     <message>
         <source>ready</source>
         <translation>就绪</translation>
+    </message>
+    <message>
+        <source>checking quantized quality</source>
+        <translation>检查量化后的质量</translation>
     </message>
     <message>
         <source>1 · Greedy decode, 20 tokens</source>
@@ -1760,6 +2159,137 @@ license {license} · {likes} likes</source>
     <message>
         <source>no model loaded: choose a model and press Load</source>
         <translation>尚未加载模型：请选择模型并点击“加载”</translation>
+    </message>
+    <message>
+        <source>{model} was not found: open a model folder or a .gguf file (the default model needs `python -m engine fetch` once)</source>
+        <translation>找不到 {model}：请打开一个模型文件夹或 GGUF 文件（默认模型需要先运行一次 `python -m engine fetch`）</translation>
+    </message>
+    <message>
+        <source>a file of {model} is damaged or incomplete</source>
+        <translation>{model} 的文件已损坏或不完整</translation>
+    </message>
+    <message>
+        <source>{model} was refused: loading it could run code hidden in its files</source>
+        <translation>已拒绝加载 {model}：加载它可能会执行藏在模型文件里的代码</translation>
+    </message>
+    <message>
+        <source>{model} asks to run its own Python code</source>
+        <translation>{model} 要求运行它自带的 Python 代码</translation>
+    </message>
+    <message>
+        <source>not enough memory for {model}: try int8 or int4, or another device</source>
+        <translation>内存不足，无法加载 {model}：试试 int8 或 int4，或换一个设备</translation>
+    </message>
+    <message>
+        <source>loading {model} was cancelled</source>
+        <translation>已取消加载 {model}</translation>
+    </message>
+    <message>
+        <source>{model} cannot be loaded with this precision on this device</source>
+        <translation>无法在此设备上以该精度加载 {model}</translation>
+    </message>
+    <message>
+        <source>{model} could not be loaded</source>
+        <translation>无法加载 {model}</translation>
+    </message>
+    <message>
+        <source>{server} does not serve the model {model}: choose one it lists</source>
+        <translation>{server} 上没有部署模型 {model}：请从它列出的模型中选择一个</translation>
+    </message>
+    <message>
+        <source>the server&apos;s address {server} cannot be used</source>
+        <translation>服务器地址 {server} 不可用</translation>
+    </message>
+    <message>
+        <source>connecting to {server} was cancelled</source>
+        <translation>已取消连接 {server}</translation>
+    </message>
+    <message>
+        <source>could not connect to {server} or use its model {model}</source>
+        <translation>无法连接 {server}，或无法使用其上的模型 {model}</translation>
+    </message>
+</context>
+<context>
+    <name>history</name>
+    <message>
+        <source>History file was damaged ({problem}); a copy is kept at {copy}. Recovered {conversations} conversations and {messages} messages.</source>
+        <translation>历史记录文件已损坏（{problem}）；原文件的副本保存在 {copy}。已恢复 {conversations} 个对话、{messages} 条消息。</translation>
+    </message>
+    <message>
+        <source>Opened {file} read-only: it was written by a newer Miaohui (schema v{version}); new chats will not be saved.</source>
+        <translation>已以只读方式打开 {file}：它由更新版本的 Miaohui 写入（schema v{version}），新的对话不会被保存。</translation>
+    </message>
+    <message>
+        <source>Opened {file} read-only: it was written by a newer Miaohui (schema v{version}) and looks damaged ({problem}).</source>
+        <translation>已以只读方式打开 {file}：它由更新版本的 Miaohui 写入（schema v{version}），且似乎已损坏（{problem}）。</translation>
+    </message>
+    <message>
+        <source>History at {path} cannot be written ({reason}); it is shown read-only and new chats will not be saved.</source>
+        <translation>无法写入历史记录 {path}（{reason}）；将以只读方式显示，新的对话不会被保存。</translation>
+    </message>
+    <message>
+        <source>History at {path} cannot be opened ({reason}); this session&apos;s chats are kept in memory only.</source>
+        <translation>无法打开历史记录 {path}（{reason}）；本次会话的对话只保存在内存中。</translation>
+    </message>
+    <message>
+        <source>History upgraded from schema v{old} to v{new}; a backup of the old file is at {backup}.</source>
+        <translation>历史记录已从 schema v{old} 升级到 v{new}；旧文件的备份在 {backup}。</translation>
+    </message>
+    <message>
+        <source>Some history from the newer version cannot be read here.</source>
+        <translation>部分由更新版本写入的历史记录无法在此读取。</translation>
+    </message>
+    <message>
+        <source>{count} damaged messages cannot be shown (ids {ids}).</source>
+        <translation>{count} 条损坏的消息无法显示（id：{ids}）。</translation>
+    </message>
+    <message>
+        <source>{count} damaged messages were repaired for display (ids {ids}).</source>
+        <translation>{count} 条损坏的消息已修复后显示（id：{ids}）。</translation>
+    </message>
+    <message>
+        <source>{count} damaged conversations were repaired for display (ids {ids}).</source>
+        <translation>{count} 个损坏的对话已修复后显示（id：{ids}）。</translation>
+    </message>
+    <message>
+        <source>it cannot be read as a database</source>
+        <translation>无法作为数据库读取</translation>
+    </message>
+    <message>
+        <source>it fails SQLite&apos;s integrity check</source>
+        <translation>未通过 SQLite 完整性检查</translation>
+    </message>
+    <message>
+        <source>not a Miaohui history file</source>
+        <translation>不是 Miaohui 的历史记录文件</translation>
+    </message>
+    <message>
+        <source>tables are missing</source>
+        <translation>缺少数据表</translation>
+    </message>
+    <message>
+        <source>no permission</source>
+        <translation>没有权限</translation>
+    </message>
+    <message>
+        <source>another Miaohui has been opening it for too long</source>
+        <translation>另一个 Miaohui 打开它的时间过长</translation>
+    </message>
+    <message>
+        <source>a file stands where its folder should be</source>
+        <translation>它的文件夹所在位置是一个文件</translation>
+    </message>
+    <message>
+        <source>the disk is full</source>
+        <translation>磁盘已满</translation>
+    </message>
+    <message>
+        <source>a newer Miaohui upgraded it meanwhile</source>
+        <translation>期间已被更新版本的 Miaohui 升级</translation>
+    </message>
+    <message>
+        <source>{detail}</source>
+        <translation>{detail}</translation>
     </message>
 </context>
 <context>

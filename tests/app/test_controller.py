@@ -260,6 +260,15 @@ def test_load_failures_are_typed_and_a_remote_code_refusal_is_offered_once_per_s
     assert _wait_reply(qtbot, controller, lambda: controller.send("still there?")).kept
 
 
+def test_the_controller_knows_what_the_loaded_model_was_asked_as(qtbot, controller, tiny_model_dir, tmp_path: Path):
+    assert controller.loaded_spec is None  # the bridge had loaded it before the controller existed
+    wanted, missing = LoadSpec(str(tiny_model_dir), "fp32", "cpu"), LoadSpec(str(tmp_path / "missing"))
+    with qtbot.waitSignal(controller.bridge.load_failed, timeout=LOAD_TIMEOUT_MS):
+        controller.load(wanted)  # both queued: each outcome is matched with its own request, in order
+        controller.load(missing)
+    assert controller.loaded_spec == wanted  # the failed load left it as it was
+
+
 def test_a_new_model_is_reported_ready(qtbot, controller, tiny_model_dir):
     rec = Recorder(controller)
     with qtbot.waitSignal(controller.model_ready, timeout=LOAD_TIMEOUT_MS) as ready:

@@ -21,9 +21,13 @@ from PySide6.QtWidgets import (QAbstractButton, QComboBox, QDockWidget, QLabel, 
                                QProgressBar, QTableWidget, QTabWidget, QWidget)
 
 from app import i18n
-from app.engine_texts import EXPERIMENT_TEXTS, LOAD_STAGES, WORKER_TEXTS
+from app.engine_texts import (EXPERIMENT_TEXTS, HISTORY_TEXTS, LOAD_FAILURES, LOAD_STAGES, REMOTE_FAILURES,
+                              WORKER_TEXTS, history_text, load_failure_text)
+from app.history.notices import HistoryNotice, NoticeKind
 from app.settings import Settings
-from tests.app._gui_fixtures import make_window, send_and_wait, settings, store  # noqa: F401 (fixtures)
+from engine.errors import ErrorKind
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, make_window, send_and_wait, settings,  # noqa: F401 (fixtures)
+                                     store)
 
 ROOT = Path(__file__).resolve().parents[2]
 TS = ROOT / "assets" / "i18n" / "miaohui_zh_CN.ts"
@@ -32,7 +36,8 @@ pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_lo
 # What may stay in Latin letters in the Chinese interface: terms of the trade, units, formats, keys, names.
 ALLOWED = re.compile(
     r"TTFT|tok/s|\btok\b|[Tt]okens?|\bid\b|KV|K/V|GQA|MQA|MHA|\d(?:·[\w²]+)+|Top-[pk]|top-p|distinct-1/2|A/B|"
-    r"UTF-8|CSV|PNG|JSON|Markdown|GGUF|safetensors|Hugging ?Face|Miaohui|Enter|Shift|Esc|Ctrl|\(&[A-Z]\)|sink|"
+    r"UTF-8|CSV|PNG|JSON|Markdown|GGUF|safetensors|Hugging ?Face|OpenAI|\bAPI\b|Miaohui|Enter|Shift|Esc|Ctrl|"
+    r"\(&[A-Z]\)|sink|"
     r"\b(?:fp32|fp16|bf16|int8|int4|nf4|fp4|bnb-int8|auto|cpu|cuda(?::\d+)?|mps)\b|"
     r"\b(?:ms|s|min|h|B|KiB|MiB|GiB|KB|MB|GB)\b")
 CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
@@ -186,6 +191,65 @@ def test_the_engine_texts_the_window_shows_are_all_marked():
     assert set(re.findall(r'LoadProgress\("([^"]+)"', loader)) <= set(LOAD_STAGES)
     worker = (ROOT / "app" / "worker.py").read_text(encoding="utf-8")
     assert all(text in worker for text in WORKER_TEXTS)
+    assert {kind.value for kind in NoticeKind} == set(HISTORY_TEXTS)  # every history notice, by its kind
+    assert set(LOAD_FAILURES) == set(ErrorKind) and ErrorKind.OTHER in REMOTE_FAILURES
+
+
+# ---------------------------------------------------------------- what the engine and the history say, in Chinese
+
+
+def test_chinese_window_says_history_repairs_load_stages_and_load_failures_in_chinese(qtbot, chinese, settings,
+                                                                                       tmp_path, tiny_model_dir):
+    from app.mainwindow import MainWindow
+    from app.history.store import HistoryStore
+    from tests.helpers.faults import make_damaged
+
+    path = tmp_path / "history" / "history.sqlite3"
+    path.parent.mkdir()
+    path.write_bytes(b"not a database " * 2000)  # repaired at start: set aside, a fresh history in its place
+    store = HistoryStore(path)
+    (copy,) = path.parent.glob("history.corrupt-*.sqlite3")
+    window = MainWindow(settings, store)
+    qtbot.addWidget(window)
+    window.show()
+    said = [window.messages.text()]
+    assert said[0].startswith("历史记录文件已损坏（无法作为数据库读取）")
+    stages: list[str] = []
+    window.bridge.load_progressed.connect(lambda *_: stages.append(window.status_state.text()))  # after the window's
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        window.load_model(str(tiny_model_dir), "fp32", "cpu")
+    assert stages[0] == "正在加载：检查文件" and "正在加载：加载权重" in stages
+    missing, damaged = tmp_path / "no-such-model", make_damaged("truncated-safetensors", tiny_model_dir, tmp_path / "d")
+    for model in (missing, damaged.path):
+        with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS):
+            window.load_model(str(model), "fp32", "cpu")
+        said.append(window.messages.text())
+    facts = window.controller.facts
+    assert said[-2].startswith("无法加载模型：找不到") and said[-1].endswith(f"已损坏或不完整（仍在使用 {facts.name}）")
+    names = [facts.name, facts.architecture, tiny_model_dir.name, str(tiny_model_dir), str(copy), str(missing),
+             str(damaged.path), damaged.path.name, "python -m engine fetch"]  # paths, model names, a command
+    english = {text: left for text in said + stages + visible_texts(window) if (left := _english_left(text, names))}
+    assert english == {}
+    assert window.shutdown() is True
+    store.close()
+
+
+def test_history_notices_are_said_by_kind_with_their_worded_values(chinese):
+    notice = HistoryNotice(NoticeKind.IN_MEMORY, path="/data/history.sqlite3",
+                           reason=HistoryNotice(NoticeKind.NO_PERMISSION))
+    assert notice == ("History at /data/history.sqlite3 cannot be opened (no permission); this session's chats are "
+                      "kept in memory only.")  # the English line logs, tests and the CLI read
+    assert history_text(notice) == "无法打开历史记录 /data/history.sqlite3（没有权限）；本次会话的对话只保存在内存中。"
+    assert history_text("a plain line") == "a plain line"
+
+
+def test_a_failed_load_in_english_keeps_the_engines_own_line():
+    from app.worker import LoadFailure
+    from engine.inputs import LoadSpec
+
+    failure = LoadFailure(ErrorKind.NOT_FOUND, "no model at /x: give a model folder", LoadSpec("/x"))
+    assert load_failure_text(failure, "tiny") == "Could not load the model: no model at /x: give a model folder " \
+                                                 "(still using tiny)"
 
 
 # ---------------------------------------------------------------- choosing the language, fonts

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from app.history.notices import NoticeKind
 from app.history.perf import PerfRecord
 from app.history.schema import SCHEMA_VERSION
 from app.history.store import HistoryStore, ReadOnlyStoreError
@@ -127,6 +128,8 @@ def test_fault_12_random_bytes_file_is_quarantined_and_a_fresh_history_starts(tm
         (quarantine,) = tmp_path.glob("history.corrupt-*.sqlite3")
         assert quarantine.read_bytes() == junk
         assert "damaged" in store.notices[0] and "Recovered 0 conversations and 0 messages" in store.notices[0]
+        assert store.notices[0].kind is NoticeKind.SALVAGED
+        assert store.notices[0].values["problem"].kind is NoticeKind.NOT_A_DATABASE
         assert store.list_conversations() == []
         cid = store.create_conversation()
         store.add_message(cid, "user", "hello again")
@@ -262,6 +265,9 @@ def test_an_unopenable_location_still_gives_a_working_store_in_memory(tmp_path):
     with HistoryStore(blocker / "history.sqlite3") as store:
         assert not store.read_only
         assert "cannot be opened" in store.notices[0] and "in memory only" in store.notices[0]
+        # said by its kind, the reason too, so the window words it in its own language
+        assert store.notices[0].kind is NoticeKind.IN_MEMORY
+        assert store.notices[0].values["reason"].kind is NoticeKind.NOT_A_FOLDER
         cid = store.create_conversation()
         store.add_message(cid, "user", "still works")
         assert [m.text for m in store.messages(cid)] == ["still works"]

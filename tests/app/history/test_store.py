@@ -10,7 +10,8 @@ import pytest
 
 from app.history.perf import PerfRecord
 from app.history.schema import SCHEMA_VERSION
-from app.history.store import DEFAULT_TITLE, ConflictError, HistoryStore, NotFoundError, auto_title, default_path
+from app.history.store import (DEFAULT_TITLE, MODEL_KEY, ConflictError, HistoryStore, NotFoundError, auto_title,
+                               default_path)
 from tests.app.history.test_perf import METRICS
 
 
@@ -45,7 +46,8 @@ def test_conversation_crud(store):
     store.rename_conversation(cid, "Trip to 杭州")
     store.update_conversation_settings(cid, "Be kind.", {"temperature": 0.7})
     row = store.get_conversation(cid)
-    assert (row.title, row.system_prompt, row.settings) == ("Trip to 杭州", "Be kind.", {"temperature": 0.7})
+    assert (row.title, row.system_prompt, row.settings) == ("Trip to 杭州", "Be kind.",  # the model stays
+                                                            {"temperature": 0.7, "model": "SmolLM2"})
     store.delete_conversation(cid)
     assert store.list_conversations() == []
     with pytest.raises(NotFoundError):
@@ -243,3 +245,19 @@ def test_open_a_thousand_message_conversation(tmp_path, capsys):
     assert len(messages) == 1000 and messages[-1].perf is not None and messages[0].text.startswith("message 0 ")
     with capsys.disabled():
         print(f"\n[measure] store.messages() of a 1,000-message conversation: {elapsed * 1000:.1f} ms")
+
+
+def test_the_model_recorded_with_a_conversation_survives_its_settings_and_a_fork(store):
+    cid = store.create_conversation(system_prompt="be brief", settings={"temperature": 0.2})
+    store.add_message(cid, "user", "hi")
+    model = {"model": "/models/a", "name": "a", "precision": "int4", "device": "cpu", "base_url": ""}
+    store.set_conversation_model(cid, model)
+    assert store.get_conversation(cid).settings == {"temperature": 0.2, MODEL_KEY: model}
+    store.update_conversation_settings(cid, "be verbose", {"temperature": 0.7})  # the settings dialog's save
+    assert store.get_conversation(cid).settings == {"temperature": 0.7, MODEL_KEY: model}
+    later = {**model, "model": "/models/b", "name": "b"}
+    store.set_conversation_model(cid, later)  # the latest one wins
+    fork = store.fork_conversation(cid, store.messages(cid)[0].id)
+    assert store.get_conversation(fork).settings[MODEL_KEY] == later
+    with pytest.raises(NotFoundError):
+        store.set_conversation_model(999, model)
