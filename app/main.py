@@ -54,6 +54,13 @@ SCRIPTED_TIMEOUT_S = 300  # load + one reply of the default model on a slow shar
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
 
 
+def _window_size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d{3,5})[xX×](\d{3,5})", text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 1280x800")
+    return int(match[1]), int(match[2])
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="miaohui", description="Miaohui (秒回): a local LLM chat that shows why "
                                      "it answers fast")
@@ -66,6 +73,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="offscreen: load, send one message, check the panel, print a JSON report")
     parser.add_argument("--screenshot", metavar="OUT.png", help="like --self-test, then save the window as a PNG")
     parser.add_argument("--prompt", help="the message --self-test/--screenshot sends")
+    parser.add_argument("--size", type=_window_size, default=(1440, 900), metavar="WxH",
+                        help="the window's size for --self-test/--screenshot (default 1440x900)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="for --self-test/--screenshot")
     parser.add_argument("--timeout", type=float, default=SCRIPTED_TIMEOUT_S, help="for --self-test/--screenshot (s)")
     parser.add_argument("--version", action="version", version=f"miaohui {__version__}")
@@ -235,7 +244,7 @@ class ScriptedRun:
         w.model_ready.connect(self.on_model_ready)
         w.bridge.load_failed.connect(self.on_load_failed)
         w.reply_finished.connect(self.on_reply_finished)
-        w.resize(1440, 900)
+        w.resize(*self.args.size)
         w.show()
         self.clock.start()
         self.watchdog.start(int(self.args.timeout * 1000))

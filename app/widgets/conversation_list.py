@@ -15,7 +15,7 @@ from typing import Callable
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QMenu, QMessageBox, QPushButton, QToolButton, QVBoxLayout,
+                               QListWidgetItem, QMenu, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
 from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
@@ -68,9 +68,7 @@ class ConversationList(QWidget):
         self.rename_button.setToolTip(self.tr("Rename the selected conversation (F2)"))
         self.delete_button = QPushButton(self.tr("Delete"))
         self.delete_button.setToolTip(self.tr("Delete the selected conversation (Delete)"))
-        self.export_button = QToolButton()
-        self.export_button.setText(self.tr("Export"))
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.export_button = QPushButton(self.tr("Export"))  # a push button with a menu: framed like its neighbours
         menu = QMenu(self.export_button)
         self._conversation_exports = [
             menu.addAction(self.tr("Conversation as Markdown…"), lambda: self.on_export_triggered("markdown")),
@@ -86,6 +84,7 @@ class ConversationList(QWidget):
             button.setAccessibleDescription(button.toolTip())
 
         buttons = QHBoxLayout()
+        buttons.setSpacing(4)
         for button in (self.new_button, self.rename_button, self.delete_button, self.export_button):
             buttons.addWidget(button)
         layout = QVBoxLayout(self)

@@ -32,14 +32,21 @@ def test_version(capsys):
 def test_screenshot_run_in_process(qapp, home, tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "shot.png"
     code = main(["--screenshot", str(out), "--model", str(tiny_model_dir), "--precision", "fp32",
-                 "--max-new-tokens", "8", "--prompt", "用三句话介绍一下 KV cache", "--timeout", "120"])
+                 "--max-new-tokens", "8", "--prompt", "用三句话介绍一下 KV cache", "--timeout", "120",
+                 "--size", "1280x800"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
     assert report["ok"] and report["screenshot"] == str(out) and all(report["checks"].values())
     assert report["generated_tokens"] == 8 and report["panel"]["kv"] != "—"
     image = QImage(str(out))
-    assert image.width() >= 1200 and image.height() >= 800
+    assert (image.width(), image.height()) == (1280, 800)
     assert not (home / "history.sqlite3").exists()  # scripted runs never write the user's history
+
+
+def test_a_bad_window_size_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--screenshot", "out.png", "--size", "big"])
+    assert exited.value.code == 2 and "'big' is not a size like 1280x800" in capsys.readouterr().err
 
 
 def test_bad_model_makes_the_self_test_fail_with_one_line(qapp, home, tmp_path, capsys):
