@@ -165,3 +165,15 @@ def plan(monkeypatch) -> _Plan:
 
     monkeypatch.setattr(engine.generate.session, "ChatSession", PlannedSession)  # the bridge imports it per reply
     return armed
+
+
+@pytest.fixture
+def styled(qapp):
+    """The app's own style sheet (bold, larger figures), as main() applies it; restored after."""
+    from app import theme
+
+    before = qapp.styleSheet(), qapp.palette()
+    theme.apply(qapp, dark=False)
+    yield
+    qapp.setStyleSheet(before[0])
+    qapp.setPalette(before[1])

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QApplication, Q
 from app import theme
 from app.widgets.chat_view import ShownMessage
 from app.widgets.settings_dialog import SettingsDialog
-from tests.app._gui_fixtures import make_window, send_and_wait, settings, store  # noqa: F401 (fixtures)
+from tests.app._gui_fixtures import make_window, send_and_wait, settings, store, styled  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -36,14 +36,6 @@ def _unnamed(widgets: list[QWidget]) -> list[str]:
         return bool(w.accessibleName().strip() or (isinstance(w, QAbstractButton) and w.text().strip()))
     return [f"{type(w).__name__} in {type(w.parent()).__name__}" for w in widgets if not named(w)]
 
-
-@pytest.fixture
-def styled(qapp):
-    before = qapp.styleSheet(), qapp.palette()
-    theme.apply(qapp, dark=False)
-    yield
-    qapp.setStyleSheet(before[0])
-    qapp.setPalette(before[1])
 
 
 def test_every_tab_stop_is_named_and_the_figures_say_their_values(qtbot, make_window):

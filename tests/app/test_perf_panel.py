@@ -10,7 +10,7 @@ from app.widgets.perf_panel import PerfPanel
 from engine.fmt import format_bytes
 from engine.events import Metrics
 from engine.models.model import ModelFacts
-from tests.app._gui_fixtures import make_window, settings, store  # noqa: F401 (fixtures)
+from tests.app._gui_fixtures import make_window, settings, store, styled  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -104,17 +104,6 @@ def test_values_wrap_within_the_narrowest_panel_with_no_sideways_scroll_bar(styl
     kv = panel._values["kv"]
     assert kv.toolTip() == kv.text()  # the whole value stays readable on hover
 
-
-@pytest.fixture
-def styled(qapp):
-    """The app's own style sheet (bold, larger figures), as main() applies it; restored after."""
-    from app import theme
-
-    before = qapp.styleSheet(), qapp.palette()
-    theme.apply(qapp, dark=False)
-    yield
-    qapp.setStyleSheet(before[0])
-    qapp.setPalette(before[1])
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (1440, 900)])
