@@ -53,6 +53,7 @@ class FitPanel(QWidget):
         self._download_bytes: int | None = None
         self._context_chosen = False  # the user set the context: keep it from model to model
         self._has_bnb = importlib.util.find_spec("bitsandbytes") is not None
+        theme.watcher().theme_changed.connect(self.on_theme_changed)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         title = QLabel(self.tr("Will it fit? (estimated before downloading, from the config alone)"))
@@ -143,6 +144,10 @@ class FitPanel(QWidget):
         self.placeholder.hide()
         self.body.show()
         self.recompute()
+
+    @Slot(object)
+    def on_theme_changed(self, _theme: object) -> None:
+        self.recompute()  # the verdicts' colours and the muted rows follow light/dark
 
     def recompute(self) -> None:
         if self.arch is None or self.memory is None:

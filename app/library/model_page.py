@@ -73,8 +73,9 @@ class ModelPagePanel(QWidget):
         self.refusal = QLabel()
         self.refusal.setWordWrap(True)
         self.refusal.setTextFormat(Qt.TextFormat.PlainText)
-        self.refusal.setStyleSheet(f"color: {theme.current().error};")
         self.refusal.hide()
+        self.on_theme_changed(theme.current())
+        theme.watcher().theme_changed.connect(self.on_theme_changed)  # the colours below follow light/dark
         layout.addWidget(self.refusal)
         files_title = QLabel(self.tr("Files"))
         files_title.setObjectName("sectionTitle")
@@ -195,6 +196,11 @@ class ModelPagePanel(QWidget):
     def _on_page_failed(self, repo: str, exc: BaseException) -> None:
         if repo == self.repo:
             self.facts.setText(error_line(exc))
+
+    @Slot(object)
+    def on_theme_changed(self, current: theme.Theme) -> None:
+        self.refusal.setStyleSheet(f"color: {current.error};")
+        self._fill_files()  # the files the download leaves out are drawn muted
 
     def _fill_files(self) -> None:
         page = self.page

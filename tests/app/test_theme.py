@@ -131,3 +131,33 @@ def test_matplotlib_figures_get_the_themes_colours():
         axes = figure.add_subplot()
     assert matplotlib.colors.to_hex(figure.get_facecolor()) == theme.DARK.surface
     assert matplotlib.colors.to_hex(axes.get_facecolor()) == theme.DARK.surface
+
+
+def test_the_models_windows_fit_verdicts_and_refusal_follow_the_theme(qtbot, watcher):
+    from app.library.fit_panel import FitPanel, verdict_colour
+    from app.library.model_page import ModelPagePanel
+    from engine.library.arch import Architecture
+    from engine.library.fit import Memory
+
+    panel = FitPanel()
+    qtbot.addWidget(panel)
+    arch = Architecture(source="config.json", model_type="llama", layers=30, hidden_size=576, heads=9, kv_heads=3,
+                        head_dim=64, vocab_size=49152, context_length=8192, intermediate_size=1536,
+                        tied_embeddings=True)
+    panel.set_architecture(arch, "SmolLM2-135M", memory=Memory("cpu", 64 << 30, "test"))
+    last = panel.table.columnCount() - 1
+
+    def verdict_colours() -> set[str]:
+        return {panel.table.item(r, last).foreground().color().name() for r in range(panel.table.rowCount())
+                if panel.table.item(r, last).foreground().color().name() != theme.current().muted}
+
+    assert verdict_colours() == {verdict_colour("fits").name()} and theme.current() is theme.LIGHT
+    light = verdict_colours()
+    watcher.on_color_scheme_changed(Qt.ColorScheme.Dark)
+    assert verdict_colours() == {verdict_colour("fits").name()} != light  # repainted in the dark theme's green
+
+    page = ModelPagePanel(runner=None)  # no page shown: nothing is fetched
+    qtbot.addWidget(page)
+    assert theme.DARK.error in page.refusal.styleSheet()
+    watcher.on_color_scheme_changed(Qt.ColorScheme.Light)
+    assert theme.LIGHT.error in page.refusal.styleSheet()
