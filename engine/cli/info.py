@@ -102,6 +102,14 @@ def format_card(card: dict[str, Any]) -> str:
         "  weights estimate    " + ", ".join(f"{name} {format_bytes(value)}"
                                              for name, value in card["weights_bytes_estimates"].items()),
     ]
+    choice = card.get("auto_choice")
+    if choice and choice.get("agreement") is not None:
+        lines.insert(2, f"  auto chose          {choice['precision']}: agrees with {choice['reference']} on "
+                        f"{choice['agreement']:.1%} of next tokens (bar {choice['bar']:.0%}; "
+                        f"{'measured now' if choice['measured_now'] else 'measured at an earlier load'})")
+    elif choice and choice.get("rejected"):
+        lines.insert(2, f"  auto kept           {choice['precision']}: " + ", ".join(
+            f"{name} agreed on {share:.1%}" for name, share in choice["rejected"]) + ", below the bar")
     if card.get("device_map"):
         places = sorted(set(card["device_map"].values()))
         lines.append("  offload split       " + ", ".join(

@@ -40,13 +40,19 @@ def count_params(model: Any) -> int:
 
 
 def quantizable_shapes(model: Any) -> list[tuple[int, int]]:
-    """(out, in) of every linear layer bitsandbytes quantises: all but the output head."""
+    """(out, in) of every linear layer bitsandbytes quantises: all but the output head. A model already in
+    int8/int4 (engine/models/quant.py) counts its quantized projections (q|k|v and gate|up once each, fused: the
+    same totals), so its estimates for the other precisions stay what they were before it was quantized."""
     import torch  # lazy: see the note after the imports
 
+    from engine.models.quant import ProjectionSlice, QuantizedEmbedding, QuantizedLinear  # lazy: imports torch
+
     head = model.get_output_embeddings()
+    tables = {id(m.table) for m in model.modules() if isinstance(m, QuantizedEmbedding)}
     shapes = []
     for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module is not head:
+        if (isinstance(module, (torch.nn.Linear, QuantizedLinear)) and not isinstance(module, ProjectionSlice)
+                and module is not head and id(module) not in tables):  # a slice's fused module is counted once
             shapes.append((module.out_features, module.in_features))
     return shapes
 

@@ -51,6 +51,32 @@ def test_weights_estimate_matches_bnb_int8_load(tiny_model_dir):
     assert loaded.facts.weights_bytes == estimate + buffers
 
 
+def test_estimates_are_the_same_whichever_precision_the_model_was_loaded_in(tiny_model_dir, capsys):
+    cards = {}
+    for precision in ("fp32", "int4", "int8"):
+        code, out, _ = _run(capsys, "--model", str(tiny_model_dir), "--precision", precision, "--json")
+        assert code == 0
+        cards[precision] = json.loads(out)
+    assert cards["int4"]["weights_bytes_estimates"] == cards["fp32"]["weights_bytes_estimates"]
+    assert cards["int8"]["weights_bytes_estimates"] == cards["fp32"]["weights_bytes_estimates"]
+    assert cards["fp32"]["weights_bytes_estimates"]["int4"] < cards["fp32"]["weights_bytes_estimates"]["int8"]
+
+
+def test_the_card_says_what_auto_chose_and_why(tiny_model_dir, capsys):
+    from engine.cli.info import format_card
+
+    code, out, _ = _run(capsys, "--model", str(tiny_model_dir), "--precision", "fp32", "--json")
+    card = json.loads(out)
+    assert code == 0 and card["auto_choice"] is None and "auto " not in format_card(card)
+    card["auto_choice"] = {"precision": "int4", "reference": "bf16", "agreement": 0.965, "bar": 0.9,
+                           "rejected": [], "measured_now": False}
+    assert ("  auto chose          int4: agrees with bf16 on 96.5% of next tokens (bar 90%; measured at an earlier "
+            "load)") in format_card(card).splitlines()
+    card["auto_choice"] = {"precision": "bf16", "reference": "bf16", "agreement": None, "bar": None,
+                           "rejected": [["int4", 0.84], ["int8", 0.97]], "measured_now": True}
+    assert "  auto kept           bf16: int4 agreed on 84.0%, int8 agreed on 97.0%, below the bar" in format_card(card)
+
+
 def _assert_one_line_error(code: int, out: str, err: str, *needles: str) -> None:
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
