@@ -8,34 +8,22 @@ from pathlib import Path
 
 import keyring
 import pytest
-from keyring.backends import fail, null
-from keyrings.alt.file import PlaintextKeyring
+from keyring.backends import null
 
 from app.api_keys import SERVICE, ApiKeys, KeyringInfo, system_keyring
 from app.widgets.remote_dialog import RemoteDialog
 from tests.app._gui_fixtures import settings  # noqa: F401 (fixture)
+from tests.helpers.keyrings import file_keyring as make_file_keyring
+from tests.helpers.keyrings import no_keyring  # noqa: F401 (fixture)
 
 URL = "http://gpu-box:8000/v1"
 KEY = "sk-keyring-test-7319"
 
 
 @pytest.fixture
-def file_keyring(tmp_path):
+def file_keyring(tmp_path, no_keyring):
     """keyrings.alt's plaintext file keyring, its file in this test's folder, as the keyring package's choice."""
-    before = keyring.get_keyring()
-    backend = PlaintextKeyring()
-    backend.file_path = str(tmp_path / "keyring" / "keyring_pass.cfg")
-    keyring.set_keyring(backend)
-    yield backend
-    keyring.set_keyring(before)
-
-
-@pytest.fixture
-def no_keyring():
-    before = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(before)
+    return make_file_keyring(tmp_path)
 
 
 def settings_text(settings) -> str:

@@ -10,6 +10,7 @@ import pytest
 from app.conversation_model import ModelRecord
 from app.history.store import MODEL_KEY
 from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait, settings, store  # noqa: F401
+from tests.helpers.keyrings import no_keyring  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -157,13 +158,3 @@ def test_a_conversation_held_with_a_servers_model_connects_to_it_again(qtbot, ma
         stop()
 
 
-@pytest.fixture
-def no_keyring():
-    """No keyring: keyring would otherwise pick whatever this machine has."""
-    import keyring
-    from keyring.backends import fail
-
-    before = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(before)

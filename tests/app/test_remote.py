@@ -9,10 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import keyring
 import pytest
-from keyring.backends import fail
-from keyrings.alt.file import PlaintextKeyring
 from PySide6.QtCore import Qt
 
 from app.history.export import perf_to_csv, to_json, to_markdown
@@ -23,6 +20,7 @@ from engine.remote import RemoteSpec
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
                                      settings, store)
 from tests.engine.serve.conftest import start_server
+from tests.helpers.keyrings import file_keyring, no_keyring  # noqa: F401 (no_keyring: fixture)
 from tests.helpers.openai_wire import MODEL, WORDS, WireServer
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
@@ -31,13 +29,8 @@ SECRET = "sk-remote-test-secret-4242"
 
 
 @pytest.fixture(autouse=True)
-def no_keyring():
-    """No keyring unless a test sets one: keyring would otherwise pick whatever this machine has (a developer's own
-    keychain, or keyrings.alt's file in their home folder)."""
-    before = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(before)
+def _no_keyring_unless_set(no_keyring):  # noqa: F811
+    """No keyring unless a test sets one (tests/helpers/keyrings.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +146,7 @@ def _files_holding(secret: str, *folders: Path) -> list[Path]:
 
 def test_a_remembered_key_goes_to_the_keyring_and_comes_back_next_time(qtbot, make_window, store, server, tmp_path,
                                                                        home, settings):
-    backend = PlaintextKeyring()
-    backend.file_path = str(tmp_path / "keyring" / "keyring_pass.cfg")
-    keyring.set_keyring(backend)  # restored by no_keyring
+    backend = file_keyring(tmp_path)  # restored by no_keyring
     window = make_window(max_new_tokens=4, loaded=False)
     source, _ = connect_through_the_dialog(qtbot, window, server.url, SECRET, remember=True)
     url = server.url + "/v1"
