@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 from typing import Any
 
+from engine.cli import remote_args
 from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Finished, Message, Token
@@ -38,11 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default",
                         help="'default', a model folder, a .gguf file or a cached repo id; with --base-url the served "
                              "model's name ('default': the server's only model)")
-    parser.add_argument("--base-url", default=None,
-                        help="answer with an OpenAI-compatible server instead, e.g. http://127.0.0.1:8000/v1 "
-                             "(vLLM, llama-server, Ollama's /v1, LM Studio, python -m engine serve)")
-    parser.add_argument("--api-key", default=None,
-                        help="the server's API key (default: $MIAOHUI_API_KEY, which keeps it out of the process list)")
+    remote_args.add_arguments(parser, "answer with")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
@@ -103,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.base_url is not None:
         from engine.remote import RemoteSession, RemoteSpec, connect  # (the openai client loads on connect)
 
-        remote = connect(RemoteSpec(args.base_url, args.model, args.api_key or os.environ.get("MIAOHUI_API_KEY")))
+        remote = connect(RemoteSpec(args.base_url, args.model, remote_args.key_of(args)))
         session: Any = RemoteSession(remote)
         facts: Any = remote.facts
     else:

@@ -19,9 +19,9 @@ import argparse
 import sys
 import threading
 import time
-import os
 from pathlib import Path
 
+from engine.cli import remote_args
 from engine.errors import BadInputError, EngineError
 from engine.inputs import DEVICES, PRECISIONS, LoadSpec
 from engine.models.loader import load_model
@@ -33,11 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default",
                         help="'default', a model folder, a .gguf file or a repo id; with --base-url the served "
                              "model's name ('default': the server's only model)")
-    parser.add_argument("--base-url", default=None,
-                        help="run on an OpenAI-compatible server's model instead, e.g. http://127.0.0.1:8000/v1 "
-                             "(timing and sampling only: the experiments that need the model's internals are refused)")
-    parser.add_argument("--api-key", default=None,
-                        help="the server's API key (default: $MIAOHUI_API_KEY, which keeps it out of the process list)")
+    remote_args.add_arguments(parser, "run timing and sampling (the experiments that need the model's internals "
+                                      "are refused there) on")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--only", default="", help="comma-separated experiment keys (default: the five)")
@@ -77,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if remote:
             from engine.remote import RemoteSpec, connect  # (the openai client loads on connect)
 
-            loaded = connect(RemoteSpec(args.base_url, args.model, args.api_key or os.environ.get("MIAOHUI_API_KEY")),
+            loaded = connect(RemoteSpec(args.base_url, args.model, remote_args.key_of(args)),
                              cancel)
             print(f"connected to {loaded.facts.name} at {loaded.facts.source} in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)

@@ -15,10 +15,10 @@ import argparse
 import os
 import sys
 
+from engine.cli.remote_args import ENV_KEY
 from engine.errors import EngineError, printable
 from engine.inputs import DEVICES, PRECISIONS
 
-ENV_KEY = "MIAOHUI_API_KEY"
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 32  # engine.serve.worker.DEFAULT_MAX_QUEUE
 DEFAULT_MAX_BODY_BYTES = 4 << 20  # engine.serve.app.DEFAULT_MAX_BODY_BYTES
