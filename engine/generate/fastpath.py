@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
-from engine.generate.llama_fused import (embed, embed_row, project, rms_norm, rotate, unsupported_reason,
-                                         weights_for)
+from engine.generate.llama_fused import (attend_one, embed, embed_row, project, rms_norm, rotate,
+                                         unsupported_reason, weights_for)
 from engine.generate.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -209,12 +209,14 @@ class FastRunner(ModelRunner):
             k_cache, v_cache = self._k[index], self._v[index]  # (KV, capacity, D)
             k_cache[:, pos] = qk[heads:]
             v_cache[:, pos] = qkv[0, (heads + kvh) * dim:].view(kvh, dim)
-            # The same SDPA call transformers makes for one query (GQA in the kernel, no mask): its bf16
-            # rounding is then identical, so greedy text matches generate()'s; measured on a 2-core AVX2
-            # CPU it is also faster than bmm + softmax + bmm (bf16 bmm is emulated there).
-            attn = F.scaled_dot_product_attention(
-                qk[:heads].view(1, heads, 1, dim), k_cache[None, :, :pos + 1], v_cache[None, :, :pos + 1],
-                scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
+            if self._quantized:  # fp32 products: several times faster than SDPA for one query (attend_one)
+                attn = attend_one(qk[:heads], k_cache[:, :pos + 1], v_cache[:, :pos + 1], w.scaling)
+            else:
+                # The same SDPA call transformers makes for one query (GQA in the kernel, no mask): its bf16
+                # rounding is then identical, so greedy text matches generate()'s.
+                attn = F.scaled_dot_product_attention(
+                    qk[:heads].view(1, heads, 1, dim), k_cache[None, :, :pos + 1], v_cache[None, :, :pos + 1],
+                    scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
             x = x + project(attn.view(1, heads * dim), layer.o)
             h = rms_norm(x, layer.mlp_norm, w.eps)
             gate_up = project(h, layer.gate_up)  # (1, 2I)
