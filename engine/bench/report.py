@@ -23,6 +23,7 @@ METRICS = {
     "decode_tok_s": ("tok/s", "higher"),
     "ttft_short_s": ("s", "lower"),
     "ttft_long_s": ("s", "lower"),
+    "decode_tok_s_long": ("tok/s", "higher"),
     "followup_ttft_reuse_s": ("s", "lower"),
     "followup_ttft_full_s": ("s", "lower"),
     "decode_tok_s_no_kv": ("tok/s", "higher"),
@@ -75,14 +76,18 @@ def _precision_table(result: dict[str, Any], peer: dict[str, Any]) -> list[str]:
     columns: dict[str, dict[str, Any]] = {main: {
         "decode": metrics["decode_tok_s"]["median"].get("fastpath"),
         "ttft": metrics["ttft_long_s"]["median"].get("fastpath"),
+        "long": metrics["decode_tok_s_long"]["median"].get("fastpath"),
         "weights": result["model"]["weights_bytes"], "agree": 1.0, "ppl": result["quality"]["perplexity"]}}
     for name, p in measured.items():
         columns[name] = {"decode": p["decode_tok_s"]["median"].get("fastpath"),
-                         "ttft": p["ttft_long_s"]["median"].get("fastpath"), "weights": p["weights_bytes"],
+                         "ttft": p["ttft_long_s"]["median"].get("fastpath"),
+                         "long": p.get("decode_tok_s_long", {}).get("median", {}).get("fastpath"),
+                         "weights": p["weights_bytes"],
                          "agree": p["top1_agreement"], "ppl": p["perplexity"]}
     if peer.get("ran"):
         columns[PEER] = {"decode": metrics["decode_tok_s"]["median"].get(PEER),
-                         "ttft": metrics["ttft_long_s"]["median"].get(PEER), "weights": None, "agree": None,
+                         "ttft": metrics["ttft_long_s"]["median"].get(PEER),
+                         "long": metrics["decode_tok_s_long"]["median"].get(PEER), "weights": None, "agree": None,
                          "ppl": None}
     base = columns[main]
 
@@ -94,6 +99,7 @@ def _precision_table(result: dict[str, Any], peer: dict[str, Any]) -> list[str]:
             (f"decode ÷ {main}", "decode", lambda v: times(v, base["decode"])),
             ("TTFT, long prompt", "ttft", lambda v: _fmt(v, "s")),
             (f"TTFT ÷ {main}", "ttft", lambda v: times(v, base["ttft"])),
+            ("decode after long prompt", "long", lambda v: _fmt(v, "tok/s")),
             ("weights (MB)", "weights", lambda v: f"{v / 1e6:.0f}" if v else "-"),
             (f"weights ÷ {main}", "weights", lambda v: times(v, base["weights"]) if v else "-"),
             (f"top-1 agree w/ {main}", "agree", lambda v: f"{v * 100:.1f}%" if v is not None else "-"),

@@ -289,12 +289,14 @@ def _other_precision(args: argparse.Namespace, precision: str, prompts: dict[str
     reason = unsupported_reason(loaded.model)
     variants = variants_for(loaded, args.compile, fast=reason is None)
     result = measure(variants, precision_scenarios(prompts, plan), plan.reps,
-                     ["decode_tok_s", "ttft_short_s", "ttft_long_s"], lambda m: progress(f"{precision}: {m}"))
+                     ["decode_tok_s", "ttft_short_s", "ttft_long_s", "decode_tok_s_long"],
+                     lambda m: progress(f"{precision}: {m}"))
     progress(f"{precision}: teacher-forced quality")
     mine = predict(loaded.model, quality_ids(loaded.tokenizer))
     out = {"weights_bytes": loaded.facts.weights_bytes, "fastpath_active": reason is None,
            "fastpath_reason": reason, "decode_tok_s": result["metrics"]["decode_tok_s"],
            "ttft_short_s": result["metrics"]["ttft_short_s"], "ttft_long_s": result["metrics"]["ttft_long_s"],
+           "decode_tok_s_long": result["metrics"]["decode_tok_s_long"],
            "top1_agreement": agreement(mine, reference), "perplexity": mine.perplexity,
            "warmup_s": result["warmup_s"]}
     del loaded, variants

@@ -25,7 +25,7 @@ def test_quick_json_has_the_documented_shape(quick_json):
         assert set(metric["median"]) == set(VARIANTS) | {PEER}  # the peer's key is kept, null where it did not run
         assert set(metric["ratio"]) == (set(VARIANTS) | {PEER}) - {"baseline"}
     # Figures every variant produces are positive numbers; a ratio exists wherever both sides do.
-    for name in ("decode_tok_s", "ttft_short_s", "ttft_long_s", "followup_ttft_full_s"):
+    for name in ("decode_tok_s", "ttft_short_s", "ttft_long_s", "decode_tok_s_long", "followup_ttft_full_s"):
         for variant in VARIANTS:
             assert _positive(r["metrics"][name]["median"][variant]), (name, variant)
         assert all(_positive(r["metrics"][name]["ratio"][v]) for v in VARIANTS if v != "baseline"), name
