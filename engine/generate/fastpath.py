@@ -14,7 +14,8 @@ filled cache prefix in place (GQA inside the kernel, no ``repeat_kv`` copies). O
 step (``static=True``) can be captured as a CUDA graph with ``torch.compile(mode="reduce-overhead")``.
 
 Weight-only int8/int4 models (``engine/models/quant.py``) run here too: the step calls the packed kernels
-directly, and prefill dequantizes one projection at a time for its matrix product.
+directly, its attention runs as fp32 products (``attend_one``: SDPA's CPU kernel costs more than a whole
+int4 layer for one query), and prefill dequantizes one projection at a time for its matrix product.
 
 Does not own which models qualify, the fused weights or the per-operation math (``engine.generate.llama_fused``),
 nor the choice between this runner and the plain one (``engine.generate.runners.make_runner``); does not know
