@@ -10,7 +10,9 @@ import torch
 from transformers import DynamicCache
 
 from engine.events import Finished, Message, Token
+from engine.generate import fastpath
 from engine.generate.fastpath import FastRunner
+from engine.generate.llama_fused import attend_one
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner
@@ -163,6 +165,26 @@ def test_bf16_logits_stay_within_rounding_of_transformers(tiny_model_dir, upcast
         scale = a.float().abs().max().item()
         assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8  # 4 bf16 steps at the top logit
         assert int(a.argmax()) == int(b.argmax())
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_decode_past_the_exact_attention_threshold_stays_within_rounding(tiny_model_dir, precision, monkeypatch):
+    """From EXACT_ATTENTION_POSITIONS cached positions on, a dense decode step's attention is fp32 products
+    (attend_one) instead of SDPA: its logits stay within rounding of transformers' and pick the same tokens.
+    (The tiny model's context is 256 positions, so the threshold is lowered to cross it within the prompt.)"""
+    monkeypatch.setattr(fastpath, "EXACT_ATTENTION_POSITIONS", 24)
+    calls = []
+    monkeypatch.setattr(fastpath, "attend_one", lambda *a: calls.append(a[1].shape[1]) or attend_one(*a))
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision=precision, device="cpu"))
+    model = loaded.model
+    prompt = _prompt(model.config.vocab_size, n=40, seed=5)
+    ref, tokens = _reference(model, prompt, 8)
+    got = _fast(FastRunner(model, upcast_prefill=False), prompt, tokens)
+    bound = 1e-4 if precision == "fp32" else 4 * 2 ** -8
+    for a, b in zip(ref, got):
+        assert (a.float() - b.float()).abs().max().item() <= bound * a.float().abs().max().item()
+        assert int(a.argmax()) == int(b.argmax())
+    assert calls and min(calls) == 41  # every decode step past the threshold went through attend_one
 
 
 def test_compile_failure_falls_back_to_eager(tiny_fp32, monkeypatch):
