@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
-from engine.generate.llama_fused import (attend_one, embed, embed_row, project, rms_norm, rotate,
+from engine.generate.llama_fused import (attend_one, embed, embed_row, project, rms_norm, rotate, step_plan,
                                          unsupported_reason, weights_for)
 from engine.generate.runner import ModelRunner, model_device
 
@@ -92,6 +92,7 @@ class FastRunner(ModelRunner):
         self._upcast_prefill = upcast_prefill
         self._quantized = not isinstance(self._w.layers[0].qkv, torch.Tensor) if self._w.layers else False
         self._cpu = device.type == "cpu"  # CUDA's SDPA kernels stay fast for one query: attend_one is for CPUs
+        self._plan = step_plan(self._w, self._quantized)  # the eager decode step's weights as plain calls
         super().__init__(model, use_kv_cache=True)
         if static:
             self._pos_t = torch.zeros(1, dtype=torch.long, device=device)  # (1,) position of the step
@@ -206,32 +207,32 @@ class FastRunner(ModelRunner):
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
         """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix."""
-        w = self._w
-        heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
+        w, plan = self._w, self._plan
+        heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
+        norm = plan.norm
         cos, sin = self._cos[pos], self._sin[pos]  # (head_dim,)
+        # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at ~2,000
+        # (attend_one; measured on the default model, bf16 and int4). Otherwise the same SDPA call
+        # transformers makes for one query (GQA in the kernel, no mask): its bf16 rounding is then
+        # identical, so greedy text matches generate()'s.
+        fp32_attention = self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu)
         x = embed_row(w.embed, token_id)  # (1, d)
-        for index, layer in enumerate(w.layers):
-            h = rms_norm(x, layer.attn_norm, w.eps)
-            qkv = project(h, layer.qkv)  # (1, (H + 2KV) * D)
+        for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj) in enumerate(plan.layers):
+            qkv = qkv_proj(norm(x, attn_norm))  # (1, (H + 2KV) * D)
             qk = rotate(qkv[0, :(heads + kvh) * dim].view(heads + kvh, dim), cos, sin)  # (H+KV, D)
             k_cache, v_cache = self._k[index], self._v[index]  # (KV, capacity, D)
             k_cache[:, pos] = qk[heads:]
             v_cache[:, pos] = qkv[0, (heads + kvh) * dim:].view(kvh, dim)
-            if self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu):
-                # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at
-                # ~2,000 (attend_one; measured on the default model, bf16 and int4)
+            if fp32_attention:
                 attn = attend_one(qk[:heads], k_cache[:, :pos + 1], v_cache[:, :pos + 1], w.scaling)
             else:
-                # The same SDPA call transformers makes for one query (GQA in the kernel, no mask): its bf16
-                # rounding is then identical, so greedy text matches generate()'s.
                 attn = F.scaled_dot_product_attention(
                     qk[:heads].view(1, heads, 1, dim), k_cache[None, :, :pos + 1], v_cache[None, :, :pos + 1],
                     scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
-            x = x + project(attn.view(1, heads * dim), layer.o)
-            h = rms_norm(x, layer.mlp_norm, w.eps)
-            gate_up = project(h, layer.gate_up)  # (1, 2I)
-            x = x + project(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
-        return project(rms_norm(x, w.final_norm, w.eps), w.lm_head)  # (1, vocab)
+            x = x + o_proj(attn.view(1, heads * dim))
+            gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
+            x = x + down_proj(F.silu(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+        return plan.head(norm(x, plan.final_norm))  # (1, vocab)
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """The decode step with fixed shapes: ``token`` and ``pos`` are (1,) tensors, attention spans

