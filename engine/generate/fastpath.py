@@ -126,6 +126,7 @@ class FastRunner(ModelRunner):
             k[:, :, :self._capacity] = self._k
             v[:, :, :self._capacity] = self._v
         self._k, self._v = k, v
+        self._k_layers, self._v_layers = k.unbind(0), v.unbind(0)  # per-layer views, made once per allocation
         with torch.inference_mode():
             positions = torch.arange(capacity, device=self._device)[None]  # (1, capacity)
             probe = torch.empty(1, dtype=self._dtype, device=self._device)
@@ -217,17 +218,18 @@ class FastRunner(ModelRunner):
         # identical, so greedy text matches generate()'s.
         fp32_attention = self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu)
         x = embed_row(w.embed, token_id)  # (1, d)
-        for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj) in enumerate(plan.layers):
-            qkv = qkv_proj(norm(x, attn_norm))  # (1, (H + 2KV) * D)
-            qk = rotate(qkv[0, :(heads + kvh) * dim].view(heads + kvh, dim), cos, sin)  # (H+KV, D)
-            k_cache, v_cache = self._k[index], self._v[index]  # (KV, capacity, D)
-            k_cache[:, pos] = qk[heads:]
-            v_cache[:, pos] = qkv[0, (heads + kvh) * dim:].view(kvh, dim)
+        for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj), k_cache, v_cache in zip(
+                plan.layers, self._k_layers, self._v_layers):  # caches: (KV, capacity, D) per layer
+            qkv = qkv_proj(norm(x, attn_norm)).view(heads + 2 * kvh, dim)  # rows q | k | v
+            qk = rotate(qkv[:heads + kvh], cos, sin)  # (H+KV, D)
+            k_cache.select(1, pos).copy_(qk[heads:])
+            v_cache.select(1, pos).copy_(qkv[heads + kvh:])
+            k_seen, v_seen = k_cache[:, :pos + 1], v_cache[:, :pos + 1]
             if fp32_attention:
-                attn = attend_one(qk[:heads], k_cache[:, :pos + 1], v_cache[:, :pos + 1], w.scaling)
+                attn = attend_one(qk[:heads], k_seen, v_seen, w.scaling)
             else:
                 attn = F.scaled_dot_product_attention(
-                    qk[:heads].view(1, heads, 1, dim), k_cache[None, :, :pos + 1], v_cache[None, :, :pos + 1],
+                    qk[:heads].view(1, heads, 1, dim), k_seen[None], v_seen[None],
                     scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
             x = x + o_proj(attn.view(1, heads * dim))
             gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
