@@ -78,8 +78,14 @@ def test_a_reply_streams_from_the_server_with_its_kv_usage_and_no_key_is_kept(qt
     text = window.chat.messages()[-1].text
     assert text and text == window.controller.messages()[-1].text
     shown = window.perf_panel.displayed()
-    assert shown["ttft"] != "—" and "tok/s" in shown["decode_avg"] and shown["tokens"] == "8"
-    assert int(shown["chart_points"]) > 0  # per-token latencies measured on the client
+    assert shown["ttft"] != "—" and shown["tokens"] == "8"
+    # Decode speed and per-token latencies are measured on the client from chunk arrivals. The server sends the
+    # pieces that queued up while it wrote the last chunk as one (engine/serve/app.py), so on a busy machine the
+    # tiny model's 8 tokens can arrive in a single chunk: nothing to time, and the panel must then say "—", never
+    # a made-up rate. (Rates from separate arrivals: tests/engine/remote/test_session.py.)
+    timed = store.messages(window.current_conversation())[-1].perf.decode_tok_s is not None
+    assert ("tok/s" in shown["decode_avg"]) == timed and (int(shown["chart_points"]) > 0) == timed
+    assert timed or shown["decode_avg"] == "—"
     for key in ("kv", "kv_formula", "kv_no_gqa", "peak"):
         assert shown[key] == "—", key  # not known through the API: never a made-up 0 B
     assert shown["device"] == f"remote: 127.0.0.1:{server.port}" and shown["context"].endswith("%)")
@@ -90,7 +96,8 @@ def test_a_reply_streams_from_the_server_with_its_kv_usage_and_no_key_is_kept(qt
     record = store.messages(cid)[-1].perf
     assert record.device == f"remote: 127.0.0.1:{server.port}" and record.precision == facts.name
     assert record.model == facts.name and record.generated_tokens == 8 and record.kv_cache_bytes is None
-    assert "KV" not in window.controller.messages()[-1].footer and "tok/s" in window.controller.messages()[-1].footer
+    footer = window.controller.messages()[-1].footer
+    assert "KV" not in footer and ("tok/s" in footer) == timed
 
     exports = to_markdown(store, cid) + to_json(store, cid) + perf_to_csv(store)
     assert "remote: 127.0.0.1" in exports and SECRET not in exports
