@@ -49,7 +49,8 @@ def test_int4_dequantizes_within_half_a_step_of_each_group():
 @pytest.mark.parametrize("block", [64, 32])
 def test_int4_dequantize_is_bit_identical_to_the_formula_on_unpacked_codes(block):
     """dequantize() reads the packed bytes column-block-wise (no element-wise transpose); its values must
-    equal (q - 8) · scale + zero computed in bf16 on the codes unpacked row by row, for both layouts."""
+    equal (q - 8) · scale + zero computed in fp32 and rounded once to bf16 on the codes unpacked row by row,
+    for both layouts."""
     weight = _weight(192, 96, seed=3)
     q, scale, zero = int4_codes(weight, 32)
     linear = Int4Linear.from_codes(q, scale, zero, 32)
@@ -59,8 +60,8 @@ def test_int4_dequantize_is_bit_identical_to_the_formula_on_unpacked_codes(block
         linear = Int4Linear(packed, linear.scales_and_zeros, 32, 192, 96, block)
     assert torch.equal(_unpack(linear.packed, block, 192, 96), q.to(torch.uint8))
     sz = linear.scales_and_zeros  # (groups, out, 2)
-    expected = ((q.view(192, 3, 32).to(torch.bfloat16) - 8) * sz[..., 0].t()[..., None]
-                + sz[..., 1].t()[..., None]).view(192, 96)
+    expected = ((q.view(192, 3, 32).float() - 8) * sz[..., 0].t()[..., None].float()
+                + sz[..., 1].t()[..., None].float()).to(torch.bfloat16).view(192, 96)
     dense = linear.dequantize()
     assert dense.shape == (192, 96) and torch.equal(dense, expected)
 
