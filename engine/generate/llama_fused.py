@@ -3,10 +3,12 @@
 Owns ``unsupported_reason(model)`` (why a model cannot take the fast path, or None), ``weights_for(model)``
 (the weights as the fast path reads them: q|k|v and gate|up fused into one projection each, built once per
 model object and shared by every runner of it, the model's own parameters made views of the fused tensors
-so no memory is duplicated) and the per-operation math a decoder layer is made of (``rms_norm``, ``rotate``
-for RoPE, ``attend_one`` for a decode step's attention, ``rms_norm_one_kernel`` for the quantized step's norms, ``project`` through a dense or quantized weight, ``embed`` / ``embed_row``), each written to match
-transformers' Llama operation for operation. Weight-only int8/int4 models (``engine/models/quant.py``) arrive
-already fused by ``quantize_model`` and are used as they are.
+so no memory is duplicated), the per-operation math a decoder layer is made of (``rms_norm``, ``rotate`` for
+RoPE, ``project`` through a dense or quantized weight, ``embed`` / ``embed_row``), each written to match
+transformers' Llama operation for operation, and the eager decode step's faster pieces that are not exact
+(``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which says which of
+them a model's decode step uses. Weight-only int8/int4 models (``engine/models/quant.py``) arrive already fused
+by ``quantize_model`` and are used as they are.
 
 Does not own the KV cache, the per-conversation state or the forward passes that put these pieces together
 (``engine.generate.fastpath.FastRunner``), nor the choice between the fast and the plain runner
