@@ -107,6 +107,13 @@ def build_prompts(tokenizer: Any, plan: Plan, context: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- scenarios
 
 
+def _long_prompt(v: Any, prompts: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """TTFT of the long prompt, and the decode speed of its reply: with ~500 positions cached, what a chat's
+    later turns run at (attention reads every cached position each step)."""
+    sample = v.run(prompts["long"], plan.long_decode_tokens)
+    return {"ttft_long_s": sample.ttft_s, "decode_tok_s_long": sample.decode_tok_s}
+
+
 def scenarios(prompts: dict[str, Any], plan: Plan) -> list[tuple[str, Callable[[Any], dict[str, Any]]]]:
     """(name, fn(variant) -> {figure: value, ...}) in the order they run inside each repetition. Figures
     whose name starts with ``_`` are kept for checks (the ids, the reused tokens), not reported as such."""
@@ -116,10 +123,7 @@ def scenarios(prompts: dict[str, Any], plan: Plan) -> list[tuple[str, Callable[[
         return {"decode_tok_s": s.decode_tok_s, "ttft_short_s": s.ttft_s, "_ids": s.ids}
 
     def long_prompt(v: Any) -> dict[str, Any]:
-        # The reply goes on past the first token: decode with ~500 positions cached is what a chat's later
-        # turns run at (attention reads every cached position each step).
-        sample = v.run(prompts["long"], plan.long_decode_tokens)
-        return {"ttft_long_s": sample.ttft_s, "decode_tok_s_long": sample.decode_tok_s}
+        return _long_prompt(v, prompts, plan)
 
     def followup(v: Any) -> dict[str, Any]:
         full = v.run(prompts["followup"], 1).ttft_s
@@ -148,9 +152,6 @@ def precision_scenarios(prompts: dict[str, Any], plan: Plan) -> list[tuple[str, 
         return {"decode_tok_s": sample.decode_tok_s, "ttft_short_s": sample.ttft_s}
 
     def long_prompt(v: Any) -> dict[str, Any]:
-        # The reply goes on past the first token: decode with ~500 positions cached is what a chat's later
-        # turns run at (attention reads every cached position each step).
-        sample = v.run(prompts["long"], plan.long_decode_tokens)
-        return {"ttft_long_s": sample.ttft_s, "decode_tok_s_long": sample.decode_tok_s}
+        return _long_prompt(v, prompts, plan)
 
     return [("decode", decode), ("long", long_prompt)]

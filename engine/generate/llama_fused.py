@@ -299,11 +299,11 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
     Computed in fp32 from the exactly upcast bf16 cache (scores, softmax and the weighted sum), rounded
     once. Why not ``scaled_dot_product_attention``, which prefill keeps: its CPU flash kernel costs ~50 µs
     for a single query even over a few dozen positions and grows to ~2.2 ms at 4,096 (9 heads, 3 KV heads,
-    head dim 64), ~4 ms per token at 100 positions over 30 layers, where this costs ~45 µs at 32 positions,
-    ~140 µs at 1,024 and ~450-650 µs at 4,096 (measured on a 2-core AMD EPYC with AVX-512, with oneDNN
-    and ATen limited to AVX2 too; a bf16 batched product is faster only past ~2,000 positions and only with
-    native bf16, slower without). Its logits differ from SDPA's by bf16 rounding, so the dense
-    path, which promises transformers' exact numbers, keeps SDPA; quantized models use this.
+    head dim 64; ~2.7 ms per token at ~100 positions over 30 layers), where this costs ~45 µs at 32
+    positions, ~140 µs at 1,024 and ~400-650 µs at 4,096 (measured on a 2-core AMD EPYC with AVX-512, and
+    with oneDNN and ATen limited to AVX2; a bf16 batched product on the cache as it is was faster only past
+    ~8,000 positions, and only with native bf16). Its logits differ from SDPA's by bf16 rounding, so the
+    dense path keeps SDPA while it promises transformers' exact numbers (``engine/generate/fastpath.py``).
     """
     kv_heads, _, dim = k.shape
     queries = q.view(kv_heads, -1, dim).float()  # (KV, G, D): the G query heads that share a KV head
