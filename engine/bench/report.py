@@ -81,7 +81,7 @@ def _precision_table(result: dict[str, Any], peer: dict[str, Any]) -> list[str]:
     for name, p in measured.items():
         columns[name] = {"decode": p["decode_tok_s"]["median"].get("fastpath"),
                          "ttft": p["ttft_long_s"]["median"].get("fastpath"),
-                         "long": p.get("decode_tok_s_long", {}).get("median", {}).get("fastpath"),
+                         "long": p["decode_tok_s_long"]["median"].get("fastpath"),
                          "weights": p["weights_bytes"],
                          "agree": p["top1_agreement"], "ppl": p["perplexity"]}
     if peer.get("ran"):

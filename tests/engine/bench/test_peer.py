@@ -154,7 +154,7 @@ def test_report_with_the_column(quick_json):
     result["precisions"]["int4"] = {
         "weights_bytes": 1e8, "decode_tok_s": {"median": {"fastpath": 61.7}, "ratio": {}},
         "ttft_short_s": {"median": {"fastpath": 0.1}}, "ttft_long_s": {"median": {"fastpath": 0.3}},
-        "top1_agreement": 0.99, "perplexity": 3.0}
+        "decode_tok_s_long": {"median": {"fastpath": 50.0}}, "top1_agreement": 0.99, "perplexity": 3.0}
     table = format_table(result)
     header = next(line for line in table.splitlines() if line.startswith("figure"))
     assert "llama.cpp" in header

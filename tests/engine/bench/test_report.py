@@ -30,7 +30,8 @@ def test_precisions_sit_side_by_side_with_the_main_one(quick_json):
         "int4": {"weights_bytes": result["model"]["weights_bytes"] // 4, "top1_agreement": 0.9876,
                  "perplexity": 3.5, "decode_tok_s": {"median": {"fastpath": decode * 2}, "ratio": {}},
                  "ttft_long_s": {"median": {"fastpath": ttft * 1.5}, "ratio": {}},
-                 "ttft_short_s": {"median": {"fastpath": ttft}, "ratio": {}}},
+                 "ttft_short_s": {"median": {"fastpath": ttft}, "ratio": {}},
+                 "decode_tok_s_long": {"median": {"fastpath": 43.21}, "ratio": {}}},
         "int8": {"error": "int8 could not load"}}
     lines = format_table(result).splitlines()
     header = next(line for line in lines if line.startswith("fast path by precision"))
@@ -41,6 +42,7 @@ def test_precisions_sit_side_by_side_with_the_main_one(quick_json):
 
     assert row("decode ÷ fp32") == ["1.00×", "2.00×"]
     assert row("TTFT ÷ fp32") == ["1.00×", "1.50×"]
+    assert row("decode after long prompt")[1] == "43.2"
     assert row("weights ÷ fp32") == ["1.00×", "0.25×"]
     assert row("top-1 agree w/ fp32") == ["100.0%", "98.8%"]
     assert row("perplexity")[1] == "3.500"
