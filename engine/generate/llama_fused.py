@@ -233,6 +233,7 @@ class StepPlan:
 
 
 def _call(weight: Projection) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``project`` with its weight bound: the same dispatch, decided once instead of per call."""
     if isinstance(weight, torch.Tensor):
         return lambda x: F.linear(x, weight)
     return weight.bound_kernel()
