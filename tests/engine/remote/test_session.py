@@ -58,8 +58,11 @@ def test_a_greedy_stream_is_the_servers_non_stream_reply_with_the_events_of_a_lo
 
 
 def test_figures_are_measured_on_the_client_or_null_never_invented(server, spec):
+    served = server.worker.served
     _, finished = run(RemoteSession(connect(spec)), SamplingConfig(temperature=0.0, max_new_tokens=10, top_logprobs=2))
     m = finished.metrics
+    # The worker records a request just after its last byte is sent: the client can finish first.
+    wait_until(lambda: server.worker.served == served + 1, "the request to be recorded")
     record = server.worker.recent[-1]
     assert m.generated_tokens == 10 == record.completion_tokens  # from usage
     assert m.prompt_tokens == record.prompt_tokens > 0 and m.reused_tokens == record.cached_tokens
