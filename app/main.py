@@ -64,7 +64,8 @@ def _window_size(text: str) -> tuple[int, int]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="miaohui", description="Miaohui (秒回): a local LLM chat that shows why "
                                      "it answers fast")
-    parser.add_argument("--model", help="'default', a model folder or a .gguf file (default: the last one used)")
+    parser.add_argument("--model", help="'default', a name from `python -m engine models list`, a model folder or a "
+                        ".gguf file (default: the last one used)")
     parser.add_argument("--precision", choices=PRECISIONS)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--language", choices=i18n.LANGUAGES if QT_MISSING is None else None,

@@ -14,12 +14,13 @@ import sys
 
 from engine.bench.report import format_table, to_json
 from engine.bench.scenarios import SCENARIOS
+from engine.cli import MODEL_HELP
 from engine.errors import EngineError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--model", default="default", help="default | folder | .gguf | repo id (local cache)")
+    parser.add_argument("--model", default="default", help=MODEL_HELP)
     parser.add_argument("--precision", default="bf16", help="main precision: fp32 | bf16 | fp16 | auto")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--tokens", type=int, default=None, help="new tokens per decode run (default 128)")

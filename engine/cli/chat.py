@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-from engine.cli import remote_args
+from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, remote_args
 from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Finished, Message, Token
@@ -36,8 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", required=True, help="the user message")
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--model", default="default",
-                        help="'default', a model folder, a .gguf file or a cached repo id; with --base-url the served "
-                             "model's name ('default': the server's only model)")
+                        help=MODEL_HELP + SERVED_MODEL_HELP)
     remote_args.add_arguments(parser, "answer with")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)

@@ -16,6 +16,7 @@ import math
 import sys
 from typing import Any
 
+from engine.cli import MODEL_HELP
 from engine.errors import EngineError
 from engine.fmt import format_bytes
 from engine.inputs import DEVICES, INT4_GROUP_SIZE, PRECISIONS, LoadSpec
@@ -25,8 +26,7 @@ from engine.models.loader import load_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a repo id "
-                                                            "in the local Hugging Face cache")
+    parser.add_argument("--model", default="default", help=MODEL_HELP)
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--allow-remote-code", action="store_true",

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from engine.cli import remote_args
+from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, remote_args
 from engine.errors import BadInputError, EngineError
 from engine.inputs import DEVICES, PRECISIONS, LoadSpec
 from engine.models.loader import load_model
@@ -31,8 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder for results.json, CSV and PNG files")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, lengths and tokens (minutes on a CPU)")
     parser.add_argument("--model", default="default",
-                        help="'default', a model folder, a .gguf file or a repo id; with --base-url the served "
-                             "model's name ('default': the server's only model)")
+                        help=MODEL_HELP + SERVED_MODEL_HELP)
     remote_args.add_arguments(parser, "run timing and sampling (the experiments that need the model's internals "
                                       "are refused there) on")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)

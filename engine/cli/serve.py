@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 
+from engine.cli import MODEL_HELP
 from engine.cli.remote_args import ENV_KEY
 from engine.errors import EngineError, printable
 from engine.inputs import DEVICES, PRECISIONS
@@ -27,7 +28,7 @@ SERVER_PACKAGES = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pyda
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="default", help="'default', a model folder, a .gguf file or a cached repo id")
+    parser.add_argument("--model", default="default", help=MODEL_HELP)
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--host", default="127.0.0.1",

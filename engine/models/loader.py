@@ -1,7 +1,8 @@
 """Load a local model: ``LoadSpec`` in, ``LoadedModel`` out.
 
-Owns source resolution (the default model, a local folder, a single ``.gguf`` file, a repo id
-already in the local Hugging Face cache), precision and device resolution (``auto`` rules,
+Owns source resolution (the default model, a local folder, a single ``.gguf`` file, a model installed in the
+models folder by its name or repo id (``engine.library.installed``), a repo id already in the local Hugging Face
+cache), precision and device resolution (``auto`` rules,
 bitsandbytes configs, accelerate CPU offload), load progress and cancel, and turning every load
 failure into one ``EngineError`` with nothing half-loaded kept.
 
@@ -27,7 +28,7 @@ from huggingface_hub import constants
 from engine import paths
 from engine.models import config_check
 from engine.models import quantize_step, safety
-from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineError,
+from engine.errors import (BadInputError, CancelledError, CorruptModelError, DataDirError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.models.facts import build_facts, end_token_ids
 from engine.models.model import LoadedModel
@@ -104,10 +105,25 @@ def resolve_source(model: str) -> ResolvedSource:
             raise safety.refuse_pickle(path)
         # A weights file picked directly: its folder is the model (safety then judges the folder).
         return ResolvedSource(folder=path.resolve().parent, name=path.resolve().parent.name, origin=model)
+    installed = _installed_path(model)
+    if installed is not None:  # a name `python -m engine models list` shows, or the repo id it came from
+        return resolve_source(str(installed.absolute()))
     if _looks_like_repo_id(model):
         return _folder_source(_hf_cache_snapshot(model), model.split("/")[1], model)
-    raise ModelNotFoundError(f"no model at {model}: give a model folder, a .gguf file, a repo id already in "
-                             "the local Hugging Face cache, or 'default' (`python -m engine fetch`)")
+    raise ModelNotFoundError(f"no model at {model}: give a model folder, a .gguf file, the name of an installed "
+                             "model (`python -m engine models list`), a repo id already in the local Hugging Face "
+                             "cache, or 'default' (`python -m engine fetch`)")
+
+
+def _installed_path(model: str) -> Path | None:
+    """The models folder's entry that ``model`` names (``engine.library.installed.resolve``), if any."""
+    from engine.library import installed  # lazy: it imports the Hub client, needed only for a name
+
+    try:
+        path = installed.resolve(model)
+    except (ModelNotFoundError, BadInputError, DataDirError):
+        return None
+    return path if path.exists() else None  # a dangling link: no model there
 
 
 def _folder_source(folder: Path, name: str, origin: str) -> ResolvedSource:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import shutil
 import threading
 import weakref
 
@@ -216,6 +217,27 @@ def test_repo_id_from_local_hf_cache(tiny_model_dir, tmp_path, monkeypatch):
     assert loaded.facts.name == "tiny-chat" and loaded.facts.source == "acme/tiny-chat"
     with pytest.raises(ModelNotFoundError, match="not in the local Hugging Face cache"):
         load_model(LoadSpec(model="acme/other-model"))
+
+
+def test_a_name_from_models_list_loads_the_installed_model(home, tiny_model_dir, tmp_path, monkeypatch):
+    # `python -m engine models list` shows names; `--model` takes them (and the repo id a download came from).
+    models = home / "models"
+    shutil.copytree(tiny_model_dir, models / "acme--tiny-chat")
+    (models / "ggufs").mkdir()
+    gguf_path = write_llama_gguf(tiny_model_dir, models / "ggufs" / "tiny.gguf")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))  # the library, not the cache, has it
+    monkeypatch.chdir(tmp_path)
+    for name in ("acme--tiny-chat", "acme/tiny-chat"):
+        loaded = load_model(LoadSpec(model=name, precision="fp32"))
+        assert loaded.facts.name == "acme--tiny-chat" and loaded.facts.source == str(models / "acme--tiny-chat")
+    loaded = load_model(LoadSpec(model="ggufs/tiny.gguf", precision="fp32"))
+    assert loaded.facts.name == "tiny" and loaded.facts.source == str(gguf_path)
+    # A folder of that name where the command runs is what the user pointed at: a path wins over a name.
+    shutil.copytree(tiny_model_dir, tmp_path / "acme--tiny-chat")
+    assert load_model(LoadSpec(model="acme--tiny-chat", precision="fp32")).facts.source == "acme--tiny-chat"
+    with pytest.raises(ModelNotFoundError, match=r"installed model \(`python -m engine models list`\)") as info:
+        load_model(LoadSpec(model="not-installed"))
+    assert "\n" not in str(info.value)
 
 
 # ---------------------------------------------------------------- bitsandbytes
