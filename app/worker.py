@@ -281,7 +281,7 @@ class Worker(QObject):
                 from engine.generate.session import ChatSession
 
                 # One torch thread fewer while decoding leaves a core to the GUI thread that renders the
-                # stream (see ChatSession: decode is memory-bound, so it costs nothing measurable).
+                # stream, on machines with enough cores for it to cost little (see ChatSession).
                 session, evicted = self.sessions.take(job.conversation_id,
                                                       lambda: ChatSession(loaded, reserve_threads=1), job.prefix_from)
             events = session.generate(job.messages, job.config, cancel=cancel)

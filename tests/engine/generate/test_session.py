@@ -18,7 +18,7 @@ from engine.inputs import LoadSpec
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import make_runner
 from engine.inputs import SamplingConfig
-from engine.generate.session import ChatSession, common_prefix
+from engine.generate.session import RESERVE_FROM_THREADS, ChatSession, common_prefix
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=12)
 CHAT = [Message("system", "You are Miaohui."), Message("user", "What is the capital of France?")]
@@ -315,20 +315,25 @@ def test_reserved_threads_apply_to_decode_only_and_are_restored(loaded):
             return getattr(self._inner, name)
 
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch.set_num_threads(RESERVE_FROM_THREADS)
     try:
         session = ChatSession(loaded, runner_factory=lambda lm, kv: Watching(make_runner(lm, kv)), reserve_threads=1)
         plain = tokens(run(ChatSession(loaded)))
         events = run(session)
-        assert torch.get_num_threads() == 2  # restored when the reply ended
-        assert seen["prefill"] == [2] and set(seen["decode"]) == {1}
+        assert torch.get_num_threads() == RESERVE_FROM_THREADS  # restored when the reply ended
+        assert seen["prefill"] == [RESERVE_FROM_THREADS] and set(seen["decode"]) == {RESERVE_FROM_THREADS - 1}
         assert [t.token_id for t in tokens(events)] == [t.token_id for t in plain]  # same reply, fewer threads
         cancelled = threading.Event()
         stream = session.generate(CHAT, GREEDY, cancelled)
         next(e for e in stream if isinstance(e, Token))
-        assert torch.get_num_threads() == 1  # mid-decode
+        assert torch.get_num_threads() == RESERVE_FROM_THREADS - 1  # mid-decode
         stream.close()  # abandoned mid-reply (the window closed): threads still come back
-        assert torch.get_num_threads() == 2
+        assert torch.get_num_threads() == RESERVE_FROM_THREADS
+        # Below RESERVE_FROM_THREADS a reserved thread would be too large a share: every thread decodes.
+        torch.set_num_threads(RESERVE_FROM_THREADS - 1)
+        seen["decode"].clear()
+        run(session)
+        assert set(seen["decode"]) == {RESERVE_FROM_THREADS - 1}
     finally:
         torch.set_num_threads(before)
 
