@@ -296,21 +296,27 @@ class MessageBrowser(QTextBrowser):
         self._text, self._markdown = text, True
         theme = themes.current()
         document = self.document()
-        cursor = QTextCursor(document)
-        cursor.setPosition(self._stable_pos)
-        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        cursor.removeSelectedText()
-        del self._codes[self._stable_codes:]
-        redone_from = self._stable_pos
-        boundary = stable_prefix(text)
-        if boundary > self._stable_chars:
-            self._stable_separate = append_markdown(cursor, text[self._stable_chars:boundary], self._codes, theme,
-                                                    self._stable_separate)
-            self._stable_chars = boundary
-            self._stable_pos = document.characterCount() - 1
-            self._stable_codes = len(self._codes)
-        append_markdown(cursor, text[self._stable_chars:], self._codes, theme, self._stable_separate)
-        _auto_direction(cursor, redone_from)
+        # The tail is removed, then written again: fit once, after both (fitting after each resized the
+        # bubble twice per render, and the chat re-laid out twice, shrinking and growing, while streaming).
+        self._fitting = True
+        try:
+            cursor = QTextCursor(document)
+            cursor.setPosition(self._stable_pos)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            del self._codes[self._stable_codes:]
+            redone_from = self._stable_pos
+            boundary = stable_prefix(text)
+            if boundary > self._stable_chars:
+                self._stable_separate = append_markdown(cursor, text[self._stable_chars:boundary], self._codes,
+                                                        theme, self._stable_separate)
+                self._stable_chars = boundary
+                self._stable_pos = document.characterCount() - 1
+                self._stable_codes = len(self._codes)
+            append_markdown(cursor, text[self._stable_chars:], self._codes, theme, self._stable_separate)
+            _auto_direction(cursor, redone_from)
+        finally:
+            self._fitting = False
         self._fit()
 
     def loadResource(self, kind: int, name: QUrl) -> object:  # noqa: N802 (Qt override)

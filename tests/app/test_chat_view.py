@@ -176,6 +176,21 @@ def _blocks(document) -> list[tuple]:
     return out
 
 
+def test_a_streaming_bubble_is_resized_at_most_once_per_render_and_never_shrinks(qtbot):
+    # Each render removes the tail and writes it again; fitting after each step shrank the bubble and grew it
+    # back (two resizes and two re-layouts of the chat per render, while the engine decodes beside it).
+    browser = _browser(qtbot)
+    browser.show()
+    heights: list[list[int]] = []
+    browser.setFixedHeight = lambda h, _set=browser.setFixedHeight: (heights[-1].append(h), _set(h))
+    for end in range(5, len(STREAMED) + 5, 5):
+        heights.append([])
+        browser.show_markdown(STREAMED[:end])
+    assert all(len(h) <= 1 for h in heights)
+    grown = [h[0] for h in heights if h]
+    assert len(grown) > 3 and grown == sorted(grown)
+
+
 @pytest.mark.parametrize("step", [1, 9])
 def test_streamed_rendering_equals_rendering_at_once(qtbot, step):
     from PySide6.QtGui import QTextDocument

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.bridge import Bridge
 from app.widgets.model_card import ModelCard, attention_explanation, card_rows
 from engine.events import Finished, Metrics
 from engine.models.model import ModelFacts
+from engine.remote.client import RemoteFacts
 from tests.app._gui_fixtures import loaded_bridge  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
@@ -34,7 +37,6 @@ def test_card_rows_show_the_parameter_and_kv_arithmetic():
 
 
 def test_attention_explanations():
-    from dataclasses import replace
 
     assert attention_explanation(replace(SMOLLM2, kv_heads=1)).startswith("MQA: all 9 query heads share one")
     assert attention_explanation(replace(SMOLLM2, kv_heads=9)).startswith("MHA:")
@@ -53,8 +55,12 @@ def test_card_follows_the_loaded_model_and_its_context(qtbot, loaded_bridge):
     assert rows["KV bytes / token (GQA form)"].endswith(f"= {per_token:,} B ({per_token} B)")
     assert rows["KV memory, current context"].startswith("0 tokens")
 
+    context_row = [label for label, _ in card.rows].index("KV memory, current context")
+    value_item = card.table.item(context_row, 1)
     loaded_bridge.stats_updated.emit(Metrics(context_tokens=100))
     assert dict(card.rows)["KV memory, current context"].startswith("100 tokens")
+    assert card.table.item(context_row, 1) is value_item  # a streaming reply's update sets a value, rebuilds nothing
+    assert value_item.toolTip() == value_item.text()
     loaded_bridge.generation_finished.emit(Finished(reason="eos", text="", metrics=Metrics(context_tokens=120)))
     assert dict(card.rows)["KV memory, current context"].startswith("120 tokens")
 
@@ -67,5 +73,12 @@ def test_card_waits_for_a_model(qtbot, home):
         assert card.rows == [] and card.placeholder.isVisibleTo(card)
         bridge.model_loaded.emit(SMOLLM2)
         assert dict(card.rows)["Vocabulary (V)"] == "49,152"
+        # A server's model hides the card; the next local model (same rows, other values) shows it again.
+        bridge.model_loaded.emit(RemoteFacts(name="served", source="http://127.0.0.1:8000/v1", device="remote: 127.0.0.1:8000",
+                                               precision="served", context_length=4096))
+        assert not card.table.isVisibleTo(card) and card.placeholder.isVisibleTo(card)
+        bridge.model_loaded.emit(replace(SMOLLM2, vocab_size=32_000))
+        assert card.table.isVisibleTo(card) and not card.placeholder.isVisibleTo(card)
+        assert dict(card.rows)["Vocabulary (V)"] == "32,000"
     finally:
         assert bridge.shutdown(5000) is True
