@@ -119,6 +119,8 @@ def _installed_path(model: str) -> Path | None:
     """The models folder's entry that ``model`` names (``engine.library.installed.resolve``), if any."""
     from engine.library import installed  # lazy: it imports the Hub client, needed only for a name
 
+    if Path(model).expanduser().is_absolute() or model.startswith("."):
+        return None  # a path, not a name: never look for it in (or create) the models folder
     try:
         path = installed.resolve(model)
     except (ModelNotFoundError, BadInputError, DataDirError):

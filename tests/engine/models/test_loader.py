@@ -149,9 +149,11 @@ def test_tokenizer_failure_keeps_no_model(tiny_model_dir):
     assert built and built[0]() is None
 
 
-def test_missing_folder_not_found(tmp_path):
+def test_missing_folder_not_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIAOHUI_HOME", str(tmp_path / "home"))
     with pytest.raises(ModelNotFoundError):
         load_model(LoadSpec(model=str(tmp_path / "nope")))
+    assert not (tmp_path / "home").exists()  # a path is not looked up as an installed name: no data folder made
 
 
 def test_auto_precision_rules(monkeypatch):
