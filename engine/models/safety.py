@@ -4,7 +4,9 @@ Owns the refusals of docs/FAULTS.md's cases 7-10: pickle checkpoints (``.bin``, 
 ``.ckpt``, ``.pkl``) are refused without being opened; a config asking for remote code
 (``auto_map``) is refused unless the user opted in; safetensors and GGUF files are verified
 structurally from their headers (no tensor is read) so a truncated, empty, garbage or HTML file is
-refused with one line naming the file and the problem; a file a load would open that is a FIFO,
+refused with one line naming the file and the problem (a GGUF without an architecture or tensors too); a file
+name that an index or a Hub listing gives is refused unless it stays inside the model's folder on every system
+(``member_path``); a file a load would open that is a FIFO,
 socket, device or folder is refused from ``stat`` before it is opened (opening a FIFO blocks
 forever); the config's numbers and its agreement with the weights' names and shapes are checked by
 ``engine.models.config_check`` from the headers read here. Plain Python (json, struct): no torch, no
@@ -25,7 +27,7 @@ from typing import Any, BinaryIO
 
 from engine.models import config_check
 from engine.errors import (REMOTE_CODE_REFUSAL, CorruptModelError, ModelNotFoundError, RemoteCodeRefusedError,
-                           UnsafeModelError)
+                           UnsafeModelError, printable)
 
 # Python's pickle runs code while it loads; these are the usual extensions of pickled checkpoints.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -98,6 +100,51 @@ def check_no_special_files(folder: Path) -> None:
     for entry in entries:
         if entry.suffix.lower() in LOADABLE_SUFFIXES:
             require_regular_file(entry)
+
+
+# ---------------------------------------------------------------- names from an index or a Hub listing
+
+# Windows opens these device names in any folder, whatever the extension ("NUL.json" is the null device).
+_WINDOWS_DEVICES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
+                              *(f"lpt{i}" for i in range(10))})
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name``, a file an index or a Hub listing gives (relative, "/"-separated), might not stay inside the
+    folder it is meant for on Linux, macOS or Windows; None when it stays inside on all of them.
+
+    Judged from the name alone, so it holds before anything is created: Windows also splits at backslashes and
+    drive colons and drops trailing dots and spaces (so ".. " is ".."), and a control character is never a
+    file name a person meant.
+    """
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if printable(name) != name:
+        return "holds a control character"
+    if "\\" in name:
+        return "holds a backslash (a folder separator on Windows)"
+    if ":" in name:
+        return "holds a colon (a drive or a stream on Windows)"
+    if name.startswith("/"):
+        return "is an absolute path"
+    for part in name.split("/"):
+        if not part.strip(". "):
+            return "steps out of the folder ('..') or has an empty or '.'-only part"
+        if part != part.rstrip(". "):
+            return "has a part ending in a dot or space (Windows renames it)"
+        if part.split(".", 1)[0].lower() in _WINDOWS_DEVICES:
+            return "names a Windows device (CON, NUL, COM1, …)"
+    return None
+
+
+def member_path(folder: Path, name: object, where: object) -> Path:
+    """``folder``/``name`` for a ``name`` that ``where`` (an index file, a Hub repo) gives; ``UnsafeModelError``
+    (one line) when it might resolve outside ``folder`` (``name_problem``). Touches nothing on disk."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise UnsafeModelError(f"refused {where}: the file name {name!r} {problem}; only files inside the model's "
+                               "own folder are taken")
+    return Path(folder).joinpath(*str(name).split("/"))
 
 
 # ---------------------------------------------------------------- config
@@ -217,11 +264,11 @@ def _safetensors_files(folder: Path) -> list[Path]:
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
             raise corrupt(index, "no weight_map")
-        shards = sorted({str(name) for name in weight_map.values()})
-        for shard in shards:
-            if not (folder / shard).is_file():
+        shards = {member_path(folder, name, index): str(name) for name in weight_map.values()}
+        for path, shard in sorted(shards.items(), key=lambda item: item[1]):
+            if not path.is_file():
                 raise corrupt(index, f"names shard {shard}, which is missing")
-        return [folder / shard for shard in shards]
+        return sorted(shards, key=lambda path: shards[path])
     return sorted(folder.glob("*.safetensors"))
 
 
@@ -303,11 +350,19 @@ def _check_gguf_handle(path: Path, handle: BinaryIO, size: int) -> int:
         raise corrupt(path, f"unsupported GGUF version {version}")
     n_tensors, n_kv = reader.u64(), reader.u64()
     alignment = 32
+    architecture = False
     for _ in range(n_kv):
         key = reader.string()
         value = reader.skip_value(reader.u32())
         if key == b"general.alignment" and isinstance(value, int) and value > 0:
             alignment = value
+        architecture = architecture or (key == b"general.architecture" and bool(value))
+    # A header with nothing to run passes every bound below; it is no model, so it is refused here, at
+    # download and at load alike, rather than listed as installed.
+    if not architecture:
+        raise corrupt(path, "no general.architecture: not a model GGUF file")
+    if n_tensors == 0:
+        raise corrupt(path, "no tensors: a GGUF header without weights")
     tensors: list[tuple[str, int, int]] = []
     elements = 0
     for _ in range(n_tensors):

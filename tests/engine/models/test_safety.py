@@ -358,3 +358,47 @@ def test_gguf_garbage_refused(tmp_path, content, problem):
     path = tmp_path / "m.gguf"
     path.write_bytes(content)
     _refused(path, CorruptModelError, "m.gguf", problem)
+
+
+# ---------------------------------------------------------------- names an index gives (issue 31, defect 1)
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "ABSOLUTE", "sub/../../outside.safetensors",
+                                   "..\\outside.safetensors", "C:outside.safetensors", "outside\x00.safetensors",
+                                   "...", ".. /outside.safetensors", "NUL.safetensors"])
+def test_an_index_naming_a_shard_outside_the_folder_is_refused(model_copy, tmp_path, shard):
+    # The weights really are there, outside the folder: only the name keeps the load from reading them.
+    outside = tmp_path / "outside.safetensors"
+    shutil.move(model_copy / "model.safetensors", outside)
+    shard = str(outside) if shard == "ABSOLUTE" else shard
+    with safe_open(str(outside), "pt") as handle:
+        weight_map = {name: shard for name in handle.keys()}
+    (model_copy / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    message = _refused(model_copy, UnsafeModelError, "model.safetensors.index.json", "only files inside the model's "
+                       "own folder are taken")
+    assert repr(shard)[1:-1] in message or shard in message
+
+
+def test_an_index_naming_shards_in_a_subfolder_still_loads(model_copy):
+    (model_copy / "weights").mkdir()
+    shutil.move(model_copy / "model.safetensors", model_copy / "weights" / "model.safetensors")
+    with safe_open(str(model_copy / "weights" / "model.safetensors"), "pt") as handle:
+        weight_map = {name: "weights/model.safetensors" for name in handle.keys()}
+    (model_copy / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    assert check_source(model_copy).weight_files == (model_copy / "weights" / "model.safetensors",)
+
+
+# ---------------------------------------------------------------- a GGUF with nothing to run (issue 31, defect 11d)
+
+
+def test_gguf_without_architecture_or_tensors_refused(tmp_path):
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))  # version 3, no tensors, no metadata
+    _refused(empty, CorruptModelError, "empty.gguf", "no general.architecture")
+    writer = gguf.GGUFWriter(str(tmp_path / "header-only.gguf"), "llama")
+    writer.add_block_count(2)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    _refused(tmp_path / "header-only.gguf", CorruptModelError, "header-only.gguf", "no tensors")
