@@ -26,8 +26,8 @@ from engine.events import Message
 from engine.generate.context import check_messages
 from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
 from engine.serve.errors import ApiError
+from engine.serve.stops import check_stops
 
-MAX_STOPS = 16
 TO_CONTEXT_END = 1 << 30  # no max_tokens: the reply may run to the end of the context (the worker caps it there)
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions (chat's default is "to the context's end")
 ROLE_ALIASES = {"developer": "system"}  # OpenAI's newer name for the system prompt
@@ -134,10 +134,10 @@ def _unsupported(request: _Common) -> None:
 
 
 def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
-    if len(stops) > MAX_STOPS:
-        raise ApiError(400, f"at most {MAX_STOPS} stop strings", param="stop")
-    return tuple(s for s in stops if s)
+    try:
+        return check_stops([stop] if isinstance(stop, str) else list(stop or []))
+    except BadInputError as exc:
+        raise ApiError(400, str(exc), param="stop") from None
 
 
 def _config(request: _Common, max_tokens: int | None, top_logprobs: int) -> SamplingConfig:
