@@ -1,34 +1,44 @@
 # Miaohui: `make run` and `make test` set everything up on a fresh clone (idempotent).
-# TORCH_SPEC chooses the torch requirement: users get the normal release (CUDA where it applies);
-# CI passes TORCH_SPEC=torch==2.13.0 (a CPU build that installs from local disk in seconds).
+# `make run` installs the runtime dependencies only; `make test` adds the test extras (pytest, keyrings.alt).
+# TORCH_SPEC is the torch requirement, TORCH_BUILD which build of it: auto (a CUDA build where an NVIDIA GPU is
+# found, the CPU build where none is: packaging/install_torch.py), cpu or cuda. CI passes TORCH_SPEC=torch==2.13.0
+# (a CPU build that installs from local disk in seconds).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch>=2.6
+TORCH_BUILD ?= auto
 PYTEST_ARGS ?=
 STAMP := $(VENV)/.miaohui-installed
+TEST_STAMP := $(VENV)/.miaohui-test-installed
 QM := assets/i18n/miaohui_zh_CN.qm
 
-.PHONY: install run test bench bench-peer lab package package-test clean gui-bench i18n
+.PHONY: install install-test run test bench bench-peer lab package package-test bundle bundle-test clean gui-bench i18n
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# Reinstall only when pyproject.toml or the torch spec changed.
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+# Reinstall only when pyproject.toml, the torch spec or the torch build changed.
+$(STAMP): pyproject.toml packaging/install_torch.py | $(PY)
+	$(PY) packaging/install_torch.py --spec "$(TORCH_SPEC)" --build $(TORCH_BUILD)
+	$(PY) -m pip install --quiet -e .
+	echo "$(TORCH_SPEC) $(TORCH_BUILD)" > $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test]"
-	echo "$(TORCH_SPEC)" > $(STAMP)
+	touch $(TEST_STAMP)
 
 # The interface's compiled translations (app/i18n.py loads them), rebuilt only when their .ts source changed.
 assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
 	bash packaging/i18n.sh build
 
 install: $(STAMP) $(QM)
-	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
+	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC) $(TORCH_BUILD)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
 	$(PY) -m engine fetch
+
+install-test: install $(TEST_STAMP)
 
 # After changing texts in app/: update the .ts sources (new texts arrive unfinished; translate them), build .qm.
 i18n: $(STAMP)
@@ -37,7 +47,7 @@ i18n: $(STAMP)
 run: install
 	$(PY) -m app $(ARGS)
 
-test: install
+test: install-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install
@@ -61,11 +71,19 @@ lab: install
 	$(PY) -m engine lab --out lab-results $(ARGS)
 
 package: install
-	$(PY) -m pip install --quiet -e ".[test,package]"
+	$(PY) -m pip install --quiet -e ".[package]"
 	bash packaging/build.sh
 
 package-test: package
 	bash packaging/test_deb.sh
+
+# The frozen folder alone (no .tar.gz/.deb), then its --self-test offscreen on a scratch data folder: what CI runs.
+bundle: install
+	$(PY) -m pip install --quiet -e ".[package]"
+	bash packaging/build.sh --bundle-only
+
+bundle-test: bundle
+	bash packaging/self_test_bundle.sh
 
 clean:
 	rm -rf $(VENV) build dist packaging/out

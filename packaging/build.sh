@@ -4,6 +4,8 @@
 #   packaging/out/miaohui-<version>-linux-<arch>.tar.gz   and   packaging/out/miaohui_<version>_<arch>.deb
 # (the .deb installs under /opt/miaohui with a /usr/bin/miaohui launcher, a .desktop entry and icons).
 # On Windows and macOS it only freezes; their installers are built as packaging/README.md says.
+# `build.sh --bundle-only` stops after the frozen folder and its --version check (`make bundle`, what CI builds;
+# packaging/self_test_bundle.sh then runs its --self-test).
 #
 # Environment: PY (the Python with PyInstaller, default .venv/bin/python), MIAOHUI_BUNDLE_MODEL (see the
 # spec), DEB_COMPRESSION (dpkg-deb -Z: gzip|xz|zstd, default gzip), SKIP_LINTIAN=1 to skip lintian.
@@ -19,9 +21,16 @@ BUNDLE=$DIST/miaohui
 log() { printf 'package: %s\n' "$*" >&2; }
 die() { printf 'package: error: %s\n' "$*" >&2; exit 1; }
 
+BUNDLE_ONLY=0
+case "${1:-}" in
+    --bundle-only) BUNDLE_ONLY=1 ;;
+    "") ;;
+    *) die "unknown option ${1} (the only one is --bundle-only)" ;;
+esac
+
 VERSION=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 if [ -z "${MIAOHUI_BUNDLE_MODEL:-}" ]; then
-    "$PY" -c 'from engine import fetch, paths; raise SystemExit(0 if fetch.is_fetched(paths.default_model_dir()) else 1)' \
+    "$PY" -c 'from engine import paths; from engine.models import fetch; raise SystemExit(0 if fetch.is_fetched(paths.default_model_dir()) else 1)' \
         || die "the default model is not in place: run \`$PY -m engine fetch\` (make install does) first"
 fi
 
@@ -41,6 +50,10 @@ esac
 
 # A frozen app that cannot even print its version must not be packed.
 QT_QPA_PLATFORM=offscreen "$BUNDLE/miaohui" --version >/dev/null || die "the frozen app failed to run --version"
+if [ "$BUNDLE_ONLY" = 1 ]; then
+    log "done (--bundle-only): $BUNDLE"
+    exit 0
+fi
 
 DEB_ARCH=$(dpkg --print-architecture 2>/dev/null || uname -m)
 TARBALL=$OUT/miaohui-$VERSION-linux-$(uname -m).tar.gz
