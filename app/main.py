@@ -135,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"miaohui: the GUI toolkit PySide6 is not installed or cannot load ({QT_MISSING}); "
               "run `make install`", file=sys.stderr)
         return EXIT_USAGE
+    from app.platform_check import advice, missing_for_platform
+
+    missing = missing_for_platform()  # before Qt tries the xcb plugin and aborts naming the wrong library
+    if missing is not None:
+        print(advice(missing), file=sys.stderr)
+        return EXIT_USAGE
     try:
         data_dir()
         unusable: DataDirError | None = None
