@@ -111,6 +111,9 @@ def configure_chart_fonts() -> list[str]:
     import matplotlib
     from matplotlib import font_manager
 
+    from engine.lab.fonts import refresh_cjk_fonts
+
+    refresh_cjk_fonts()  # a CJK font installed after matplotlib cached its font list: added, cache rewritten
     installed = {entry.name for entry in font_manager.fontManager.ttflist}
     found = [name for name in CJK_FAMILIES if name in installed]
     current = [name for name in matplotlib.rcParams["font.sans-serif"] if name not in found]

@@ -4,7 +4,8 @@
 canvas to PNG (``save_png``), the GUI's is the one inside its ``FigureCanvasQTAgg``. Nothing here
 imports pyplot or a GUI backend, so the engine stays Qt-free and no global backend is switched.
 Chinese token labels need a CJK font: the first installed one from ``CJK_FONTS`` is put in the font
-fallback list, inside an ``rc_context`` so global settings are left alone. Owns drawing only.
+fallback list, inside an ``rc_context`` so global settings are left alone (a CJK font installed after
+matplotlib cached its font list is added first: ``engine.lab.fonts``). Owns drawing only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from matplotlib import font_manager, rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from engine.lab.fonts import refresh_cjk_fonts
 from engine.lab.results import ExperimentResult, Heatmap, Series
 
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "Microsoft YaHei",
@@ -27,6 +29,7 @@ MAX_LABELS = 64  # more token labels than this on a heatmap axis overlap into a 
 
 @functools.lru_cache(maxsize=1)
 def _font_families() -> tuple[str, ...]:
+    refresh_cjk_fonts()
     installed = {f.name for f in font_manager.fontManager.ttflist}
     return ("DejaVu Sans",) + tuple(name for name in CJK_FONTS if name in installed)[:1]
 

@@ -305,4 +305,5 @@ def test_cjk_fonts_follow_the_system_font_and_charts_fall_back(qapp, monkeypatch
     assert set(found) <= set(i18n.CJK_FAMILIES) and rcParams["font.sans-serif"][0] == first
     assert rcParams["font.sans-serif"][1:1 + len(found)] == found
     monkeypatch.setattr(font_manager.fontManager, "ttflist", [])  # a machine without any CJK font
+    monkeypatch.setattr("engine.lab.fonts.fontconfig_cjk_files", lambda: [])  # (fontconfig knows none either)
     assert i18n.configure_chart_fonts() == [] and rcParams["font.sans-serif"][0] == first
