@@ -12,6 +12,7 @@ import ast
 import configparser
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,69 @@ def test_deb_pieces_are_consistent():
     for package in ("libxcb1", "libxcb-cursor0", "libxkbcommon-x11-0", "libegl1", "libgl1", "libfontconfig1",
                     "libdbus-1-3"):
         assert package in depends, package
+
+
+class _Recorded:
+    """Stands in for one of PyInstaller's build steps (Analysis, PYZ, EXE, COLLECT, BUNDLE): records its arguments.
+
+    The spec's own logic (what goes in, platform branches, icons, translations) runs for real; only the freezing
+    is not done, so the Windows and macOS branches are evaluated here on Linux."""
+
+    calls: list[tuple[str, tuple, dict]] = []
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def __call__(self, *args, **kwargs):
+        _Recorded.calls.append((self.kind, args, kwargs))
+        result = type(self.kind, (), {})()
+        if self.kind == "Analysis":
+            result.binaries, result.datas, result.pure, result.scripts = [], list(kwargs["datas"]), [], []
+        return result
+
+
+@pytest.mark.parametrize("platform", ["linux", "win32", "darwin"])
+def test_the_spec_evaluates_on_each_platform(platform, tmp_path, monkeypatch, qapp):
+    import types
+
+    hooks = types.ModuleType("PyInstaller.utils.hooks")
+    hooks.collect_data_files = lambda package, **_: []
+    hooks.collect_submodules = lambda package, **_: [package]
+    hooks.copy_metadata = lambda dist, **_: []
+    for name in ("PyInstaller", "PyInstaller.utils"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "PyInstaller.utils.hooks", hooks)
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setenv("MIAOHUI_BUNDLE_MODEL", "none")
+    # The Windows branch looks for lrelease.exe / pyside6-lrelease.exe: this Linux venv has them without .exe.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    real = Path(sys.executable).parent / "pyside6-lrelease"
+    (tools / ("pyside6-lrelease.exe" if platform == "win32" else "pyside6-lrelease")).symlink_to(real)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("PATHEXT", ".exe")  # shutil.which's Windows branch, on this case-sensitive file system
+    _Recorded.calls = []
+    namespace = {"SPECPATH": str(PACKAGING), "workpath": str(tmp_path), "__file__": str(PACKAGING / "miaohui.spec")}
+    namespace.update({kind: _Recorded(kind) for kind in ("Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE")})
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the spec prepends the repository and packaging/
+    exec(compile((PACKAGING / "miaohui.spec").read_text(encoding="utf-8"), "miaohui.spec", "exec"), namespace)
+
+    kinds = [kind for kind, _args, _kwargs in _Recorded.calls]
+    exes = [kwargs for kind, _args, kwargs in _Recorded.calls if kind == "EXE"]
+    assert kinds.count("Analysis") == 1 and kinds.count("COLLECT") == 1
+    if platform == "win32":
+        # A windowed miaohui.exe and a console twin for --version / --self-test / engine CLI output.
+        assert [exe["name"] for exe in exes] == ["miaohui", "miaohui-console"]
+        assert [exe["console"] for exe in exes] == [False, True]
+    else:
+        assert [exe["name"] for exe in exes] == ["miaohui"]
+    assert ("BUNDLE" in kinds) is (platform == "darwin")
+    icon = exes[0]["icon"]
+    if platform == "linux":
+        assert icon is None  # the .desktop entry names the icon
+    else:
+        assert len(icon) == 1 and Path(icon[0]).suffix == ".png" and Path(icon[0]).is_file()
+    analysis = next(kwargs for kind, _args, kwargs in _Recorded.calls if kind == "Analysis")
+    assert Path(analysis["runtime_hooks"][0]).is_file() and Path(analysis["hookspath"][0]).is_dir()
+    assert any(dest == "assets" for _src, dest in analysis["datas"])
+    assert (ROOT / "assets" / "i18n" / "miaohui_zh_CN.qm").is_file()  # lrelease ran
