@@ -25,7 +25,7 @@ from typing import Any
 
 from engine import paths
 from engine.cli.interrupt import first_ctrl_c_sets
-from engine.errors import EngineError, ModelNotFoundError
+from engine.errors import EngineError, ModelNotFoundError, printable
 from engine.fmt import format_bytes
 from engine.inputs import PRECISIONS
 
@@ -127,9 +127,9 @@ def _show(args: argparse.Namespace) -> int:
         lines.append(f"  refused: {page.refusal}")
     if page.needed:
         lines.append(f"  a pull takes {len(page.needed)} files, {format_bytes(page.weights_bytes)} of weights:")
-        lines += [f"    {name}" for name in page.needed]
+        lines += [f"    {printable(name)}" for name in page.needed]  # the Hub's names: no terminal escapes
     for quant in page.ggufs:
-        lines.append(f"  GGUF {quant.quant:<8} {format_bytes(quant.size):>10}  {quant.file}")
+        lines.append(f"  GGUF {quant.quant:<8} {format_bytes(quant.size):>10}  {printable(quant.file)}")
     return _emit(args, page.to_dict(), lines)
 
 

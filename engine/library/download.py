@@ -2,6 +2,9 @@
 
 ``download(repo, file=..., allow_downloads=...)`` plans the files (``engine.library.hub``) and transfers them:
 
+- Every name in the plan is checked first (``engine.models.safety.member_path``): one that could land outside
+  the model's folder is ``UnsafeModelError`` before any folder is made or byte requested, and each file is
+  written only below the work folder, never through a link found on the way.
 - Free disk is checked first: what is still to fetch must fit in the free space of ``models/`` with a margin, or
   ``NoSpaceError`` (one line: how much to free) is raised before any weights are requested.
 - Everything happens in a hidden work folder ``models/.download-<owner>--<name>[--<gguf>]`` (the model picker
@@ -42,7 +45,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
 from engine import paths
-from engine.errors import BadInputError, CancelledError, DataDirError, HubError, printable
+from engine.errors import BadInputError, CancelledError, DataDirError, HubError, UnsafeModelError, printable
 from engine.fmt import format_bytes, one_line
 from engine.library import hub
 from engine.library.access import check_repo_id, online
@@ -90,13 +93,38 @@ ProgressFn = Callable[[DownloadProgress], None]
 
 def work_dir(plan: DownloadPlan) -> Path:
     """The hidden folder a plan's download works in (the same for every run of the same files)."""
-    suffix = f"--{Path(plan.files[0].name).stem}" if plan.kind == "gguf" else ""
+    suffix = f"--{Path(plan.local_name(plan.files[0])).stem}" if plan.kind == "gguf" else ""
     return paths.models_dir() / f"{WORK_PREFIX}{plan.folder_name}{suffix}"
 
 
 def _target(plan: DownloadPlan) -> Path:
     folder = paths.models_dir() / plan.folder_name
-    return folder / plan.files[0].name if plan.kind == "gguf" else folder
+    return folder / plan.local_name(plan.files[0]) if plan.kind == "gguf" else folder
+
+
+def _check_names(plan: DownloadPlan) -> None:
+    """Every name the plan would write, judged before anything is made (the plan may not come from ``hub``)."""
+    safety.member_path(Path(), plan.folder_name, plan.repo)
+    for remote in plan.files:
+        safety.member_path(Path(), remote.name, plan.repo)
+        safety.member_path(Path(), plan.local_name(remote), plan.repo)
+
+
+def _write_path(root: Path, name: str, plan: DownloadPlan) -> Path:
+    """``root``/``name`` with its folders made, one by one so that no link on the way is followed out of ``root``."""
+    path = safety.member_path(root, name, plan.repo)
+    at = root
+    for step in (*path.relative_to(root).parts[:-1], None):
+        if at.is_symlink():
+            raise UnsafeModelError(f"refused {plan.repo}: {name} would be written through the link {printable(at)}")
+        if step is None:
+            break
+        at = at / step
+        if not at.is_symlink():
+            at.mkdir(exist_ok=True)
+    if path.is_symlink():
+        raise UnsafeModelError(f"refused {plan.repo}: {name} would be written through the link {printable(path)}")
+    return path
 
 
 class _Digest:
@@ -165,7 +193,7 @@ def _release(work: Path) -> None:
 def _prepare(work: Path, plan: DownloadPlan) -> None:
     """Create the work folder; parts from a different plan (another commit, other files) are discarded."""
     state = {"repo": plan.repo, "revision": plan.revision, "kind": plan.kind, "folder_name": plan.folder_name,
-             "endpoint": plan.endpoint,
+             "gguf_name": plan.gguf_name, "endpoint": plan.endpoint,
              "files": [{"name": f.name, "size": f.size, "sha256": f.sha256, "blob_id": f.blob_id} for f in plan.files]}
     try:
         old = json.loads((work / STATE).read_text(encoding="utf-8"))
@@ -182,14 +210,29 @@ def _prepare(work: Path, plan: DownloadPlan) -> None:
     os.replace(tmp, work / STATE)
 
 
-def _on_disk(work: Path, remote: RemoteFile) -> int:
-    """Bytes of ``remote`` already here: its whole size once verified, else the length of its part."""
-    done = work / DONE / remote.name
-    if done.is_file() and done.stat().st_size == remote.size:
-        return remote.size
-    part = work / f"{remote.name}.part"
-    size = part.stat().st_size if part.is_file() else 0
-    return size if size <= remote.size else 0
+def _on_disk(work: Path, local: str, size: int) -> int:
+    """Bytes of the file saved as ``local`` already here: its whole ``size`` once verified, else its part's."""
+    if safety.name_problem(local) is not None:
+        return 0
+    done = work / DONE / local
+    if done.is_file() and done.stat().st_size == size:
+        return size
+    part = work / f"{local}.part"
+    held = part.stat().st_size if part.is_file() else 0
+    return held if held <= size else 0
+
+
+def held_bytes(work: Path) -> tuple[int, int | None]:
+    """Bytes of a work folder's saved plan already on disk and the plan's total (None when unreadable): the
+    files' bytes only, never the bookkeeping beside them, so never more than the total."""
+    state = read_state(work) or {}
+    files = [f for f in state.get("files") or () if isinstance(f, dict) and isinstance(f.get("name"), str)
+             and isinstance(f.get("size"), int) and f["size"] >= 0]
+    if not files:
+        return 0, None
+    kind, gguf = str(state.get("kind")), state.get("gguf_name") if isinstance(state.get("gguf_name"), str) else ""
+    total = sum(f["size"] for f in files)
+    return min(sum(_on_disk(work, hub.local_name(kind, gguf, f["name"]), f["size"]) for f in files), total), total
 
 
 def _check_disk(plan: DownloadPlan, have: int) -> None:
@@ -221,11 +264,12 @@ def _stopped(cancel: threading.Event | None, pause: threading.Event | None) -> b
 def _fetch(plan: DownloadPlan, remote: RemoteFile, work: Path, meter: _Meter, cancel: threading.Event | None,
            pause: threading.Event | None, chunk_bytes: int) -> int:
     """Bring ``remote`` to ``work/files`` verified; return the bytes transferred."""
-    done_path = work / DONE / remote.name
+    local = plan.local_name(remote)
+    done_path = _write_path(work / DONE, local, plan)
     if done_path.is_file() and done_path.stat().st_size == remote.size:
         return 0
-    part = work / f"{remote.name}.part"
-    offset = _on_disk(work, remote)
+    part = _write_path(work, f"{local}.part", plan)
+    offset = _on_disk(work, local, remote.size)
     digest = _Digest(remote)
     if offset:
         with part.open("rb") as handle:
@@ -241,7 +285,7 @@ def _fetch(plan: DownloadPlan, remote: RemoteFile, work: Path, meter: _Meter, ca
             hf_raise_for_status(response)
             if offset and response.status_code != 206:  # the server ignored the range: start the file again
                 offset, digest = 0, _Digest(remote)
-                meter.done -= _on_disk(work, remote)
+                meter.done -= _on_disk(work, local, remote.size)
             elif offset and not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
                 raise HubError(f"{plan.endpoint} answered a request for {remote.name} from byte {offset:,} with "
                                "another range: run the pull again")
@@ -280,13 +324,13 @@ def _check_and_record(plan: DownloadPlan, work: Path) -> None:
     """The engine's file checks on the verified folder, then the record of where it came from."""
     files = work / DONE
     if plan.kind == "gguf":
-        safety.check_gguf(files / plan.files[0].name)
+        safety.check_gguf(files / plan.local_name(plan.files[0]))
     else:
         safety.check_source(files)
     record = {"repo": plan.repo, "revision": plan.revision, "endpoint": plan.endpoint, "kind": plan.kind,
               "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "files": [{"name": f.name, "size": f.size, "sha256": f.sha256, "blob_id": f.blob_id} for f in plan.files]}
-    name = RECORD if plan.kind == "safetensors" else f"{plan.files[0].name}.{RECORD}"
+    name = RECORD if plan.kind == "safetensors" else f"{plan.local_name(plan.files[0])}.{RECORD}"
     (files / name).write_text(json.dumps(record, indent=1), encoding="utf-8")
 
 
@@ -297,9 +341,9 @@ def _install(plan: DownloadPlan, work: Path) -> Path:
     if not folder.exists():
         os.rename(work / DONE, folder)
     elif plan.kind == "gguf" and folder.is_dir() and not (folder / "config.json").exists() and not target.exists():
-        record = f"{plan.files[0].name}.{RECORD}"
+        record = f"{target.name}.{RECORD}"
         os.replace(work / DONE / record, folder / record)
-        os.replace(work / DONE / plan.files[0].name, target)
+        os.replace(work / DONE / target.name, target)
     else:
         raise BadInputError(f"{printable(folder)} appeared while downloading: remove it and pull again")
     shutil.rmtree(work, ignore_errors=True)
@@ -310,6 +354,7 @@ def pull(plan: DownloadPlan, *, allow_downloads: bool, progress: ProgressFn | No
          cancel: threading.Event | None = None, pause: threading.Event | None = None,
          chunk_bytes: int = CHUNK_BYTES) -> DownloadResult:
     """Transfer, verify and install the files of ``plan`` (see the module docstring)."""
+    _check_names(plan)
     target = _target(plan)
     if target.exists():
         raise BadInputError(f"{plan.repo} is already installed at {printable(target)}: remove it first "
@@ -323,7 +368,7 @@ def pull(plan: DownloadPlan, *, allow_downloads: bool, progress: ProgressFn | No
             raise _disk_error(exc, plan) from None
         try:
             _prepare(work, plan)
-            have = sum(_on_disk(work, f) for f in plan.files)
+            have = sum(_on_disk(work, plan.local_name(f), f.size) for f in plan.files)
             _check_disk(plan, have)
             meter = _Meter(plan.total_bytes, have, progress)
             transferred = 0

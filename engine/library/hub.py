@@ -11,7 +11,10 @@ LFS sha256 of weights and the git blob id of small files), and ranged GETs of ``
 A download takes only what the engine needs: ``config.json``, the generation config, the tokenizer files and
 the safetensors weights (the shards the index names), or one GGUF file. Pickle weights (``.bin``, ``.pt``, …) are
 never taken, and a repo that has only those is refused, as is one whose config asks to run its own code
-(``auto_map``) or whose files come without checksums. Owns the questions and the file choice; the transfer
+(``auto_map``) or whose files come without checksums. Every file name the listing or the index gives is untrusted:
+a plan holds only names that stay inside the model's folder (``engine.models.safety.member_path``), refused as
+one line before any byte is written. A GGUF in a subfolder of the repo (``Q4_K_M/model-Q4_K_M.gguf``) is taken
+into the top of its model folder (``gguf_local_name``). Owns the questions and the file choice; the transfer
 itself is ``engine.library.download``'s.
 """
 
@@ -21,6 +24,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 from huggingface_hub import HfApi, get_session, hf_hub_url
@@ -31,6 +35,7 @@ from engine.library import arch as arch_mod
 from engine.library.access import check_repo_id, online
 from engine.library.arch import Architecture
 from engine.library.gguf_header import read_header
+from engine.models import safety
 from engine.models.safety import PICKLE_SUFFIXES, TOKENIZER_FILES
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified", "trending": "trending_score"}
@@ -121,13 +126,23 @@ class DownloadPlan:
     kind: str  # "safetensors" | "gguf"
     files: tuple[RemoteFile, ...]
     folder_name: str  # the model's folder in the data dir's models/ ("owner--name")
+    gguf_name: str = ""  # a GGUF plan: the file's name in that folder ("" → the last part of its Hub name)
 
     @property
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files)
 
+    def local_name(self, remote: RemoteFile) -> str:
+        """Where ``remote`` goes, relative to the model's folder (its Hub name, checked by ``_verifiable``)."""
+        return local_name(self.kind, self.gguf_name, remote.name)
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "total_bytes": self.total_bytes}
+
+
+def local_name(kind: str, gguf_name: str, name: str) -> str:
+    """A plan's file ``name`` (a Hub name) relative to its model folder: a GGUF at the top (``gguf_local_name``)."""
+    return (gguf_name or name.rsplit("/", 1)[-1]) if kind == "gguf" else name
 
 
 def folder_name(repo: str) -> str:
@@ -174,6 +189,15 @@ def search(query: str, *, allow_downloads: bool, endpoint: str | None = None, so
         hits.append(SearchHit(info.id, info.downloads, info.likes, _iso(info.last_modified), formats,
                               bool(info.gated), _license(info.tags)))
     return SearchPage(query, sort, fmt, page, page_size, tuple(hits), len(items) > page_size)
+
+
+def gguf_local_name(page: ModelPage, file: str) -> str:
+    """The name GGUF ``file`` of ``page`` gets in its model folder: the top of it, where the library lists and
+    loads GGUF files, so a Hub subfolder's file keeps only its last part, unless another GGUF of the repo has that
+    name too (then "Q4_K_M--model.gguf"; compared without case, as macOS and Windows folders do)."""
+    base = file.rsplit("/", 1)[-1]
+    clash = sum(q.file.rsplit("/", 1)[-1].lower() == base.lower() for q in page.ggufs) > 1
+    return file.replace("/", "--") if clash else base
 
 
 def _quant_label(name: str) -> str:
@@ -283,6 +307,9 @@ def _pick_gguf(page: ModelPage, file: str | None) -> GgufQuant:
 
 
 def _verifiable(repo: str, files: list[RemoteFile]) -> tuple[RemoteFile, ...]:
+    """The files a plan takes, once each name stays inside the model's folder and each has a checksum."""
+    for f in files:
+        safety.member_path(Path(), f.name, repo)
     for f in files:
         if not f.sha256 and not f.blob_id:
             raise HubError(f"the Hub lists {repo}/{f.name} without a checksum: it cannot be verified, so it is not "
@@ -300,7 +327,8 @@ def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPla
         # A repo with safetensors weights too gets its GGUF files a folder of their own (the loader would read
         # config.json in a shared one).
         name = folder_name(repo) + ("-gguf" if page.format == "safetensors" else "")
-        return DownloadPlan(repo, page.revision, url, "gguf", _verifiable(repo, [by_name[quant.file]]), name)
+        return DownloadPlan(repo, page.revision, url, "gguf", _verifiable(repo, [by_name[quant.file]]), name,
+                            gguf_local_name(page, quant.file))
     if page.refusal:
         unsafe = page.format == "pickle only" or page.needs_remote_code
         raise (UnsafeModelError if unsafe else ModelNotFoundError)(page.refusal)
@@ -311,8 +339,11 @@ def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPla
     if INDEX in by_name:
         index = _json(url, repo, INDEX, page.revision)
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
-        shards = sorted(set(weight_map.values())) if isinstance(weight_map, dict) and weight_map else []
-        missing = [name for name in shards if name not in by_name]
+        names = list(weight_map.values()) if isinstance(weight_map, dict) else []
+        for name in names:  # the index is the Hub's too: a shard name is judged before it is looked up
+            safety.member_path(Path(), name, f"{repo}'s {INDEX}")
+        shards = sorted(set(names))
+        missing = [name for name in shards if name not in by_name or not name.endswith(".safetensors")]
         if not shards or missing:
             raise HubError(f"{repo}'s {INDEX} names shards the repo does not have ({', '.join(missing[:3]) or 'none'})")
         weights = [by_name[INDEX]] + [by_name[name] for name in shards]

@@ -5,7 +5,9 @@ Each installed model is a safetensors folder (``config.json`` + weights) or a GG
 listed with its size on disk, its parameter count and the precisions the engine can load it in (both from the
 config or GGUF header, ``engine.library.fit``: no weights are read), where it was downloaded from (the record
 ``engine.library.download`` writes), and whether it is the default model. Hidden folders are skipped: they are
-downloads in progress (``.download-*``, listed separately as paused downloads) or the default model's fetch.
+downloads in progress (``.download-*``, listed separately as paused downloads, with the bytes of their files)
+or the default model's fetch. A GGUF that the engine's checks refuse (no architecture, no tensors, truncated) is
+listed with that refusal as its problem.
 
 ``delete`` never touches anything outside the models folder: a name is one folder (or ``folder/file.gguf``)
 directly inside it, a symlink is unlinked rather than followed, and the default model goes only with
@@ -27,6 +29,7 @@ from engine.fmt import one_line
 from engine.library import download
 from engine.library.arch import engine_precisions
 from engine.library.fit import architecture_of
+from engine.models import safety
 from engine.models.fetch import find_default_model
 
 
@@ -51,7 +54,7 @@ class PartialDownload:
     name: str  # the work folder's name: what ``delete_partial`` takes
     repo: str | None
     path: str
-    done_bytes: int
+    done_bytes: int  # of the files being fetched (verified or in part): at most total_bytes
     total_bytes: int | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +81,8 @@ def _describe(name: str, path: Path, fmt: str, default: bool) -> InstalledModel:
     params, problem = None, None
     precisions: tuple[str, ...] = ("auto",)
     try:
+        if fmt == "gguf":  # the check a pull and a load make: a header with nothing to run is no model
+            safety.check_gguf(path)
         arch = architecture_of(path)
         params = arch.params
         precisions += tuple(p for p in engine_precisions() if arch.precision_problem(p) is None
@@ -118,9 +123,9 @@ def partial_downloads() -> list[PartialDownload]:
         if not work.is_dir() or work.is_symlink():
             continue
         state = download.read_state(work) or {}
-        files = state.get("files") if isinstance(state.get("files"), list) else []
-        total = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict)) or None
-        partial.append(PartialDownload(work.name, state.get("repo"), str(work), _size(work), total))
+        done, total = download.held_bytes(work)
+        repo = state.get("repo") if isinstance(state.get("repo"), str) else None
+        partial.append(PartialDownload(work.name, repo, str(work), done, total or None))
     return partial
 
 

@@ -117,7 +117,9 @@ def name_problem(name: object) -> str | None:
     drive colons and drops trailing dots and spaces (so ".. " is ".."), and a control character is never a
     file name a person meant.
     """
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
+        return "is not text"
+    if not name:
         return "is empty"
     if printable(name) != name:
         return "holds a control character"

@@ -13,7 +13,10 @@ It speaks the part of the Hub's HTTP protocol that ``engine.library`` uses, as h
 
 Every request is logged (method, path, Range header) so tests can see a resume ask for a range, and how many
 bytes of each file went out. ``corrupt(repo, file)`` makes it serve one wrong byte while still advertising the
-right sha256. ``make_gguf`` writes a small valid GGUF with the tiny test model's architecture.
+right sha256. A hostile Hub lists whatever names it likes (``../x``, ``/abs/x``, backslashes, NUL): file names
+are percent-decoded from the URL, and with ``any_path=True`` a request the client's URL normalisation has bent
+(``resolve/rev/../../x`` arrives as ``/owner/x``) is still answered with the file its last segment names.
+``make_gguf`` writes a small valid GGUF with the tiny test model's architecture.
 Runs ``http.server`` in a thread on an ephemeral 127.0.0.1 port.
 """
 
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 import numpy as np
 
@@ -74,6 +77,7 @@ class FakeHub:
     corrupted: dict[tuple[str, str], int] = field(default_factory=dict)
     ignore_ranges: bool = False  # answer every GET whole (200), as a server without range support does
     cut_after: dict[str, int] = field(default_factory=dict)  # file → hang up after this many bytes (once)
+    any_path: bool = False  # answer an unrouted GET with the listed file its last path segment names
     url: str = ""
 
     # -- set-up --------------------------------------------------------------------------------
@@ -222,7 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._info(entry, match.group(1), match.group(2), query)
         match = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
         if match:
-            return self._resolve(entry, match.group(1), match.group(2), match.group(3), head)
+            return self._resolve(entry, match.group(1), match.group(2), unquote(match.group(3)), head)
         match = re.match(r"^/cdn/([0-9a-f]{64})$", path)
         if match:
             for repo in self.owner.repos.values():
@@ -231,6 +235,12 @@ class _Handler(BaseHTTPRequestHandler):
                         cut = None if head else self.owner.cut_after.pop(name, None)
                         return self._content(entry, self.owner.served(repo.repo_id, name),
                                              {"ETag": f'"{match.group(1)}"'}, head, cut)
+        if self.owner.any_path:
+            last = unquote(path.rsplit("/", 1)[-1])
+            for repo in self.owner.repos.values():
+                for name in repo.files:
+                    if re.split(r"[/\\]", name)[-1] == last:
+                        return self._resolve(entry, repo.repo_id, repo.sha, name, head)
         self._error(entry, 404, "NotFound", f"no route {path}", head)
 
     def _summary(self, repo: FakeRepo) -> dict[str, Any]:

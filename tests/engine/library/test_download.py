@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import struct
 import threading
 from collections import namedtuple
 
 import pytest
 
 from engine import paths
-from engine.errors import BadInputError, CancelledError, HubError, UnsafeModelError
+from engine.errors import BadInputError, CancelledError, CorruptModelError, HubError, UnsafeModelError
 from engine.events import Finished, Message
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
@@ -188,3 +189,86 @@ def test_download_through_a_thread_while_the_caller_waits(home, fake_hub, only_f
     worker.start()
     worker.join(60)
     assert box["result"].path.endswith("miaohui-test--tiny-chat")
+
+
+# ---------------------------------------------------------------- GGUF layouts (issue 31, defects 11c and 11d)
+
+SUB_REPO = "miaohui-test/tiny-sub-GGUF"
+EMPTY_GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)  # a header: version 3, no tensors, no metadata
+
+
+def _add_sub_repo(fake_hub, files: dict[str, bytes]) -> None:
+    fake_hub.add_repo(SUB_REPO, {"README.md": b"# GGUF in folders\n", **files}, config=None,
+                      tags=["gguf", "llama", "text-generation"])
+
+
+def test_a_gguf_in_a_subfolder_of_the_repo_is_pulled_into_its_model_folder(home, fake_hub, only_fake_hub,
+                                                                           gguf_files):
+    _add_sub_repo(fake_hub, {f"Q8_0/{GGUF_Q8}": gguf_files[GGUF_Q8], f"F16/{GGUF_F16}": gguf_files[GGUF_F16]})
+    folder = paths.models_dir() / "miaohui-test--tiny-sub-GGUF"
+    result = pull(SUB_REPO, file=f"Q8_0/{GGUF_Q8}", allow_downloads=True, endpoint=fake_hub.url)
+    assert result.path == str(folder / GGUF_Q8) and (folder / GGUF_Q8).read_bytes() == gguf_files[GGUF_Q8]
+    assert result.files == (f"Q8_0/{GGUF_Q8}",)
+    listed = {m.name: m for m in installed.list_installed()}[f"miaohui-test--tiny-sub-GGUF/{GGUF_Q8}"]
+    assert listed.repo == SUB_REPO and listed.params == 99_648 and listed.problem is None
+    assert installed.partial_downloads() == [] and not list(paths.models_dir().glob(".download-*"))
+    assert not fake_hub.requests_for(f"F16/{GGUF_F16}")
+    assert all(p.resolve().is_relative_to(folder) for p in folder.rglob("*"))
+
+
+def test_subfolder_ggufs_with_the_same_name_keep_their_folder_in_theirs(home, fake_hub, only_fake_hub, gguf_files):
+    _add_sub_repo(fake_hub, {"Q8_0/model.gguf": gguf_files[GGUF_Q8], "F16/model.gguf": gguf_files[GGUF_F16]})
+    for quant in ("Q8_0", "F16"):
+        pull(SUB_REPO, file=f"{quant}/model.gguf", allow_downloads=True, endpoint=fake_hub.url)
+    names = sorted(m.name for m in installed.list_installed())
+    assert names == ["miaohui-test--tiny-sub-GGUF/F16--model.gguf", "miaohui-test--tiny-sub-GGUF/Q8_0--model.gguf"]
+
+
+def test_a_paused_subfolder_gguf_counts_only_its_bytes_and_resumes(home, fake_hub, only_fake_hub, gguf_files):
+    _add_sub_repo(fake_hub, {f"Q8_0/{GGUF_Q8}": gguf_files[GGUF_Q8]})
+    pause = threading.Event()
+    with pytest.raises(CancelledError, match="paused"):
+        pull(SUB_REPO, allow_downloads=True, endpoint=fake_hub.url, pause=pause, chunk_bytes=4096,
+             progress=lambda p: pause.set())
+    [partial] = installed.partial_downloads()
+    parts = list((paths.models_dir() / partial.name).glob("*.part"))
+    assert partial.repo == SUB_REPO and partial.total_bytes == len(gguf_files[GGUF_Q8])
+    assert partial.done_bytes == sum(p.stat().st_size for p in parts) == 4096
+    result = pull(SUB_REPO, allow_downloads=True, endpoint=fake_hub.url)
+    assert result.resumed_bytes == 4096 and installed.partial_downloads() == []
+
+
+@pytest.mark.parametrize("name", ["empty.gguf", "Q0/empty.gguf"])
+def test_a_gguf_with_nothing_in_it_is_never_installed_nor_counted_past_its_size(home, fake_hub, only_fake_hub, name):
+    _add_sub_repo(fake_hub, {name: EMPTY_GGUF})
+    pause = threading.Event()
+    with pytest.raises(CancelledError, match="paused"):  # stopped after its one chunk, before the checks
+        pull(SUB_REPO, allow_downloads=True, endpoint=fake_hub.url, pause=pause, progress=lambda p: pause.set())
+    [partial] = installed.partial_downloads()
+    assert partial.done_bytes == partial.total_bytes == len(EMPTY_GGUF)  # the bookkeeping files are not counted
+    with pytest.raises(CorruptModelError) as info:
+        pull(SUB_REPO, allow_downloads=True, endpoint=fake_hub.url)
+    assert "\n" not in str(info.value) and "empty.gguf: no general.architecture" in str(info.value)
+    assert visible_models(home) == [] and installed.partial_downloads() == []
+
+
+def test_the_installed_list_refuses_a_gguf_without_tensors(home):
+    import gguf
+
+    folder = paths.models_dir() / "someone--header-only"
+    folder.mkdir(parents=True)
+    writer = gguf.GGUFWriter(str(folder / "header-only.gguf"), "llama")
+    for add, value in ((writer.add_block_count, 2), (writer.add_context_length, 256), (writer.add_embedding_length, 64),
+                       (writer.add_feed_forward_length, 128), (writer.add_head_count, 4), (writer.add_head_count_kv, 2),
+                       (writer.add_vocab_size, 400)):
+        add(value)
+    writer.add_token_list([f"t{i}" for i in range(400)])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    (folder / "nothing.gguf").write_bytes(EMPTY_GGUF)
+    listed = {m.name: m for m in installed.list_installed()}
+    assert listed["someone--header-only/header-only.gguf"].problem.endswith("no tensors: a GGUF header without weights")
+    assert listed["someone--header-only/nothing.gguf"].problem.endswith("no general.architecture: not a model GGUF file")
+    assert all(m.precisions == ("auto",) and m.params is None for m in listed.values())
