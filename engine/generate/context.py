@@ -4,7 +4,9 @@ In: the conversation is checked, sanitised and rendered with the tokenizer's own
 ``apply_chat_template`` with the generation prompt would, but bounded in time and size and cancellable:
 ``engine.generate.chat_template``). When prompt + reply budget exceed the model's context, the oldest messages
 are dropped (never the system prompt, never the newest user message) and counted; a message that
-cannot fit even alone is refused with ``ContextTooLongError``.
+cannot fit even alone is refused with ``ContextTooLongError``. Which old messages go is judged first from
+each message's own token count (``content_tokens``, remembered per tokenizer), so only the kept end of a long
+history is ever rendered.
 
 Sanitising (documented choice): NUL characters are removed (they are invisible, and C-string code
 paths below Python may truncate at them); lone UTF-16 surrogates, which Python strings can hold but
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -108,16 +111,78 @@ def longest_token_bytes(tokenizer: Any) -> int:
     return longest
 
 
+# Each message's own token count is kept (per tokenizer, this many most recent texts), so a conversation
+# growing by one turn, or the composer's forecast measured at each pause in typing, tokenises only what is new.
+_COUNTS_KEPT = 8192
+_TOKEN_COUNTS: "weakref.WeakKeyDictionary[Any, OrderedDict[tuple[int, int], int]]" = weakref.WeakKeyDictionary()
+# A message's text tokenised alone and inside the template can differ where it meets the markup (a
+# pre-tokenisation boundary at each end); the judgement "surely too long" allows that much per message.
+_SLACK_PER_MESSAGE = 2
+_COUNT_BATCH = 32  # texts per tokenizer call when counting: one Rust call instead of one per message
+
+
+def content_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Tokens of each text alone (no special tokens, no template), remembered per tokenizer."""
+    try:
+        cache = _TOKEN_COUNTS.setdefault(tokenizer, OrderedDict())
+    except TypeError:  # not weak-referenceable: counted, not remembered
+        cache = OrderedDict()
+    # hash() is salted per process, so no one can choose texts that collide; a collision would only misjudge
+    # which old turns are worth rendering, never the prompt (the kept suffix is always rendered exactly).
+    keys = [(hash(text), len(text)) for text in texts]
+    missing = [i for i, key in enumerate(keys) if key not in cache]
+    if missing:
+        encoded = tokenizer([texts[i] for i in missing], add_special_tokens=False)["input_ids"]
+        for i, ids in zip(missing, encoded):
+            cache[keys[i]] = len(ids)
+    counts = []
+    for key in keys:
+        cache.move_to_end(key)
+        counts.append(cache[key])
+    while len(cache) > _COUNTS_KEPT:
+        cache.popitem(last=False)
+    return counts
+
+
+def _fewest_tokens(tokenizer: Any, text: str) -> int:
+    """A lower bound on the tokens ``text`` takes, from its UTF-8 length alone (0: no bound)."""
+    longest = longest_token_bytes(tokenizer)
+    return -(-len(text.encode("utf-8")) // longest) if longest > 0 else 0
+
+
 def _refuse_if_surely_too_long(tokenizer: Any, message: Message, context_max: int) -> None:
     """Refuse a message that cannot fit however it tokenises, before tokenising it: a 1 MB paste took the
     tiny test model's tokenizer 2-7 s per pass on the worker thread, twice, only to be refused."""
-    longest = longest_token_bytes(tokenizer)
-    if longest <= 0:
-        return
-    at_least = -(-len(message.content.encode("utf-8")) // longest)  # ceil: fewest tokens the text can take
+    at_least = _fewest_tokens(tokenizer, message.content)
     if at_least > context_max:
         raise ContextTooLongError(
             f"your message is at least {at_least:,} tokens but this model's context holds {context_max}: shorten it")
+
+
+def _first_possible_start(tokenizer: Any, system: Sequence[Message], rest: Sequence[Message], limit: int) -> int:
+    """The earliest index of ``rest`` a kept history can start at and still fit ``limit`` tokens, judged from the
+    messages' own token counts, newest first: the messages before it are never tokenised (nor rendered).
+
+    A message whose length alone puts the sum past the limit is not tokenised either (a pasted document far
+    back). Only a lower bound is judged here; which suffix fits is decided by rendering it."""
+    floor = sum(content_tokens(tokenizer, [m.content for m in system])) - _SLACK_PER_MESSAGE * len(system)
+    end = len(rest)
+    while end > 0:
+        batch, bound = [], floor
+        while end - len(batch) > 0 and len(batch) < _COUNT_BATCH:
+            fewest = _fewest_tokens(tokenizer, rest[end - len(batch) - 1].content) - _SLACK_PER_MESSAGE
+            if bound + fewest > limit:
+                break
+            bound += fewest
+            batch.append(end - len(batch) - 1)
+        if not batch:
+            return end  # the message before `end` cannot fit together with what comes after it
+        for index, count in zip(batch, content_tokens(tokenizer, [rest[i].content for i in batch])):
+            floor += count - _SLACK_PER_MESSAGE
+            if floor > limit:
+                return index + 1
+        end = batch[-1]
+    return 0
 
 
 @dataclass(frozen=True)
@@ -136,43 +201,49 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     Trimming drops whole leading messages after the system prompt and always restarts the kept
     history at a user message (chat templates expect user/assistant alternation). When even the
     system prompt plus the newest message leave less than ``max_new_tokens`` of room, the reply
-    budget shrinks to the room there is; with no room at all, ``ContextTooLongError``. Every rendering
-    shares one template deadline (trimming renders several times) and stops once ``cancel`` is set.
+    budget shrinks to the room there is; with no room at all, ``ContextTooLongError``.
+
+    Each message's own token count (``content_tokens``) rules out the starts that surely cannot fit, so a
+    history of thousands of turns, or fifty times the context, is neither rendered nor tokenised whole (that
+    ran out the template's time budget before any trimming); only suffixes near the kept one are rendered,
+    and the kept one is rendered exactly. Every rendering shares one template deadline and stops once
+    ``cancel`` is set.
     """
     clean = check_messages(messages)
     _refuse_if_surely_too_long(tokenizer, clean[-1], context_max)
     system = clean[:1] if clean[0].role == "system" else []
     rest = clean[len(system):]
     deadline = deadline_after()
-
-    def fits(ids: list[int]) -> bool:
-        return len(ids) + max_new_tokens <= context_max
-
-    ids = render(tokenizer, clean, cancel, deadline)
-    if fits(ids):
-        return Prompt(tuple(ids), 0, max_new_tokens)
-
-    # Cut points: indices into `rest` where a kept history may start (a user message). The last one
-    # is the newest user message alone. Fewer tokens with every later cut, so binary search the
-    # earliest cut that fits.
-    cuts = [i for i, m in enumerate(rest) if m.role == "user" and i > 0]
-    lo, hi, best = 0, len(cuts) - 1, None
+    limit = context_max - max_new_tokens
     rendered: dict[int, list[int]] = {}
+
+    def from_cut(cut: int) -> list[int]:
+        if cut not in rendered:
+            rendered[cut] = render(tokenizer, system + rest[cut:], cancel, deadline)
+        return rendered[cut]
+
+    # Cut points: indices into `rest` where a kept history may start: 0 (all of it), then each user message
+    # after the first. The last is the newest user message alone.
+    cuts = [0] + [i for i, m in enumerate(rest) if m.role == "user" and i > 0]
+    start = _first_possible_start(tokenizer, system, rest, limit)
+    possible = [cut for cut in cuts if cut >= start]
+    # The longest possible suffix first: a conversation that fits is rendered once. Fewer tokens with every
+    # later cut, so binary search the rest for the earliest cut that fits.
+    if possible and len(from_cut(possible[0])) <= limit:
+        return Prompt(tuple(rendered[possible[0]]), possible[0], max_new_tokens)
+    lo, hi, best = 1, len(possible) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        rendered[mid] = render(tokenizer, system + rest[cuts[mid]:], cancel, deadline)
-        if fits(rendered[mid]):
-            best, hi = mid, mid - 1
+        if len(from_cut(possible[mid])) <= limit:
+            best, hi = possible[mid], mid - 1
         else:
             lo = mid + 1
     if best is not None:
-        return Prompt(tuple(rendered[best]), cuts[best], max_new_tokens)
+        return Prompt(tuple(rendered[best]), best, max_new_tokens)
 
     # Even system + newest user message leave less room than asked: shorten the reply budget instead.
-    shortest, dropped = ids, 0
-    if cuts:
-        dropped = cuts[-1]
-        shortest = rendered.get(len(cuts) - 1) or render(tokenizer, system + rest[dropped:], cancel, deadline)
+    dropped = cuts[-1]
+    shortest = from_cut(dropped)
     room = context_max - len(shortest)
     if room >= 1:
         return Prompt(tuple(shortest), dropped, room)

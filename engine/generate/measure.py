@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.events import Message
-from engine.generate.context import build_prompt
+from engine.generate.context import build_prompt, content_tokens
 
 _UNKNOWN_CONTEXT = 1 << 30  # as ChatSession: a model that declares no context length is not bounded here
 
@@ -46,7 +46,7 @@ def measure_prompt(loaded: Any, messages: Sequence[Message], max_new_tokens: int
     context_max = loaded.facts.context_length or 0
     budget = min(max_new_tokens, context_max or _UNKNOWN_CONTEXT)
     prompt = build_prompt(loaded.tokenizer, messages, context_max or _UNKNOWN_CONTEXT, budget, cancel)
-    text_tokens = len(loaded.tokenizer.encode(messages[-1].content, add_special_tokens=False))
+    text_tokens = content_tokens(loaded.tokenizer, [messages[-1].content])[0]
     cached = min(shared_prefix(cached_ids, prompt.ids), len(prompt.ids) - 1)
     return PromptMeasure(text_tokens, len(prompt.ids), max(0, cached), prompt.dropped_turns, context_max,
                          prompt.max_new_tokens)

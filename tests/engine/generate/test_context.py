@@ -149,3 +149,44 @@ def test_cancel_stops_trimming_renders(tok):
     cancel.set()
     with pytest.raises(CancelledError):
         build_prompt(tok, _history(40), context_max=256, max_new_tokens=16, cancel=cancel)
+
+
+def _rendered_chars(tok, monkeypatch) -> list[int]:
+    """Spy on the one tokenising step of ``render``: the characters of each rendered prompt it tokenises."""
+    sizes: list[int] = []
+    original = type(tok).apply_chat_template
+
+    def spy(self, conversation, *args, **kwargs):
+        sizes.append(len(kwargs.get("miaohui_rendered_chat", "")))
+        return original(self, conversation, *args, **kwargs)
+
+    monkeypatch.setattr(type(tok), "apply_chat_template", spy)
+    return sizes
+
+
+def test_a_conversation_far_beyond_the_context_is_trimmed_from_per_turn_counts(tok, monkeypatch):
+    # Issue 31 (5): the whole history was rendered and tokenised first and again at each step of the search, so
+    # 8,000 turns ran out the template's 5 s budget and were refused instead of trimmed.
+    messages = _history(20_000)
+    sizes = _rendered_chars(tok, monkeypatch)
+    prompt = build_prompt(tok, messages, context_max=256, max_new_tokens=32)
+    monkeypatch.undo()
+    kept = [messages[0]] + messages[1 + prompt.dropped_turns:]
+    assert list(prompt.ids) == render(tok, kept) and len(prompt.ids) + 32 <= 256
+    one_more = [messages[0]] + messages[1 + prompt.dropped_turns - 2:]
+    assert len(render(tok, one_more)) + 32 > 256  # still as many turns as fit
+    # Only suffixes near the kept one were rendered: a few times the kept prompt, not the history.
+    kept_chars = len(tok.decode(prompt.ids))
+    assert 0 < len(sizes) <= 12 and sum(sizes) <= 12 * kept_chars, sizes
+
+
+def test_a_conversation_fifty_times_the_context_with_a_huge_old_turn(tok, monkeypatch):
+    # One pasted document far back in the history is never tokenised, only counted out by its length.
+    old = [Message("user", "summarise: " + "the capital of France is Paris. " * 40_000), Message("assistant", "ok")]
+    messages = [Message("system", "You are Miaohui.")] + old + _history(300)[1:]
+    sizes = _rendered_chars(tok, monkeypatch)
+    prompt = build_prompt(tok, messages, context_max=256, max_new_tokens=16)
+    assert prompt.dropped_turns >= 2 and max(sizes) < 10_000
+    # A reply budget larger than the room left shrinks to it; a last message that cannot fit alone is refused.
+    with pytest.raises(ContextTooLongError, match=r"your message is [\d,]+ tokens .* holds 256"):
+        build_prompt(tok, messages[:-1] + [Message("user", "Paris " * 300)], context_max=256, max_new_tokens=16)

@@ -263,6 +263,17 @@ def test_history_longer_than_the_context_drops_oldest_turns(loaded):
     assert events[0].prompt_tokens + 32 <= 256 and events[-1].reason == "length"
 
 
+
+def test_a_history_of_thousands_of_turns_is_trimmed_and_answered(loaded):
+    # Issue 31 (5): rendering all of it before trimming ran out the template's 5 s budget: a TemplateError.
+    history = [Message("system", "You are Miaohui.")]
+    for i in range(20_000):
+        history += [Message("user", f"question {i} about Paris"), Message("assistant", f"answer {i}: Paris.")]
+    history.append(Message("user", "newest"))
+    events = run(ChatSession(loaded), history, dataclasses.replace(GREEDY, max_new_tokens=16))
+    assert events[0].dropped_turns > 39_000 and events[0].prompt_tokens + 16 <= 256
+    assert events[-1].reason == "length" and len(tokens(events)) == 16
+
 def test_an_exception_inside_generation_ends_with_an_error_and_the_next_request_works(loaded):
     faulty = FaultyModel(loaded.model, fail_on=3, error=RuntimeError("injected fault\nsecond line"))
     session = ChatSession(loaded, runner_factory=lambda lm, kv: ModelRunner(faulty, kv))
