@@ -35,13 +35,13 @@ FILES_VISIBLE_ROWS = 4  # more scroll inside the table
 def installed_path(page: ModelPage, file: str | None) -> Path | None:
     """Where a download of ``page`` (or its GGUF ``file``) would land, when something is already there
     (``engine.library.download`` names it so: ``owner--name``, and for the GGUF files of a safetensors repo
-    ``owner--name-gguf``)."""
+    ``owner--name-gguf``; a GGUF from a subfolder of the repo sits at the top of it, ``hub.gguf_local_name``)."""
     try:
         folder = paths.models_dir() / (hub.folder_name(page.repo) + ("-gguf" if file and page.format == "safetensors"
                                                                      else ""))
     except EngineError:
         return None
-    target = folder / file if file else folder
+    target = folder / hub.gguf_local_name(page, file) if file else folder
     return target if target.exists() else None
 
 
