@@ -36,6 +36,11 @@ from engine.generate.template_sandbox import TemplateRaised, compile_template
 # template file past this is refused before it is parsed.
 MAX_TEMPLATE_CHARS = 1_000_000
 _MESSAGE_CHARS = 200  # a template's own words in an error, cut to fit one line
+# Every refusal of a model without a chat template says this: what it probably is, and the one way forward the
+# engine has (each turn, the server's /v1/completions included, goes through the template; there is no override).
+NO_CHAT_TEMPLATE = ("this model has no chat template (it is most likely a base model, trained to continue text "
+                    "rather than to chat), so it cannot chat: use an instruct or chat version of it instead (its name "
+                    "usually ends in -Instruct or -Chat), which ships with one")
 
 
 def deadline_after(limits: TemplateLimits = DEFAULT_LIMITS) -> float:
@@ -58,6 +63,8 @@ def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, ad
 
     Raises ``TemplateError`` (one line) for any failure or bound, ``CancelledError`` once ``cancel`` is set.
     """
+    if not getattr(tokenizer, "chat_template", None):
+        raise TemplateError(NO_CHAT_TEMPLATE)
     try:
         source = tokenizer.get_chat_template()
     except ValueError as exc:  # transformers: no template, or several and none named "default"
@@ -104,4 +111,5 @@ def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, ad
                                 f"{one_line(exc, max_chars=_MESSAGE_CHARS)}") from None
 
 
-__all__ = ["DEFAULT_LIMITS", "MAX_TEMPLATE_CHARS", "TemplateLimits", "deadline_after", "render_text"]
+__all__ = ["DEFAULT_LIMITS", "MAX_TEMPLATE_CHARS", "NO_CHAT_TEMPLATE", "TemplateLimits", "deadline_after",
+           "render_text"]

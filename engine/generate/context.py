@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from engine.generate.chat_template import deadline_after, render_text
+from engine.generate.chat_template import NO_CHAT_TEMPLATE, deadline_after, render_text
 from engine.errors import BadInputError, ContextTooLongError
 from engine.events import ROLES, Message
 
@@ -79,7 +79,7 @@ def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event 
     (engine.generate.chat_template): ``TemplateError`` for a failing or runaway template, ``CancelledError``.
     """
     if not getattr(tokenizer, "chat_template", None):
-        raise BadInputError("this model's tokenizer has no chat template, so it cannot chat")
+        raise BadInputError(NO_CHAT_TEMPLATE)
     conversation = [{"role": m.role, "content": m.content} for m in messages]
     text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline)
     # apply_chat_template still tokenises, given a template that writes the bounded rendering verbatim:
