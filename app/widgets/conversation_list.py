@@ -3,7 +3,9 @@
 Owns these widgets and the dialogs behind its buttons (rename prompt, delete confirmation, export file
 choice). It reads and writes through the ``HistoryStore`` it is given and does not load messages into the
 chat or create conversations itself: it emits ``conversation_selected`` / ``new_requested`` and the window
-acts (the window knows the current settings a new conversation starts with).
+acts (the window knows the current settings a new conversation starts with). An export replaces the chosen
+file only once it is written whole (``engine.lab.results.replace_text``): a failure leaves the old file as
+it was and says so in one line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
 from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
 from app.history.store import DEFAULT_TITLE, HistoryStore, StoreError
 from app.widgets import accessibility
+from engine.errors import printable
+from engine.lab.results import replace_text
 
 # Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
 SEARCH_DELAY_MS = 150
@@ -218,12 +222,25 @@ class ConversationList(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, self.tr("Export performance records"),
                                               str(Path.home() / "miaohui-performance.csv"), "CSV (*.csv)")
         if path:
-            self._attempt(lambda: Path(path).write_text(perf_to_csv(self.store), encoding="utf-8", newline=""))
+            self._export(lambda: perf_to_csv(self.store), Path(path))
 
     def export_to(self, cid: int, fmt: str, path: Path) -> bool:
         """Write conversation ``cid`` to ``path`` as ``markdown`` or ``json``; False (message shown) on failure."""
         render = to_markdown if fmt == "markdown" else to_json
-        return self._attempt(lambda: path.write_text(render(self.store, cid), encoding="utf-8"))
+        return self._export(lambda: render(self.store, cid), path)
+
+    def _export(self, text: Callable[[], str], path: Path) -> bool:
+        """Write ``text()`` over ``path`` whole or not at all; a failure is one line naming the file."""
+        try:
+            replace_text(path, text())
+            return True
+        except StoreError as exc:
+            QMessageBox.warning(self, "Miaohui", str(exc))
+        except OSError as exc:
+            QMessageBox.warning(self, "Miaohui", self.tr(
+                "Could not export to {path}: {reason}. A file already there is unchanged.").format(
+                    path=printable(path), reason=printable(exc.strerror or exc)))
+        return False
 
     # -- helpers -------------------------------------------------------------------------------------
     def _item(self, cid: int | None) -> QListWidgetItem | None:

@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from engine.lab.fonts import refresh_cjk_fonts
-from engine.lab.results import ExperimentResult, Heatmap, Series
+from engine.lab.results import ExperimentResult, Heatmap, Series, replace_file
 
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "Microsoft YaHei",
              "PingFang SC", "SimHei", "Noto Serif CJK SC")
@@ -66,8 +66,7 @@ def save_png(result: ExperimentResult, path: Path, *, dpi: int = 110) -> Path:
     FigureCanvasAgg(figure)
     draw(result, figure)
     with fonts():
-        figure.savefig(path, dpi=dpi)
-    return path
+        return replace_file(path, lambda fh: figure.savefig(fh, dpi=dpi, format="png"))
 
 
 def _panels(series: tuple[Series, ...]) -> dict[int, list[Series]]:

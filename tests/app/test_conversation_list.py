@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
+from app.history.perf import PerfRecord
 from app.history.store import HistoryStore
 from app.widgets.conversation_list import ConversationList
 
@@ -121,6 +123,53 @@ def test_export_failure_is_one_line_warning(qtbot, store, widget, monkeypatch, t
     assert not widget.export_to(cid, "markdown", tmp_path / "missing-folder" / "x.md")
     assert len(shown) == 1 and "\n" not in shown[0] and "missing-folder" in shown[0]
 
+
+
+@contextmanager
+def _file_size_limit(limit: int):
+    """The kernel refuses to grow any file of this process past ``limit`` bytes (EFBIG), as a full disk refuses."""
+    resource = pytest.importorskip("resource")
+    signal = pytest.importorskip("signal")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "json", "perf-csv"])
+def test_a_failed_export_leaves_yesterdays_file_as_it_was(qtbot, store, widget, monkeypatch, tmp_path, fmt):
+    # Issue 31 (10): the export wrote straight into the chosen file, so a disk filling part-way had already
+    # truncated the previous export.
+    cid = store.create_conversation("long")
+    for i in range(80):  # each reply is a row of the performance CSV too
+        store.add_message(cid, "assistant", f"{i}: Paris is the capital of France. " * 5, "eos",
+                          PerfRecord(model="tiny-model", decode_tok_s=10.0 + i, generated_tokens=i))
+    widget.select(cid)
+    target = tmp_path / "exports" / f"yesterday.{fmt}"
+    target.parent.mkdir()
+    target.write_bytes(b"yesterday's export\n" * 100)
+    before = target.read_bytes()
+    shown: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: shown.append(a[2]))
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), a[3]))
+    with _file_size_limit(4096):
+        if fmt == "perf-csv":
+            widget.on_export_perf_triggered()
+        else:
+            widget.on_export_triggered(fmt)
+    assert target.read_bytes() == before
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary file left beside it
+    assert len(shown) == 1 and "\n" not in shown[0] and target.name in shown[0]
+    # With room again the same export replaces it whole.
+    if fmt == "perf-csv":
+        widget.on_export_perf_triggered()
+    else:
+        widget.on_export_triggered(fmt)
+    assert target.stat().st_size > 4096 and len(shown) == 1
 
 def test_read_only_history_disables_rename_and_delete(qtbot, tmp_path):
     import sqlite3
