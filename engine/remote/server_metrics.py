@@ -2,7 +2,8 @@
 
 ``parse_metrics(text)`` -> ``ServerFigures``; ``read_server_metrics(spec)`` fetches and parses, and returns None when
 the server has no ``/metrics`` (Ollama, LM Studio, a ``llama-server`` started without ``--metrics``). A figure the
-server does not report is None, never a guess. The names read, first found wins:
+server does not report is None, never a guess, and so is one it reports as no number a panel can show (NaN, ±Inf,
+a negative count: the Prometheus text format allows them all). The names read, first found wins:
 
 - KV-cache usage, a fraction 0..1 (vLLM's "perc" is a fraction too): ``vllm:kv_cache_usage_perc`` (vLLM V1),
   ``vllm:gpu_cache_usage_perc`` (older vLLM), ``llamacpp:kv_cache_usage_ratio`` (``llama-server --metrics``;
@@ -20,6 +21,7 @@ With a ``model_name`` label on a series (vLLM, Miaohui), only the served model's
 
 from __future__ import annotations
 
+import math
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
@@ -99,8 +101,8 @@ def _gauge(families: dict[str, Any], names: Iterable[str], model: str | None,
         return None, None
     name, samples = found
     values = [float(s.value) for s in samples if s.name == name]
-    if not values:
-        return None, None
+    if not values or not all(math.isfinite(value) for value in values):
+        return None, None  # a NaN or an infinity among them: the figure is not known, whatever the others say
     return (sum(values) / len(values) if mean else sum(values)), name
 
 
@@ -111,6 +113,8 @@ def _histogram(families: dict[str, Any], names: Iterable[str], model: str | None
     name, samples = found
     count = sum(float(s.value) for s in samples if s.name == name + "_count")
     total = sum(float(s.value) for s in samples if s.name == name + "_sum")
+    if not (math.isfinite(count) and math.isfinite(total)) or count < 0:
+        return None  # not a histogram's totals: unknown
     return Histogram(name, count, total)
 
 

@@ -17,7 +17,7 @@ from engine.events import Message
 from engine.inputs import SamplingConfig
 from engine.remote import RemoteSession, RemoteSpec, connect, parse_metrics, read_server_metrics
 from engine.remote.server_metrics import Histogram, ServerFigures
-from tests.helpers.openai_wire import WireServer
+from tests.helpers.openai_wire import NAN_METRICS, WireServer
 
 TEXTS = Path(__file__).parent / "exposition"
 VLLM_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -89,3 +89,16 @@ def test_a_server_without_metrics_reads_as_none():
     with WireServer() as wire:
         assert read_server_metrics(RemoteSpec(wire.url, "m")) is None  # 404, as Ollama and LM Studio answer
     assert read_server_metrics(RemoteSpec(wire.url, "m"), timeout_s=1.0) is None  # and a server that is gone
+
+
+def test_nan_and_infinite_figures_are_unknown():
+    # Issue 31 (defect 6): the Prometheus text format allows NaN and ±Inf anywhere; the panel crashed on them.
+    figures = parse_metrics(NAN_METRICS)
+    assert figures == ServerFigures()  # every figure unknown, none a NaN or an infinity
+    with WireServer("nan-metrics") as wire:
+        assert read_server_metrics(RemoteSpec(wire.url, "m")) == ServerFigures()
+    mixed = NAN_METRICS.replace("miaohui:kv_cache_usage_perc NaN", 'miaohui:kv_cache_usage_perc{engine="0"} 0.5\n'
+                                                                  'miaohui:kv_cache_usage_perc{engine="1"} NaN')
+    assert parse_metrics(mixed).kv_cache_usage is None  # one NaN series: the mean is not known either
+    negative = "miaohui:time_to_first_token_seconds_count -3\nmiaohui:time_to_first_token_seconds_sum 1\n"
+    assert parse_metrics("# TYPE miaohui:time_to_first_token_seconds histogram\n" + negative).ttft is None
