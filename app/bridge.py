@@ -127,9 +127,12 @@ class Bridge(QObject):
 
     def load(self, spec: LoadSpec | RemoteSpec) -> int:
         """Load ``spec``'s model (a ``RemoteSpec``: connect to a server's). Cancels a running reply first: a new
-        model drops every conversation's session. Returns the job id (0 after shutdown)."""
+        model drops every conversation's session; and a server still connecting, which would be replaced at once
+        (a server that never answers must not hold up the model asked for next). Returns the job id (0 after
+        shutdown)."""
         for queued in self._jobs.values():
-            if isinstance(queued.job, GenerateJob):
+            if isinstance(queued.job, GenerateJob) or (isinstance(queued.job, LoadJob)
+                                                       and isinstance(queued.job.spec, RemoteSpec)):
                 queued.cancel.set()
         return self._submit(LoadJob(spec))
 

@@ -13,10 +13,19 @@ window and ``python -m engine --help`` load this module without paying for it.
 ``RemoteModel`` is what a worker "loads" for a server: the spec, the served model's resolved name, what the
 server says about it (``RemoteFacts``) and one pooled client reused by every request. Retries are off
 (``max_retries=0``): a failure is reported at once, never hidden behind a silent second attempt.
+
+The server is not trusted (``_Bounded``, an httpx response hook): a stream event (one chunk) larger than
+``MAX_EVENT_BYTES`` or any other answer larger than ``MAX_BODY_BYTES`` is not read further, and ends as one line
+(``MalformedAnswerError``), before openai's decoder, which has no bound, would buffer it whole; answers are asked
+for uncompressed, so that bound is the bytes held, and a stream compressed anyway is refused. ``connect`` lists the
+models on a thread of its own and waits for it watching its cancel flag: the short ``answer_timeout_s`` gives up
+on a server that accepted and said nothing, and a cancel returns at once.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import socket
 import ssl
 import threading
@@ -25,13 +34,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.errors import ErrorKind
-from engine.fmt import one_line
+from engine.fmt import format_bytes, one_line
 from engine.models.model import ModelFacts
-from engine.remote.spec import RemoteError, RemoteModelNotFoundError, RemoteSpec, host_of
+from engine.remote.spec import (ConnectCancelledError, MalformedAnswerError, RemoteError, RemoteModelNotFoundError,
+                                RemoteSpec, host_of)
 
 NO_KEY = "EMPTY"  # sent when there is no key (vLLM's documented placeholder; a server without keys ignores it)
 ALIASES = ("", "default")  # a model name that means "the server's only model"
 MAX_MESSAGE_CHARS = 240
+# A chunk of a reply is a few hundred bytes, a few KiB with 20 top logprobs: 1 MiB is no chunk (httpx's own SSE
+# reader stops at the same size). A models list is ~1 MiB for a hub of 300 models with their descriptions.
+MAX_EVENT_BYTES = 1 << 20
+MAX_BODY_BYTES = 16 << 20
+CANCEL_POLL_S = 0.05  # while connecting, the cancel flag is looked at this often
 
 
 def _openai() -> Any:
@@ -131,10 +146,83 @@ class RemoteModel:
 
 def make_client(spec: RemoteSpec) -> Any:
     openai = _openai()
+    timeout = openai.Timeout(spec.read_timeout_s, connect=spec.connect_timeout_s)
+    # openai's own httpx client (its limits and defaults), with every answer bounded as it is read (``_Bounded``).
+    http = openai.DefaultHttpxClient(timeout=timeout, event_hooks={"response": [_Bounded.hook(spec.host)]})
     # OpenAI-Organization/-Project would otherwise come from the environment (OPENAI_ORG_ID...) and go to any server.
-    return openai.OpenAI(base_url=spec.base_url, api_key=spec.api_key or NO_KEY, max_retries=0,
-                         timeout=openai.Timeout(spec.read_timeout_s, connect=spec.connect_timeout_s),
-                         default_headers={"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()})
+    return openai.OpenAI(base_url=spec.base_url, api_key=spec.api_key or NO_KEY, max_retries=0, timeout=timeout,
+                         http_client=http,
+                         default_headers={"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit(),
+                                          "Accept-Encoding": "identity"})
+
+
+class _Bounded:
+    """A response body read through a bound: a stream's events at most ``MAX_EVENT_BYTES`` each (bytes since the
+    last blank line), any other body at most ``MAX_BODY_BYTES``; past it, ``MalformedAnswerError``. Wraps the
+    response's byte stream, so it counts bytes as they arrive, before anything buffers them."""
+
+    def __init__(self, inner: Any, host: str, events: bool) -> None:
+        self._inner, self._host, self._events = inner, host, events
+        self._total = 0
+        self._event = 0  # bytes since the last event's end
+        self._tail = b""  # the last bytes read: an event's end may span two reads
+
+    @classmethod
+    def hook(cls, host: str) -> Any:
+        """The httpx response hook that bounds every answer from ``host`` (runs before its body is read)."""
+
+        def bound(response: Any) -> None:
+            kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            events = kind == "text/event-stream"
+            encoding = response.headers.get("content-encoding", "").strip().lower()
+            if events and encoding not in ("", "identity"):
+                raise MalformedAnswerError(f"{host} sent its stream compressed ({one_line(encoding, max_chars=40)}) "
+                                           "though it was asked for none")
+            response.stream = _bounded_type()(response.stream, host, events)
+
+        return bound
+
+    def __iter__(self) -> Any:
+        for data in self._inner:
+            self._count(data)
+            yield data
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def _count(self, data: bytes) -> None:
+        self._total += len(data)
+        if not self._events:
+            if self._total > MAX_BODY_BYTES:
+                raise MalformedAnswerError(f"{self._host} sent an answer of more than {format_bytes(MAX_BODY_BYTES)}: "
+                                           "not read further")
+            return
+        window = self._tail + data
+        end = max(window.rfind(b"\n\n"), window.rfind(b"\r\r"), window.rfind(b"\n\r\n"))
+        self._event = len(window) - end if end >= 0 else self._event + len(data)
+        self._tail = window[-3:]
+        if self._event > MAX_EVENT_BYTES:
+            raise MalformedAnswerError(f"{self._host} sent a stream event of more than {format_bytes(MAX_EVENT_BYTES)} "
+                                       "(a reply chunk is a few KiB): not read further")
+
+
+@functools.cache
+def _bounded_type() -> type:
+    """``_Bounded`` as the httpx byte stream a response must hold (made on first use: httpx loads with openai)."""
+    import httpx2
+
+    return type("BoundedByteStream", (_Bounded, httpx2.SyncByteStream), {})
+
+
+def malformed(exc: BaseException, host: str) -> MalformedAnswerError | None:
+    """``exc`` as the typed error it stands for when it means the server's bytes were not UTF-8 or not JSON."""
+    if isinstance(exc, UnicodeDecodeError):
+        return MalformedAnswerError(f"{host} sent a chunk that is not UTF-8 text (byte {exc.start}: "
+                                    f"{exc.object[exc.start:exc.start + 1]!r})")
+    if isinstance(exc, json.JSONDecodeError):
+        return MalformedAnswerError(f"{host} sent a chunk that is not JSON ({one_line(exc.msg)} at character "
+                                    f"{exc.pos})")
+    return None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -154,10 +242,10 @@ def list_models(spec: RemoteSpec, client: Any = None) -> tuple[ServedModel, ...]
     own = client is None
     client = client or make_client(spec)
     try:
-        page = client.models.list()
+        page = client.models.list(timeout=_openai().Timeout(spec.answer_timeout_s, connect=spec.connect_timeout_s))
         listed = tuple(_served(entry) for entry in page.data)
     except Exception as exc:  # noqa: BLE001 (every failure, typed or not, becomes one line)
-        raise RemoteError(describe(exc, spec)) from None
+        raise RemoteError(describe(exc, spec, read_s=spec.answer_timeout_s)) from None
     finally:
         if own:
             client.close()
@@ -180,17 +268,44 @@ def resolve(spec: RemoteSpec, listed: tuple[ServedModel, ...]) -> ServedModel:
 
 
 def connect(spec: RemoteSpec, cancel: threading.Event | None = None) -> RemoteModel:
-    """List the server's models and take ``spec.model``: the remote counterpart of ``load_model``."""
+    """List the server's models and take ``spec.model``: the remote counterpart of ``load_model``.
+
+    The listing runs on a thread of its own; this waits for it and returns as soon as ``cancel`` is set
+    (``ConnectCancelledError``), leaving the listing to end by its timeouts and close its client."""
     client = make_client(spec)
-    try:
-        listed = list_models(spec, client)
+    done, lock = threading.Event(), threading.Lock()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result: Any = list_models(spec, client)
+        except BaseException as exc:  # noqa: BLE001 (handed to the waiting thread)
+            result = exc
+        with lock:
+            if outcome.get("abandoned"):
+                client.close()
+                return
+            outcome["result"] = result
+        done.set()
+
+    threading.Thread(target=work, name="miaohui-remote-connect", daemon=True).start()
+    while not done.wait(CANCEL_POLL_S):
         if cancel is not None and cancel.is_set():
-            raise RemoteError("connecting was cancelled")
-        served = resolve(spec, listed)
+            with lock:
+                if "result" not in outcome:
+                    outcome["abandoned"] = True
+                    raise ConnectCancelledError(f"connecting to {spec.host} was cancelled")
+    try:
+        result = outcome["result"]
+        if isinstance(result, BaseException):
+            raise result
+        if cancel is not None and cancel.is_set():
+            raise ConnectCancelledError(f"connecting to {spec.host} was cancelled")
+        served = resolve(spec, result)
     except BaseException:
         client.close()
         raise
-    remote = RemoteModel(spec, served, listed)
+    remote = RemoteModel(spec, served, result)
     remote._client = client
     return remote
 
@@ -220,12 +335,16 @@ def _server_message(exc: Any) -> str:
     return one_line(body or getattr(exc, "message", "") or "no message", max_chars=MAX_MESSAGE_CHARS)
 
 
-def describe(exc: BaseException, spec: RemoteSpec) -> str:
-    """One line a user can act on for a failure talking to ``spec``'s server (its key never appears)."""
+def describe(exc: BaseException, spec: RemoteSpec, read_s: float | None = None) -> str:
+    """One line a user can act on for a failure talking to ``spec``'s server (its key never appears); ``read_s``:
+    the read timeout the request had, when not the spec's for replies."""
     openai = _openai()
     host = spec.host
-    if isinstance(exc, RemoteError):
-        return str(exc)
+    chain = _chain(exc)
+    for cause in chain:  # ours, raised under openai's wrapping (the response hook), or the bytes' own failure
+        typed = cause if isinstance(cause, RemoteError) else malformed(cause, host)
+        if typed is not None:
+            return str(typed)
     if isinstance(exc, openai.APIStatusError):
         status, message = exc.status_code, _server_message(exc)
         if status == 401:
@@ -241,8 +360,8 @@ def describe(exc: BaseException, spec: RemoteSpec) -> str:
             return f"{host} failed (HTTP {status}: {message})"
         return f"{host} refused the request (HTTP {status}: {message})"
     if isinstance(exc, openai.APITimeoutError):
-        return (f"{host} did not answer in time (connect {spec.connect_timeout_s:g} s, read {spec.read_timeout_s:g} s)")
-    chain = _chain(exc)
+        read = spec.read_timeout_s if read_s is None else read_s
+        return f"{host} did not answer in time (connect {spec.connect_timeout_s:g} s, read {read:g} s)"
     for cause in chain:
         if isinstance(cause, ssl.SSLCertVerificationError):
             return f"TLS with {host} failed: its certificate could not be verified ({one_line(cause.verify_message)})"

@@ -21,8 +21,10 @@ What is measured, and where (docs/SCALE-OUT.md, "What the panel shows"):
 Finish reasons: the server's ``stop`` is ``eos``, ``length`` is ``length``; a cancel closes the stream (the
 connection's socket is shut down, which wakes a read blocked while the server is still prefilling, and tells
 the server to stop) and is ``cancelled``; every failure — refused, timeout, TLS, 401, 429, an error event, a stream
-cut before the server said it finished — is ``Finished(reason="error", error=<one line>)`` with the text received
-so far kept. ``generate`` never raises once it has returned its iterator.
+cut before the server said it finished, a chunk that is not UTF-8, not JSON or too large
+(``engine.remote.client``) — is ``Finished(reason="error", error=<one line>)`` with the text received so far kept.
+The server is not trusted to stop: past the ``max_tokens`` asked for and ``TOKEN_MARGIN`` the stream is closed and
+the reply is a ``length`` finish. ``generate`` never raises once it has returned its iterator.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from engine.events import Event, Finished, Message, Metrics, Started, Stats, Token, TopCandidate
 from engine.inputs import SamplingConfig
-from engine.remote.client import RemoteModel, describe
+from engine.remote.client import RemoteModel, describe, malformed
+from engine.remote.spec import MalformedAnswerError
 
 STATS_EVERY = 8  # as engine.generate.session: a live snapshot every 8 tokens
 NO_TOKEN_ID = -1  # the API sends text, not ids: every Token's token_id is this
@@ -46,6 +49,11 @@ FINISH_REASONS = {"stop": "eos", "length": "length"}
 UNKNOWN_ALWAYS = ("prefill_s", "prefill_tok_s", "kv_cache_bytes", "kv_cache_bytes_allocated",
                   "kv_cache_bytes_formula", "kv_cache_bytes_formula_no_gqa", "weights_bytes", "peak_memory_bytes")
 CANCEL_POLL_S = 0.05  # while no chunk comes, the cancel flag is looked at this often
+# The server is not trusted to end its stream: past the max_tokens asked for (and a margin for a server that
+# counts differently), the reply is cut there, as a length finish; past this many chunks for each token asked
+# for (role, usage and empty chunks, a finish that never comes), it is an error.
+TOKEN_MARGIN = 16
+CHUNKS_PER_TOKEN = 4
 
 
 @dataclass
@@ -89,7 +97,9 @@ def _prob(logprob: Any) -> float | None:
     """A logprob as a probability; the -9999 that stands for "probability 0" (JSON has no -infinity) is 0."""
     if not isinstance(logprob, (int, float)) or isinstance(logprob, bool):
         return None
-    return 0.0 if logprob <= -9999.0 else math.exp(logprob)
+    if not math.isfinite(logprob):
+        return None
+    return 0.0 if logprob <= -9999.0 else math.exp(min(logprob, 0.0))  # a positive logprob is no probability
 
 
 def _tokens_of(choice: Any, text: str) -> list[tuple[str, float | None, tuple[TopCandidate, ...]]]:
@@ -134,7 +144,7 @@ class _Reader(threading.Thread):
                 self.items.put((self._clock(), chunk))
             end: Any = _END
         except Exception as exc:  # noqa: BLE001 (handed to the consumer, which makes it one line)
-            end = exc
+            end = malformed(exc, self._remote.spec.host) or exc  # bytes not UTF-8, not JSON: typed
         with self._lock:
             self._ended = True  # the stream is closed by now: its connection may serve the next request
         self.items.put((self._clock(), end))
@@ -194,7 +204,10 @@ class RemoteSession:
         # waits in the server's queue or its prefill (no byte comes then), and the stream is shut down.
         reader = _Reader(self.remote, request_body(self.remote.model_id, messages, config), self._clock)
         reader.start()
-        index = 0
+        index = chunks = 0
+        max_tokens = config.max_new_tokens + TOKEN_MARGIN
+        max_chunks = CHUNKS_PER_TOKEN * max_tokens
+        host = self.remote.spec.host
         try:
             while True:
                 try:
@@ -212,11 +225,26 @@ class RemoteSession:
                 if isinstance(chunk, BaseException):
                     yield self._finished("error", reply, describe(chunk, self.remote.spec))
                     return
-                for token in self._take(reply, t, chunk):
+                chunks += 1
+                try:
+                    tokens = self._take(reply, t, chunk, max_tokens - index)
+                except Exception as exc:  # noqa: BLE001 (a chunk of any shape ends the reply as one line)
+                    error = exc if isinstance(exc, MalformedAnswerError) else MalformedAnswerError(
+                        f"{host} sent a chunk this client cannot read ({type(exc).__name__})")
+                    yield self._finished("error", reply, str(error))
+                    return
+                for token in tokens:
                     yield Token(index, NO_TOKEN_ID, token[0], t, token[1], token[2])
                     index += 1
                     if index % STATS_EVERY == 0:
                         yield Stats(self._metrics(reply, live=True))
+                if index >= max_tokens and reply.finish_reason is None:
+                    yield self._finished("length", reply)  # more than asked for: the server would not stop
+                    return
+                if chunks >= max_chunks:
+                    yield self._finished("error", reply, f"{host} sent {chunks} chunks for a reply of at most "
+                                                         f"{config.max_new_tokens} tokens without ending its stream")
+                    return
         finally:
             reader.stop()  # a stream that did not end (cancel, abandoned) is shut down
         if reply.finish_reason is None:
@@ -226,25 +254,31 @@ class RemoteSession:
         else:
             yield self._finished(FINISH_REASONS.get(reply.finish_reason, "eos"), reply)
 
-    def _take(self, reply: _Reply, t: float, chunk: Any) -> list[tuple[str, float | None, tuple[TopCandidate, ...]]]:
-        """Record one chunk (usage, finish reason, arrival times); return the tokens it carries."""
+    def _take(self, reply: _Reply, t: float, chunk: Any,
+              room: int) -> list[tuple[str, float | None, tuple[TopCandidate, ...]]]:
+        """Record one chunk (usage, finish reason, arrival times); return the tokens it carries, at most ``room``.
+        ``MalformedAnswerError`` for a chunk whose text is not text."""
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self._read_usage(reply, usage)
-        tokens = []
+        tokens: list[tuple[str, float | None, tuple[TopCandidate, ...]]] = []
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "index", 0) != 0:
                 continue  # n > 1 is never asked for; a server that sends more choices is read for its first
             delta = getattr(choice, "delta", None)
-            pieces = _tokens_of(choice, (getattr(delta, "content", None) or "") if delta is not None else "")
-            if not pieces and choice.finish_reason == "stop":
+            content = (getattr(delta, "content", None) or "") if delta is not None else ""
+            if not isinstance(content, str):
+                raise MalformedAnswerError(f"{self.remote.spec.host} sent a chunk whose content is not text")
+            finish = getattr(choice, "finish_reason", None)
+            pieces = _tokens_of(choice, content)[:max(0, room - len(tokens))]
+            if not pieces and finish == "stop":
                 reply.token_times.append(t)  # the end token: its arrival is the finishing chunk (local counts it too)
             for piece in pieces:
                 reply.token_times.append(t)
                 reply.text.append(piece[0])
             tokens += pieces
-            if choice.finish_reason is not None:
-                reply.finish_reason = str(choice.finish_reason)
+            if finish is not None:
+                reply.finish_reason = str(finish)
         return tokens
 
     @staticmethod

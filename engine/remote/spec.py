@@ -1,5 +1,6 @@
 """What to connect to: ``RemoteSpec`` (a server's base URL, the served model's name, an optional API key) and the
-one error type of the remote side, ``RemoteError``.
+one error type of the remote side, ``RemoteError`` (and its kinds: not found, a malformed answer, a cancelled
+connect, a bad URL), with the timeouts a client waits for a server.
 
 A base URL is ``http(s)://host[:port][/path]``. With no path, ``/v1`` is added (``http://gpu-box:8000`` means
 ``http://gpu-box:8000/v1``); a path is kept as given (``http://localhost:11434/v1`` for Ollama, a proxy's
@@ -15,11 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from engine.errors import EngineError, ErrorKind
+from engine.errors import CancelledError, EngineError, ErrorKind
 
-DEFAULT_CONNECT_TIMEOUT_S = 10.0  # a server that does not accept a connection in 10 s is not there
-# A reply may wait long for its first byte: a queue on a shared vLLM, a long prompt's prefill. Between two
-# bytes of a stream, 5 minutes without anything is a dead connection, not a slow model.
+DEFAULT_CONNECT_TIMEOUT_S = 5.0  # a server that does not accept a connection (TCP, TLS) in 5 s is not there
+# Connecting (``GET /v1/models``) is answered at once by every server, however busy: one that says nothing for
+# 10 s has hung or is not an API server, and the user is told so within seconds, not minutes.
+DEFAULT_ANSWER_TIMEOUT_S = 10.0
+# A reply may wait long for its first byte: a queue on a shared vLLM, a long prompt's prefill on llama-server
+# (which answers only once its first token is out). Between two bytes of a reply's stream, 5 minutes without
+# anything is a dead connection, not a slow model; the user can stop it sooner (a reply is always cancellable).
 DEFAULT_READ_TIMEOUT_S = 300.0
 
 
@@ -31,6 +36,19 @@ class RemoteModelNotFoundError(RemoteError):
     """The server does not serve the model asked for."""
 
     kind = ErrorKind.NOT_FOUND
+
+
+class MalformedAnswerError(RemoteError):
+    """The server's answer is not what the API says: a stream event too large to be one, a chunk that is not UTF-8
+    or not JSON, a body far larger than any answer. The reply ends with what came before it."""
+
+    kind = ErrorKind.CORRUPT
+
+
+class ConnectCancelledError(RemoteError, CancelledError):
+    """Connecting to a server was cancelled (the user pressed Stop, or asked for another model meanwhile)."""
+
+    kind = ErrorKind.CANCELLED
 
 
 class BadBaseUrlError(RemoteError):
@@ -89,13 +107,14 @@ class RemoteSpec:
     model: str = ""
     api_key: str | None = field(default=None, repr=False)
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
-    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S  # between two bytes of a reply's stream
+    answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S  # for the models list (connecting), between two bytes too
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", normalize_base_url(self.base_url))
         object.__setattr__(self, "model", (self.model or "").strip())
         object.__setattr__(self, "api_key", (self.api_key or "").strip() or None)
-        if not self.connect_timeout_s > 0 or not self.read_timeout_s > 0:
+        if not self.connect_timeout_s > 0 or not self.read_timeout_s > 0 or not self.answer_timeout_s > 0:
             raise RemoteError("the timeouts must be positive numbers of seconds")
 
     @property

@@ -9,13 +9,15 @@ import time
 
 import pytest
 
+from engine.errors import ErrorKind
 from engine.events import Finished, Message, Started, Stats, Token
 from engine.inputs import SamplingConfig
 from engine.remote import RemoteError, RemoteModel, RemoteSession, RemoteSpec, connect
 from engine.remote.session import UNKNOWN_ALWAYS
+from engine.remote.spec import ConnectCancelledError
 from engine.serve.worker import Job
 from tests.engine.serve.conftest import HeldJob, start_server, wait_until
-from tests.helpers.openai_wire import MODEL, WORDS, WireServer
+from tests.helpers.openai_wire import MODEL, WORDS, SilentServer, WireServer
 
 HELLO = [Message("user", "Hello there")]
 GREEDY = SamplingConfig(temperature=0.0, top_p=1.0, top_k=0, max_new_tokens=12)
@@ -187,12 +189,22 @@ def test_tls_to_a_plain_http_server_and_a_silent_server_are_one_line(server):
     silent.bind(("127.0.0.1", 0))
     silent.listen(4)
     try:
-        spec = RemoteSpec(f"http://127.0.0.1:{silent.getsockname()[1]}", "m", read_timeout_s=0.5)
+        spec = RemoteSpec(f"http://127.0.0.1:{silent.getsockname()[1]}", "m", answer_timeout_s=0.5)
         with pytest.raises(RemoteError, match="did not answer in time") as info:
             connect(spec)
         assert one_line(str(info.value))
     finally:
         silent.close()
+
+
+@pytest.mark.timeout(120)  # a connect that ignored its cancel would wait its 600 s
+def test_connecting_to_a_silent_server_is_cancelled_at_once_whatever_its_timeouts():
+    with SilentServer() as silent:
+        cancel = threading.Event()
+        threading.Timer(0.5, cancel.set).start()
+        with pytest.raises(ConnectCancelledError, match="connecting to 127.0.0.1:.* was cancelled") as info:
+            connect(RemoteSpec(silent.url, "", connect_timeout_s=600, answer_timeout_s=600), cancel)
+        assert info.value.kind is ErrorKind.CANCELLED and silent.accepted == 1
 
 
 @pytest.mark.parametrize("url, words", [
