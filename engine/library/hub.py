@@ -345,7 +345,8 @@ def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPla
         shards = sorted(set(names))
         missing = [name for name in shards if name not in by_name or not name.endswith(".safetensors")]
         if not shards or missing:
-            raise HubError(f"{repo}'s {INDEX} names shards the repo does not have ({', '.join(missing[:3]) or 'none'})")
+            raise HubError(f"{repo}'s {INDEX} names shards that are not safetensors files of the repo "
+                           f"({', '.join(missing[:3]) or 'none'})")
         weights = [by_name[INDEX]] + [by_name[name] for name in shards]
     elif "model.safetensors" in by_name:
         weights = [by_name["model.safetensors"]]
