@@ -53,3 +53,17 @@ def test_trimming_and_refusals_are_the_sessions(loaded):
     assert measured.dropped_turns == started.dropped_turns == 2 and measured.prompt_tokens == started.prompt_tokens
     with pytest.raises(ContextTooLongError):
         measure_prompt(loaded, [Message("user", "KV cache " * context)], GREEDY.max_new_tokens)
+
+
+def test_the_forecast_of_a_history_of_thousands_of_turns_is_the_sessions_trim(loaded):
+    # Issue 31 (5): measuring rendered the whole history first, so the composer's forecast of a 20,000-turn
+    # conversation ran out the template's 5 s budget instead of saying how many turns would be left out.
+    history = [Message("system", "You are Miaohui.")]
+    for i in range(20_000):
+        history += [Message("user", f"question {i} about Paris"), Message("assistant", f"answer {i}: Paris.")]
+    history.append(Message("user", "newest"))
+    measured = measure_prompt(loaded, history, GREEDY.max_new_tokens)
+    started, finished = _turn(ChatSession(loaded), history)
+    assert measured.dropped_turns == started.dropped_turns > 39_000 and measured.prompt_tokens == started.prompt_tokens
+    assert measured.text_tokens == len(loaded.tokenizer.encode("newest", add_special_tokens=False))
+    assert finished.reason in ("eos", "length")
