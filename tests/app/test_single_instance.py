@@ -103,3 +103,13 @@ def test_a_running_window_does_not_block_a_self_test(qtbot, guard, home, tmp_pat
     report = json.loads(out[out.index("{"):])
     assert run.returncode == 1 and "nowhere" in report["error"]  # it ran (and failed on the model), not refused
 
+
+
+def test_the_server_name_is_valid_as_a_windows_pipe_and_a_unix_socket_name(tmp_path):
+    """Qt makes it \\\\.\\pipe\\NAME on Windows (no backslash allowed) and a socket file in the temp folder on Unix
+    (paths of at most ~104 bytes): short, lower-case letters, digits and dashes, whatever the folder's name."""
+    import re
+
+    for folder in (tmp_path / "数据 folder", tmp_path / ("x" * 200), Path("C:/Users/用户/AppData/Local/miaohui")):
+        name = server_name(folder)
+        assert re.fullmatch(r"miaohui-[0-9a-f]{20}", name), name
