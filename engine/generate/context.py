@@ -289,11 +289,15 @@ class IncrementalDecoder:
         return ""
 
     def flush(self) -> str:
-        """Whatever is still held back (an incomplete character decodes to U+FFFD)."""
+        """Whatever is still held back, less a character the reply was cut in the middle of.
+
+        Held tokens end in an incomplete UTF-8 sequence (that is why they were held): when the reply stops
+        there (the token limit, Stop, a stop string), those bytes are half of a character, not text, and
+        decoding them would end the reply in U+FFFD. Whole characters before them are kept."""
         if self._read == len(self._ids):
             return ""
         prefix_text = self._decode(self._ids[self._prefix:self._read])
-        delta = self._decode(self._ids[self._prefix:])[len(prefix_text):]
+        delta = self._decode(self._ids[self._prefix:])[len(prefix_text):].rstrip(REPLACEMENT)
         self._prefix = self._read = len(self._ids)
         self._parts.append(delta)
         return delta

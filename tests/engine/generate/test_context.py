@@ -125,11 +125,19 @@ def test_incremental_decoder_never_emits_half_a_character(tok):
     assert decoder.push(eos) == "" and decoder.token_text(eos) == "<|im_end|>"
 
 
-def test_flush_lets_out_an_incomplete_character(tok):
+def test_a_reply_cut_inside_a_character_ends_before_it_not_in_a_replacement_character(tok):
     ids = tok.encode("😀", add_special_tokens=False)
     decoder = IncrementalDecoder(tok)
     assert decoder.push(ids[0]) == ""
-    assert decoder.flush() == "\ufffd"
+    assert decoder.flush() == "" and decoder.text == ""
+    # A Chinese reply cut at the token limit: every whole character is kept, the half one is dropped.
+    text = "键值缓存保存了每一层的键和值"
+    ids = tok.encode(text, add_special_tokens=False)
+    for cut in range(1, len(ids)):
+        decoder = IncrementalDecoder(tok)
+        streamed = "".join(decoder.push(i) for i in ids[:cut]) + decoder.flush()
+        assert "\ufffd" not in streamed and text.startswith(streamed), (cut, streamed)
+        assert len(text) - len(streamed) <= 1 or tok.decode(ids[:cut]).rstrip("\ufffd") == streamed
 
 
 def test_a_runaway_template_is_refused_with_one_line_instead_of_running(tok):
