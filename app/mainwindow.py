@@ -33,6 +33,7 @@ from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
 from engine.errors import BadInputError
+from engine.fmt import outside_text
 from engine.inputs import LoadSpec
 
 log = logging.getLogger(__name__)
@@ -129,15 +130,14 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.perf_dock], [380], Qt.Orientation.Horizontal)
 
         status = self.statusBar()
-        self.status_model = QLabel(self.tr("no model"))
-        self.status_device, self.status_precision, self.status_state = QLabel(""), QLabel(""), QLabel(self.tr("idle"))
+        self.status_model, self.status_device, self.status_precision, self.status_state = labels = tuple(
+            QLabel(text, textFormat=Qt.TextFormat.PlainText) for text in (self.tr("no model"), "", "", self.tr("idle")))
         self.load_progress = QProgressBar()
         self.load_progress.setRange(0, 100)
         self.load_progress.setMaximumSize(160, 14)
         self.load_progress.setTextVisible(False)
         self.load_progress.hide()
-        for widget in (self.load_progress, self.status_model, self.status_device, self.status_precision,
-                       self.status_state):
+        for widget in (self.load_progress, *labels):  # labels in plain text: a server names its own model
             status.addPermanentWidget(widget)
 
         menu = self.menuBar().addMenu(self.tr("&Chat"))
@@ -409,9 +409,9 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(generating or loading)
         self.chat.set_actions_enabled(not generating)
         self.model_bar.set_state(loading, facts)  # and, for `auto`, which precision it chose and why
-        self.status_model.setText(facts.name if facts is not None else self.tr("no model"))
-        self.status_device.setText(f"· {facts.device}" if facts is not None else "")
-        self.status_precision.setText(f"· {facts.precision}" if facts is not None else "")
+        self.status_model.setText(outside_text(facts.name) if facts is not None else self.tr("no model"))
+        self.status_device.setText(f"· {outside_text(facts.device)}" if facts is not None else "")
+        self.status_precision.setText(f"· {outside_text(facts.precision)}" if facts is not None else "")
         if loading:
             if self.load_progress.isHidden():  # not begun by _load: no loading line (stage, cancelling) shown yet
                 self.status_state.setText(self.tr("loading"))
@@ -421,7 +421,7 @@ class MainWindow(QMainWindow):
                 self.status_state.setText(self.tr("· generating"))
             else:
                 self.status_state.setText(self.tr("· ready") if facts is not None else self.tr("· no model loaded"))
-        self.setWindowTitle(f"Miaohui 秒回 — {facts.name}" if facts is not None else "Miaohui 秒回")
+        self.setWindowTitle(f"Miaohui 秒回 — {outside_text(facts.name)}" if facts is not None else "Miaohui 秒回")
 
     @Slot()
     def bring_to_front(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
 from app.api_keys import ApiKeys
+from engine.fmt import outside_text
 from engine.remote import RemoteError, RemoteSpec, ServerFigures, read_server_metrics
 
 __all__ = ["RemoteSource", "RemoteSpec", "attach", "loaded_note"]
@@ -31,7 +32,8 @@ def loaded_note(facts: Any) -> str:
     """The notice when a model is ready: a local model's size and place, or the server and model connected to."""
     translate = QCoreApplication.translate  # this name: lupdate reads a bare tr(a, b) as tr(text, comment)
     if getattr(facts, "remote", False):
-        return translate("ChatController", "Connected to {name} at {url}.").format(name=facts.name, url=facts.source)
+        return translate("ChatController", "Connected to {name} at {url}.").format(name=outside_text(facts.name),
+                                                                                   url=facts.source)
     return translate("ChatController", "Loaded {name}: {m} M parameters, {precision} on {device}.").format(
         name=facts.name, m=f"{facts.params / 1e6:.1f}", precision=facts.precision, device=facts.device)
 

@@ -1,16 +1,22 @@
 """The one home of the small text helpers that the engine, its command lines and the window all use.
 
-Owns: an exception or text as one printable line (``one_line``), the first index where two sequences differ
-(``first_difference``) and byte counts in binary units (``format_bytes``: B, KiB, MiB, GiB, never "KB").
+Owns: an exception or text as one printable line (``one_line``), a string chosen outside this program as plain text
+to show (``outside_text``), the first index where two sequences differ (``first_difference``) and byte counts in
+binary units (``format_bytes``: B, KiB, MiB, GiB, never "KB").
 Pure Python, no torch and no Qt, so the window can import it without loading the engine.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from engine.errors import printable
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+# Unicode's bidirectional controls: a name holding them is shown in another order than it is read ("Trojan
+# Source"), e.g. a model id whose letters reverse the rest of a status line.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_OUTSIDE_CHARS = 200  # a model name, a file name: past this it is cut with "…", never a wall of text
 
 
 def one_line(value: object, *, max_chars: int | None = None, name_type: bool = False) -> str:
@@ -25,6 +31,20 @@ def one_line(value: object, *, max_chars: int | None = None, name_type: bool = F
     if max_chars is not None and len(line) > max_chars:
         line = line[:max_chars] + "…"
     return printable(line)
+
+
+def outside_text(value: object, *, max_chars: int = MAX_OUTSIDE_CHARS) -> str:
+    """A string someone else chose (a server's model name or error text, a hub's file name) as plain text to show.
+
+    Control characters are escaped (``printable``: no terminal escape or bell, no forged second line), and so are
+    the bidirectional controls; a text longer than ``max_chars`` is cut with "…". Markup is left as the characters
+    it is: a terminal shows them as they are, and every Qt widget that shows such a text is set to plain text
+    (``Qt.TextFormat.PlainText``), so ``<b>`` is never bold and ``<img>`` never loads.
+    """
+    text = str(value)
+    if len(text) > max_chars:
+        text = text[:max_chars] + "…"
+    return _BIDI.sub(lambda match: f"\\u{ord(match.group()):04x}", printable(text))
 
 
 def first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:

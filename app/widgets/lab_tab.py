@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
 from app import theme
 from app.engine_texts import engine_text
 from app.widgets import accessibility
+from engine.fmt import outside_text
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png
 from engine.lab.results import write_csv
@@ -116,6 +117,7 @@ class LabTab(QWidget):
         self.warning.setObjectName("notice")
         self.warning.setWordWrap(True)
         self.source_note = QLabel("")  # on a server: what runs there and what needs a local model
+        self.source_note.setTextFormat(Qt.TextFormat.PlainText)  # it names the server's model: never markup
         self.source_note.setObjectName("notice")
         self.source_note.setWordWrap(True)
         self.source_note.setVisible(False)
@@ -372,7 +374,8 @@ class LabTab(QWidget):
         if self._remote:
             self.source_note.setText(self.tr("On the server {url} ({model}): timing and sampling run through its API "
                                              "and are measured here, network included; the others need a model "
-                                             "loaded on this computer.").format(url=facts.source, model=facts.name))
+                                             "loaded on this computer.").format(url=facts.source,
+                                                                                model=outside_text(facts.name)))
         self.source_note.setVisible(self._remote)
         if not self.can_run(self.experiment_box.currentData()):
             first = next(i for i, info in enumerate(EXPERIMENTS) if self.can_run(info.key))

@@ -86,6 +86,7 @@ class ModelBar(QWidget):
             "bnb-int8 / nf4 / fp4: bitsandbytes (less memory, slower on a CPU)"))
         layout.addWidget(self.precision_combo)
         self.chosen = QLabel("")  # what `auto` chose for the loaded model; its tooltip says why
+        self.chosen.setTextFormat(Qt.TextFormat.PlainText)
         self.chosen.hide()
         layout.addWidget(self.chosen)
         layout.addWidget(QLabel(self.tr("Device")))

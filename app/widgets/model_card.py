@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
 from app.precision_reason import auto_reason
 from app.widgets import accessibility
 from engine.models.model import ModelFacts
-from engine.fmt import format_bytes
+from engine.fmt import format_bytes, outside_text
 
 
 def fmt_count(value: int) -> str:
@@ -96,6 +96,7 @@ class ModelCard(QWidget):
         self._facts: ModelFacts | None = None
         self._context_tokens = 0
         self.placeholder = QLabel(self.tr("Load a model to see its card."))
+        self.placeholder.setTextFormat(Qt.TextFormat.PlainText)  # it may name a server's model: never markup
         self.table = QTableWidget(0, 2)
         self.table.setHorizontalHeaderLabels(["", "value"])
         self.table.horizontalHeader().setVisible(False)
@@ -184,7 +185,7 @@ class ModelCard(QWidget):
             self.table.hide()
             self.placeholder.setWordWrap(True)
             self.placeholder.setText(self.tr("{name} runs on a server: its architecture is not shared through the "
-                                             "API.").format(name=getattr(facts, "name", "")))
+                                             "API.").format(name=outside_text(getattr(facts, "name", ""))))
             self.placeholder.show()
 
     @Slot(object)

@@ -14,6 +14,7 @@ description its latest and slowest gap; the chart takes the theme's colours agai
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import psutil
@@ -27,7 +28,7 @@ from app import theme as themes
 from app.throttle import Throttle
 from app.widgets import accessibility
 from app.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
-from engine.fmt import format_bytes
+from engine.fmt import format_bytes, outside_text
 
 RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet follows a slowdown quickly
 # Nobody reads a figure that changes 30 times a second; each update repaints the panel on the GUI thread,
@@ -54,11 +55,13 @@ def _get(obj: Any, name: str) -> Any:
 
 class _Value(QLabel):
     """A figure's value: wraps within the panel's width and keeps its whole text as a tooltip; its accessible
-    name is its caption with the value ("Decode average: 41.8 tok/s")."""
+    name is its caption with the value ("Decode average: 41.8 tok/s"). Plain text, tooltip included: a value may be
+    a server's model name (its "precision"), which is never markup here."""
 
     def __init__(self, text: str, caption: str) -> None:
         super().__init__("")
         self._caption = caption
+        self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWordWrap(True)
         # Ignored: the label never asks for more width than the form gives it; it wraps instead.
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -66,7 +69,7 @@ class _Value(QLabel):
 
     def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
         super().setText(text)
-        self.setToolTip(text)
+        self.setToolTip(html.escape(text))  # a tooltip has no plain-text mode: escaped, it reads as the text
         self.setAccessibleName(accessibility.figure(self._caption, text))
 
 
@@ -230,8 +233,8 @@ class PerfPanel(QWidget):
     # -- public ---------------------------------------------------------------------------------------
     def set_model_facts(self, facts: Any) -> None:
         self._facts = facts
-        self._values["device"].setText(str(_get(facts, "device") or "—"))
-        self._values["precision"].setText(str(_get(facts, "precision") or "—"))
+        self._values["device"].setText(outside_text(_get(facts, "device") or "—"))  # a server's: its host and name
+        self._values["precision"].setText(outside_text(_get(facts, "precision") or "—"))
         self._values["weights"].setText(format_bytes(_get(facts, "weights_bytes")))
         context = _get(facts, "context_length")
         if context:
@@ -306,9 +309,9 @@ class PerfPanel(QWidget):
             v["weights"].setText(format_bytes(m("weights_bytes")))
         v["peak"].setText(format_bytes(m("peak_memory_bytes")))
         if m("device"):
-            v["device"].setText(str(m("device")))
+            v["device"].setText(outside_text(m("device")))
         if m("precision"):
-            v["precision"].setText(str(m("precision")))
+            v["precision"].setText(outside_text(m("precision")))
         used, limit = m("context_tokens"), m("context_max")
         if used is not None and limit:
             text = self.tr("{used} / {max} tokens ({share} %)").format(used=used, max=limit,
@@ -342,7 +345,7 @@ class PerfPanel(QWidget):
             self._values["server_kv"].setToolTip(self.tr("{metric} on the server's /metrics: the share of its KV cache "
                                                          "in use, by every request it serves").format(
                 metric=figures.kv_cache_metric))
-        ttft = _get(figures, "ttft")
+        ttft = _get(figures, "ttft")  # engine.remote.server_metrics: finite or None, never NaN
         count = int(_get(ttft, "count") or 0)
         self._values["server_ttft"].setText(missing if ttft is None else "—" if not count else self.tr(
             "{ttft} (mean of {n} request(s))").format(ttft=fmt_seconds(ttft.mean), n=count))

@@ -16,12 +16,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
 from app.api_keys import KeyringInfo
 from app.widgets import accessibility
+from engine.fmt import one_line, outside_text
 from engine.remote import RemoteError, RemoteSpec, list_models
 
 EXAMPLE_URL = "http://127.0.0.1:8000/v1"
@@ -70,6 +71,7 @@ class RemoteDialog(QDialog):
         self.model_combo.setMinimumContentsLength(28)
         self.model_combo.currentIndexChanged.connect(self._update_buttons)
         self.status = QLabel(self.tr("Enter the server's address, then list its models."))
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # it quotes what the server said: never markup
         self.status.setWordWrap(True)
         if keyring.name is not None:
             self.remember_box = QCheckBox(self.tr("Remember the key in the system keyring ({name})").format(
@@ -151,7 +153,7 @@ class RemoteDialog(QDialog):
             except RemoteError as exc:
                 relay.failed.emit(request, str(exc))
             except Exception as exc:  # noqa: BLE001 (a bug must still end the listing, as one line)
-                relay.failed.emit(request, f"{type(exc).__name__}: {exc}")
+                relay.failed.emit(request, one_line(exc, name_type=True))
             else:
                 relay.listed.emit(request, listed)
 
@@ -167,7 +169,7 @@ class RemoteDialog(QDialog):
         for served in listed:
             n = served.context_length
             context = self.tr(" · {n} tokens of context").format(n=n) if n else ""
-            self.model_combo.addItem(served.id + context, served.id)
+            self.model_combo.addItem(outside_text(served.id) + context, served.id)  # shown escaped, sent as named
         index = self.model_combo.findData(self._wanted_model)
         self.model_combo.setCurrentIndex(max(0, index))
         self.status.setText(self.tr("{n} model(s) served. Choose one and connect.").format(n=len(listed)))
@@ -185,7 +187,7 @@ class RemoteDialog(QDialog):
     # -- internals --------------------------------------------------------------------------------------------
     def _show_failure(self, message: str) -> None:
         self.model_combo.clear()
-        self.status.setText(self.tr("Could not list the models: {error}").format(error=message))
+        self.status.setText(self.tr("Could not list the models: {error}").format(error=outside_text(message)))
         self._update_buttons()
 
     @Slot()

@@ -8,8 +8,10 @@ and keys, a figure the server cannot give (KV bytes, prefill time) null, never i
 unless ``--temperature`` is given, so two runs print the same text. Exit status: 0 done, 2 bad input or a model
 that cannot be loaded (one line, no traceback; for a server: a bad URL, one that cannot be reached, a refused
 key, an unknown model), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
-what was generated. Owns argument parsing and output only. ``engine/__main__.py`` imports every sub-command
-to build its parser, so the session (which loads torch, ~1.5 s) is imported in ``_run``: ``--help`` stays instant.
+what was generated. What a server chose (its model's name, its error texts) is printed through
+``engine.fmt.outside_text``: no terminal escape reaches the terminal. Owns argument parsing and output only.
+``engine/__main__.py`` imports every sub-command to build its parser, so the session (which loads torch, ~1.5 s)
+is imported in ``_run``: ``--help`` stays instant.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, remote_args
 from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Finished, Message, Token
-from engine.fmt import format_bytes
+from engine.fmt import format_bytes, outside_text
 from engine.generate.context import check_messages
 from engine.inputs import DEVICES, PRECISIONS, LoadSpec, SamplingConfig
 from engine.models.loader import load_model
 
 DEFAULT_MAX_NEW_TOKENS = 256
+MAX_ERROR_CHARS = 1000  # an error line may quote a server's text: escaped and bounded like every outside string
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +69,8 @@ def summary_line(finished: Any) -> str:
             f"@ {_fmt(m.prefill_tok_s, '.0f', ' tok/s')} · decode {_fmt(m.decode_tok_s, '.1f', ' tok/s')} · "
             f"{m.generated_tokens} tokens · KV {format_bytes(k('kv_cache_bytes'))} "
             f"(formula {format_bytes(k('kv_cache_bytes_formula'))}, "
-            f"no-GQA {format_bytes(k('kv_cache_bytes_formula_no_gqa'))}) · {m.device} {m.precision}")
+            f"no-GQA {format_bytes(k('kv_cache_bytes_formula_no_gqa'))}) · {outside_text(m.device)} "
+            f"{outside_text(m.precision)}")  # a server's model name is its precision: whatever it chose
 
 
 def result_json(finished: Any, facts: Any) -> dict[str, Any]:
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {outside_text(exc, max_chars=MAX_ERROR_CHARS)}", file=sys.stderr)
         return 2
 
 
@@ -133,6 +137,6 @@ def _run(args: argparse.Namespace) -> int:
         print(summary_line(finished), file=sys.stderr)
     if finished.reason == "error":
         if not args.json:
-            print(f"error: {finished.error}", file=sys.stderr)
+            print(f"error: {outside_text(finished.error, max_chars=MAX_ERROR_CHARS)}", file=sys.stderr)
         return 1
     return 130 if interrupt.pressed else 0

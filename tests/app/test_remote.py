@@ -10,18 +10,22 @@ import logging
 from pathlib import Path
 
 import pytest
+from PySide6 import QtGui
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QWidget
 
 from app.history.export import perf_to_csv, to_json, to_markdown
 from app.remote_source import attach
+from engine.errors import ErrorKind
+from engine.fmt import outside_text
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
-from engine.remote import RemoteSpec
+from engine.remote import RemoteSpec, ServerFigures
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, send_and_wait,  # noqa: F401
                                      settings, store)
 from tests.engine.serve.conftest import start_server
 from tests.helpers.keyrings import file_keyring, no_keyring  # noqa: F401 (no_keyring: fixture)
-from tests.helpers.openai_wire import MODEL, WORDS, WireServer
+from tests.helpers.openai_wire import MODEL, WORDS, SilentServer, WireServer
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -185,3 +189,86 @@ def test_without_a_keyring_the_key_is_kept_in_the_settings_only_when_ticked_and_
     source.dialog.close()
     connect_through_the_dialog(qtbot, window, server.url, SECRET, remember=False)
     assert settings.remembered_api_key(url) is None and not _files_holding(SECRET, tmp_path)
+
+
+# -- hostile servers (issue 31, defects 6, 7, 9) ----------------------------------------------------------------
+def test_a_server_whose_metrics_are_nan_or_infinite_shows_them_as_not_reported_after_every_reply(qtbot, make_window):
+    window = make_window(max_new_tokens=8, loaded=False)
+    with WireServer("nan-metrics") as wire:
+        source, _ = connect_through_the_dialog(qtbot, window, wire.url)  # the first reading: before, a bug dialog
+        for _ in range(2):
+            with qtbot.waitSignal(source.server_read, timeout=REPLY_TIMEOUT_MS) as read:
+                assert send_and_wait(qtbot, window, "Hi") == "eos"
+            assert read.args[0] == ServerFigures()  # every figure unknown
+            shown = window.perf_panel.displayed()
+            assert shown["server_kv"] == shown["server_ttft"] == "not reported by this server"
+
+
+def _wait_until_it_waits(qtbot, silent: SilentServer) -> None:
+    """The connect is under way: the silent server holds its connection."""
+    qtbot.waitUntil(lambda: silent.accepted > 0, timeout=LOAD_TIMEOUT_MS)
+
+
+def test_a_server_that_never_answers_holds_neither_the_engine_nor_the_local_model(qtbot, make_window, tiny_model_dir):
+    window = make_window(loaded=False)
+    source = attach(window)
+    forever = {"connect_timeout_s": 600.0, "answer_timeout_s": 600.0}  # only a cancel can end this connect
+    with SilentServer() as silent:
+        source.connect_to(RemoteSpec(silent.url, "", **forever))
+        _wait_until_it_waits(qtbot, silent)
+        with qtbot.waitSignal(window.bridge.load_failed, timeout=LOAD_TIMEOUT_MS) as failed, \
+                qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS) as ready:
+            window.load_model(str(tiny_model_dir), "fp32", "cpu")  # before: waited behind the connect, 300 s
+        assert failed.args[0].kind is ErrorKind.CANCELLED and not getattr(ready.args[0], "remote", False)
+        assert window.send_button.isEnabled() and window.status_model.text() == ready.args[0].name
+
+        # Stop cancels a connect at once, whatever its timeouts.
+        source.connect_to(RemoteSpec(silent.url, "", **forever))
+        qtbot.waitUntil(lambda: silent.accepted > 1, timeout=LOAD_TIMEOUT_MS)
+        assert window.stop_button.isEnabled()
+        with qtbot.waitSignal(window.bridge.load_failed, timeout=30_000) as failed:  # far less than its timeouts
+            qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+        assert failed.args[0].kind is ErrorKind.CANCELLED and "cancelled" in window.messages.text()
+        assert window.controller.facts.name == ready.args[0].name  # the local model is still the one loaded
+
+
+def test_connecting_to_a_server_that_never_answers_gives_up_within_seconds_with_one_line(qtbot, make_window):
+    window = make_window(loaded=False)
+    with SilentServer() as silent:
+        qtbot.mouseClick(window.model_bar.connect_button, Qt.MouseButton.LeftButton)
+        dialog = attach(window).dialog
+        dialog.url_edit.setText(silent.url)
+        with qtbot.waitSignal(dialog.listing_done, timeout=60_000):  # the default timeouts: seconds, not minutes
+            qtbot.mouseClick(dialog.list_button, Qt.MouseButton.LeftButton)
+        assert "did not answer in time" in dialog.status.text() and not dialog.connect_button.isEnabled()
+        dialog.close()
+        with qtbot.waitSignal(window.bridge.load_failed, timeout=60_000) as failed:
+            attach(window).connect_to(RemoteSpec(silent.url, ""))
+    assert "did not answer in time" in failed.args[0].message and "\n" not in window.messages.text()
+
+
+HOSTILE_NAMES = ("<b>SESSION EXPIRED</b> <a href='https://evil.example/'>re-enter your API key here</a>"
+                 "<img src='https://evil.example/pixel.png'>", "\x1b]0;pwned\x07")
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=["html", "terminal-escape"])
+def test_a_model_name_the_server_chose_is_shown_as_plain_escaped_text_everywhere(qtbot, make_window, name):
+    window = make_window(max_new_tokens=8, loaded=False)
+    with WireServer("ok", model=name) as wire:
+        source, facts = connect_through_the_dialog(qtbot, window, wire.url)
+        shown = outside_text(name)  # shown as its characters...
+        assert window.messages.text().startswith(f"Connected to {shown} at ")
+        assert facts.name == name  # ...and kept as the server names it (it is sent back as is)
+        assert send_and_wait(qtbot, window, "Hi") == "eos" and wire.requests[-1]["model"] == name
+        assert window.status_model.text() == shown and window.perf_panel.displayed()["precision"] == shown
+        widgets = window.findChildren(QWidget) + [window]
+        labels = [w for w in widgets
+                  if isinstance(w, QLabel) and ("SESSION EXPIRED" in w.text() or "pwned" in w.text())]
+        assert {window.status_model, window.model_card.placeholder} <= set(labels)
+        for label in labels:  # as text, never as rich text (a bold line, a link, an image fetched)
+            rich = label.textFormat() != Qt.TextFormat.PlainText and QtGui.Qt.mightBeRichText(label.text())
+            assert not rich, label.text()
+        tips = [w.toolTip() for w in widgets if "SESSION EXPIRED" in w.toolTip() or "pwned" in w.toolTip()]
+        assert all("<b>" not in tip and "<img" not in tip for tip in tips)
+        texts = [w.text() for w in labels] + [window.windowTitle(), window.messages.text()] + tips
+        assert not [text for text in texts if "\x1b" in text or "\x07" in text]
