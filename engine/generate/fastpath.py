@@ -1,10 +1,11 @@
-"""A faster runner for Llama-family models: a static KV cache and few operations per decode step.
+"""A faster runner for the Llama-shaped families: a static KV cache and few operations per decode step.
 
 Owns ``FastRunner`` (the ``engine.generate.runners.Runner`` interface, like ``engine.generate.runner.ModelRunner``:
 chunked prefill, one-token decode, crop, measured KV bytes): its preallocated cache, RoPE tables and the
 forward passes over them. The forward pass is a compact re-implementation of transformers' Llama decoder
 (RMSNorm, RoPE from the model's own rotary embedding, grouped-query attention, SiLU MLP, tied or untied
-lm_head) that reads the model's weights; it never changes them.
+lm_head) with what the families in ``engine.generate.families`` switch on (projection biases, Qwen3's per-head
+q/k norms), reading the model's weights; it never changes them.
 
 Why it is faster at batch 1: decode is dominated by per-operation overhead (a small GEMV costs tens
 of microseconds whatever its size), so each layer runs 4 matrix products instead of 7 (q|k|v and
@@ -34,8 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
-from engine.generate.llama_fused import (attend_one, embed, embed_row, project, rms_norm, rotate, step_plan,
-                                         unsupported_reason, weights_for)
+from engine.generate.families import refusal
+from engine.generate.llama_fused import attend_one, embed, embed_row, project, rms_norm, rotate, step_plan, weights_for
 from engine.generate.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,9 @@ class FastRunner(ModelRunner):
     def __init__(self, model: Any, *, max_positions: int | None = None, static: bool = False,
                  compile: bool = False, initial_capacity: int = INITIAL_CAPACITY,
                  upcast_prefill: bool | None = None) -> None:
-        reason = unsupported_reason(model)
-        if reason is not None:
-            raise ValueError(f"fast path not available: {reason}")
+        refused = refusal(model)
+        if refused is not None:
+            raise ValueError(f"fast path not available: {refused}")
         self._w = weights_for(model)
         self._dtype = self._w.embed.dtype
         device = model_device(model)
@@ -107,7 +108,8 @@ class FastRunner(ModelRunner):
         tensors = [self._k, self._v, self._cos, self._sin, self._positions, self._pos_t, self._step_input,
                    self._w.embed, self._w.final_norm, self._w.lm_head]
         for layer in self._w.layers:
-            tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down]
+            tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down, layer.qkv_bias,
+                        layer.o_bias, layer.gate_up_bias, layer.down_bias, layer.qk_norm]
         tensors = [t for t in tensors if isinstance(t, torch.Tensor)]  # quantized modules hold their own
         try:
             for tensor in tensors:
@@ -177,22 +179,27 @@ class FastRunner(ModelRunner):
         linear = self._prefill_linear
         for index, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attn_norm, w.eps)
-            qkv = linear(h, layer.qkv)  # (n, (H + 2KV) * D)
-            qk = rotate(qkv[:, :(heads + kvh) * dim].view(n, heads + kvh, dim), cos, sin)  # (n, H+KV, D)
+            qkv = linear(h, layer.qkv, layer.qkv_bias)  # (n, (H + 2KV) * D)
+            qk = qkv[:, :(heads + kvh) * dim].view(n, heads + kvh, dim)
+            if layer.qk_norm is not None:  # Qwen3: each head normed before RoPE
+                qk = rms_norm(qk, layer.qk_norm, w.eps)
+            qk = rotate(qk, cos, sin)  # (n, H+KV, D)
             self._k[index, :, start:end] = qk[:, heads:].transpose(0, 1)
             self._v[index, :, start:end] = qkv[:, (heads + kvh) * dim:].view(n, kvh, dim).transpose(0, 1)
             q = qk[:, :heads].transpose(0, 1)[None]  # (1, H, n, D)
             attn = F.scaled_dot_product_attention(
                 q, self._k[index, :, :end][None], self._v[index, :, :end][None], attn_mask=mask,
                 is_causal=mask is None, scale=w.scaling, enable_gqa=True)  # (1, H, n, D)
-            x = x + linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o)
+            x = x + linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o, layer.o_bias)
             h = rms_norm(x, layer.mlp_norm, w.eps)
-            gate_up = linear(h, layer.gate_up)  # (n, 2I)
-            x = x + linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
+            gate_up = linear(h, layer.gate_up, layer.gate_up_bias)  # (n, 2I)
+            x = x + linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
+                           layer.down_bias)
         h = rms_norm(x[-1:], w.final_norm, w.eps)
         return project(h, w.lm_head)  # (1, vocab)
 
-    def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor,
+                        bias: torch.Tensor | None = None) -> torch.Tensor:
         """A prefill matrix product; on CPUs without a native bf16/fp16 kernel it runs in fp32 on exactly
         upcast operands and rounds the result once, which is what a bf16 GEMM with fp32 accumulation
         computes, only in another summation order (so logits may differ by a rounding step). Decode
@@ -200,11 +207,11 @@ class FastRunner(ModelRunner):
         rows = x.shape[0]
         if not isinstance(weight, torch.Tensor):  # quantized: dense GEMM on a dequantized copy for many rows
             if rows <= weight.kernel_rows or not weight.can_dequantize:
-                return weight(x)
+                return project(x, weight, bias)
             weight = weight.dequantize()
         if self._upcast_prefill and rows > 1:
-            return F.linear(x.float(), weight.float()).to(x.dtype)
-        return F.linear(x, weight)
+            return F.linear(x.float(), weight.float(), None if bias is None else bias.float()).to(x.dtype)
+        return F.linear(x, weight, bias)
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
         """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix."""
@@ -218,10 +225,11 @@ class FastRunner(ModelRunner):
         # identical, so greedy text matches generate()'s.
         fp32_attention = self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu)
         x = embed_row(w.embed, token_id)  # (1, d)
-        for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj), k_cache, v_cache in zip(
+        for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm), k_cache, v_cache in zip(
                 plan.layers, self._k_layers, self._v_layers):  # caches: (KV, capacity, D) per layer
             qkv = qkv_proj(norm(x, attn_norm)).view(heads + 2 * kvh, dim)  # rows q | k | v
-            qk = rotate(qkv[:heads + kvh], cos, sin)  # (H+KV, D)
+            qk = qkv[:heads + kvh] if qk_norm is None else rms_norm(qkv[:heads + kvh], qk_norm, w.eps)
+            qk = rotate(qk, cos, sin)  # (H+KV, D)
             k_cache.select(1, pos).copy_(qk[heads:])
             v_cache.select(1, pos).copy_(qkv[heads + kvh:])
             k_seen, v_seen = k_cache[:, :pos + 1], v_cache[:, :pos + 1]
@@ -247,8 +255,11 @@ class FastRunner(ModelRunner):
         x = embed(w.embed, token)  # (1, d)
         for index, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attn_norm, w.eps)
-            qkv = project(h, layer.qkv)
-            qk = rotate(qkv[:, :(heads + kvh) * dim].view(heads + kvh, dim), cos, sin)  # (H+KV, D)
+            qkv = project(h, layer.qkv, layer.qkv_bias)
+            qk = qkv[:, :(heads + kvh) * dim].view(heads + kvh, dim)
+            if layer.qk_norm is not None:
+                qk = rms_norm(qk, layer.qk_norm, w.eps)
+            qk = rotate(qk, cos, sin)  # (H+KV, D)
             k_cache, v_cache = self._k[index], self._v[index]
             k_cache.index_copy_(1, pos, qk[heads:, None, :])
             v_cache.index_copy_(1, pos, qkv[:, (heads + kvh) * dim:].view(kvh, 1, dim))
@@ -256,10 +267,11 @@ class FastRunner(ModelRunner):
             scores = scores.masked_fill(~visible, float("-inf"))  # (KV, G, capacity)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self._dtype)
             attn = torch.matmul(probs, v_cache)  # (KV, G, D)
-            x = x + project(attn.view(1, heads * dim), layer.o)
+            x = x + project(attn.view(1, heads * dim), layer.o, layer.o_bias)
             h = rms_norm(x, layer.mlp_norm, w.eps)
-            gate_up = project(h, layer.gate_up)
-            x = x + project(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down)
+            gate_up = project(h, layer.gate_up, layer.gate_up_bias)
+            x = x + project(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
+                            layer.down_bias)
         return project(rms_norm(x, w.final_norm, w.eps), w.lm_head)
 
     def _maybe_compile(self) -> None:

@@ -1,16 +1,19 @@
-"""The model side of the fast path: which Llama-family models qualify, their weights fused once, the layer math.
+"""The model side of the fast path: the weights of a qualifying model fused once, and the layer math.
 
-Owns ``unsupported_reason(model)`` (why a model cannot take the fast path, or None), ``weights_for(model)``
-(the weights as the fast path reads them: q|k|v and gate|up fused into one projection each, built once per
-model object and shared by every runner of it, the model's own parameters made views of the fused tensors
-so no memory is duplicated), the per-operation math a decoder layer is made of (``rms_norm``, ``rotate`` for
-RoPE, ``project`` through a dense or quantized weight, ``embed`` / ``embed_row``), each written to match
+Owns ``weights_for(model)`` (the weights as the fast path reads them: q|k|v and gate|up fused into one
+projection each, with their biases where the checkpoint has them, and Qwen3's q/k norm weights stacked per
+head, built once per model object and shared by every runner of it, the model's own parameters made views of
+the fused tensors so no memory is duplicated), the per-operation math a decoder layer is made of
+(``rms_norm``, ``rotate`` for RoPE, ``project`` through a dense or quantized weight and its bias,
+``embed`` / ``embed_row``), each written to match
 transformers' Llama operation for operation, and the eager decode step's faster pieces that are not exact
 (``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which says which of
 them a model's decode step uses. Weight-only int8/int4 models (``engine/models/quant.py``) arrive already fused
 by ``quantize_model`` and are used as they are.
 
-Does not own the KV cache, the per-conversation state or the forward passes that put these pieces together
+Which models qualify, and why one does not, is ``engine.generate.families`` (``refusal``; ``unsupported_reason``
+is imported here too, where the bench has always looked for it). Does not own the KV cache, the
+per-conversation state or the forward passes that put these pieces together
 (``engine.generate.fastpath.FastRunner``), nor the choice between the fast and the plain runner
 (``engine.generate.runners.make_runner``).
 """
@@ -25,67 +28,21 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from engine.generate.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
 from engine.models.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
-
-# Architectures whose decoder is exactly Llama's (pre-norm, RoPE, GQA, gated SiLU MLP, no biases).
-SUPPORTED_MODEL_TYPES = ("llama", "mistral")
-# RoPE variants whose cos/sin depend on the position only, so a table computed once is exact; "dynamic"
-# and "longrope" change their frequencies with the sequence length.
-STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
-
-
-def unsupported_reason(model: Any) -> str | None:
-    """Why ``model`` cannot run on the fast path, or None when it can."""
-    config = getattr(model, "config", None)
-    if config is None:
-        return "no config"
-    if getattr(config, "model_type", None) not in SUPPORTED_MODEL_TYPES:
-        return f"architecture {getattr(config, 'model_type', '?')} is not Llama-family"
-    if getattr(config, "sliding_window", None):
-        return "sliding-window attention"
-    if getattr(config, "hidden_act", "silu") != "silu":
-        return f"activation {config.hidden_act}"
-    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
-        return "projection biases"
-    rope = getattr(config, "rope_parameters", None) or {}
-    rope_type = rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
-    if rope_type not in STATIC_ROPE_TYPES:
-        return f"rope type {rope_type}"
-    if getattr(model, "hf_device_map", None) and len(set(map(str, model.hf_device_map.values()))) > 1:
-        return "model split across devices"
-    inner = getattr(model, "model", None)
-    layers = getattr(inner, "layers", None)
-    if layers is None or not hasattr(inner, "rotary_emb"):
-        return "unexpected module layout"
-    linears = [model.lm_head] + [m for layer in layers for m in (
-        layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj,
-        layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)]
-    for linear in linears:
-        # bitsandbytes' Linear8bitLt / Linear4bit subclass nn.Linear: only the plain class qualifies.
-        if isinstance(linear, QuantizedLinear):
-            continue
-        if type(linear) is not torch.nn.Linear:
-            return f"quantized or custom layer {type(linear).__name__}"
-        if linear.bias is not None:
-            return "projection biases"
-    devices = {p.device for p in model.parameters()}
-    dtypes = {p.dtype for p in model.parameters()}
-    if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
-        return "parameters on several devices or on meta"
-    if not dtypes <= {torch.float32, torch.bfloat16, torch.float16} or len(dtypes) != 1:
-        return f"parameter dtypes {sorted(map(str, dtypes))}"
-    return None
-
 
 # A projection: a dense (out, in) weight, or a module (quantized) called on (n, in) activations.
 Projection = Any
 
 
-def project(x: torch.Tensor, weight: Projection) -> torch.Tensor:
-    """x (n, in) → (n, out) through a dense weight or a quantized module's kernel. Callers pass 2-D
-    activations in the model's dtype and few rows (decode), so the module's own checks are skipped:
-    they cost ~15 µs a call, measured, ~5 ms a token over 30 layers."""
-    return F.linear(x, weight) if isinstance(weight, torch.Tensor) else weight.kernel(x)
+def project(x: torch.Tensor, weight: Projection, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (n, in) → (n, out) through a dense weight or a quantized module's kernel, plus ``bias`` when
+    given. Callers pass 2-D activations in the model's dtype and few rows (decode), so the module's own
+    checks are skipped: they cost ~15 µs a call, measured, ~5 ms a token over 30 layers."""
+    if isinstance(weight, torch.Tensor):
+        return F.linear(x, weight, bias)
+    out = weight.kernel(x)
+    return out if bias is None else out + bias
 
 
 @dataclass(frozen=True)
@@ -98,6 +55,15 @@ class FusedLayer:
     mlp_norm: torch.Tensor  # (d,)
     gate_up: Projection  # (2*I, d): rows gate | up
     down: Projection  # (d, I)
+    # Biases (None where the checkpoint has none): q|k|v fused like its weight (Qwen2); o, gate|up, down
+    # only with Llama's attention_bias / mlp_bias. A quantized projection's is its module's ``bias``.
+    qkv_bias: torch.Tensor | None = None  # (H*D + 2*KV*D,)
+    o_bias: torch.Tensor | None = None  # (d,)
+    gate_up_bias: torch.Tensor | None = None  # (2*I,)
+    down_bias: torch.Tensor | None = None  # (d,)
+    # Per-head RMSNorm weights of q and k before RoPE (Qwen3): rows 0..H-1 q_norm's, then KV rows k_norm's,
+    # so one norm call covers the rotated heads of q|k.
+    qk_norm: torch.Tensor | None = None  # (H + KV, D)
 
 
 @dataclass(frozen=True)
@@ -121,29 +87,46 @@ _WEIGHTS: "weakref.WeakKeyDictionary[Any, FusedWeights]" = weakref.WeakKeyDictio
 _WEIGHTS_LOCK = threading.Lock()
 
 
-def _projection(linear: torch.nn.Module) -> Projection:
-    return linear if isinstance(linear, QuantizedLinear) else linear.weight.detach()
+def _projection(linear: torch.nn.Module) -> tuple[Projection, torch.Tensor | None]:
+    """(weight or quantized module, bias or None) of one linear."""
+    bias = linear.bias
+    if isinstance(linear, QuantizedLinear):
+        return linear, bias
+    return linear.weight.detach(), None if bias is None else bias.detach()
 
 
-def _fuse(linears: Sequence[torch.nn.Module]) -> Projection:
-    """Concatenate the linears' weights by rows and make each parameter a view of its slice.
+def _fuse(linears: Sequence[torch.nn.Module]) -> tuple[Projection, torch.Tensor | None]:
+    """Concatenate the linears' weights (and biases) by rows and make each parameter a view of its slice.
 
     The model keeps working unchanged (same values, same Parameter objects) and the fused copy costs
-    no extra memory once the old separate tensors are released. Quantized linears are kept apart.
+    no extra memory once the old separate tensors are released. A linear without a bias among biased
+    ones contributes zeros (adding 0 is exact). Quantized linears are kept apart, already fused with
+    their bias by ``quantize_model``.
     """
     if any(isinstance(lin, QuantizedLinear) for lin in linears):
         fused = linears[0].fused if isinstance(linears[0], ProjectionSlice) else None
         if fused is None or not all(isinstance(lin, ProjectionSlice) and lin.fused is fused for lin in linears) \
                 or linears[-1].end != fused.out_features:
             raise ValueError("quantized projections not fused by engine.models.quant.quantize_model")
-        return fused
-    fused = torch.cat([lin.weight.detach() for lin in linears], dim=0).contiguous()
+        return fused, fused.bias
+    weight = torch.cat([lin.weight.detach() for lin in linears], dim=0).contiguous()
+    biased = any(lin.bias is not None for lin in linears)
+    bias = torch.cat([lin.bias.detach() if lin.bias is not None else lin.weight.new_zeros(lin.weight.shape[0])
+                      for lin in linears]) if biased else None
     start = 0
     for lin in linears:
         rows = lin.weight.shape[0]
-        lin.weight.data = fused[start:start + rows]
+        lin.weight.data = weight[start:start + rows]
+        if lin.bias is not None:
+            lin.bias.data = bias[start:start + rows]  # type: ignore[index]
         start += rows
-    return fused
+    return weight, bias
+
+
+def _qk_norm(attn: torch.nn.Module, heads: int, kv_heads: int) -> torch.Tensor:
+    """q_norm's weight repeated for the H query heads, then k_norm's for the KV heads: (H + KV, D)."""
+    q, k = attn.q_norm.weight.detach(), attn.k_norm.weight.detach()
+    return torch.cat((q.expand(heads, -1), k.expand(kv_heads, -1))).contiguous()
 
 
 def weights_for(model: Any) -> FusedWeights:
@@ -154,29 +137,33 @@ def weights_for(model: Any) -> FusedWeights:
             return cached
         config = model.config
         inner = model.model
-        heads = config.num_attention_heads
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        family = family_of(model)
+        qk_norm = family is not None and family.qk_norm
         layers = []
         with torch.no_grad():
             for layer in inner.layers:
                 attn, mlp = layer.self_attn, layer.mlp
+                qkv, qkv_bias = _fuse((attn.q_proj, attn.k_proj, attn.v_proj))
+                gate_up, gate_up_bias = _fuse((mlp.gate_proj, mlp.up_proj))
+                o, o_bias = _projection(attn.o_proj)
+                down, down_bias = _projection(mlp.down_proj)
                 layers.append(FusedLayer(
-                    attn_norm=layer.input_layernorm.weight.detach(),
-                    qkv=_fuse((attn.q_proj, attn.k_proj, attn.v_proj)),
-                    o=_projection(attn.o_proj),
-                    mlp_norm=layer.post_attention_layernorm.weight.detach(),
-                    gate_up=_fuse((mlp.gate_proj, mlp.up_proj)),
-                    down=_projection(mlp.down_proj),
+                    attn_norm=layer.input_layernorm.weight.detach(), qkv=qkv, o=o,
+                    mlp_norm=layer.post_attention_layernorm.weight.detach(), gate_up=gate_up, down=down,
+                    qkv_bias=qkv_bias, o_bias=o_bias, gate_up_bias=gate_up_bias, down_bias=down_bias,
+                    qk_norm=_qk_norm(attn, heads, kv_heads) if qk_norm else None,
                 ))
         embedding = inner.embed_tokens
         weights = FusedWeights(
             embed=embedding.table if isinstance(embedding, QuantizedEmbedding) else embedding.weight.detach(),
             layers=tuple(layers),
             final_norm=inner.norm.weight.detach(),
-            lm_head=_projection(model.lm_head),
+            lm_head=_projection(model.lm_head)[0],
             eps=float(config.rms_norm_eps),
             heads=heads,
-            kv_heads=config.num_key_value_heads,
+            kv_heads=kv_heads,
             head_dim=head_dim,
             intermediate=config.intermediate_size,
             scaling=head_dim ** -0.5,
@@ -191,11 +178,11 @@ def _still_backs(model: Any, w: FusedWeights) -> bool:
     inner = model.model
     embedding = inner.embed_tokens
     same = [(embedding.table if isinstance(embedding, QuantizedEmbedding) else embedding.weight, w.embed),
-            (_projection(model.lm_head), w.lm_head), (inner.norm.weight, w.final_norm)]
+            (_projection(model.lm_head)[0], w.lm_head), (inner.norm.weight, w.final_norm)]
     for layer, fused in zip(inner.layers, w.layers):
         qkv, gate_up = fused.qkv, fused.gate_up
         same += [(_source(layer.self_attn.q_proj), qkv), (_source(layer.mlp.gate_proj), gate_up),
-                 (_projection(layer.self_attn.o_proj), fused.o), (_projection(layer.mlp.down_proj), fused.down),
+                 (_projection(layer.self_attn.o_proj)[0], fused.o), (_projection(layer.mlp.down_proj)[0], fused.down),
                  (layer.input_layernorm.weight, fused.attn_norm)]
     return len(inner.layers) == len(w.layers) and all(_same(a, b) for a, b in same)
 
@@ -213,9 +200,11 @@ def _same(a: Any, b: Any) -> bool:
     return a is b
 
 
-# One decoder layer as the eager decode step calls it: attn_norm, qkv, o, mlp_norm, gate_up, down.
+# One decoder layer as the eager decode step calls it: attn_norm, qkv, o, mlp_norm, gate_up, down (each
+# projection with its bias bound in), qk_norm (or None).
 StepLayer = tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor],
-                  torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]
+                  torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor],
+                  torch.Tensor | None]
 
 
 @dataclass(frozen=True)
@@ -232,11 +221,14 @@ class StepPlan:
     norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, the norm weight as in this plan) -> x normed
 
 
-def _call(weight: Projection) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``project`` with its weight bound: the same dispatch, decided once instead of per call."""
+def _call(weight: Projection, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``project`` with its weight and bias bound: the same dispatch, decided once instead of per call."""
     if isinstance(weight, torch.Tensor):
-        return lambda x: F.linear(x, weight)
-    return weight.bound_kernel()
+        return lambda x: F.linear(x, weight, bias)
+    kernel = weight.bound_kernel()
+    if bias is None:
+        return kernel
+    return lambda x: kernel(x).add_(bias)  # the kernel's output is a fresh tensor: add in place
 
 
 def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
@@ -252,8 +244,9 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
 
         def norm_weight(weight: torch.Tensor) -> torch.Tensor:
             return weight
-    layers = tuple((norm_weight(layer.attn_norm), _call(layer.qkv), _call(layer.o), norm_weight(layer.mlp_norm),
-                    _call(layer.gate_up), _call(layer.down)) for layer in w.layers)
+    layers = tuple((norm_weight(layer.attn_norm), _call(layer.qkv, layer.qkv_bias), _call(layer.o, layer.o_bias),
+                    norm_weight(layer.mlp_norm), _call(layer.gate_up, layer.gate_up_bias),
+                    _call(layer.down, layer.down_bias), layer.qk_norm) for layer in w.layers)
     return StepPlan(layers, norm_weight(w.final_norm), _call(w.lm_head), norm)
 
 

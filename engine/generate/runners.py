@@ -1,10 +1,12 @@
 """The runner interface the session drives, and the one place that chooses which runner a model gets.
 
 Owns ``Runner``, the protocol both ``engine.generate.runner.ModelRunner`` (transformers' forward over a
-``DynamicCache``, any model) and ``engine.generate.fastpath.FastRunner`` (Llama-family models, static
-cache) implement, and ``make_runner``, the factory ``ChatSession`` uses by default: the fast runner where
-the model qualifies (``engine.generate.llama_fused.unsupported_reason``) and a cache is wanted, else the
-plain one. Implements no forward pass itself; knows nothing of text, sampling or timing.
+``DynamicCache``, any model) and ``engine.generate.fastpath.FastRunner`` (the families of
+``engine.generate.families``, static cache) implement; ``choose_runner``, which says which one a model gets
+and why (a ``RunnerChoice``: what ``engine info`` and ``engine chat --json`` report); and ``make_runner``, the
+factory ``ChatSession`` uses by default, which builds that choice and records it on the runner as ``choice``
+(a fast runner that fails to build leaves a plain one whose choice says why). Implements no forward pass
+itself; knows nothing of text, sampling or timing.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 import torch
 
+from engine.generate.families import Refusal, RefusalKind, refusal
 from engine.generate.fastpath import FastRunner
-from engine.generate.llama_fused import unsupported_reason
 from engine.generate.runner import ModelRunner
 
 log = logging.getLogger(__name__)
@@ -60,16 +63,48 @@ class Runner(Protocol):
     def sync(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Which runner a model gets: ``"fast"`` (``FastRunner``) or ``"plain"`` (``ModelRunner``), and for plain
+    the ``Refusal`` saying why."""
+
+    runner: Literal["fast", "plain"]
+    reason: Refusal | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        """``runner``, ``runner_reason`` (the one line, or None) and ``runner_reason_kind``: the JSON fields."""
+        return {"runner": self.runner, "runner_reason": None if self.reason is None else self.reason.detail,
+                "runner_reason_kind": None if self.reason is None else self.reason.kind.value}
+
+
+FAST = RunnerChoice("fast")
+
+
+def choose_runner(loaded: Any, use_kv_cache: bool = True) -> RunnerChoice:
+    """The runner ``make_runner`` builds for ``loaded`` (an ``engine.models.model.LoadedModel``), and why."""
+    if not use_kv_cache:
+        return RunnerChoice("plain", Refusal(RefusalKind.NO_CACHE, "no KV cache asked for"))
+    if os.environ.get(FASTPATH_ENV, "1") == "0":
+        return RunnerChoice("plain", Refusal(RefusalKind.DISABLED, f"{FASTPATH_ENV}=0 in the environment"))
+    refused = refusal(loaded.model)
+    return FAST if refused is None else RunnerChoice("plain", refused)
+
+
 def make_runner(loaded: Any, use_kv_cache: bool = True, **options: Any) -> Runner:
-    """The runner for ``loaded`` (an ``engine.models.model.LoadedModel``): a ``FastRunner`` (built with
-    ``options``) when the model supports it and a cache is wanted, else the plain ``ModelRunner``."""
+    """The runner for ``loaded``: a ``FastRunner`` (built with ``options``) when ``choose_runner`` says so, else
+    the plain ``ModelRunner``; either carries the choice as its ``choice`` attribute."""
     model = loaded.model
-    wanted = use_kv_cache and os.environ.get(FASTPATH_ENV, "1") != "0"
-    if wanted and unsupported_reason(model) is None:
+    choice = choose_runner(loaded, use_kv_cache)
+    runner: Any = None
+    if choice is FAST:
         try:
-            return FastRunner(model, **options)
+            runner = FastRunner(model, **options)
         except torch.OutOfMemoryError:
             raise  # the session turns this into its out-of-memory advice
         except Exception as exc:  # noqa: BLE001  (an optimisation must never cost the user a reply)
             log.warning("fast path unavailable, using the plain runner: %s", exc)
-    return ModelRunner(model, use_kv_cache=use_kv_cache)
+            choice = RunnerChoice("plain", Refusal(RefusalKind.FAILED, f"the fast runner failed to build: {exc}"))
+    if runner is None:
+        runner = ModelRunner(model, use_kv_cache=use_kv_cache)
+    runner.choice = choice
+    return runner

@@ -24,7 +24,7 @@ TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_te
 
 def count_params(model: Any) -> int:
     """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape; the weights of
-    engine/models/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape."""
+    engine/models/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape, and their biases."""
     from engine.models.quant import ProjectionSlice, QuantizedLinear  # lazy: see the note after the imports
 
     total = 0
@@ -36,6 +36,7 @@ def count_params(model: Any) -> int:
         if isinstance(module, QuantizedLinear) and not isinstance(module, ProjectionSlice) and id(module) not in seen:
             seen.add(id(module))
             total += module.out_features * module.in_features
+            total += module.bias.numel() if module.bias is not None else 0  # a bias kept dense beside the kernel
     return total
 
 

@@ -47,14 +47,23 @@ _INT4_BLOCKS = (64, 32)  # row-block sizes of the CPU int4 packing seen in torch
 
 
 class QuantizedLinear(nn.Module):
-    """A bias-free linear whose weight is stored quantized. ``forward`` accepts (..., in) activations."""
+    """A linear whose weight is stored quantized. ``forward`` accepts (..., in) activations.
+
+    ``bias`` (None, or (out,) in the activation dtype, as the checkpoint had it) stays dense beside the packed
+    weight and is added after the product: ``kernel`` is the product alone, so a caller that calls it
+    directly (the fast path) adds the bias itself."""
 
     in_features: int
     out_features: int
+    bias: torch.Tensor | None
     # Up to this many rows per call go through the packed kernel; more are dequantized first. Where the two
     # cost the same, measured on projections of the default model (2 threads, AVX-512): int8 at 16-32 rows,
     # int4 at 64-128 (its unpacking costs more).
     kernel_rows = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])  # (n, in)
@@ -62,8 +71,10 @@ class QuantizedLinear(nn.Module):
             rows = rows.to(self.dtype)
         if rows.shape[0] <= self.kernel_rows or not self.can_dequantize:
             out = self.kernel(rows)
+            if self.bias is not None:
+                out = out + self.bias
         else:
-            out = F.linear(rows, self.dequantize())
+            out = F.linear(rows, self.dequantize(), self.bias)
         return out.view(*x.shape[:-1], self.out_features)
 
     @property
@@ -263,7 +274,7 @@ class ProjectionSlice(QuantizedLinear):
     """
 
     def __init__(self, fused: QuantizedLinear, start: int, end: int) -> None:
-        super().__init__()
+        super().__init__()  # its own ``bias`` stays None: the fused module's output already has it
         self.fused, self.start, self.end = fused, start, end
         self.in_features, self.out_features = fused.in_features, end - start
 
@@ -317,14 +328,18 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
 
     ``make`` builds each module (default: quantize the dense weight; ``engine/models/quant_cache.py`` passes one
     that reads them from a cache). Returns the modules by key, for the cache to save. The dense weights
-    are released as each is replaced, so peak memory is the dense model plus one layer. Raises
-    ValueError for a model whose layout this does not know.
+    are released as each is replaced, so peak memory is the dense model plus one layer. Projection biases
+    (Qwen2's q/k/v, Llama's ``attention_bias``/``mlp_bias``) are kept dense on the quantized module, fused like
+    the weights, zeros for a member without one; they are not the cache's (they come from the model each
+    load). Raises ValueError for a model whose layout this does not know, or an output head with a bias.
     """
     if scheme not in NATIVE_QUANTIZED:
         raise ValueError(f"unknown scheme {scheme!r}")
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
         raise ValueError("int8/int4 need a Llama-family model (decoder layers with q/k/v/o and gate/up/down)")
+    if getattr(model.lm_head, "bias", None) is not None:
+        raise ValueError("int8/int4 need an output head without a bias")
     dtype = inner.embed_tokens.weight.dtype
 
     def from_dense(key: str, weight: torch.Tensor, kind: str) -> QuantizedLinear:
@@ -336,10 +351,14 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
         for key, parent, names in projection_groups(model):
             linears = [getattr(parent, name) for name in names]
             for linear in linears:
-                if not isinstance(linear, nn.Linear) or linear.bias is not None:
-                    raise ValueError(f"int8/int4 need bias-free linear projections, found {type(linear).__name__}")
+                if not isinstance(linear, nn.Linear):
+                    raise ValueError(f"int8/int4 need linear projections, found {type(linear).__name__}")
             weight = torch.cat([linear.weight for linear in linears]) if len(linears) > 1 else linears[0].weight
             quantized = built[key] = build(key, weight, scheme)
+            if any(linear.bias is not None for linear in linears):
+                quantized.bias = torch.cat([linear.bias.detach().to(dtype) if linear.bias is not None
+                                            else linear.weight.new_zeros(linear.out_features, dtype=dtype)
+                                            for linear in linears])
             if len(linears) == 1:
                 setattr(parent, names[0], quantized)
                 continue

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.generate.families import Refusal, RefusalKind, refusal
 from engine.generate.fastpath import FastRunner
 from engine.generate.llama_fused import unsupported_reason
 from engine.generate.runner import ModelRunner
-from engine.generate.runners import FASTPATH_ENV, Runner, make_runner
+from engine.generate.runners import FASTPATH_ENV, Runner, RunnerChoice, choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from tests.helpers.tiny_model import build_tiny_model
@@ -32,19 +33,48 @@ def test_both_runners_implement_the_runner_protocol(tiny_fp32):
 
 
 def test_unsupported_models_fall_back_to_the_plain_runner(tmp_path, tiny_fp32):
-    folder = build_tiny_model(tmp_path / "biased", attention_bias=True)
-    biased = load_model(LoadSpec(model=str(folder), precision="fp32", device="cpu"))
-    assert unsupported_reason(biased.model) == "projection biases"
+    folder = build_tiny_model(tmp_path / "gelu", hidden_act="gelu")
+    other = load_model(LoadSpec(model=str(folder), precision="fp32", device="cpu"))
+    assert unsupported_reason(other.model) == "activation gelu"
     with pytest.raises(ValueError, match="fast path not available"):
-        FastRunner(biased.model)
-    assert type(make_runner(biased, True)) is ModelRunner
-    assert type(make_runner(tiny_fp32, False)) is ModelRunner  # no cache: nothing to be fast about
-    assert type(make_runner(tiny_fp32, True)) is FastRunner
+        FastRunner(other.model)
+    runner = make_runner(other, True)
+    assert type(runner) is ModelRunner
+    assert runner.choice == RunnerChoice("plain", Refusal(RefusalKind.FEATURE, "activation gelu"))
+    no_cache = make_runner(tiny_fp32, False)
+    assert type(no_cache) is ModelRunner and no_cache.choice.reason.kind is RefusalKind.NO_CACHE
+    fast = make_runner(tiny_fp32, True)
+    assert type(fast) is FastRunner and fast.choice.to_dict() == {
+        "runner": "fast", "runner_reason": None, "runner_reason_kind": None}
+
+
+def test_a_family_not_on_the_fast_path_says_so_by_name(tiny_fp32, monkeypatch):
+    """The reason names the model_type and what the step lacks for it: what engine info and chat --json show."""
+    monkeypatch.setattr(tiny_fp32.model.config, "model_type", "gemma3_text")
+    choice = choose_runner(tiny_fp32, True)
+    assert choice.runner == "plain" and choice.reason.kind is RefusalKind.FAMILY
+    assert str(choice.reason).startswith("model_type gemma3_text not on the fast path yet: sliding-window layers")
+    monkeypatch.setattr(tiny_fp32.model.config, "model_type", "made_up")
+    assert refusal(tiny_fp32.model) == Refusal(RefusalKind.FAMILY, "model_type made_up not on the fast path yet")
+
+
+def test_a_fast_runner_that_fails_to_build_leaves_a_plain_one_saying_why(tiny_fp32, monkeypatch):
+    from engine.generate import runners
+
+    def broken(*_a, **_k):
+        raise RuntimeError("no room for the cache")
+
+    monkeypatch.setattr(runners, "FastRunner", broken)
+    runner = make_runner(tiny_fp32, True)
+    assert type(runner) is ModelRunner
+    assert runner.choice.reason == Refusal(RefusalKind.FAILED, "the fast runner failed to build: no room for the cache")
 
 
 def test_the_environment_can_force_the_plain_runner(tiny_fp32, monkeypatch):
     monkeypatch.setenv(FASTPATH_ENV, "0")
-    assert type(make_runner(tiny_fp32, True)) is ModelRunner
+    runner = make_runner(tiny_fp32, True)
+    assert type(runner) is ModelRunner and runner.choice.reason.kind is RefusalKind.DISABLED
+    assert runner.choice.to_dict()["runner_reason"] == "MIAOHUI_FASTPATH=0 in the environment"
 
 
 def test_the_plain_runner_does_not_import_the_fast_path():

@@ -1,0 +1,157 @@
+"""Which model families the fast decoder step knows, and why a model is refused: ``refusal(model)``.
+
+Owns ``FAMILIES`` (the transformers ``model_type`` values the step in ``engine.generate.llama_fused`` and
+``engine.generate.fastpath`` computes exactly, with the switches each one turns on), ``NOT_YET`` (families a
+user is likely to load that still run on the plain runner, with what the step lacks for them), and the typed
+answer to "why not the fast path": ``Refusal`` (a ``RefusalKind`` and one line for people). Every family
+shares one decoder step: pre-norm RMSNorm, RoPE, grouped-query attention, a gated SiLU MLP, tied or untied
+head; what differs is switched on by the checkpoint itself (q/k/v biases, Qwen2; any projection biases,
+Llama's ``attention_bias``/``mlp_bias``) or by the family (per-head q/k RMSNorm before RoPE, Qwen3).
+
+Does not own the fused weights or the maths (``engine.generate.llama_fused``), the runner
+(``engine.generate.fastpath``) or the choice between runners (``engine.generate.runners``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from engine.models.quant import QuantizedLinear
+
+
+class RefusalKind(enum.Enum):
+    """Why a model runs on the plain runner, as a category a caller can branch on."""
+
+    FAMILY = "family"  # a model_type the fast step does not know (yet)
+    FEATURE = "feature"  # a known family with a config switch the step lacks (sliding windows, activation, RoPE)
+    LAYOUT = "layout"  # modules not where or what the family puts them (custom or bitsandbytes layers)
+    PLACEMENT = "placement"  # parameters split across devices, on meta, or in mixed dtypes
+    DISABLED = "disabled"  # MIAOHUI_FASTPATH=0 in the environment
+    NO_CACHE = "no_cache"  # the user asked for no KV cache: nothing to be fast about
+    FAILED = "failed"  # the model qualified but the fast runner could not be built
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the fast path does not run a model: ``kind`` to branch on, ``detail`` to show (also ``str()``)."""
+
+    kind: RefusalKind
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one family switches on in the shared decoder step."""
+
+    model_type: str
+    qk_norm: bool = False  # per-head RMSNorm of q and k (weights (head_dim,)) before RoPE: Qwen3
+
+
+FAMILIES: dict[str, Family] = {family.model_type: family for family in (
+    Family("llama"), Family("mistral"), Family("qwen2"), Family("qwen3", qk_norm=True))}
+
+# Families people run that the step does not compute yet, and the first thing it lacks for each.
+NOT_YET: dict[str, str] = {
+    "gemma3_text": "sliding-window layers, (1 + w) RMSNorm and GeGLU",
+    "gemma3": "sliding-window layers, (1 + w) RMSNorm and GeGLU",
+    "gemma2": "sliding-window layers and logit soft-capping",
+    "gemma": "(1 + w) RMSNorm and GeGLU",
+    "phi3": "fused qkv/gate_up checkpoints and partial rotary",
+    "phi": "parallel attention and MLP with LayerNorm",
+    "qwen2_moe": "mixture-of-experts layers",
+    "qwen3_moe": "mixture-of-experts layers",
+}
+
+# RoPE variants whose cos/sin depend on the position only, so a table computed once is exact; "dynamic"
+# and "longrope" change their frequencies with the sequence length.
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+def family_of(model: Any) -> Family | None:
+    config = getattr(model, "config", None)
+    return FAMILIES.get(getattr(config, "model_type", None))  # type: ignore[arg-type]
+
+
+def refusal(model: Any) -> Refusal | None:
+    """Why ``model`` cannot run on the fast path, or None when it can."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return Refusal(RefusalKind.LAYOUT, "no config")
+    model_type = getattr(config, "model_type", None)
+    family = FAMILIES.get(model_type)  # type: ignore[arg-type]
+    if family is None:
+        lacks = NOT_YET.get(model_type)  # type: ignore[arg-type]
+        return Refusal(RefusalKind.FAMILY, f"model_type {model_type or '?'} not on the fast path yet"
+                       + (f": {lacks}" if lacks else ""))
+    problem = _feature_problem(config)
+    if problem is not None:
+        return Refusal(RefusalKind.FEATURE, problem)
+    problem = _layout_problem(model, family)
+    if problem is not None:
+        return Refusal(RefusalKind.LAYOUT, problem)
+    problem = _placement_problem(model)
+    return Refusal(RefusalKind.PLACEMENT, problem) if problem is not None else None
+
+
+def unsupported_reason(model: Any) -> str | None:
+    """``refusal(model)`` as its one line (what JSON reports and logs carry), or None when the model qualifies."""
+    found = refusal(model)
+    return None if found is None else found.detail
+
+
+def _feature_problem(config: Any) -> str | None:
+    # Qwen2/3 configs keep a sliding_window size with use_sliding_window false (then it is None here);
+    # layer_types says which layers actually slide.
+    if getattr(config, "sliding_window", None) or "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+        return "sliding-window attention"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"activation {config.hidden_act}"
+    rope = getattr(config, "rope_parameters", None) or {}
+    rope_type = rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
+    if rope_type not in STATIC_ROPE_TYPES:
+        return f"rope type {rope_type}"
+    return None
+
+
+def _layout_problem(model: Any, family: Family) -> str | None:
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None or not hasattr(inner, "rotary_emb") or not hasattr(model, "lm_head"):
+        return "unexpected module layout"
+    if getattr(model.lm_head, "bias", None) is not None:
+        return "an output head with a bias"
+    for layer in layers:
+        attn = layer.self_attn
+        if family.qk_norm and not all(isinstance(getattr(getattr(attn, name, None), "weight", None), torch.Tensor)
+                                      for name in ("q_norm", "k_norm")):
+            return "q/k norms missing"
+        for linear in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
+                       layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+            # bitsandbytes' Linear8bitLt / Linear4bit subclass nn.Linear: only the plain class qualifies.
+            if not isinstance(linear, QuantizedLinear) and type(linear) is not torch.nn.Linear:
+                return f"quantized or custom layer {type(linear).__name__}"
+    if not isinstance(model.lm_head, QuantizedLinear) and type(model.lm_head) is not torch.nn.Linear:
+        return f"quantized or custom layer {type(model.lm_head).__name__}"
+    return None
+
+
+def _placement_problem(model: Any) -> str | None:
+    if getattr(model, "hf_device_map", None) and len(set(map(str, model.hf_device_map.values()))) > 1:
+        return "model split across devices"
+    devices = {p.device for p in model.parameters()}
+    dtypes = {p.dtype for p in model.parameters()}
+    if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
+        return "parameters on several devices or on meta"
+    if not dtypes <= {torch.float32, torch.bfloat16, torch.float16} or len(dtypes) != 1:
+        return f"parameter dtypes {sorted(map(str, dtypes))}"
+    return None
+
+
+__all__ = ["FAMILIES", "NOT_YET", "Family", "Refusal", "RefusalKind", "family_of", "refusal", "unsupported_reason"]
