@@ -3,7 +3,8 @@
 Loads the model with ``engine.models.loader`` and prints its facts: shape (layers, hidden, heads, KV
 heads and what GQA/MQA means for the cache), exact parameters beside the seeds' estimate
 ``V·d + 12·L·d²``, KV bytes per token in the GQA and no-GQA forms and at full context, and bytes of
-weights as loaded plus an estimate for every other precision. Owns formatting and argument parsing
+weights as loaded plus an estimate for every other precision, and the runner a chat gets (fast or plain, and
+why plain: ``ModelFacts.runner``). Owns formatting and argument parsing
 only; torch is imported lazily (through the loader) so ``python -m engine --help`` stays fast.
 A failure is one line on stderr and exit status 2.
 """
@@ -110,6 +111,9 @@ def format_card(card: dict[str, Any]) -> str:
     elif choice and choice.get("rejected"):
         lines.insert(2, f"  auto kept           {choice['precision']}: " + ", ".join(
             f"{name} agreed on {share:.1%}" for name, share in choice["rejected"]) + ", below the bar")
+    if card.get("runner"):  # which forward pass a chat gets, and for the plain one why
+        reason = card.get("runner_reason")
+        lines.insert(2, f"  runner              {card['runner']}" + (f": {reason}" if reason else ""))
     if card.get("device_map"):
         places = sorted(set(card["device_map"].values()))
         lines.append("  offload split       " + ", ".join(

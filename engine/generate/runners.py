@@ -80,21 +80,21 @@ class RunnerChoice:
 FAST = RunnerChoice("fast")
 
 
-def choose_runner(loaded: Any, use_kv_cache: bool = True) -> RunnerChoice:
-    """The runner ``make_runner`` builds for ``loaded`` (an ``engine.models.model.LoadedModel``), and why."""
+def choose_runner(model: Any, use_kv_cache: bool = True) -> RunnerChoice:
+    """The runner ``make_runner`` builds for a loaded transformers ``model``, and why (``ModelFacts.runner``)."""
     if not use_kv_cache:
         return RunnerChoice("plain", Refusal(RefusalKind.NO_CACHE, "no KV cache asked for"))
     if os.environ.get(FASTPATH_ENV, "1") == "0":
         return RunnerChoice("plain", Refusal(RefusalKind.DISABLED, f"{FASTPATH_ENV}=0 in the environment"))
-    refused = refusal(loaded.model)
+    refused = refusal(model)
     return FAST if refused is None else RunnerChoice("plain", refused)
 
 
 def make_runner(loaded: Any, use_kv_cache: bool = True, **options: Any) -> Runner:
-    """The runner for ``loaded``: a ``FastRunner`` (built with ``options``) when ``choose_runner`` says so, else
+    """The runner for ``loaded`` (an ``engine.models.model.LoadedModel``): a ``FastRunner`` (built with ``options``) when ``choose_runner`` says so, else
     the plain ``ModelRunner``; either carries the choice as its ``choice`` attribute."""
     model = loaded.model
-    choice = choose_runner(loaded, use_kv_cache)
+    choice = choose_runner(model, use_kv_cache)
     runner: Any = None
     if choice is FAST:
         try:

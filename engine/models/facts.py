@@ -2,7 +2,8 @@
 
 Owns reading a live model: exact parameter count (tied weights once, 4-bit weights by their
 unpacked shape), bytes of weights as loaded (parameters, buffers and quantisation scales), the
-linear layers bitsandbytes quantises, and every end-of-reply token id. Loads nothing (that is
+linear layers bitsandbytes quantises, every end-of-reply token id, and which runner the model gets and why
+(asked of ``engine.generate.runners.choose_runner``, so ``engine info`` and ``chat --json`` report it). Loads nothing (that is
 ``engine.models.loader``) and does no card arithmetic (that is ``engine.models.model``).
 """
 
@@ -122,6 +123,9 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
     head_dim = getattr(text_config, "head_dim", None) or hidden // heads
     device_map = getattr(model, "hf_device_map", None)
     first = next(model.parameters())
+    from engine.generate.runners import choose_runner  # lazy: imports torch (see the note after the imports)
+
+    runner = choose_runner(model, use_kv_cache=True)
     return ModelFacts(
         name=name,
         source=source,
@@ -142,4 +146,6 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
         device_map={k: str(v) for k, v in device_map.items()} if device_map and len(set(map(str, device_map.values()))) > 1 else None,
         load_note=load_note,
         auto_choice=auto_choice,
+        runner=runner.runner,
+        runner_reason=None if runner.reason is None else runner.reason.detail,
     )

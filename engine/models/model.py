@@ -53,6 +53,10 @@ class ModelFacts:
     # (engine/models/gguf_quant.py). Empty otherwise.
     load_note: str = ""
     auto_choice: AutoChoice | None = None  # set when `auto` weighed int4/int8 against the quality bar
+    # The runner a conversation with a KV cache gets (engine/generate/runners.py): "fast" or "plain", and for
+    # plain the one line saying why ("model_type gemma3_text not on the fast path yet: ..."). None: not known.
+    runner: str | None = None
+    runner_reason: str | None = None
 
     @property
     def kv_bytes_per_token(self) -> int:

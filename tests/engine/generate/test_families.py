@@ -111,7 +111,7 @@ def _fast(runner, prompt: list[int], tokens: list[int], chunk: int = 256) -> lis
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_each_family_takes_the_fast_path(family_dirs, family):
     loaded = _load(family_dirs[family], "fp32")
-    assert choose_runner(loaded, True).runner == "fast"
+    assert choose_runner(loaded.model, True).runner == "fast"
     assert type(make_runner(loaded, True)) is FastRunner
 
 
@@ -151,7 +151,7 @@ def test_quantized_families_run_and_agree_with_the_float_model(family_dirs, fami
     loaded = _load(family_dirs[family], precision)
     model = loaded.model
     assert loaded.facts.precision == precision
-    assert choose_runner(loaded, True).runner == "fast"
+    assert choose_runner(loaded.model, True).runner == "fast"
     if family != "qwen3":
         assert model.model.layers[0].self_attn.q_proj.fused.bias is not None  # the bias was kept
     vocab = model.config.vocab_size
