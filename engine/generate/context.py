@@ -6,7 +6,8 @@ In: the conversation is checked, sanitised and rendered with the tokenizer's own
 are dropped (never the system prompt, never the newest user message) and counted; a message that
 cannot fit even alone is refused with ``ContextTooLongError``. Which old messages go is judged first from
 each message's own token count (``content_tokens``, remembered per tokenizer), so only the kept end of a long
-history is ever rendered.
+history is ever rendered. A plain text to continue (text completion, ``build_text_prompt``) skips the template:
+it is tokenised as the tokenizer encodes it, and never cut.
 
 Sanitising (documented choice): NUL characters are removed (they are invisible, and C-string code
 paths below Python may truncate at them); lone UTF-16 surrogates, which Python strings can hold but
@@ -254,6 +255,39 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
             f"{context_max}: shorten one of them")
     raise ContextTooLongError(
         f"your message is {alone} tokens but this model's context holds {context_max}: shorten it")
+
+
+def check_text(text: str) -> str:
+    """Validate and sanitise a text to continue; ``BadInputError`` (one line) when it is unusable."""
+    if not isinstance(text, str):
+        raise BadInputError(f"the text to continue is not text (got {type(text).__name__})")
+    clean = sanitise_text(text)
+    if not clean:
+        raise BadInputError("the text to continue is empty: give a prompt")
+    return clean
+
+
+def build_text_prompt(tokenizer: Any, text: str, context_max: int, max_new_tokens: int) -> Prompt:
+    """The ids of a plain text to continue (text completion: no chat template), fitted to ``context_max``.
+
+    ``tokenizer.encode(text)``, the tokenizer adding its special tokens as it does: a BOS where the model
+    expects one. The text is sanitised like a message. Trimming (documented choice): the text is never
+    cut, since dropping its beginning would silently change what is continued; when prompt +
+    ``max_new_tokens`` exceed the context the reply budget shrinks to the room there is (as a chat's
+    does), and a prompt that leaves no room for one token is refused with ``ContextTooLongError``.
+    An empty text is ``BadInputError``.
+    """
+    clean = check_text(text)
+    too_long = f"but this model's context holds {context_max:,}, the continuation included: shorten it"
+    at_least = _fewest_tokens(tokenizer, clean)  # a pasted book is refused before it is tokenised
+    if at_least >= context_max:
+        raise ContextTooLongError(f"the prompt is at least {at_least:,} tokens {too_long}")
+    ids = tuple(int(i) for i in tokenizer.encode(clean))
+    if not ids:
+        raise BadInputError("the text to continue gives no tokens with this model's tokenizer")
+    if len(ids) >= context_max:
+        raise ContextTooLongError(f"the prompt is {len(ids):,} tokens {too_long}")
+    return Prompt(ids, 0, min(max_new_tokens, context_max - len(ids)))
 
 
 class IncrementalDecoder:

@@ -1,5 +1,9 @@
 """One conversation with a loaded model: ``ChatSession.generate(messages, config, cancel)`` streams events.
 
+``ChatSession.complete(text, config, cancel)`` continues a plain text instead (text completion, for a base model
+or any model: no chat template), through the same loop: the same events, runners, sampling, cancel, KV-cache
+reuse and metrics.
+
 Owns the generation loop and its bookkeeping: reuse of the KV cache across turns (only the prompt
 tokens after the common prefix with what the cache holds are computed; an edited or regenerated
 history crops the cache back to that prefix), stop tokens, cancel, the finish reason, the metrics
@@ -24,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 import psutil
 import torch
 
-from engine.generate.context import IncrementalDecoder, build_prompt
+from engine.generate.context import IncrementalDecoder, Prompt, build_prompt, build_text_prompt
 from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
@@ -135,13 +139,32 @@ class ChatSession:
             prompt = build_prompt(self.loaded.tokenizer, messages, context_max, budget, cancel)
         except CancelledError:
             return iter([Finished("cancelled", "")])  # nothing ran: no metrics to report
+        return self._start(prompt, config, cancel, t_submit)
+
+    def complete(self, text: str, config: SamplingConfig | None = None,
+                 cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Stream a continuation of ``text``, with no chat template (``engine.generate.context.build_text_prompt``:
+        the tokenizer's own encoding, BOS included where it adds one; never cut, the budget shrunk to the room).
+
+        The same contract as ``generate``: ``BadInputError`` / ``ContextTooLongError`` raised here, before
+        anything runs; then ``Started`` … ``Finished`` with the same metrics (``dropped_turns`` always 0).
+        """
+        t_submit = self._clock()
+        config = config or SamplingConfig()
+        cancel = cancel or threading.Event()
+        context_max = self.loaded.facts.context_length or _UNKNOWN_CONTEXT
+        prompt = build_text_prompt(self.loaded.tokenizer, text, context_max, min(config.max_new_tokens, context_max))
+        return self._start(prompt, config, cancel, t_submit)
+
+    def _start(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event,
+               t_submit: float) -> Iterator[Event]:
         if prompt.max_new_tokens != config.max_new_tokens:
             config = dataclasses.replace(config, max_new_tokens=prompt.max_new_tokens)
         self._request += 1
         return self._stream(prompt, config, cancel, t_submit, self._request)
 
     # -- the loop ------------------------------------------------------------------------------
-    def _stream(self, prompt: Any, config: SamplingConfig, cancel: threading.Event, t_submit: float,
+    def _stream(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event, t_submit: float,
                 request: int) -> Iterator[Event]:
         facts = self.loaded.facts
         timeline = _Timeline(t_submit=t_submit, prompt_tokens=len(prompt.ids), dropped_turns=prompt.dropped_turns)
