@@ -27,7 +27,7 @@ from huggingface_hub import constants
 
 from engine import paths
 from engine.models import config_check
-from engine.models import quantize_step, safety
+from engine.models import quantize_step, safety, template_meta
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, DataDirError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.models.facts import build_facts, end_token_ids
@@ -264,8 +264,9 @@ def _is_oom(exc: BaseException) -> bool:
 
 def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threading.Event | None = None, *,
                from_pretrained: Callable[..., Any] | None = None,
-               tokenizer_from_pretrained: Callable[..., Any] | None = None) -> LoadedModel:
-    """Load ``spec``'s model, reporting progress and honouring ``cancel`` between stages.
+               tokenizer_from_pretrained: Callable[..., Any] | None = None, chat: bool = False) -> LoadedModel:
+    """Load ``spec``'s model, reporting progress and honouring ``cancel`` between stages. ``chat``: refuse a
+    model without a chat template from its files' metadata, before anything else is read (``template_meta``).
 
     ``from_pretrained`` / ``tokenizer_from_pretrained`` default to transformers' Auto classes; tests
     pass their own to inject failures. On any failure or cancel nothing half-loaded is kept.
@@ -279,6 +280,8 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
         # The file checks first: a damaged folder is refused in about a second, before torch is imported.
         progress(LoadProgress("checking files", 0.0))
         source = resolve_source(spec.model)
+        if chat:
+            template_meta.require_chat_template(source.folder, source.gguf_file)
         report = safety.check_source(source.folder, gguf_file=source.gguf_file,
                                      allow_remote_code=spec.allow_remote_code)
         device = resolve_device(spec.device)
