@@ -171,8 +171,6 @@ class Architecture:
             return None
         if not self.layout_known:
             return f"int8/int4 need a Llama-family model (this is {self.model_type or 'unknown'})"
-        if self.qkv_bias or self.o_bias or self.mlp_bias:
-            return "int8/int4 need bias-free projections"
         if precision == "int4":
             ins = (self.hidden_size, self.heads * self.head_dim, self.intermediate_size)
             outs = (self.heads * self.head_dim + 2 * self.kv_heads * self.head_dim, self.hidden_size,
