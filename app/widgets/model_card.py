@@ -41,6 +41,19 @@ def attention_explanation(facts: ModelFacts) -> str:
                                   "saving).").format(heads=facts.heads)
 
 
+def runner_text(facts: ModelFacts) -> str:
+    """Which forward pass a chat gets (``ModelFacts.runner``) and, for the plain one, the engine's reason; "" when
+    the facts do not say. The reason may quote the model's own config (its model_type): shown as outside text."""
+    translate = QCoreApplication.translate
+    runner = getattr(facts, "runner", None)
+    if runner == "fast":
+        return translate("ModelCard", "fast path")
+    if runner == "plain":
+        reason = getattr(facts, "runner_reason", None) or ""
+        return translate("ModelCard", "plain (transformers' forward): {reason}").format(reason=outside_text(reason))
+    return ""
+
+
 def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str]]:
     """(label, value) rows of the card for ``facts`` with ``context_tokens`` in the KV cache now."""
     L, d, V = facts.layers, facts.hidden_size, facts.vocab_size
@@ -61,6 +74,7 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
         (translate("ModelCard", "Model"), f"{facts.name} ({facts.architecture})"),
         (translate("ModelCard", "Precision · device"), f"{facts.precision} · {facts.device}"),
         *([("", why)] if (why := auto_reason(facts)) else []),  # why `auto` chose this precision
+        *([(translate("ModelCard", "Runner"), runner)] if (runner := runner_text(facts)) else []),
         (translate("ModelCard", "Layers (L)"), fmt_count(L)),
         (translate("ModelCard", "Hidden size (d)"), fmt_count(d)),
         (translate("ModelCard", "Attention heads"), fmt_count(facts.heads)),
