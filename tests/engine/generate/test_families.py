@@ -173,3 +173,34 @@ def test_quantized_families_run_and_agree_with_the_float_model(family_dirs, fami
     assert agree >= (0.75 if precision == "int8" else 0.5), agree  # measured: int8 0.88-1.0, int4 0.67-1.0
     # The parameter count is the float model's: biases counted where they now live (beside the kernel).
     assert loaded.facts.params == _load(family_dirs[family], "bf16").facts.params
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_a_cached_quantized_load_keeps_the_biases(home, family_dirs, precision):
+    """The cache holds the packed weights only; a second load (from it) re-attaches the checkpoint's biases and
+    computes what the first load computed."""
+    stages: list[str] = []
+    first = load_model(LoadSpec(model=str(family_dirs["qwen2"]), precision=precision, device="cpu"))
+    second = load_model(LoadSpec(model=str(family_dirs["qwen2"]), precision=precision, device="cpu"),
+                        progress=lambda p: stages.append(p.stage))
+    assert "quantized weights from the cache" in stages
+    prompt = _prompt(first.model.config.vocab_size, 12, seed=4)
+    a = [logits for _, logits in FastRunner(first.model).prefill(prompt)][-1]
+    b = [logits for _, logits in FastRunner(second.model).prefill(prompt)][-1]
+    assert torch.equal(a, b)
+    assert torch.equal(second.model.model.layers[1].self_attn.q_proj.fused.bias,
+                       first.model.model.layers[1].self_attn.q_proj.fused.bias)
+
+
+def test_sliding_window_layers_stay_on_the_plain_runner(tmp_path):
+    """Qwen2/3 configs keep a window size with use_sliding_window false (full attention: fast path); switched on,
+    the upper layers slide, which the fast step does not compute yet."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from engine.generate.families import RefusalKind, refusal
+
+    config = Qwen2Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True, sliding_window=16,
+                         max_window_layers=1)
+    found = refusal(Qwen2ForCausalLM(config))
+    assert found is not None and found.kind is RefusalKind.FEATURE and found.detail == "sliding-window attention"
