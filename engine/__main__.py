@@ -1,4 +1,4 @@
-"""Headless command line: ``python -m engine {chat,info,fetch,bench,lab,models,serve}``.
+"""Headless command line: ``python -m engine {chat,complete,info,fetch,bench,lab,models,serve}``.
 
 Each sub-command lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``;
 this file only dispatches, so the commands stay independent. Exit status: 0 success, 2 bad input or
@@ -15,6 +15,7 @@ import engine  # noqa: F401  (offline switches)
 
 COMMANDS = {
     "chat": ("engine.cli.chat", "stream a reply to one prompt"),
+    "complete": ("engine.cli.complete", "continue a plain text (text completion, no chat template; any model)"),
     "info": ("engine.cli.info", "print the model card"),
     "fetch": ("engine.cli.fetch", "put the default model in place"),
     "bench": ("engine.cli.bench", "benchmark the engine against transformers generate()"),

@@ -266,7 +266,7 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
                from_pretrained: Callable[..., Any] | None = None,
                tokenizer_from_pretrained: Callable[..., Any] | None = None, chat: bool = False) -> LoadedModel:
     """Load ``spec``'s model, reporting progress and honouring ``cancel`` between stages. ``chat``: refuse a
-    model without a chat template from its files' metadata, before anything else is read (``template_meta``).
+    model without a chat template from its files' metadata, after the file checks, before torch or a weight loads.
 
     ``from_pretrained`` / ``tokenizer_from_pretrained`` default to transformers' Auto classes; tests
     pass their own to inject failures. On any failure or cancel nothing half-loaded is kept.
@@ -280,10 +280,10 @@ def load_model(spec: LoadSpec, progress: ProgressFn | None = None, cancel: threa
         # The file checks first: a damaged folder is refused in about a second, before torch is imported.
         progress(LoadProgress("checking files", 0.0))
         source = resolve_source(spec.model)
-        if chat:
-            template_meta.require_chat_template(source.folder, source.gguf_file)
         report = safety.check_source(source.folder, gguf_file=source.gguf_file,
                                      allow_remote_code=spec.allow_remote_code)
+        if chat:
+            template_meta.require_chat_template(source.folder, source.gguf_file)
         device = resolve_device(spec.device)
         return _load(spec, source, report, device, progress, cancel or threading.Event(),
                      from_pretrained or _default_model_loader, tokenizer_from_pretrained or _default_tokenizer_loader,

@@ -1,0 +1,125 @@
+"""What ``python -m engine chat`` and ``python -m engine complete`` share: the model and sampling flags, the
+``SamplingConfig`` they make, and printing a streamed reply with its exit status.
+
+``print_reply`` streams the text to stdout as it is produced and prints a one-line summary (TTFT, tok/s, KV bytes)
+to stderr; with ``--json`` one JSON object at the end instead (the benchmark, the lab and outside checks parse it,
+so its keys are fixed, and are the same for both commands). Sampling is greedy unless ``--temperature`` is given,
+so two runs print the same text. Exit status: 0 done, 2 bad input or a model that cannot be loaded (``run_guarded``:
+one line, no traceback), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
+what was generated. What a server chose (its model's name, its error texts) is printed through
+``engine.fmt.outside_text``: no terminal escape reaches the terminal. Imports no torch (``--help`` stays instant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from typing import Any, Callable, Iterable
+
+from engine.cli.interrupt import first_ctrl_c_sets
+from engine.errors import EngineError
+from engine.events import Event, Finished, Token
+from engine.fmt import format_bytes, outside_text
+from engine.inputs import DEVICES, PRECISIONS, SamplingConfig
+
+DEFAULT_MAX_NEW_TOKENS = 256
+MAX_ERROR_CHARS = 1000  # an error line may quote a server's text: escaped and bounded like every outside string
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags after ``--model``: precision and device, the sampling settings, ``--json``."""
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
+    parser.add_argument("--temperature", type=float, default=None, help="sample at this temperature (default: greedy)")
+    parser.add_argument("--top-p", type=float, default=0.9)
+    parser.add_argument("--top-k", type=int, default=50)
+    parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--no-kv-cache", action="store_true", help="recompute the whole sequence every step")
+    parser.add_argument("--allow-remote-code", action="store_true",
+                        help="allow a model whose config needs its own Python code (auto_map); off by default")
+    parser.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming")
+
+
+def sampling_config(args: argparse.Namespace) -> SamplingConfig:
+    """The flags of ``add_generation_arguments`` as a config (greedy without ``--temperature``)."""
+    greedy = args.temperature is None
+    return SamplingConfig(temperature=0.0 if greedy else args.temperature, top_p=args.top_p, top_k=args.top_k,
+                          repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens,
+                          seed=args.seed, use_kv_cache=not args.no_kv_cache)
+
+
+def _fmt(value: float | None, spec: str, unit: str) -> str:
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
+def summary_line(finished: Any) -> str:
+    """One line for stderr: TTFT, prefill and decode speeds, tokens, KV bytes measured and by formula
+    ("n/a" and "—" for what the engine that answered cannot know)."""
+    m = finished.metrics
+    k = m.known
+    prefill = "n/a" if k("prefill_tokens") is None else m.prefill_tokens
+    return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')} · prefill {prefill} tok "
+            f"@ {_fmt(m.prefill_tok_s, '.0f', ' tok/s')} · decode {_fmt(m.decode_tok_s, '.1f', ' tok/s')} · "
+            f"{m.generated_tokens} tokens · KV {format_bytes(k('kv_cache_bytes'))} "
+            f"(formula {format_bytes(k('kv_cache_bytes_formula'))}, "
+            f"no-GQA {format_bytes(k('kv_cache_bytes_formula_no_gqa'))}) · {outside_text(m.device)} "
+            f"{outside_text(m.precision)}")  # a server's model name is its precision: whatever it chose
+
+
+def result_json(finished: Any, facts: Any) -> dict[str, Any]:
+    """The ``--json`` object: the reply, its finish reason, every metric, and the model's name + facts."""
+    data: dict[str, Any] = {"text": finished.text, "finish_reason": finished.reason}
+    if finished.error:
+        data["error"] = finished.error
+    data.update(finished.metrics.to_dict())
+    data["model"] = facts.to_dict()
+    return data
+
+
+def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)``, with an ``EngineError`` (bad input, a model that cannot load) as one line and status 2."""
+    try:
+        return run(args)
+    except EngineError as exc:
+        print(f"error: {outside_text(exc, max_chars=MAX_ERROR_CHARS)}", file=sys.stderr)
+        return 2
+
+
+def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any, as_json: bool) -> int:
+    """Stream the events ``start(cancel)`` gives and print the result; returns the exit status.
+
+    ``start`` is called inside the Ctrl-C guard: the first Ctrl-C sets ``cancel`` (the reply stops within one
+    token and what was generated is still printed), a second one interrupts.
+    """
+    cancel = threading.Event()
+    finished = None
+    streamed: list[str] = []
+    with first_ctrl_c_sets(cancel) as interrupt:
+        for event in start(cancel):
+            if isinstance(event, Token) and not as_json and event.text:
+                streamed.append(event.text)
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, Finished):
+                finished = event
+    if finished is None:  # cannot happen by the session's contract; say so rather than crash
+        print("error: generation ended without a result", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(result_json(finished, facts), ensure_ascii=False))
+    else:
+        # The stream may lack bytes held back at the very end (an incomplete character): print them.
+        shown = "".join(streamed)
+        tail = finished.text[len(shown):] if finished.text.startswith(shown) else ""
+        sys.stdout.write(tail + "\n")
+        sys.stdout.flush()
+        print(summary_line(finished), file=sys.stderr)
+    if finished.reason == "error":
+        if not as_json:
+            print(f"error: {outside_text(finished.error, max_chars=MAX_ERROR_CHARS)}", file=sys.stderr)
+        return 1
+    return 130 if interrupt.pressed else 0
