@@ -1,7 +1,7 @@
 """The one home of the small text helpers that the engine, its command lines and the window all use.
 
 Owns: an exception or text as one printable line (``one_line``), a string chosen outside this program as plain text
-to show (``outside_text``), the first index where two sequences differ (``first_difference``) and byte counts in
+to show (``outside_text``), a reply's text for a terminal (``terminal_text``), the first index where two sequences differ (``first_difference``) and byte counts in
 binary units (``format_bytes``: B, KiB, MiB, GiB, never "KB").
 Pure Python, no torch and no Qt, so the window can import it without loading the engine.
 """
@@ -45,6 +45,17 @@ def outside_text(value: object, *, max_chars: int = MAX_OUTSIDE_CHARS) -> str:
     if len(text) > max_chars:
         text = text[:max_chars] + "…"
     return _BIDI.sub(lambda match: f"\\u{ord(match.group()):04x}", printable(text))
+
+
+def terminal_text(text: str) -> str:
+    """A reply's text as ``engine chat`` writes it to a terminal: lines and tabs kept, every other control character
+    (ESC, BEL, a carriage return that would overwrite the line) and the bidirectional controls escaped.
+
+    A server, or a model, can put terminal escapes in a reply (a changed window title, a faked prompt, a
+    hyperlink); they reach the screen as the characters ``\\x1b…``, never as commands. Streamed text goes through
+    this piece by piece, so an escape sequence split across pieces is escaped all the same (each character is)."""
+    return "\n".join("\t".join(outside_text(part, max_chars=len(part)) for part in line.split("\t"))
+                     for line in text.split("\n"))
 
 
 def first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:

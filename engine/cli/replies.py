@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Event, Finished, Token
-from engine.fmt import format_bytes, outside_text
+from engine.fmt import format_bytes, outside_text, terminal_text
 from engine.inputs import DEVICES, PRECISIONS, SamplingConfig
 
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -102,7 +102,7 @@ def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any,
         for event in start(cancel):
             if isinstance(event, Token) and not as_json and event.text:
                 streamed.append(event.text)
-                sys.stdout.write(event.text)
+                sys.stdout.write(terminal_text(event.text))  # a reply's ESC/BEL are shown, never obeyed
                 sys.stdout.flush()
             elif isinstance(event, Finished):
                 finished = event
@@ -115,7 +115,7 @@ def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any,
         # The stream may lack bytes held back at the very end (an incomplete character): print them.
         shown = "".join(streamed)
         tail = finished.text[len(shown):] if finished.text.startswith(shown) else ""
-        sys.stdout.write(tail + "\n")
+        sys.stdout.write(terminal_text(tail) + "\n")
         sys.stdout.flush()
         print(summary_line(finished), file=sys.stderr)
     if finished.reason == "error":

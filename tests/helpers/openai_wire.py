@@ -138,6 +138,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._raw(b'"}}]}\n\n')
             self.close_connection = True
             return True
+        if mode == "escape-reply":  # a reply carrying a terminal escape, split across two chunks
+            for piece in ("Hi \x1b]0;pw", "ned\x07 there\r\n"):
+                self._chunk({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+            self._chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            self._chunk("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return True
         if mode in ("bad-utf8", "bad-json"):
             self._chunk(word)
             self._chunk(b'{"choices": [{"index": 0, "delta": {"content": "\xff\xfe"}}]}' if mode == "bad-utf8"

@@ -76,3 +76,11 @@ def test_a_model_name_that_is_a_terminal_escape_never_reaches_the_terminal(mode)
     shown = proc.stdout + proc.stderr
     assert b"\x1b" not in shown and b"\x07" not in shown
     assert r"\x1b]0;pwned\x07" in proc.stderr.decode()  # said, escaped
+
+
+def test_a_reply_s_terminal_escape_is_shown_not_obeyed():
+    with WireServer("escape-reply") as wire:
+        proc = chat(wire.url, "--max-new-tokens", "8")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert b"\x1b" not in proc.stdout and b"\x07" not in proc.stdout and b"\r" not in proc.stdout
+    assert proc.stdout.decode() == "Hi \\x1b]0;pwned\\x07 there\\r\n\n"  # its characters, lines kept
