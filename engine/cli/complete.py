@@ -49,9 +49,11 @@ def read_prompt(args: argparse.Namespace) -> str:
             data = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1)
         else:
             path = Path(name).expanduser()
-            if not path.is_file():
-                raise BadInputError(f"no prompt file at {name}" if not path.exists() else
-                                    f"the prompt file {name} is not a regular file")
+            if not path.exists():
+                raise BadInputError(f"no prompt file at {name}")
+            if path.is_dir():
+                raise BadInputError(f"the prompt file {name} is a folder")
+            # A pipe is fine (a shell's <(…)): the read below is bounded, so even a device ends.
             with path.open("rb") as handle:
                 data = handle.read(MAX_PROMPT_BYTES + 1)
     except OSError as exc:

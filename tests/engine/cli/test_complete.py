@@ -102,6 +102,8 @@ def test_bad_input_exits_2_with_one_line_before_the_model_loads(tmp_path, home):
         # The prompt is judged first: the missing model is never reached.
         assert len(error_lines(result.stderr)) == 1 and "no model" not in result.stderr
         assert "Traceback" not in result.stderr
+    folder = engine("complete", "--prompt-file", str(tmp_path), "--model", str(tmp_path / "no-model"), home=home)
+    assert folder.returncode == 2 and error_lines(folder.stderr) == [f"error: the prompt file {tmp_path} is a folder"]
     no_model = engine("complete", "--prompt", TEXT, "--model", str(tmp_path / "no-model"), home=home)
     assert no_model.returncode == 2 and len(error_lines(no_model.stderr)) == 1
 
@@ -181,3 +183,16 @@ def test_load_for_chat_refuses_without_calling_the_weight_or_tokenizer_loaders(k
 def test_a_model_with_a_template_still_loads_for_chat(tiny_model_dir):
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"), chat=True)
     assert loaded.tokenizer.chat_template
+
+
+def test_a_prompt_file_is_read_as_utf8_text(base_dir, tmp_path, capsys):
+    prompt = tmp_path / "story.txt"
+    prompt.write_text("秒回的秘密：", encoding="utf-8")
+    rc = main(["complete", "--prompt-file", str(prompt), "--model", str(base_dir), "--precision", "fp32",
+               "--device", "cpu", "--max-new-tokens", "3", "--json"])
+    file_data = json.loads(capsys.readouterr().out)
+    rc_inline = main(["complete", "--prompt", "秒回的秘密：", "--model", str(base_dir), "--precision", "fp32",
+                      "--device", "cpu", "--max-new-tokens", "3", "--json"])
+    inline = json.loads(capsys.readouterr().out)
+    assert rc == rc_inline == 0
+    assert file_data["prompt_tokens"] == inline["prompt_tokens"] and file_data["text"] == inline["text"]

@@ -5,7 +5,10 @@ KV-cache reuse, cancel, and the context rule (never cut; the budget shrinks; no 
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -75,12 +78,35 @@ def test_greedy_completion_equals_a_manual_greedy_loop_over_transformers_forward
     assert started.prompt_tokens == len(ids) and started.dropped_turns == 0
 
 
-def test_the_prompt_is_the_tokenizers_own_encoding_special_tokens_included(loaded):
-    # The tokenizer's encode() is the prompt: a tokenizer that adds a BOS gets it, one that does not gets none.
+def _adding_bos(folder: Path, dest: Path) -> Path:
+    """A copy of ``folder`` whose tokenizer prepends its BOS to every encoding, as Llama's and Gemma's do."""
+    shutil.copytree(folder, dest)
+    path = dest / "tokenizer.json"
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    bos = "<|im_start|>"
+    bos_id = next(token["id"] for token in spec["added_tokens"] if token["content"] == bos)
+    first, text = {"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}
+    spec["post_processor"] = {"type": "TemplateProcessing", "single": [first, text], "pair": [first, text, text],
+                              "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return dest
+
+
+def test_the_prompt_is_the_tokenizers_own_encoding_its_bos_included(loaded, base_dir, tmp_path):
+    # The tiny tokenizer adds no special token: the prompt is the text's tokens alone.
     session = ChatSession(loaded)
     started = complete(session)[0]
-    assert started.prompt_tokens == len(loaded.tokenizer.encode(TEXT))
-    assert session.cached_ids()[:started.prompt_tokens] == tuple(loaded.tokenizer.encode(TEXT))
+    assert session.cached_ids()[:started.prompt_tokens] == tuple(loaded.tokenizer(TEXT, add_special_tokens=False)
+                                                                  ["input_ids"])
+    # One that prepends a BOS gets it, once, and greedy still equals transformers' forward over those ids.
+    with_bos = load_model(LoadSpec(model=str(_adding_bos(base_dir, tmp_path / "bos")), precision="fp32",
+                                   device="cpu"))
+    ids = with_bos.tokenizer.encode(TEXT)
+    assert ids[0] == with_bos.tokenizer.bos_token_id and ids[1] != ids[0]
+    session = ChatSession(with_bos)
+    events = complete(session, config=dataclasses.replace(GREEDY, max_new_tokens=5))
+    assert session.cached_ids()[:len(ids)] == tuple(ids) and events[0].prompt_tokens == len(ids)
+    assert token_ids(events) == manual_greedy(with_bos.model, ids, 5, frozenset(with_bos.eos_token_ids))
 
 
 def test_the_stream_and_metrics_are_chats(loaded):
