@@ -11,12 +11,13 @@ the theme's colours. Offscreen and unknown platforms get the light theme. Owns n
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
-
+from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QPalette
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPointF, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPalette, QPolygonF
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app import i18n
@@ -54,6 +55,8 @@ THEMES = {"light": LIGHT, "dark": DARK}
 APPEARANCES = ("system", "light", "dark")  # the Settings choice: follow the system, or force one theme
 _current: Theme = LIGHT
 _system_family = ""  # the platform's default UI font family, read once
+_arrow_folder: tempfile.TemporaryDirectory[str] | None = None  # this run's arrow images, removed at exit
+ARROW_SIZE = (9, 5)  # logical pixels of a spin box's or drop-down's arrow
 
 
 def current() -> Theme:
@@ -105,6 +108,57 @@ def _palette(theme: Theme) -> QPalette:
     return palette
 
 
+def arrow_image(direction: str, colour: str) -> str:
+    """The path of a PNG of an ``"up"`` or ``"down"`` arrow in ``colour``, made once per run.
+
+    A style sheet that frames spin boxes and combo boxes takes over drawing their buttons, and draws their
+    arrows only from an image file (``image: url(...)``; Qt's own arrow images are black, unreadable on the dark
+    theme), so the arrows are painted here, in the theme's colours, at 4x for high-DPI screens."""
+    global _arrow_folder
+    if _arrow_folder is None:
+        _arrow_folder = tempfile.TemporaryDirectory(prefix="miaohui-arrows-")
+    path = Path(_arrow_folder.name) / f"arrow-{direction}-{colour.lstrip('#')}.png"
+    if not path.is_file():
+        scale = 4
+        width, height = ARROW_SIZE[0] * scale, ARROW_SIZE[1] * scale
+        image = QImage(width, height, QImage.Format.Format_ARGB32_Premultiplied)
+        image.fill(Qt.GlobalColor.transparent)
+        tip, base = (0.0, float(height)) if direction == "up" else (float(height), 0.0)
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(colour))
+        painter.drawPolygon(QPolygonF([QPointF(0, base), QPointF(width, base), QPointF(width / 2, tip)]))
+        painter.end()
+        image.save(str(path))
+    return path.as_posix()  # forward slashes: what a style sheet's url() takes on every platform
+
+
+def _arrows(theme: Theme) -> str:
+    """Spin-box and drop-down buttons with visible arrows (muted when disabled)."""
+    width, height = ARROW_SIZE
+    up, down, up_off, down_off = (f'url("{arrow_image(direction, colour)}")' for colour in (theme.text, theme.muted)
+                                  for direction in ("up", "down"))
+    spins = "QSpinBox", "QDoubleSpinBox"
+    rules = [f"QComboBox::drop-down {{ subcontrol-origin: padding; subcontrol-position: center right; width: 16px; "
+             f"border: none; }}",
+             f"QComboBox::down-arrow {{ image: {down}; width: {width}px; height: {height}px; }}",
+             f"QComboBox::down-arrow:disabled {{ image: {down_off}; }}"]
+    for spin in spins:
+        rules += [f"{spin} {{ padding-right: 22px; }}", f"{spin}:focus {{ padding-right: 21px; }}",
+                  f"{spin}::up-button {{ subcontrol-origin: border; subcontrol-position: top right; width: 20px; "
+                  f"border: none; margin: 2px 2px 0 0; }}",
+                  f"{spin}::down-button {{ subcontrol-origin: border; subcontrol-position: bottom right; width: 20px; "
+                  f"border: none; margin: 0 2px 2px 0; }}",
+                  f"{spin}::up-button:hover, {spin}::down-button:hover {{ background: {theme.window}; "
+                  f"border-radius: 3px; }}",
+                  f"{spin}::up-arrow {{ image: {up}; width: {width}px; height: {height}px; }}",
+                  f"{spin}::down-arrow {{ image: {down}; width: {width}px; height: {height}px; }}",
+                  f"{spin}::up-arrow:disabled, {spin}::up-arrow:off {{ image: {up_off}; }}",
+                  f"{spin}::down-arrow:disabled, {spin}::down-arrow:off {{ image: {down_off}; }}"]
+    return "\n    ".join(rules)
+
+
 def stylesheet(theme: Theme) -> str:
     return f"""
     QMainWindow, QDialog {{ background: {theme.window}; }}
@@ -115,7 +169,8 @@ def stylesheet(theme: Theme) -> str:
     QPushButton {{ background: {theme.surface}; border: 1px solid {theme.border}; border-radius: 6px;
                    padding: 5px 10px; }}
     QPushButton:hover {{ border-color: {theme.accent}; }}
-    QPushButton:disabled {{ color: {theme.muted}; }}
+    /* Disabled looks disabled: the window's grey instead of the surface, and muted text (not just a shade darker). */
+    QPushButton:disabled {{ color: {theme.muted}; background: {theme.window}; border-style: dashed; }}
     QPushButton#primary {{ background: {theme.accent}; color: {theme.on_accent}; border: 1px solid {theme.accent}; }}
     QPushButton#primary:disabled {{ background: {theme.border}; border-color: {theme.border}; color: {theme.muted}; }}
     QPushButton#danger {{ color: {theme.error}; }}
@@ -125,6 +180,12 @@ def stylesheet(theme: Theme) -> str:
     QPushButton[flat="true"]:hover {{ text-decoration: underline; }}
     QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox {{ background: {theme.surface}; border: 1px solid {theme.border};
                    border-radius: 6px; padding: 4px 8px; }}
+    /* Drop-down lists as lists: the menu-like popup a framed QComboBox falls back to draws its highlighted
+       entry blank (the fill of the box, the text in the selection's colour); a list takes these colours. */
+    QComboBox {{ combobox-popup: 0; }}
+    QComboBox QAbstractItemView {{ background: {theme.surface}; color: {theme.text}; outline: 0;
+                   selection-background-color: {theme.accent}; selection-color: {theme.on_accent}; }}
+    QComboBox QAbstractItemView::item {{ padding: 3px 6px; }}
     QPlainTextEdit#prompt {{ background: {theme.surface}; border: 1px solid {theme.border}; border-radius: 10px;
                    padding: 6px 8px; }}
     /* Focus rings: where the keyboard is, on every control, in both themes. A 2 px ring with 1 px less padding
@@ -135,6 +196,7 @@ def stylesheet(theme: Theme) -> str:
     QComboBox:focus, QLineEdit:focus, QSpinBox:focus, QDoubleSpinBox:focus {{ border: 2px solid {theme.focus};
                    padding: 3px 7px; }}
     QPlainTextEdit#prompt:focus {{ border: 2px solid {theme.focus}; padding: 5px 7px; }}
+    {_arrows(theme)}
     QToolButton {{ border: 1px solid transparent; border-radius: 4px; }}
     QToolButton:focus {{ border: 1px solid {theme.focus}; }}
     QCheckBox {{ border: 1px solid transparent; border-radius: 4px; padding: 1px 2px; }}
