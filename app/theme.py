@@ -205,6 +205,13 @@ def stylesheet(theme: Theme) -> str:
     QScrollArea, QGraphicsView, QTextBrowser#messageText {{ border: 1px solid transparent; }}
     QAbstractItemView:focus, QPlainTextEdit:focus, QTextBrowser:focus, QScrollArea:focus, QGraphicsView:focus,
     QScrollArea#chat:focus, QTextBrowser#messageText:focus {{ border-color: {theme.focus}; }}
+    /* Flat tabs, underlined when chosen: Fusion's framed tabs need ~24 px each beyond their text, which pushed
+       the side panel's last tab behind scroll arrows in a 380 px dock. */
+    QTabBar::tab {{ background: transparent; color: {theme.muted}; border: none; border-bottom: 2px solid transparent;
+                   padding: 5px 8px; }}
+    QTabBar::tab:selected {{ color: {theme.text}; border-bottom-color: {theme.accent}; }}
+    QTabBar::tab:hover {{ color: {theme.text}; }}
+    QTabBar::tab:disabled {{ color: {theme.muted}; }}
     QTabBar:focus {{ border-bottom: 2px solid {theme.focus}; }}
     QScrollArea#chat {{ background: {theme.window}; border: 1px solid transparent; }}
     QWidget#chatCanvas {{ background: {theme.window}; }}

@@ -2,11 +2,15 @@
 
 Owns building the tabs (Performance, Tokens, Model card, Tokenizer, Lab) and the dock that holds them; each tab
 is its own widget module and owns its display. Owns no engine work: the tabs that need the model get the bridge.
+
+The panel's width is the window's and the user's to set, never its contents': the tab widget's minimum width is
+what its tab bar needs to show every tab (no scroll arrows), which also replaces the tabs' own minimum sizes, so a
+long tokenized line or a wide table cannot push the panel wider (each tab wraps or scrolls inside instead).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QDockWidget, QTabWidget, QWidget
 
 from app.widgets import accessibility
@@ -37,7 +41,18 @@ class SidePanel(QDockWidget):
         accessibility.name(self.tabs, self.tr("Figures and views"),
                            self.tr("Performance, tokens, model card, tokenizer and lab"))
         self.tabs.tabBar().setAccessibleName(self.tr("Side panel tabs"))
+        self._fit_tabs()
         self.setWidget(self.tabs)
         self.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
                          | QDockWidget.DockWidgetFeature.DockWidgetMovable
                          | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+
+    def _fit_tabs(self) -> None:
+        """The panel is at least as wide as all its tabs side by side, and its contents never ask for more."""
+        frame = self.tabs.style().pixelMetric(self.tabs.style().PixelMetric.PM_DefaultFrameWidth, None, self.tabs)
+        self.tabs.setMinimumWidth(self.tabs.tabBar().sizeHint().width() + 2 * frame)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):  # the tabs' widths changed with them
+            self._fit_tabs()

@@ -47,6 +47,7 @@ class TokenizerView(QWidget):
         self.template_box = QCheckBox(self.tr("as a chat turn (with the chat template)"))
         self.tokenize_button = QPushButton(self.tr("Tokenize"))
         self.counts_label = QLabel("")
+        self.counts_label.setWordWrap(True)  # one line of counts is ~680 px: it wraps in the dock, never widens it
         self.status_label = QLabel(self.tr("Load a model to tokenize.") if not self._has_model else "")
         self.status_label.setWordWrap(True)
         self.chips = QTextBrowser()
