@@ -17,6 +17,8 @@ touches torch, the tokenizer or a KV cache. Modules:
 - ``metrics``: Prometheus metrics under vLLM's names with a ``miaohui:`` prefix;
 - ``responses``: OpenAI response and chunk bodies;
 - ``app``: the ASGI application factory ``create_app(worker, ...)``;
+- ``guard``: the ASGI app in front of every route: no other site's ``Host`` (DNS rebinding), JSON bodies only;
+- ``connections``: uvicorn's h11 protocol with a header deadline and a cap on open connections;
 - ``server``: binding a socket and running uvicorn (in the foreground, or on a thread for tests).
 
 The command line itself is ``engine/cli/serve.py``; docs/SERVE.md is the user's guide.
