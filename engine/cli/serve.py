@@ -2,8 +2,10 @@
 
 Checks the arguments, binds the socket, loads the model, starts the worker thread and runs uvicorn in the
 foreground until Ctrl-C (open streams get a few seconds to finish, then exit status 130 like the other
-commands). Safe by default: it listens on 127.0.0.1; any other address needs an API key (``--api-key`` or
-the ``MIAOHUI_API_KEY`` environment variable, which keeps the key out of the process list). Bad input, a
+commands, and one line saying so). Safe by default: it listens on 127.0.0.1; any other address needs an API key
+(``--api-key`` or the ``MIAOHUI_API_KEY`` environment variable, which keeps the key out of the process list);
+requests naming another site in their ``Host`` are refused unless ``--allowed-host`` names it
+(``engine.serve.guard``). Bad input (an API key that is not printable ASCII: no HTTP client could send it), a
 port that cannot be bound or a model that cannot be loaded: one line on stderr, exit status 2. Owns
 argument parsing only; the server is ``engine.serve``, imported when the command runs so
 ``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
@@ -44,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"conversations whose KV cache is kept for their next turn (default {DEFAULT_SESSIONS})")
     parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                         help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests addressed to the host name NAME (repeatable; loopback names and IP "
+                             "addresses always are; others are refused, against DNS rebinding)")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
 
@@ -62,10 +67,21 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
         return f"--sessions must be at least 1 (got {args.sessions})"
     if api_key is not None and not api_key.strip():
         return "the API key is empty"
+    if api_key is not None and not _sendable(api_key):
+        return ("the API key must be printable ASCII (letters, digits, punctuation) with no spaces around it: "
+                "HTTP clients cannot send other characters in the Authorization header")
+    for name in args.allowed_host:
+        if not _sendable(name) or not name.strip() or any(c in name for c in " /@"):
+            return f"--allowed-host takes a host name such as mybox.lan (got {printable(name)!r})"
     if not is_loopback(args.host) and api_key is None:
         return (f"refusing to listen on {printable(args.host)} without an API key: anyone who can reach it could use "
                 f"the model; pass --api-key (or set {ENV_KEY}), or keep the default --host 127.0.0.1")
     return None
+
+
+def _sendable(text: str) -> bool:
+    """True for text an HTTP header carries as it is: visible ASCII, inner spaces, nothing around it."""
+    return text == text.strip() and all(" " <= c <= "~" for c in text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +110,7 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
     from engine.inputs import LoadSpec
     from engine.models.loader import load_model
     from engine.serve.app import create_app
-    from engine.serve.server import bind_socket, make_server
+    from engine.serve.server import GRACEFUL_SHUTDOWN_S, bind_socket, make_server
     from engine.serve.worker import Worker
 
     spec = LoadSpec(model=args.model, precision=args.precision, device=args.device,
@@ -110,12 +126,20 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
         loaded = load_model(spec)
         worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions).start()
         app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)
-        server = make_server(app, sock)
+        # uvicorn's start and stop messages stay quiet: the two lines below say it; a line per request remains.
+        server = make_server(app, sock, log_level="warning", access_log=True,
+                             allowed_hosts=(args.host, *args.allowed_host))
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         print(f"serving {printable(worker.model_id)} at http://{shown}:{port}/v1 "
               f"({'API key required' if api_key else 'no API key'}; Ctrl-C stops)", file=sys.stderr, flush=True)
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])  # uvicorn raises Ctrl-C again once it has shut down
+        except KeyboardInterrupt:
+            cut = server.cut_off
+            print("stopped (Ctrl-C)" + (f": {cut} open request{'s' if cut != 1 else ''} cut off after "
+                                         f"{GRACEFUL_SHUTDOWN_S} s" if cut else ""), file=sys.stderr, flush=True)
+            return 130
     finally:
         if worker is not None:
             worker.close()
