@@ -13,7 +13,9 @@ queue and app, swapped in behind the one listening socket); while there is none,
 another server, every request is answered 503 with an OpenAI-shaped error saying so. Requests caught by a switch
 are cancelled (503) and may be retried.
 
-Safe by default, as ``engine serve``: it listens on 127.0.0.1 only, so no API key is asked for. Off by default; the
+Safe by default, as ``engine serve``: it listens on 127.0.0.1 only, so no API key is asked for, and its server
+(``engine.serve.server.BackgroundServer``) refuses what only a web page would send, for every route and the 503s
+alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off by default; the
 toggle is remembered (``Settings.serve_enabled``), so a window closed while serving serves again when it next opens.
 The port is a setting (Chat → "API port…", default 8000); a port in use is one line in the window and the toggle
 goes back off. Turning it off, or closing the window (``Bridge.closing``), cancels what runs and stops the server.

@@ -243,3 +243,39 @@ def test_the_serve_settings_default_to_off_on_8000_and_refuse_bad_values(tmp_pat
         assert again.serve_port() == 8000
     with pytest.raises(ValueError):
         again.set_serve_port(70000)
+
+
+def _raw_post(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LIVENESS_S)
+    try:
+        conn.putrequest("POST", "/v1/chat/completions", skip_host="Host" in headers)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            conn.putheader(name, value)
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("loaded", [True, False])
+def test_a_web_page_cannot_use_the_windows_server(qtbot, make_window, loaded):
+    window = make_window(loaded=loaded)
+    url = serve(qtbot, window, loaded=loaded)
+    port = window.api_serving.port
+    body = json.dumps({"messages": QUESTION, "max_tokens": 2}).encode()
+    # DNS rebinding: a page on attacker.example re-resolved to 127.0.0.1 sends its own name as the Host.
+    status, answer = _raw_post(port, body, {"Host": f"attacker.example:{port}", "Content-Type": "application/json"})
+    assert status == 421 and answer["error"]["code"] == "host_not_allowed"
+    # A text/plain body: a cross-site POST a page may send without a preflight.
+    status, answer = _raw_post(port, body, {"Content-Type": "text/plain;charset=UTF-8"})
+    assert status == 415 and answer["error"]["code"] == "unsupported_media_type"
+    if loaded:
+        assert window.api_serving.label.text().endswith("· 0 requests served")  # neither reached the model
+        reply = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=2, temperature=0)
+        assert reply.choices[0].finish_reason == "length"
+    else:
+        status, answer = _raw_post(port, body, {"Content-Type": "application/json"})
+        assert status == 503 and answer["error"]["code"] == "model_not_available"
