@@ -4,9 +4,10 @@ Owns ``FAMILIES`` (the transformers ``model_type`` values the step in ``engine.g
 ``engine.generate.fastpath`` computes exactly, with the switches each one turns on), ``NOT_YET`` (families a
 user is likely to load that still run on the plain runner, with what the step lacks for them), and the typed
 answer to "why not the fast path": ``Refusal`` (a ``RefusalKind`` and one line for people). Every family
-shares one decoder step: pre-norm RMSNorm, RoPE, grouped-query attention, a gated SiLU MLP, tied or untied
+shares one decoder step: pre-norm RMSNorm, RoPE, grouped-query attention, a gated MLP, tied or untied
 head; what differs is switched on by the checkpoint itself (q/k/v biases, Qwen2; any projection biases,
-Llama's ``attention_bias``/``mlp_bias``) or by the family (per-head q/k RMSNorm before RoPE, Qwen3).
+Llama's ``attention_bias``/``mlp_bias``) or by the family (per-head q/k RMSNorm before RoPE, Qwen3 and
+Gemma 3; Gemma 3's norms, scaled embeddings, GeGLU and sliding-window layers).
 
 Does not own the fused weights or the maths (``engine.generate.llama_fused``), the runner
 (``engine.generate.fastpath``) or the choice between runners (``engine.generate.runners``).
@@ -51,16 +52,20 @@ class Family:
     """What one family switches on in the shared decoder step."""
 
     model_type: str
-    qk_norm: bool = False  # per-head RMSNorm of q and k (weights (head_dim,)) before RoPE: Qwen3
+    qk_norm: bool = False  # per-head RMSNorm of q and k (weights (head_dim,)) before RoPE: Qwen3, Gemma 3
+    # Gemma 3: (1 + w) RMSNorm computed in fp32 and rounded once, embeddings scaled by sqrt(d), norms after
+    # attention and after the MLP too, GeGLU with tanh-GELU, scores scaled by query_pre_attn_scalar, and
+    # sliding-window layers (with their own RoPE base) interleaved with global ones.
+    gemma: bool = False
 
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
-    Family("llama"), Family("mistral"), Family("qwen2"), Family("qwen3", qk_norm=True))}
+    Family("llama"), Family("mistral"), Family("qwen2"), Family("qwen3", qk_norm=True),
+    Family("gemma3_text", qk_norm=True, gemma=True))}
 
 # Families people run that the step does not compute yet, and the first thing it lacks for each.
 NOT_YET: dict[str, str] = {
-    "gemma3_text": "sliding-window layers, (1 + w) RMSNorm and GeGLU",
-    "gemma3": "sliding-window layers, (1 + w) RMSNorm and GeGLU",
+    "gemma3": "the multimodal wrapper (its text model, gemma3_text, is on the fast path)",
     "gemma2": "sliding-window layers and logit soft-capping",
     "gemma": "(1 + w) RMSNorm and GeGLU",
     "phi3": "fused qkv/gate_up checkpoints and partial rotary",
@@ -90,7 +95,7 @@ def refusal(model: Any) -> Refusal | None:
         lacks = NOT_YET.get(model_type)  # type: ignore[arg-type]
         return Refusal(RefusalKind.FAMILY, f"model_type {model_type or '?'} not on the fast path yet"
                        + (f": {lacks}" if lacks else ""))
-    problem = _feature_problem(config)
+    problem = _gemma_problem(config) if family.gemma else _feature_problem(config)
     if problem is not None:
         return Refusal(RefusalKind.FEATURE, problem)
     problem = _layout_problem(model, family)
@@ -113,10 +118,32 @@ def _feature_problem(config: Any) -> str | None:
         return "sliding-window attention"
     if getattr(config, "hidden_act", "silu") != "silu":
         return f"activation {config.hidden_act}"
-    rope = getattr(config, "rope_parameters", None) or {}
+    return _static_rope(getattr(config, "rope_parameters", None) or {})
+
+
+def _static_rope(rope: Any) -> str | None:
     rope_type = rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
-    if rope_type not in STATIC_ROPE_TYPES:
-        return f"rope type {rope_type}"
+    return None if rope_type in STATIC_ROPE_TYPES else f"rope type {rope_type}"
+
+
+def _gemma_problem(config: Any) -> str | None:
+    """Gemma 3's switches the step does not compute: soft-capping, bidirectional attention, another activation."""
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "attn_logit_softcapping", None):
+        return "logit soft-capping"
+    if getattr(config, "use_bidirectional_attention", False):
+        return "bidirectional attention"
+    if getattr(config, "hidden_activation", None) != "gelu_pytorch_tanh":
+        return f"activation {getattr(config, 'hidden_activation', None)}"
+    kinds = set(getattr(config, "layer_types", None) or ())
+    if not kinds <= {"sliding_attention", "full_attention"}:
+        return f"layer types {sorted(kinds)}"
+    if "sliding_attention" in kinds and not getattr(config, "sliding_window", None):
+        return "sliding layers without a window"
+    ropes = getattr(config, "rope_parameters", None) or {}
+    for kind in kinds:
+        problem = _static_rope(ropes.get(kind) if isinstance(ropes, dict) else None)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -129,6 +156,9 @@ def _layout_problem(model: Any, family: Family) -> str | None:
         return "an output head with a bias"
     for layer in layers:
         attn = layer.self_attn
+        if family.gemma and not all(isinstance(getattr(getattr(layer, name, None), "weight", None), torch.Tensor)
+                                    for name in ("pre_feedforward_layernorm", "post_feedforward_layernorm")):
+            return "feed-forward norms missing"
         if family.qk_norm and not all(isinstance(getattr(getattr(attn, name, None), "weight", None), torch.Tensor)
                                       for name in ("q_norm", "k_norm")):
             return "q/k norms missing"

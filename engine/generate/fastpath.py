@@ -1,11 +1,14 @@
-"""A faster runner for the Llama-shaped families: a static KV cache and few operations per decode step.
+"""A faster runner for the Llama-shaped families (and Gemma 3): a static KV cache and few operations per step.
 
 Owns ``FastRunner`` (the ``engine.generate.runners.Runner`` interface, like ``engine.generate.runner.ModelRunner``:
 chunked prefill, one-token decode, crop, measured KV bytes): its preallocated cache, RoPE tables and the
 forward passes over them. The forward pass is a compact re-implementation of transformers' Llama decoder
 (RMSNorm, RoPE from the model's own rotary embedding, grouped-query attention, SiLU MLP, tied or untied
-lm_head) with what the families in ``engine.generate.families`` switch on (projection biases, Qwen3's per-head
-q/k norms), reading the model's weights; it never changes them.
+lm_head) with what the families in ``engine.generate.families`` switch on (projection biases, per-head q/k
+norms; Gemma 3's (1 + w) norms after attention and MLP too, scaled embeddings, tanh-GELU, and sliding-window
+layers that attend to their last ``window`` positions with their own RoPE table), reading the model's weights;
+it never changes them. Sliding layers keep every position in the cache like global ones (simple, exact; the
+memory a ring buffer would save is left for later).
 
 Why it is faster at batch 1: decode is dominated by per-operation overhead (a small GEMV costs tens
 of microseconds whatever its size), so each layer runs 4 matrix products instead of 7 (q|k|v and
@@ -36,7 +39,7 @@ import torch.nn.functional as F
 
 from engine.cpu import native_gemm
 from engine.generate.families import refusal
-from engine.generate.llama_fused import attend_one, embed, embed_row, project, rms_norm, rotate, step_plan, weights_for
+from engine.generate.llama_fused import attend_one, embed, embed_row, project, rotate, step_plan, weights_for
 from engine.generate.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -80,7 +83,10 @@ class FastRunner(ModelRunner):
         self._max_positions = int(limit)
         self._static = static
         self._capacity = 0
-        self._k = self._v = self._cos = self._sin = torch.empty(0)
+        self._k = self._v = torch.empty(0)
+        # RoPE tables (capacity, head_dim), one per FusedWeights.rope_kinds (Gemma 3: global and local bases)
+        self._cos: tuple[torch.Tensor, ...] = ()
+        self._sin: tuple[torch.Tensor, ...] = ()
         self._rotary = model.model.rotary_emb
         self._device = device
         self._grow(self._max_positions if static else min(initial_capacity, self._max_positions))
@@ -105,11 +111,12 @@ class FastRunner(ModelRunner):
         """Tell dynamo the tensors the step reads live at fixed addresses (as transformers' StaticCache
         does): CUDA graphs then read them in place instead of copying weights and cache in per replay,
         and in-place cache writes do not disable the graph."""
-        tensors = [self._k, self._v, self._cos, self._sin, self._positions, self._pos_t, self._step_input,
-                   self._w.embed, self._w.final_norm, self._w.lm_head]
+        tensors = [self._k, self._v, *self._cos, *self._sin, self._positions, self._pos_t, self._step_input,
+                   self._w.embed, self._w.final_norm, self._w.lm_head, self._w.embed_scale]
         for layer in self._w.layers:
             tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down, layer.qkv_bias,
-                        layer.o_bias, layer.gate_up_bias, layer.down_bias, layer.qk_norm]
+                        layer.o_bias, layer.gate_up_bias, layer.down_bias, layer.qk_norm, layer.post_attn_norm,
+                        layer.post_mlp_norm]
         tensors = [t for t in tensors if isinstance(t, torch.Tensor)]  # quantized modules hold their own
         try:
             for tensor in tensors:
@@ -132,10 +139,14 @@ class FastRunner(ModelRunner):
         with torch.inference_mode():
             positions = torch.arange(capacity, device=self._device)[None]  # (1, capacity)
             probe = torch.empty(1, dtype=self._dtype, device=self._device)
-            cos, sin = self._rotary(probe, positions)  # (1, capacity, head_dim), the model's own RoPE
             half = w.head_dim // 2
-            self._cos = cos[0].contiguous()
-            self._sin = torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1).contiguous()
+            cos_tables, sin_tables = [], []
+            for kind in w.rope_kinds:
+                # (1, capacity, head_dim), the model's own RoPE
+                cos, sin = self._rotary(probe, positions) if kind is None else self._rotary(probe, positions, kind)
+                cos_tables.append(cos[0].contiguous())
+                sin_tables.append(torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1).contiguous())
+            self._cos, self._sin = tuple(cos_tables), tuple(sin_tables)
         self._capacity = capacity
 
     def _ensure(self, positions: int) -> None:
@@ -169,20 +180,27 @@ class FastRunner(ModelRunner):
         n = ids.shape[0]
         end = start + n
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
-        cos = self._cos[start:end, None, :]  # (n, 1, head_dim): broadcast over heads
-        sin = self._sin[start:end, None, :]
+        ropes = [(cos[start:end, None, :], sin[start:end, None, :])  # (n, 1, head_dim): broadcast over heads
+                 for cos, sin in zip(self._cos, self._sin)]
         x = embed(w.embed, ids)  # (n, d)
-        mask = None
+        if w.embed_scale is not None:
+            x = x * w.embed_scale
+        masks: dict[int | None, torch.Tensor | None] = {None: None}
         if start:
             # Query i (at start+i) sees keys 0..start+i.
-            mask = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
-        linear = self._prefill_linear
+            masks[None] = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
+        linear, norm = self._prefill_linear, w.norm
         for index, layer in enumerate(w.layers):
-            h = rms_norm(x, layer.attn_norm, w.eps)
+            if layer.window not in masks:  # a sliding layer: query i also sees only keys after start+i-window
+                keys, queries = torch.arange(end, device=x.device), torch.arange(start, end, device=x.device)[:, None]
+                masks[layer.window] = (keys <= queries) & (keys > queries - layer.window)
+            mask = masks[layer.window]
+            cos, sin = ropes[layer.rope]
+            h = norm(x, layer.attn_norm)
             qkv = linear(h, layer.qkv, layer.qkv_bias)  # (n, (H + 2KV) * D)
             qk = qkv[:, :(heads + kvh) * dim].view(n, heads + kvh, dim)
-            if layer.qk_norm is not None:  # Qwen3: each head normed before RoPE
-                qk = rms_norm(qk, layer.qk_norm, w.eps)
+            if layer.qk_norm is not None:  # Qwen3, Gemma 3: each head normed before RoPE
+                qk = norm(qk, layer.qk_norm)
             qk = rotate(qk, cos, sin)  # (n, H+KV, D)
             self._k[index, :, start:end] = qk[:, heads:].transpose(0, 1)
             self._v[index, :, start:end] = qkv[:, (heads + kvh) * dim:].view(n, kvh, dim).transpose(0, 1)
@@ -190,12 +208,13 @@ class FastRunner(ModelRunner):
             attn = F.scaled_dot_product_attention(
                 q, self._k[index, :, :end][None], self._v[index, :, :end][None], attn_mask=mask,
                 is_causal=mask is None, scale=w.scaling, enable_gqa=True)  # (1, H, n, D)
-            x = x + linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o, layer.o_bias)
-            h = rms_norm(x, layer.mlp_norm, w.eps)
+            out = linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o, layer.o_bias)
+            x = x + (out if layer.post_attn_norm is None else norm(out, layer.post_attn_norm))
+            h = norm(x, layer.mlp_norm)
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias)  # (n, 2I)
-            x = x + linear(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
-                           layer.down_bias)
-        h = rms_norm(x[-1:], w.final_norm, w.eps)
+            out = linear(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down, layer.down_bias)
+            x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
+        h = norm(x[-1:], w.final_norm)
         return project(h, w.lm_head)  # (1, vocab)
 
     def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor,
@@ -214,65 +233,81 @@ class FastRunner(ModelRunner):
         return F.linear(x, weight, bias)
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
-        """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix."""
+        """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix (for a
+        sliding layer, its last ``window`` positions)."""
         w, plan = self._w, self._plan
         heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
-        norm = plan.norm
-        cos, sin = self._cos[pos], self._sin[pos]  # (head_dim,)
+        norm, exact_norm, act = plan.norm, w.norm, w.act  # q/k norms: always the exact one (per-head weights)
+        ropes = [(cos[pos], sin[pos]) for cos, sin in zip(self._cos, self._sin)]  # (head_dim,) each
         # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at ~2,000
         # (attend_one; measured on the default model, bf16 and int4). Otherwise the same SDPA call
         # transformers makes for one query (GQA in the kernel, no mask): its bf16 rounding is then
         # identical, so greedy text matches generate()'s.
         fp32_attention = self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu)
         x = embed_row(w.embed, token_id)  # (1, d)
-        for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm), k_cache, v_cache in zip(
-                plan.layers, self._k_layers, self._v_layers):  # caches: (KV, capacity, D) per layer
+        if w.embed_scale is not None:
+            x = x * w.embed_scale
+        for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm, post_mlp_norm,
+             window, rope), k_cache, v_cache in zip(plan.layers, self._k_layers, self._v_layers):
+            # caches: (KV, capacity, D) per layer
             qkv = qkv_proj(norm(x, attn_norm)).view(heads + 2 * kvh, dim)  # rows q | k | v
-            qk = qkv[:heads + kvh] if qk_norm is None else rms_norm(qkv[:heads + kvh], qk_norm, w.eps)
-            qk = rotate(qk, cos, sin)  # (H+KV, D)
+            qk = qkv[:heads + kvh] if qk_norm is None else exact_norm(qkv[:heads + kvh], qk_norm)
+            qk = rotate(qk, *ropes[rope])  # (H+KV, D)
             k_cache.select(1, pos).copy_(qk[heads:])
             v_cache.select(1, pos).copy_(qkv[heads + kvh:])
-            k_seen, v_seen = k_cache[:, :pos + 1], v_cache[:, :pos + 1]
+            first = 0 if window is None else max(0, pos + 1 - window)
+            k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
             if fp32_attention:
                 attn = attend_one(qk[:heads], k_seen, v_seen, w.scaling)
             else:
                 attn = F.scaled_dot_product_attention(
                     qk[:heads].view(1, heads, 1, dim), k_seen[None], v_seen[None],
                     scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
-            x = x + o_proj(attn.view(1, heads * dim))
+            out = o_proj(attn.view(1, heads * dim))
+            x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
             gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
-            x = x + down_proj(F.silu(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+            out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+            x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
         return plan.head(norm(x, plan.final_norm))  # (1, vocab)
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """The decode step with fixed shapes: ``token`` and ``pos`` are (1,) tensors, attention spans
-        the whole capacity with positions after ``pos`` masked. Capturable as one CUDA graph."""
+        the whole capacity with positions after ``pos`` (and, for a sliding layer, before its window)
+        masked. Capturable as one CUDA graph."""
         w = self._w
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
         groups = heads // kvh
-        cos, sin = self._cos.index_select(0, pos), self._sin.index_select(0, pos)  # (1, head_dim)
-        visible = self._positions <= pos  # (capacity,)
+        ropes = [(cos.index_select(0, pos), sin.index_select(0, pos))  # (1, head_dim) each
+                 for cos, sin in zip(self._cos, self._sin)]
+        visible = {None: self._positions <= pos}  # (capacity,) per window
         x = embed(w.embed, token)  # (1, d)
+        if w.embed_scale is not None:
+            x = x * w.embed_scale
+        norm = w.norm
         for index, layer in enumerate(w.layers):
-            h = rms_norm(x, layer.attn_norm, w.eps)
+            if layer.window not in visible:
+                visible[layer.window] = visible[None] & (self._positions > pos - layer.window)
+            h = norm(x, layer.attn_norm)
             qkv = project(h, layer.qkv, layer.qkv_bias)
             qk = qkv[:, :(heads + kvh) * dim].view(heads + kvh, dim)
             if layer.qk_norm is not None:
-                qk = rms_norm(qk, layer.qk_norm, w.eps)
-            qk = rotate(qk, cos, sin)  # (H+KV, D)
+                qk = norm(qk, layer.qk_norm)
+            qk = rotate(qk, *ropes[layer.rope])  # (H+KV, D)
             k_cache, v_cache = self._k[index], self._v[index]
             k_cache.index_copy_(1, pos, qk[heads:, None, :])
             v_cache.index_copy_(1, pos, qkv[:, (heads + kvh) * dim:].view(kvh, 1, dim))
             scores = torch.matmul(qk[:heads].view(kvh, groups, dim), k_cache.transpose(1, 2)) * w.scaling
-            scores = scores.masked_fill(~visible, float("-inf"))  # (KV, G, capacity)
+            scores = scores.masked_fill(~visible[layer.window], float("-inf"))  # (KV, G, capacity)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self._dtype)
             attn = torch.matmul(probs, v_cache)  # (KV, G, D)
-            x = x + project(attn.view(1, heads * dim), layer.o, layer.o_bias)
-            h = rms_norm(x, layer.mlp_norm, w.eps)
+            out = project(attn.view(1, heads * dim), layer.o, layer.o_bias)
+            x = x + (out if layer.post_attn_norm is None else norm(out, layer.post_attn_norm))
+            h = norm(x, layer.mlp_norm)
             gate_up = project(h, layer.gate_up, layer.gate_up_bias)
-            x = x + project(F.silu(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
-                            layer.down_bias)
-        return project(rms_norm(x, w.final_norm, w.eps), w.lm_head)
+            out = project(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
+                          layer.down_bias)
+            x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
+        return project(norm(x, w.final_norm), w.lm_head)
 
     def _maybe_compile(self) -> None:
         """Compile the step once, on first use; any failure leaves the eager step in place."""

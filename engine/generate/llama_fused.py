@@ -1,15 +1,15 @@
 """The model side of the fast path: the weights of a qualifying model fused once, and the layer math.
 
 Owns ``weights_for(model)`` (the weights as the fast path reads them: q|k|v and gate|up fused into one
-projection each, with their biases where the checkpoint has them, and Qwen3's q/k norm weights stacked per
-head, built once per model object and shared by every runner of it, the model's own parameters made views of
-the fused tensors so no memory is duplicated), the per-operation math a decoder layer is made of
-(``rms_norm``, ``rotate`` for RoPE, ``project`` through a dense or quantized weight and its bias,
-``embed`` / ``embed_row``), each written to match
-transformers' Llama operation for operation, and the eager decode step's faster pieces that are not exact
-(``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which says which of
-them a model's decode step uses. Weight-only int8/int4 models (``engine/models/quant.py``) arrive already fused
-by ``quantize_model`` and are used as they are.
+projection each, with their biases where the checkpoint has them, Qwen3's and Gemma 3's q/k norm weights
+stacked per head, Gemma 3's norm weights as the 1 + w its norm multiplies by; built once per model object and
+shared by every runner of it, the model's own parameters made views of the fused tensors so no memory is
+duplicated), the per-operation math a decoder layer is made of (``rms_norm``, Gemma's ``gemma_rms_norm``,
+``rotate`` for RoPE, ``project`` through a dense or quantized weight and its bias, ``embed`` / ``embed_row``),
+each written to match transformers' operation for operation, and the eager decode step's faster pieces that
+are not exact (``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which
+says which of them a model's decode step uses. Weight-only int8/int4 models (``engine/models/quant.py``)
+arrive already fused by ``quantize_model`` and are used as they are.
 
 Which models qualify, and why one does not, is ``engine.generate.families`` (``refusal``; ``unsupported_reason``
 is imported here too, where the bench has always looked for it). Does not own the KV cache, the
@@ -64,6 +64,13 @@ class FusedLayer:
     # Per-head RMSNorm weights of q and k before RoPE (Qwen3): rows 0..H-1 q_norm's, then KV rows k_norm's,
     # so one norm call covers the rotated heads of q|k.
     qk_norm: torch.Tensor | None = None  # (H + KV, D)
+    # Gemma 3: norms of the attention output and of the MLP output before each residual add (then every norm
+    # weight here is 1 + w in fp32, see ``gemma_rms_norm``), this layer's sliding window in positions (None:
+    # global attention), and which of the runner's RoPE tables it reads (``FusedWeights.rope_kinds``).
+    post_attn_norm: torch.Tensor | None = None  # (d,)
+    post_mlp_norm: torch.Tensor | None = None  # (d,)
+    window: int | None = None
+    rope: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,19 @@ class FusedWeights:
     head_dim: int
     intermediate: int
     scaling: float
+    # The layer types whose RoPE tables the runner computes, ``rotary_emb(x, positions, kind)``; (None,): the
+    # model has one rotary embedding called without a kind.
+    rope_kinds: tuple[str | None, ...] = (None,)
+    gemma: bool = False  # (1 + w) norms in fp32, post norms, GeGLU (tanh-GELU), scaled embeddings
+    embed_scale: torch.Tensor | None = None  # () in the model's dtype: sqrt(d) as transformers rounds it
+
+    def norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """This family's RMSNorm of ``x`` with a weight as stored here."""
+        return gemma_rms_norm(x, weight, self.eps) if self.gemma else rms_norm(x, weight, self.eps)
+
+    def act(self, gate: torch.Tensor) -> torch.Tensor:
+        """The MLP's gate activation: SiLU, or Gemma's tanh-approximated GELU."""
+        return F.gelu(gate, approximate="tanh") if self.gemma else F.silu(gate)
 
 
 # One fused set per model object: a second runner (a new conversation) must not fuse again.
@@ -123,10 +143,16 @@ def _fuse(linears: Sequence[torch.nn.Module]) -> tuple[Projection, torch.Tensor 
     return weight, bias
 
 
-def _qk_norm(attn: torch.nn.Module, heads: int, kv_heads: int) -> torch.Tensor:
+def _qk_norm(attn: torch.nn.Module, heads: int, kv_heads: int, gemma: bool) -> torch.Tensor:
     """q_norm's weight repeated for the H query heads, then k_norm's for the KV heads: (H + KV, D)."""
-    q, k = attn.q_norm.weight.detach(), attn.k_norm.weight.detach()
+    q, k = _norm_weight(attn.q_norm, gemma), _norm_weight(attn.k_norm, gemma)
     return torch.cat((q.expand(heads, -1), k.expand(kv_heads, -1))).contiguous()
+
+
+def _norm_weight(norm: torch.nn.Module, gemma: bool) -> torch.Tensor:
+    """A norm's weight as ``FusedWeights.norm`` takes it: Gemma's 1 + w in fp32 (what its forward computes
+    every call, here once), else the weight itself (no copy)."""
+    return 1.0 + norm.weight.detach().float() if gemma else norm.weight.detach()
 
 
 def weights_for(model: Any) -> FusedWeights:
@@ -141,32 +167,46 @@ def weights_for(model: Any) -> FusedWeights:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
         family = family_of(model)
         qk_norm = family is not None and family.qk_norm
+        gemma = family is not None and family.gemma
+        layer_types = list(getattr(config, "layer_types", None) or []) if gemma else []
+        rope_kinds: tuple[str | None, ...] = tuple(sorted(set(layer_types))) if gemma else (None,)
         layers = []
         with torch.no_grad():
-            for layer in inner.layers:
+            for index, layer in enumerate(inner.layers):
                 attn, mlp = layer.self_attn, layer.mlp
                 qkv, qkv_bias = _fuse((attn.q_proj, attn.k_proj, attn.v_proj))
                 gate_up, gate_up_bias = _fuse((mlp.gate_proj, mlp.up_proj))
                 o, o_bias = _projection(attn.o_proj)
                 down, down_bias = _projection(mlp.down_proj)
+                kind = layer_types[index] if gemma else None
                 layers.append(FusedLayer(
-                    attn_norm=layer.input_layernorm.weight.detach(), qkv=qkv, o=o,
-                    mlp_norm=layer.post_attention_layernorm.weight.detach(), gate_up=gate_up, down=down,
+                    attn_norm=_norm_weight(layer.input_layernorm, gemma), qkv=qkv, o=o,
+                    mlp_norm=_norm_weight(layer.pre_feedforward_layernorm if gemma else layer.post_attention_layernorm,
+                                          gemma),
+                    gate_up=gate_up, down=down,
                     qkv_bias=qkv_bias, o_bias=o_bias, gate_up_bias=gate_up_bias, down_bias=down_bias,
-                    qk_norm=_qk_norm(attn, heads, kv_heads) if qk_norm else None,
+                    qk_norm=_qk_norm(attn, heads, kv_heads, gemma) if qk_norm else None,
+                    post_attn_norm=_norm_weight(layer.post_attention_layernorm, gemma) if gemma else None,
+                    post_mlp_norm=_norm_weight(layer.post_feedforward_layernorm, gemma) if gemma else None,
+                    window=int(config.sliding_window) if kind == "sliding_attention" else None,
+                    rope=rope_kinds.index(kind),
                 ))
         embedding = inner.embed_tokens
+        table = embedding.table if isinstance(embedding, QuantizedEmbedding) else embedding.weight.detach()
         weights = FusedWeights(
-            embed=embedding.table if isinstance(embedding, QuantizedEmbedding) else embedding.weight.detach(),
+            embed=table,
             layers=tuple(layers),
-            final_norm=inner.norm.weight.detach(),
+            final_norm=_norm_weight(inner.norm, gemma),
             lm_head=_projection(model.lm_head)[0],
             eps=float(config.rms_norm_eps),
             heads=heads,
             kv_heads=kv_heads,
             head_dim=head_dim,
             intermediate=config.intermediate_size,
-            scaling=head_dim ** -0.5,
+            scaling=(config.query_pre_attn_scalar if gemma else head_dim) ** -0.5,
+            rope_kinds=rope_kinds,
+            gemma=gemma,
+            embed_scale=embedding.embed_scale.to(table.dtype) if gemma else None,
         )
         _WEIGHTS[model] = weights
         return weights
@@ -178,12 +218,15 @@ def _still_backs(model: Any, w: FusedWeights) -> bool:
     inner = model.model
     embedding = inner.embed_tokens
     same = [(embedding.table if isinstance(embedding, QuantizedEmbedding) else embedding.weight, w.embed),
-            (_projection(model.lm_head)[0], w.lm_head), (inner.norm.weight, w.final_norm)]
+            (_projection(model.lm_head)[0], w.lm_head)]
+    if not w.gemma:  # Gemma's norm weights are 1 + w, computed: there is no tensor of the model's to compare
+        same.append((inner.norm.weight, w.final_norm))
     for layer, fused in zip(inner.layers, w.layers):
         qkv, gate_up = fused.qkv, fused.gate_up
         same += [(_source(layer.self_attn.q_proj), qkv), (_source(layer.mlp.gate_proj), gate_up),
-                 (_projection(layer.self_attn.o_proj)[0], fused.o), (_projection(layer.mlp.down_proj)[0], fused.down),
-                 (layer.input_layernorm.weight, fused.attn_norm)]
+                 (_projection(layer.self_attn.o_proj)[0], fused.o), (_projection(layer.mlp.down_proj)[0], fused.down)]
+        if not w.gemma:
+            same.append((layer.input_layernorm.weight, fused.attn_norm))
     return len(inner.layers) == len(w.layers) and all(_same(a, b) for a, b in same)
 
 
@@ -201,10 +244,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 # One decoder layer as the eager decode step calls it: attn_norm, qkv, o, mlp_norm, gate_up, down (each
-# projection with its bias bound in), qk_norm (or None).
+# projection with its bias bound in), qk_norm, post_attn_norm, post_mlp_norm (each or None), window, rope.
 StepLayer = tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor],
                   torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor],
-                  torch.Tensor | None]
+                  torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, int | None, int]
 
 
 @dataclass(frozen=True)
@@ -234,7 +277,9 @@ def _call(weight: Projection, bias: torch.Tensor | None = None) -> Callable[[tor
 def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
     """The decode step's plan for ``w`` (``quantized``: the projections are int8/int4 modules)."""
     eps = w.eps
-    if quantized:
+    if w.gemma:  # Gemma's (1 + w) fp32 norm weights have no one-kernel form here
+        norm, norm_weight = w.norm, (lambda weight: weight)
+    elif quantized:
         def norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             return rms_norm_one_kernel(x, weight, eps)
         norm_weight = padded_norm_weight
@@ -246,7 +291,8 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
             return weight
     layers = tuple((norm_weight(layer.attn_norm), _call(layer.qkv, layer.qkv_bias), _call(layer.o, layer.o_bias),
                     norm_weight(layer.mlp_norm), _call(layer.gate_up, layer.gate_up_bias),
-                    _call(layer.down, layer.down_bias), layer.qk_norm) for layer in w.layers)
+                    _call(layer.down, layer.down_bias), layer.qk_norm, layer.post_attn_norm, layer.post_mlp_norm,
+                    layer.window, layer.rope) for layer in w.layers)
     return StepPlan(layers, norm_weight(w.final_norm), _call(w.lm_head), norm)
 
 
@@ -267,6 +313,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     xf = x.float()
     variance = xf.pow(2).mean(-1, keepdim=True)
     return weight * (xf * torch.rsqrt(variance + eps)).to(x.dtype)
+
+
+def gemma_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' Gemma3RMSNorm, operation for operation, with ``weight`` = 1 + w in fp32 (``_norm_weight``):
+    normalised and multiplied in fp32, rounded once (where Llama's rounds before the weight)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight).to(x.dtype)
 
 
 def padded_norm_weight(weight: torch.Tensor) -> torch.Tensor:

@@ -251,15 +251,20 @@ def _unpack(packed: torch.Tensor, block: int, out_features: int, in_features: in
 
 
 class QuantizedEmbedding(nn.Module):
-    """Token embeddings read from an ``Int8Linear`` (the tied lm_head, or the embedding's own rows)."""
+    """Token embeddings read from an ``Int8Linear`` (the tied lm_head, or the embedding's own rows).
 
-    def __init__(self, table: Int8Linear) -> None:
+    ``embed_scale`` (Gemma 3's sqrt(d), a 0-d tensor, or None) multiplies the rows as the scaled embedding it
+    replaces did: rounded to the rows' dtype first."""
+
+    def __init__(self, table: Int8Linear, embed_scale: torch.Tensor | None = None) -> None:
         super().__init__()
         self.table = table
         self.num_embeddings, self.embedding_dim = table.out_features, table.in_features
+        self.register_buffer("embed_scale", embed_scale, persistent=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.table.rows(ids.reshape(-1)).view(*ids.shape, self.embedding_dim)
+        rows = self.table.rows(ids.reshape(-1)).view(*ids.shape, self.embedding_dim)
+        return rows if self.embed_scale is None else rows * self.embed_scale.to(rows.dtype)
 
 
 class ProjectionSlice(QuantizedLinear):
@@ -372,7 +377,8 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
         model.lm_head = head
         if not tied:
             table = built["embed"] = build("embed", inner.embed_tokens.weight, "int8")
-        inner.embed_tokens = QuantizedEmbedding(head if tied else table)  # type: ignore[arg-type]
+        scale = getattr(inner.embed_tokens, "embed_scale", None)  # Gemma 3's scaled embedding
+        inner.embed_tokens = QuantizedEmbedding(head if tied else table, scale)  # type: ignore[arg-type]
     # transformers would re-tie a dense lm_head to the embedding on some calls: there is none now.
     model.config.tie_word_embeddings = False
     if hasattr(model, "_tied_weights_keys"):

@@ -1,7 +1,7 @@
 """Which runner a model gets, and why, as ``engine info`` (text and --json) and ``engine chat --json`` report it
 (``ModelFacts.runner`` / ``runner_reason``, from engine/generate/runners.py's ``choose_runner``): fast for the
 families of engine/generate/families.py, plain with a named reason for a family the fast step does not know,
-here a random-weight Gemma 3 text model built from transformers' own config class."""
+here a random-weight Gemma 2 model (soft-capped logits) built from transformers' own config class."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from tests.helpers.tiny_model import build_tiny_tokenizer
 @pytest.fixture(scope="module")
 def gemma_dir(tmp_path_factory) -> Path:
     import torch
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GenerationConfig
+    from transformers import Gemma2Config, Gemma2ForCausalLM, GenerationConfig
 
-    folder = tmp_path_factory.mktemp("gemma3-text")
+    folder = tmp_path_factory.mktemp("gemma2")
     tokenizer = build_tiny_tokenizer()
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                              num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
-                              sliding_window=16, bos_token_id=tokenizer.convert_tokens_to_ids("<|im_start|>"),
-                              eos_token_id=eos, pad_token_id=eos)
+    config = Gemma2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
+                          sliding_window=16, bos_token_id=tokenizer.convert_tokens_to_ids("<|im_start|>"),
+                          eos_token_id=eos, pad_token_id=eos)
     torch.manual_seed(0)
-    model = Gemma3ForCausalLM(config).eval()
+    model = Gemma2ForCausalLM(config).eval()
     model.generation_config = GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=eos, pad_token_id=eos)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
@@ -48,19 +48,19 @@ def test_info_says_the_fast_runner_for_a_fast_path_family(tiny_model_dir, capsys
     assert code == 0 and "\n  runner              fast\n" in out
 
 
-def test_info_and_chat_json_say_plain_and_why_for_gemma3(gemma_dir, capsys):
+def test_info_and_chat_json_say_plain_and_why_for_gemma2(gemma_dir, capsys):
     code, out, err = _run(capsys, "info", "--model", str(gemma_dir), "--precision", "fp32", "--json")
     assert code == 0, err
     card = json.loads(out)
     assert card["runner"] == "plain"
-    assert card["runner_reason"].startswith("model_type gemma3_text not on the fast path yet: sliding-window layers")
+    assert card["runner_reason"] == "model_type gemma2 not on the fast path yet: sliding-window layers and logit soft-capping"
     code, out, _ = _run(capsys, "info", "--model", str(gemma_dir), "--precision", "fp32")
-    assert "  runner              plain: model_type gemma3_text not on the fast path yet" in out
+    assert "  runner              plain: model_type gemma2 not on the fast path yet" in out
     code, out, err = _run(capsys, "chat", "--model", str(gemma_dir), "--precision", "fp32", "--prompt", "Hello",
                           "--max-new-tokens", "3", "--json")
     assert code == 0, err
     reply = json.loads(out)
-    assert reply["model"]["runner"] == "plain" and "gemma3_text" in reply["model"]["runner_reason"]
+    assert reply["model"]["runner"] == "plain" and "gemma2" in reply["model"]["runner_reason"]
 
 
 def test_chat_json_says_fast_for_a_fast_path_family(tiny_model_dir, capsys):
@@ -68,3 +68,13 @@ def test_chat_json_says_fast_for_a_fast_path_family(tiny_model_dir, capsys):
                           "--max-new-tokens", "3", "--json")
     assert code == 0, err
     assert json.loads(out)["model"]["runner"] == "fast"
+
+
+def test_a_gemma3_text_model_reports_the_fast_runner(tmp_path, capsys):
+    """Gemma 3 text models are on the fast path (tests/engine/generate/test_families.py checks their numbers)."""
+    from tests.engine.generate.test_families import _build
+
+    folder = _build(tmp_path / "gemma3", "gemma3")
+    code, out, err = _run(capsys, "info", "--model", str(folder), "--precision", "fp32", "--json")
+    assert code == 0, err
+    assert (json.loads(out)["runner"], json.loads(out)["runner_reason"]) == ("fast", None)
