@@ -28,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from engine.errors import ContextTooLongError
 from engine.serve.errors import ApiError, error_body
@@ -128,12 +129,15 @@ async def read_body(request: Request, cap: int) -> bytes:
             raise ApiError(413, f"the request body is {int(declared)} bytes; this server accepts at most {cap}",
                            code="request_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise ApiError(413, f"the request body is over {cap} bytes, the most this server accepts",
-                           code="request_too_large")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                raise ApiError(413, f"the request body is over {cap} bytes, the most this server accepts",
+                               code="request_too_large")
+            chunks.append(chunk)
+    except ClientDisconnect:  # it left, or its body took too long (engine.serve.connections): nobody reads this
+        raise ApiError(400, "the client left before sending the whole request body") from None
     return b"".join(chunks)
 
 

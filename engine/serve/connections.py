@@ -8,9 +8,10 @@ only after a request's headers arrived, so idle connections still hold a file ea
 send half a request line therefore used up every file the process may open (256 by default on macOS), and the
 server stopped accepting. Here:
 
-- **Header deadline.** From the moment a connection opens, or the first byte of its next request arrives, the
-  request's headers must be complete within ``header_timeout_s``, however slowly the bytes dribble in; otherwise the
-  connection is closed. Between requests uvicorn's keep-alive timeout (``keep_alive_s``) applies as before.
+- **Deadlines.** From the moment a connection opens, or the first byte of its next request arrives, the
+  request's headers must be complete within ``header_timeout_s``, however slowly the bytes dribble in, and its body
+  within ``body_timeout_s`` after that; otherwise the connection is closed (the app sees a client that left).
+  Between requests uvicorn's keep-alive timeout (``keep_alive_s``) applies as before.
 - **Connection cap.** Past ``max_connections`` open connections, the one that has waited longest for its request's
   headers (an unfinished request, or an idle keep-alive) is closed to make room, so a real client is answered at
   once rather than after the deadline. When every connection has a request in progress, the new one is answered
@@ -39,13 +40,14 @@ class ConnectionLimits:
     """How long a connection may take, and how many may be open at once."""
 
     header_timeout_s: float = 10.0  # connection or next request's first byte -> its headers' end; a client needs ms
+    body_timeout_s: float = 60.0  # headers' end -> body's end: the 4 MiB cap at under 70 KB/s
     keep_alive_s: float = 5.0  # uvicorn's default: an idle connection between two requests
     # With the process's own files (a handful once the model is loaded) well under macOS's default limit of 256;
     # the queue's 32 waiting requests and the running one fit several times over.
     max_connections: int = 128
 
     def __post_init__(self) -> None:
-        if self.header_timeout_s <= 0 or self.keep_alive_s <= 0 or self.max_connections < 1:
+        if min(self.header_timeout_s, self.body_timeout_s, self.keep_alive_s) <= 0 or self.max_connections < 1:
             raise ValueError(f"connection limits must be positive: {self}")
 
 
@@ -66,46 +68,54 @@ class LimitedH11Protocol(H11Protocol):
         self.limits = limits
         # Since when this connection waits for a request's headers (monotonic); None while a request is in.
         self.waiting_since: float | None = None
-        self._header_deadline: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None  # for the headers, then for the body
+        self._reading_body = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.waiting_since = time.monotonic()
-        self._start_header_deadline()
+        self._start_deadline(self.limits.header_timeout_s)
         if len(self.connections) > self.limits.max_connections:
             self._make_room()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_header_deadline()
+        self._stop_deadline()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self.waiting_since is not None and self._header_deadline is None:
-            self._start_header_deadline()  # the next request's first byte on a kept-alive connection
+        if self.waiting_since is not None and self._deadline is None:
+            self._start_deadline(self.limits.header_timeout_s)  # the next request's first byte on a kept-alive one
         super().data_received(data)
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.waiting_since is not None and self.conn.their_state is not h11.IDLE:  # its headers are in
+        state = self.conn.their_state
+        if self.waiting_since is not None and state is not h11.IDLE:  # its headers are in
             self.waiting_since = None
-            self._stop_header_deadline()
+            self._stop_deadline()
+            if state is h11.SEND_BODY:
+                self._reading_body = True
+                self._start_deadline(self.limits.body_timeout_s)
+        elif self._reading_body and state is not h11.SEND_BODY:  # its body is in (or the client left)
+            self._reading_body = False
+            self._stop_deadline()
 
     def on_response_complete(self) -> None:
         # Before uvicorn's: it may parse a pipelined request's headers at once (handle_events above clears this).
         self.waiting_since = time.monotonic()
         super().on_response_complete()
 
-    def _start_header_deadline(self) -> None:
-        self._header_deadline = self.loop.call_later(self.limits.header_timeout_s, self._on_header_deadline)
+    def _start_deadline(self, seconds: float) -> None:
+        self._deadline = self.loop.call_later(seconds, self._on_deadline)
 
-    def _stop_header_deadline(self) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
+    def _stop_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
 
-    def _on_header_deadline(self) -> None:
-        self._header_deadline = None
-        if self.waiting_since is not None and not self.transport.is_closing():
+    def _on_deadline(self) -> None:
+        self._deadline = None
+        if (self.waiting_since is not None or self._reading_body) and not self.transport.is_closing():
             self.transport.close()
 
     def _make_room(self) -> None:

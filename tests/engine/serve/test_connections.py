@@ -5,6 +5,7 @@ real server (uvicorn on 127.0.0.1, the tiny model); socket counts stay well unde
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 
@@ -49,8 +50,8 @@ def _open_partial(port: int, n: int) -> list[socket.socket]:
 
 @pytest.fixture()
 def served(tiny_loaded):
-    served, http_server, worker = _serve(tiny_loaded, ConnectionLimits(header_timeout_s=2.0, keep_alive_s=1.0,
-                                                                       max_connections=64))
+    served, http_server, worker = _serve(tiny_loaded, ConnectionLimits(header_timeout_s=2.0, body_timeout_s=2.0,
+                                                                       keep_alive_s=1.0, max_connections=64))
     yield served
     http_server.stop()
     worker.close()
@@ -91,6 +92,23 @@ def test_dribbling_a_request_byte_by_byte_does_not_keep_it_open(served):
         stop.set()
         thread.join(LIVENESS_S)
         sock.close()
+
+
+def test_a_body_that_never_ends_is_closed_without_a_traceback(served):
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("uvicorn.error").addHandler(handler)
+    sock = socket.create_connection(("127.0.0.1", served.port), timeout=LIVENESS_S)
+    try:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100000\r\n\r\n{\"messages\": ")
+        wait_until(lambda: _closed_by_server(sock), "the server to close a request whose body never ends")
+        wait_until(lambda: served.worker.alive and served.raw("GET", "/health")[0] == 200, "the server to answer")
+    finally:
+        sock.close()
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]
 
 
 def test_an_idle_keep_alive_connection_is_closed(served):
