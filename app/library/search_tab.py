@@ -18,6 +18,7 @@ from app.library.background import TaskRunner, error_line
 from app.library.model_page import ModelPagePanel
 from app.library.tables import read_only_table
 from engine.library import hub
+from engine.library.access import DEFAULT_ENDPOINT, HubUnreachableError, Unreachable
 from engine.library.hub import SearchPage
 
 PAGE_SIZE = 20
@@ -165,7 +166,17 @@ class SearchTab(QWidget):
     def _on_failed(self, request: tuple[str, str, str, int], exc: BaseException) -> None:
         if request == self._request:
             self.status.setText("")
-            self.error.emit(error_line(exc))
+            self.error.emit(self.unreachable_text(exc) if isinstance(exc, HubUnreachableError) else error_line(exc))
+
+    def unreachable_text(self, exc: HubUnreachableError) -> str:
+        """The one line the window says when the Hub's host cannot be reached, in the interface's language."""
+        why = {Unreachable.NO_NAME: self.tr("no network or the name does not resolve"),
+               Unreachable.REFUSED: self.tr("nothing accepts connections there"),
+               Unreachable.TIMEOUT: self.tr("no answer (no network, or a firewall drops the connection)"),
+               Unreachable.OTHER: self.tr("no network, or the host cannot be reached")}[exc.reason]
+        if exc.endpoint == DEFAULT_ENDPOINT:
+            return self.tr("Cannot reach Hugging Face: {why}.").format(why=why)
+        return self.tr("Cannot reach {endpoint}: {why}.").format(endpoint=exc.endpoint, why=why)
 
     def select_repo(self, repo: str) -> bool:
         """Select ``repo`` among the results shown (its page opens); False when it is not there."""

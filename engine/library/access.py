@@ -18,6 +18,13 @@ through:
 The endpoint is the ``endpoint`` argument, else ``HF_ENDPOINT`` (read on every call), else huggingface.co; tests
 point it at a local fake Hub. No token is ever sent (every call passes ``token=False``).
 
+A Hub that cannot be reached at all fails at once, as ``HubUnreachableError`` (one line: "cannot reach Hugging
+Face: no network or the name does not resolve"). huggingface_hub retries a failed connection five times with
+back-off (1 + 2 + 4 + 8 + 8 s: a search without network sat 25 s before it said ``ConnectError``), and its list
+calls connect with no timeout at all; inside ``online`` its shared client (``set_client_factory``, its documented
+hook) bounds connecting by ``HF_HUB_ETAG_TIMEOUT`` (huggingface_hub's metadata timeout, 10 s unless set) and
+ends the request on the first failed connection. Errors once connected (a reset, a 503) are retried as before.
+
 Owns the switch, the endpoint and turning huggingface_hub / httpx failures into one-line ``EngineError``s
 (``hub_errors``). Does not own what is asked of the Hub (``engine.library.hub``) or downloading
 (``engine.library.download``).
@@ -26,15 +33,17 @@ Owns the switch, the endpoint and turning huggingface_hub / httpx failures into 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import re
+import socket
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import httpx2  # huggingface_hub's HTTP client
-from huggingface_hub import constants
+from huggingface_hub import constants, get_session, set_client_factory
 from huggingface_hub import errors as hf
 
 from engine.errors import (BadInputError, DownloadsDisabledError, EngineError, HubError, ModelNotFoundError,
@@ -42,11 +51,73 @@ from engine.errors import (BadInputError, DownloadsDisabledError, EngineError, H
 from engine.fmt import one_line
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-HOW_TO_ALLOW = ("downloads from Hugging Face are off: pass --allow-downloads (in the app: Settings → "
+HOW_TO_ALLOW = ("downloads from Hugging Face are off: pass --allow-downloads (in the app: Chat → Models… → "
                 "Allow downloads from Hugging Face)")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9_.-]{1,96}$")
 
-_ONLINE: ContextVar[bool] = ContextVar("miaohui_hub_online", default=False)
+_ONLINE: ContextVar[str | None] = ContextVar("miaohui_hub_online", default=None)  # the endpoint, inside online()
+
+
+class Unreachable(enum.Enum):
+    """Why the Hub's host could not be reached; the value is the line's end."""
+
+    NO_NAME = "no network or the name does not resolve"
+    REFUSED = "nothing accepts connections there (connection refused)"
+    TIMEOUT = "no answer to connecting (no network, or a firewall drops it)"
+    OTHER = "no network, or the host cannot be reached"
+
+
+class HubUnreachableError(HubError):
+    """The Hub's host could not be connected to at all (``reason``); raised on the first failed connection."""
+
+    def __init__(self, endpoint: str, reason: Unreachable) -> None:
+        self.endpoint, self.reason = endpoint, reason
+        where = "Hugging Face" if endpoint == DEFAULT_ENDPOINT else endpoint
+        super().__init__(f"cannot reach {where}: {reason.value}")
+
+
+def _reason(exc: httpx2.TransportError) -> Unreachable:
+    if isinstance(exc, httpx2.ConnectTimeout):
+        return Unreachable.TIMEOUT
+    cause: BaseException | None = exc
+    while cause is not None:  # httpx wraps the socket's error; the resolver's and the refusal are distinct
+        if isinstance(cause, socket.gaierror):
+            return Unreachable.NO_NAME
+        if isinstance(cause, ConnectionRefusedError):
+            return Unreachable.REFUSED
+        if isinstance(cause, socket.timeout):
+            return Unreachable.TIMEOUT
+        cause = cause.__cause__ or cause.__context__
+    return Unreachable.OTHER
+
+
+class _FailFastClient(httpx2.Client):
+    """huggingface_hub's client, except that inside ``online`` connecting is bounded and a connection that cannot
+    be made ends the request (as ``HubUnreachableError``, which huggingface_hub's back-off does not retry)."""
+
+    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        endpoint = _ONLINE.get()
+        if endpoint is None:
+            return super().send(request, **kwargs)
+        timeout = dict(request.extensions.get("timeout") or {})
+        bound = float(constants.HF_HUB_ETAG_TIMEOUT)
+        timeout["connect"] = bound if timeout.get("connect") is None else min(timeout["connect"], bound)
+        request.extensions = {**request.extensions, "timeout": timeout}
+        try:
+            return super().send(request, **kwargs)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            raise HubUnreachableError(endpoint, _reason(exc)) from None
+
+
+def _install_client() -> None:
+    """Make huggingface_hub's shared client a ``_FailFastClient`` with the settings of the one it made (its
+    request hooks included), once."""
+    current = get_session()
+    if isinstance(current, _FailFastClient):
+        return
+    settings = {"event_hooks": current.event_hooks, "follow_redirects": current.follow_redirects,
+                "timeout": current.timeout, "trust_env": current.trust_env}
+    set_client_factory(lambda: _FailFastClient(**settings))
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -91,7 +162,8 @@ def online(allow_downloads: bool, endpoint: str | None = None) -> Iterator[str]:
         raise DownloadsDisabledError(HOW_TO_ALLOW)
     url = resolve_endpoint(endpoint)
     _install_gate()
-    token = _ONLINE.set(True)
+    _install_client()
+    token = _ONLINE.set(url)
     try:
         with hub_errors(url):
             yield url

@@ -9,7 +9,8 @@ import pytest
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QToolButton
 
-from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, send_and_wait, settings, store, styled  # noqa: F401
+from tests.app._gui_fixtures import (REPLY_TIMEOUT_MS, make_window, send_and_wait, settings,  # noqa: F401
+                                     store, styled)
 from tests.app.test_i18n import chinese, zh_translations  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]

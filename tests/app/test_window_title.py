@@ -1,9 +1,10 @@
 """The window's title names the app once, as the desktop shows it.
 
-Qt's xcb, Wayland and Windows platforms append the application's display name (which ``app.main`` sets to
-"Miaohui 秒回") to every window title that does not already end with it (``QPlatformWindow::formatWindowTitle``):
-a title of "Miaohui 秒回 — model" was shown as "Miaohui 秒回 — model — Miaohui 秒回". The offscreen platform the
-tests run on shows titles as they are, so ``shown`` applies that rule to the real window's title.
+Qt's xcb, Wayland and Windows platforms append the application's display name (which ``app.main`` sets
+to "Miaohui 秒回") to every window title that does not already end with it
+(``QPlatformWindow::formatWindowTitle``): a title of "Miaohui 秒回 — model" was shown as
+"Miaohui 秒回 — model — Miaohui 秒回". The offscreen platform the tests run on shows titles as they are, so
+``shown`` applies that rule to the real window's title.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import threading
 import pytest
 from huggingface_hub import constants
 
-from engine.errors import BadInputError, DownloadsDisabledError, ModelNotFoundError, UnsafeModelError
+from engine.errors import BadInputError, DownloadsDisabledError, HubError, ModelNotFoundError, UnsafeModelError
 from engine.library import access, hub
 from tests.engine.library.conftest import CLASSIFIER, GGUF_F16, GGUF_Q8, GGUF_REPO, PICKLE_ONLY, REMOTE_CODE, TINY
 
@@ -99,7 +99,7 @@ def test_unreachable_hub_is_a_one_line_error(only_fake_hub):
     probe.close()
     with pytest.raises(Exception) as info:
         hub.model_page(TINY, allow_downloads=True, endpoint=f"http://127.0.0.1:{port}")
-    assert type(info.value).__name__ == "HubError" and "cannot reach" in str(info.value)
+    assert isinstance(info.value, HubError) and "cannot reach" in str(info.value)  # HubUnreachableError, at once
 
 
 def test_downloads_off_opens_no_socket(fake_hub, no_network):
