@@ -52,6 +52,8 @@ def test_a_public_address_without_a_key_is_refused_with_one_line():
     (("--max-queue", "0"), "--max-queue must be at least 1"),
     (("--max-body-bytes", "0"), "--max-body-bytes must be at least 1"),
     (("--api-key", " "), "the API key is empty"),
+    (("--allowed-host", "http://box.lan/"), "--allowed-host takes a host name"),
+    (("--allowed-host", ""), "--allowed-host takes a host name"),
     (("--port", "0", "--model", "/no/such/model"), ""),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, monkeypatch, argv, words):
