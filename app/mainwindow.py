@@ -421,7 +421,6 @@ class MainWindow(QMainWindow):
                 self.status_state.setText(self.tr("· generating"))
             else:
                 self.status_state.setText(self.tr("· ready") if facts is not None else self.tr("· no model loaded"))
-        # The model first, the app last: desktops append the app's display name to a title not ending with it.
         self.setWindowTitle(f"{outside_text(facts.name)} — Miaohui 秒回" if facts is not None else "Miaohui 秒回")
 
     @Slot()
