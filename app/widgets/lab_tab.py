@@ -127,6 +127,7 @@ class LabTab(QWidget):
         self.status_label = QLabel(self.tr("Load a model to run an experiment.") if not self._has_model else "")
         self.status_label.setWordWrap(True)
         self.figure = Figure(figsize=(6.0, 4.0))
+        self.figure.set_facecolor(theme.current().surface)  # before any result too: not a white box in dark
         self.canvas = FigureCanvasQTAgg(self.figure)
         self.canvas.setMinimumHeight(CHART_HEIGHT)
         self.chart_scroll = QScrollArea()  # stacked heatmaps need more height than the dock has
@@ -343,6 +344,9 @@ class LabTab(QWidget):
     def on_theme_changed(self, _theme: object) -> None:
         if self._result is not None:
             self._draw()
+        else:
+            self.figure.set_facecolor(theme.current().surface)
+            self.canvas.draw_idle()
 
     # -- internals ----------------------------------------------------------------------------------
     def _draw(self) -> None:

@@ -123,3 +123,15 @@ def test_the_labs_export_is_off_and_looks_off_until_there_is_a_result(qtbot, sho
         # Enabled buttons are filled with the surface colour; a disabled one with the window's, so it reads as off.
         assert inside_on.name() == shown_theme.surface and inside_off.name() == shown_theme.window, \
             (inside_on.name(), inside_off.name())
+
+
+def test_the_labs_empty_chart_takes_the_themes_colour(qtbot, qapp, styled, make_window):
+    window = make_window(loaded=False)
+    window.side_tabs.setCurrentWidget(window.lab_tab)
+    canvas = window.lab_tab.canvas
+    for dark in (True, False):  # the theme changing while the app runs, before any result
+        shown = theme.watcher()
+        shown.set_appearance("dark" if dark else "light")
+        expected = theme.current().surface
+        qtbot.waitUntil(lambda: canvas.grab().toImage().pixelColor(10, 10).name() == expected, timeout=5000)
+    theme.watcher().set_appearance("system")
