@@ -66,8 +66,8 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
 # Families people run that the step does not compute yet, and the first thing it lacks for each.
 NOT_YET: dict[str, str] = {
     "gemma3": "the multimodal wrapper (its text model, gemma3_text, is on the fast path)",
-    "gemma2": "sliding-window layers and logit soft-capping",
-    "gemma": "(1 + w) RMSNorm and GeGLU",
+    "gemma2": "attention and final-logit soft-capping",
+    "gemma": "not wired to the Gemma 3 step (no post norms, no q/k norms)",
     "phi3": "fused qkv/gate_up checkpoints and partial rotary",
     "phi": "parallel attention and MLP with LayerNorm",
     "qwen2_moe": "mixture-of-experts layers",

@@ -53,7 +53,7 @@ def test_info_and_chat_json_say_plain_and_why_for_gemma2(gemma_dir, capsys):
     assert code == 0, err
     card = json.loads(out)
     assert card["runner"] == "plain"
-    assert card["runner_reason"] == "model_type gemma2 not on the fast path yet: sliding-window layers and logit soft-capping"
+    assert card["runner_reason"] == "model_type gemma2 not on the fast path yet: attention and final-logit soft-capping"
     code, out, _ = _run(capsys, "info", "--model", str(gemma_dir), "--precision", "fp32")
     assert "  runner              plain: model_type gemma2 not on the fast path yet" in out
     code, out, err = _run(capsys, "chat", "--model", str(gemma_dir), "--precision", "fp32", "--prompt", "Hello",

@@ -53,7 +53,7 @@ def test_a_family_not_on_the_fast_path_says_so_by_name(tiny_fp32, monkeypatch):
     monkeypatch.setattr(tiny_fp32.model.config, "model_type", "gemma2")
     choice = choose_runner(tiny_fp32.model, True)
     assert choice.runner == "plain" and choice.reason.kind is RefusalKind.FAMILY
-    assert str(choice.reason) == "model_type gemma2 not on the fast path yet: sliding-window layers and logit soft-capping"
+    assert str(choice.reason) == "model_type gemma2 not on the fast path yet: attention and final-logit soft-capping"
     monkeypatch.setattr(tiny_fp32.model.config, "model_type", "made_up")
     assert refusal(tiny_fp32.model) == Refusal(RefusalKind.FAMILY, "model_type made_up not on the fast path yet")
 
