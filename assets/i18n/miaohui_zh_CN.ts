@@ -275,6 +275,10 @@
         <source>Export performance records</source>
         <translation>导出性能记录</translation>
     </message>
+    <message>
+        <source>Could not export to {path}: {reason}. A file already there is unchanged.</source>
+        <translation>无法导出到 {path}：{reason}。原有的文件未被改动。</translation>
+    </message>
 </context>
 <context>
     <name>DownloadPanel</name>
@@ -1106,6 +1110,14 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>MHA（多头注意力）：{heads} 个查询头各有自己的 K/V 头（KV 缓存没有节省）。</translation>
     </message>
     <message>
+        <source>fast path</source>
+        <translation>快速路径</translation>
+    </message>
+    <message>
+        <source>plain (transformers&apos; forward): {reason}</source>
+        <translation>普通（transformers 的 forward）：{reason}</translation>
+    </message>
+    <message>
         <source>{tokens} tokens → {bytes} (no GQA: {no_gqa})</source>
         <translation>{tokens} 个 token → {bytes}（不用 GQA：{no_gqa}）</translation>
     </message>
@@ -1116,6 +1128,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Precision · device</source>
         <translation>精度 · 设备</translation>
+    </message>
+    <message>
+        <source>Runner</source>
+        <translation>运行器</translation>
     </message>
     <message>
         <source>Layers (L)</source>
@@ -1840,6 +1856,30 @@ license {license} · {likes} likes</source>
     <message>
         <source>No text-generation models with safetensors or GGUF weights on this page</source>
         <translation>本页没有带 safetensors 或 GGUF 权重的文本生成模型</translation>
+    </message>
+    <message>
+        <source>no network or the name does not resolve</source>
+        <translation>没有网络，或域名无法解析</translation>
+    </message>
+    <message>
+        <source>nothing accepts connections there</source>
+        <translation>那里没有程序接受连接</translation>
+    </message>
+    <message>
+        <source>no answer (no network, or a firewall drops the connection)</source>
+        <translation>没有应答（没有网络，或防火墙丢弃了连接）</translation>
+    </message>
+    <message>
+        <source>no network, or the host cannot be reached</source>
+        <translation>没有网络，或无法到达该主机</translation>
+    </message>
+    <message>
+        <source>Cannot reach Hugging Face: {why}.</source>
+        <translation>无法连接 Hugging Face：{why}。</translation>
+    </message>
+    <message>
+        <source>Cannot reach {endpoint}: {why}.</source>
+        <translation>无法连接 {endpoint}：{why}。</translation>
     </message>
 </context>
 <context>
