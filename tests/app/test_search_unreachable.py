@@ -4,7 +4,6 @@ does not resolve and a closed port on 127.0.0.1."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -13,6 +12,7 @@ from PySide6.QtCore import QCoreApplication
 from app.widgets.models_window import ModelsWindow
 from tests.app._gui_fixtures import settings, styled  # noqa: F401 (fixtures)
 from tests.app.test_i18n import chinese, zh_translations  # noqa: F401 (fixtures)
+from tests.helpers.network import closed_port_url
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 GIVES_UP_WITHIN_MS = 8_000  # it sat 25 s in huggingface_hub's retries before
@@ -25,17 +25,9 @@ def language(request):
     return request.param
 
 
-def _closed_port() -> str:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return f"http://127.0.0.1:{port}"
-
-
 @pytest.mark.parametrize("where", ["unresolvable", "closed port"])
 def test_search_without_a_network_says_so_at_once(qtbot, home, settings, styled, language, where):
-    endpoint = "http://nonexistent.invalid" if where == "unresolvable" else _closed_port()
+    endpoint = "http://nonexistent.invalid" if where == "unresolvable" else closed_port_url()
     window = ModelsWindow(settings, endpoint=endpoint)
     qtbot.addWidget(window)
     window.show()

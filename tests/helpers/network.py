@@ -2,7 +2,8 @@
 
 ``guard_network(monkeypatch)`` makes every connection and name lookup fail with ``OSError`` and records it;
 with ``allow_loopback`` connections to this machine (a local fake Hub or server) go through. The returned list
-holds every refused attempt, so a test asserts it stays empty. Owns nothing else.
+holds every refused attempt, so a test asserts it stays empty. ``closed_port_url()`` is an address on this machine
+where nothing listens (a Hub or server that refuses connections). Owns nothing else.
 """
 
 from __future__ import annotations
@@ -36,3 +37,12 @@ def guard_network(monkeypatch: pytest.MonkeyPatch, *, allow_loopback: bool = Fal
     monkeypatch.setattr(socket.socket, "connect_ex", connect)
     monkeypatch.setattr(socket, "getaddrinfo", lookup)
     return attempts
+
+
+def closed_port_url() -> str:
+    """``http://127.0.0.1:PORT`` for a port nothing listens on (bound for a moment to pick it, then closed)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return f"http://127.0.0.1:{port}"

@@ -19,18 +19,11 @@ from engine.__main__ import main
 from engine.library import access, hub
 from engine.library.access import HubUnreachableError, Unreachable
 from tests.engine.library.conftest import TINY
+from tests.helpers.network import closed_port_url
 
 ROOT = Path(__file__).resolve().parents[3]
 UNRESOLVABLE = "http://nonexistent.invalid"
 GIVES_UP_WITHIN_S = 8.0  # huggingface_hub's own retries took 23 s; a bound with a wide margin for a busy machine
-
-
-def _closed_port() -> str:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return f"http://127.0.0.1:{port}"
 
 
 def _fails_fast(call) -> HubUnreachableError:
@@ -43,7 +36,7 @@ def _fails_fast(call) -> HubUnreachableError:
 
 
 def test_a_closed_port_is_refused_at_once(caplog):
-    endpoint = _closed_port()
+    endpoint = closed_port_url()
     for call in (lambda: hub.search("smol", allow_downloads=True, endpoint=endpoint),
                  lambda: hub.model_page(TINY, allow_downloads=True, endpoint=endpoint),
                  lambda: hub.plan_download(TINY, allow_downloads=True, endpoint=endpoint)):
