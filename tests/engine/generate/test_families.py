@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import DynamicCache, GenerationConfig
+from transformers import GenerationConfig
 
 from engine.generate.fastpath import FastRunner
 from engine.generate.runner import ModelRunner
@@ -19,6 +19,7 @@ from engine.generate.runners import choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from tests.helpers.tiny_model import build_tiny_tokenizer
+from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
 
 DECODE_STEPS = 40
 
@@ -100,29 +101,6 @@ def _load(folder: Path, precision: str):
     return load_model(LoadSpec(model=str(folder), precision=precision, device="cpu"))
 
 
-def _prompt(vocab: int, n: int = 29, seed: int = 1) -> list[int]:
-    return torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
-
-@torch.inference_mode()
-def _reference(model, prompt: list[int], steps: int) -> tuple[list[torch.Tensor], list[int]]:
-    """transformers' own forward over its DynamicCache: logits after the prompt and after each greedy token."""
-    cache = DynamicCache(config=model.config)
-    logits = [model(input_ids=torch.tensor([prompt]), cache=cache, use_cache=True).logits[0, -1]]
-    tokens = []
-    for _ in range(steps):
-        tokens.append(int(logits[-1].argmax()))
-        logits.append(model(input_ids=torch.tensor([[tokens[-1]]]), cache=cache, use_cache=True).logits[0, -1])
-    return logits, tokens
-
-
-def _fast(runner, prompt: list[int], tokens: list[int], chunk: int = 256) -> list[torch.Tensor]:
-    got = [[logits for _, logits in runner.prefill(prompt, chunk=chunk)][-1][0]]
-    for token in tokens:
-        got.append(runner.decode(token)[0])
-    return got
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_each_family_takes_the_fast_path(family_dirs, family):
     loaded = _load(family_dirs[family], "fp32")
@@ -133,10 +111,10 @@ def test_each_family_takes_the_fast_path(family_dirs, family):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_fp32_logits_equal_transformers_at_prefill_and_every_decode_step(family_dirs, family):
     model = _load(family_dirs[family], "fp32").model
-    prompt = _prompt(model.config.vocab_size)
-    ref, tokens = _reference(model, prompt, DECODE_STEPS)
+    prompt = random_prompt(model.config.vocab_size)
+    ref, tokens = reference_logits(model, prompt, DECODE_STEPS)
     for static in (False, True):  # the eager step and the fixed-shape one (what CUDA graphs capture)
-        got = _fast(FastRunner(model, static=static, max_positions=128 if static else None), prompt, tokens, chunk=11)
+        got = runner_logits(FastRunner(model, static=static, max_positions=128 if static else None), prompt, tokens, chunk=11)
         assert len(got) == DECODE_STEPS + 1
         for step, (a, b) in enumerate(zip(ref, got)):
             torch.testing.assert_close(b, a, atol=5e-5, rtol=1e-5, msg=lambda m: f"{family} step {step}: {m}")
@@ -148,9 +126,9 @@ def test_bf16_logits_stay_within_rounding_of_transformers(family_dirs, family):
     """Same operations in the same order, except q|k|v and gate|up as one wider product each (a BLAS may
     split that reduction differently): a few bf16 steps at the top logit."""
     model = _load(family_dirs[family], "bf16").model
-    prompt = _prompt(model.config.vocab_size, seed=2)
-    ref, tokens = _reference(model, prompt, DECODE_STEPS)
-    got = _fast(FastRunner(model, upcast_prefill=False), prompt, tokens, chunk=10)
+    prompt = random_prompt(model.config.vocab_size, seed=2)
+    ref, tokens = reference_logits(model, prompt, DECODE_STEPS)
+    got = runner_logits(FastRunner(model, upcast_prefill=False), prompt, tokens, chunk=10)
     for step, (a, b) in enumerate(zip(ref, got)):
         scale = a.float().abs().max().item()
         assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8, f"{family} step {step}"
@@ -170,7 +148,7 @@ def test_quantized_families_run_and_agree_with_the_float_model(family_dirs, fami
     if family in ("qwen2", "llama-biased"):
         assert model.model.layers[0].self_attn.q_proj.fused.bias is not None  # the bias was kept
     vocab = model.config.vocab_size
-    sequence = _prompt(vocab, 64, seed=3)
+    sequence = random_prompt(vocab, 64, seed=3)
     fast = FastRunner(model)
     got = [[logits for _, logits in fast.prefill(sequence[:8])][-1][0]]
     for token in sequence[8:]:
@@ -203,7 +181,7 @@ def test_a_cached_quantized_load_keeps_the_biases(home, family_dirs, precision):
     second = load_model(LoadSpec(model=str(family_dirs["qwen2"]), precision=precision, device="cpu"),
                         progress=lambda p: stages.append(p.stage))
     assert "quantized weights from the cache" in stages
-    prompt = _prompt(first.model.config.vocab_size, 12, seed=4)
+    prompt = random_prompt(first.model.config.vocab_size, 12, seed=4)
     a = [logits for _, logits in FastRunner(first.model).prefill(prompt)][-1]
     b = [logits for _, logits in FastRunner(second.model).prefill(prompt)][-1]
     assert torch.equal(a, b)

@@ -7,7 +7,6 @@ import threading
 
 import pytest
 import torch
-from transformers import DynamicCache
 
 from engine.events import Finished, Message, Token
 from engine.generate import fastpath
@@ -19,6 +18,7 @@ from engine.generate.runner import ModelRunner
 from engine.generate.runners import make_runner
 from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession
+from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
 
 STEPS = 20
 
@@ -28,37 +28,11 @@ def tiny_fp32(tiny_model_dir):
     return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
 
 
-def _prompt(vocab: int, n: int = 29, seed: int = 1) -> list[int]:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (n,), generator=gen).tolist()
-
-
-@torch.inference_mode()
-def _reference(model, prompt: list[int], steps: int) -> tuple[list[torch.Tensor], list[int]]:
-    """transformers' own forward over its DynamicCache: logits after the prompt and after each greedy token."""
-    cache = DynamicCache(config=model.config)
-    logits = [model(input_ids=torch.tensor([prompt]), cache=cache, use_cache=True).logits[0, -1]]
-    tokens = []
-    for _ in range(steps):
-        tokens.append(int(logits[-1].argmax()))
-        step = torch.tensor([[tokens[-1]]])
-        logits.append(model(input_ids=step, cache=cache, use_cache=True).logits[0, -1])
-    return logits, tokens
-
-
-def _fast(runner: FastRunner, prompt: list[int], tokens: list[int], chunk: int = 256) -> list[torch.Tensor]:
-    out = [logits for _, logits in runner.prefill(prompt, chunk=chunk)][-1]
-    got = [out[0]]
-    for token in tokens:
-        got.append(runner.decode(token)[0])
-    return got
-
-
 def test_logits_match_transformers_fp32_prefill_and_decode(tiny_fp32):
     model = tiny_fp32.model
-    prompt = _prompt(model.config.vocab_size)
-    ref, tokens = _reference(model, prompt, STEPS)
-    got = _fast(FastRunner(model), prompt, tokens, chunk=7)  # several chunks: the masked prefill path too
+    prompt = random_prompt(model.config.vocab_size)
+    ref, tokens = reference_logits(model, prompt, STEPS)
+    got = runner_logits(FastRunner(model), prompt, tokens, chunk=7)  # several chunks: the masked prefill path too
     assert len(got) == STEPS + 1
     for step, (a, b) in enumerate(zip(ref, got)):
         torch.testing.assert_close(b, a, atol=2e-5, rtol=1e-5, msg=lambda m: f"step {step}: {m}")
@@ -68,10 +42,10 @@ def test_logits_match_transformers_fp32_prefill_and_decode(tiny_fp32):
 def test_static_step_matches_eager_step(tiny_fp32):
     """The fixed-shape step (what CUDA graphs capture) computes the same logits as the eager one."""
     model = tiny_fp32.model
-    prompt = _prompt(model.config.vocab_size, 11)
-    _, tokens = _reference(model, prompt, 8)
-    eager = _fast(FastRunner(model), prompt, tokens)
-    static = _fast(FastRunner(model, static=True, max_positions=64), prompt, tokens)
+    prompt = random_prompt(model.config.vocab_size, 11)
+    _, tokens = reference_logits(model, prompt, 8)
+    eager = runner_logits(FastRunner(model), prompt, tokens)
+    static = runner_logits(FastRunner(model, static=True, max_positions=64), prompt, tokens)
     for a, b in zip(eager, static):
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
 
@@ -79,7 +53,7 @@ def test_static_step_matches_eager_step(tiny_fp32):
 def test_cache_grows_and_crop_reuses_the_prefix(tiny_fp32):
     model = tiny_fp32.model
     vocab = model.config.vocab_size
-    a, b, c = _prompt(vocab, 13, 2), _prompt(vocab, 9, 3), _prompt(vocab, 10, 4)
+    a, b, c = random_prompt(vocab, 13, 2), random_prompt(vocab, 9, 3), random_prompt(vocab, 10, 4)
     runner = FastRunner(model, initial_capacity=8)  # forces two reallocations that must keep the cache
     list(runner.prefill(a + b, chunk=5))
     runner.decode(7)
@@ -96,7 +70,7 @@ def test_cache_grows_and_crop_reuses_the_prefix(tiny_fp32):
 
 def test_prefill_cancel_keeps_the_valid_prefix(tiny_fp32):
     model = tiny_fp32.model
-    prompt = _prompt(model.config.vocab_size, 20)
+    prompt = random_prompt(model.config.vocab_size, 20)
     cancel = threading.Event()
     runner = FastRunner(model)
     for done, _ in runner.prefill(prompt, cancel, chunk=8):
@@ -122,7 +96,7 @@ def test_model_stays_usable_and_weights_are_not_duplicated(tiny_fp32):
     attn = model.model.layers[0].self_attn
     # q, k and v became views of one fused tensor: same storage, no second copy.
     assert attn.q_proj.weight.untyped_storage().data_ptr() == attn.k_proj.weight.untyped_storage().data_ptr()
-    prompt = _prompt(model.config.vocab_size, 6)
+    prompt = random_prompt(model.config.vocab_size, 6)
     plain = [logits for _, logits in ModelRunner(model).prefill(prompt)][-1]
     fast = [logits for _, logits in FastRunner(model).prefill(prompt)][-1]
     torch.testing.assert_close(fast, plain, atol=2e-5, rtol=1e-5)
@@ -158,9 +132,9 @@ def test_bf16_logits_stay_within_rounding_of_transformers(tiny_model_dir, upcast
     ``upcast_prefill`` (fp32 products on exactly upcast operands, rounded once) is held to the same bound."""
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bf16", device="cpu"))
     model = loaded.model
-    prompt = _prompt(model.config.vocab_size)
-    ref, tokens = _reference(model, prompt, STEPS)
-    got = _fast(FastRunner(model, upcast_prefill=upcast_prefill), prompt, tokens, chunk=10)
+    prompt = random_prompt(model.config.vocab_size)
+    ref, tokens = reference_logits(model, prompt, STEPS)
+    got = runner_logits(FastRunner(model, upcast_prefill=upcast_prefill), prompt, tokens, chunk=10)
     for a, b in zip(ref, got):
         scale = a.float().abs().max().item()
         assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8  # 4 bf16 steps at the top logit
@@ -177,9 +151,9 @@ def test_decode_past_the_exact_attention_threshold_stays_within_rounding(tiny_mo
     monkeypatch.setattr(fastpath, "attend_one", lambda *a: calls.append(a[1].shape[1]) or attend_one(*a))
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision=precision, device="cpu"))
     model = loaded.model
-    prompt = _prompt(model.config.vocab_size, n=40, seed=5)
-    ref, tokens = _reference(model, prompt, 8)
-    got = _fast(FastRunner(model, upcast_prefill=False), prompt, tokens)
+    prompt = random_prompt(model.config.vocab_size, n=40, seed=5)
+    ref, tokens = reference_logits(model, prompt, 8)
+    got = runner_logits(FastRunner(model, upcast_prefill=False), prompt, tokens)
     bound = 1e-4 if precision == "fp32" else 4 * 2 ** -8
     for a, b in zip(ref, got):
         assert (a.float() - b.float()).abs().max().item() <= bound * a.float().abs().max().item()
@@ -195,10 +169,10 @@ def test_compile_failure_falls_back_to_eager(tiny_fp32, monkeypatch):
 
     monkeypatch.setattr(torch, "compile", broken)
     model = tiny_fp32.model
-    prompt = _prompt(model.config.vocab_size, 5)
-    _, tokens = _reference(model, prompt, 3)
-    got = _fast(FastRunner(model, compile=True), prompt, tokens)
-    want = _fast(FastRunner(model), prompt, tokens)
+    prompt = random_prompt(model.config.vocab_size, 5)
+    _, tokens = reference_logits(model, prompt, 3)
+    got = runner_logits(FastRunner(model, compile=True), prompt, tokens)
+    want = runner_logits(FastRunner(model), prompt, tokens)
     for a, b in zip(want, got):
         torch.testing.assert_close(b, a)
 
@@ -232,7 +206,7 @@ def test_cuda_static_graph_step_matches_eager(tiny_model_dir):
         pytest.skip("needs a CUDA GPU")
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cuda"))
     model = loaded.model
-    prompt = _prompt(model.config.vocab_size, 9)
+    prompt = random_prompt(model.config.vocab_size, 9)
     eager = FastRunner(model)
     graph = FastRunner(model, static=True, compile=True, max_positions=64)
     a = [logits for _, logits in eager.prefill(prompt)][-1]
