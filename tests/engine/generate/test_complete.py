@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from engine.errors import BadInputError, ContextTooLongError
-from engine.events import Finished, Message, Metrics, PrefillProgress, Started, Stats, Token
+from engine.events import Message, Metrics, PrefillProgress, Stats, Token
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.models.loader import load_model
 from tests.helpers.base_model import without_chat_template
+from tests.engine.generate.test_session import checked
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=12)
 TEXT = "The capital of France is"
@@ -35,11 +36,7 @@ def loaded(base_dir):
 
 
 def complete(session: ChatSession, text: str = TEXT, config: SamplingConfig = GREEDY, cancel=None) -> list:
-    events = list(session.complete(text, config, cancel))
-    finished = [e for e in events if isinstance(e, Finished)]
-    assert len(finished) == 1 and events[-1] is finished[0], "Finished must come last, exactly once"
-    assert isinstance(events[0], Started)
-    return events
+    return checked(list(session.complete(text, config, cancel)))
 
 
 def token_ids(events) -> list[int]:

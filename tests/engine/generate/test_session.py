@@ -29,12 +29,16 @@ def loaded(tiny_model_dir):
     return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
 
 
-def run(session: ChatSession, messages=CHAT, config=GREEDY, cancel=None) -> list:
-    events = list(session.generate(messages, config, cancel))
+def checked(events: list) -> list:
+    """One turn's events (chat or completion) after the session's contract is checked: Started first, Finished last."""
     finished = [e for e in events if isinstance(e, Finished)]
     assert len(finished) == 1 and events[-1] is finished[0], "Finished must come last, exactly once"
     assert isinstance(events[0], Started)
     return events
+
+
+def run(session: ChatSession, messages=CHAT, config=GREEDY, cancel=None) -> list:
+    return checked(list(session.generate(messages, config, cancel)))
 
 
 def tokens(events) -> list[Token]:
