@@ -1,7 +1,8 @@
 """The ASGI application: ``create_app(worker, ...)`` -> a FastAPI app serving the OpenAI API over ``worker``.
 
 Routes: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions``, ``POST /v1/completions``
-(streaming as server-sent events ``data: {json}`` ending with ``data: [DONE]``, or one JSON body),
+(raw text continued with no chat template, so a base model is served too), both streaming as server-sent events
+``data: {json}`` ending with ``data: [DONE]``, or one JSON body,
 ``GET /health`` and ``GET /metrics`` (Prometheus text). With ``api_key``, every ``/v1`` route wants
 ``Authorization: Bearer <key>`` (compared in constant time); ``/health`` and ``/metrics`` stay open, as in
 vLLM. Errors are OpenAI-shaped JSON (``engine.serve.errors``): 400 bad requests, 401 key, 404 unknown model
@@ -30,7 +31,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from engine.errors import ContextTooLongError
+from engine.errors import ContextTooLongError, TemplateError
 from engine.serve.errors import ApiError, error_body
 from engine.serve.metrics import CONTENT_TYPE
 from engine.serve.responses import Shaper, chat_logprobs, completion_logprobs, model_list, sse
@@ -40,7 +41,11 @@ from engine.serve.worker import Failed, Job, Piece, QueueFullError, Reply, Worke
 DEFAULT_MAX_BODY_BYTES = 4 << 20  # 4 MiB: a long conversation fits many times over
 ALIASES = ("default",)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-COMPLETION_MODE = {"X-Miaohui-Completion-Mode": "chat"}  # see engine.serve.schemas.parse_completion
+# /v1/completions continues the prompt raw (engine.serve.schemas.parse_completion); the header said "chat" while
+# it went through the chat template, and stays so a client that checked it sees the change.
+COMPLETION_MODE = {"X-Miaohui-Completion-Mode": "raw"}
+# A chat refused for its template: the server's own way forward, after the engine's words.
+RAW_HINT = " (this server continues text without a template at POST /v1/completions)"
 
 
 def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -158,7 +163,7 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
     def emit(event: Any) -> None:  # on the worker thread
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id)
+    job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text)
     try:
         worker.submit(job)
     except QueueFullError as exc:
@@ -173,7 +178,9 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
         first = await events.get()
         if isinstance(first, Failed):
             code = "context_length_exceeded" if isinstance(first.error, ContextTooLongError) else None
-            raise ApiError(400, str(first.error), param="messages", code=code)
+            hint = RAW_HINT if isinstance(first.error, TemplateError) else ""
+            raise ApiError(400, str(first.error) + hint, param="messages" if parsed.text is None else "prompt",
+                           code=code)
         if isinstance(first, Reply):
             _raise_unfinished(first)
         if parsed.stream:
@@ -186,7 +193,8 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
                 pieces.append(event)
         if event.finish_reason not in ("stop", "length"):
             _raise_unfinished(event)
-        return JSONResponse(shaper.complete(event.text, event.finish_reason, event.metrics,
+        echoed = parsed.text if parsed.echo else ""
+        return JSONResponse(shaper.complete(echoed + event.text, event.finish_reason, event.metrics,
                                             _logprobs(shaper, parsed, pieces)), headers=headers)
     finally:
         if not streaming:  # the stream's own generator does this when it ends
@@ -219,6 +227,8 @@ async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queu
     try:
         if shaper.kind == "chat":
             yield sse(shaper.chunk("", role=True, with_usage=usage))
+        elif parsed.echo and parsed.text:
+            yield sse(shaper.chunk(parsed.text, with_usage=usage))
         pending: Any = None
         while True:
             event, pending = pending or await events.get(), None

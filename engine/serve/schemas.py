@@ -10,7 +10,7 @@ server does not have (tools, JSON mode, logit bias, penalties other than 0).
 
 Defaults are OpenAI's, not the window's: temperature 1, top_p 1, no top-k. ``top_k`` and
 ``repetition_penalty`` are accepted as extra fields, as vLLM accepts them. Unknown fields are ignored.
-A completion's ``prompt`` is sent to the model as one user message: see ``parse_completion``.
+A completion's ``prompt`` is raw text, continued with no chat template: see ``parse_completion``.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ class Parsed:
     logprobs: int | None  # candidates to report per token; None: no logprobs at all
     stream: bool
     include_usage: bool
+    text: str | None = None  # a completion's prompt, continued raw (``messages`` is then empty)
+    echo: bool = False  # a completion's ``echo``: the prompt goes out before the continuation
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -207,31 +209,32 @@ def parse_chat(body: bytes) -> Parsed:
 
 
 def parse_completion(body: bytes) -> Parsed:
-    """A ``POST /v1/completions`` body, validated.
+    """A ``POST /v1/completions`` body, validated: a raw text completion (no chat template, so any model).
 
-    The engine's public generation API (``ChatSession``) takes a conversation and renders it with the
-    model's chat template; it has no raw-text continuation. So the prompt is sent as one user message
-    and the completion is the assistant's reply to it, not a continuation of the prompt's text. The
-    route says so in a ``X-Miaohui-Completion-Mode: chat`` header and docs/SERVE.md. ``echo`` and
-    ``suffix`` (which only make sense for a raw continuation) and token-id prompts are refused.
+    ``prompt`` is one string (or a list of exactly one); token-id prompts and several prompts are refused, as
+    are ``suffix`` (no fill-in-the-middle) and ``best_of`` > 1. ``echo`` sends the prompt back before the
+    continuation; with ``logprobs`` it is refused, since the prompt's own tokens are never scored (OpenAI would
+    give them logprobs too). An empty prompt is the engine's ``BadInputError``, a 400 when the job starts.
     """
     request: CompletionRequest = _load(body, CompletionRequest)
     _unsupported(request)
     prompt = request.prompt
     if isinstance(prompt, list):
         if len(prompt) != 1 or not isinstance(prompt[0], str):
-            raise ApiError(400, "prompt must be one string (batches and token ids are not supported)", param="prompt")
+            raise ApiError(400, "prompt must be one string: several prompts in one request and token ids are not "
+                                "supported", param="prompt")
         prompt = prompt[0]
-    if request.echo:
-        raise ApiError(400, "echo is not supported: completions are answered through the chat template",
-                       param="echo")
     if request.suffix:
-        raise ApiError(400, "suffix is not supported", param="suffix")
+        raise ApiError(400, "suffix is not supported: this server continues the prompt, it does not fill in text "
+                            "before a suffix", param="suffix")
     if request.best_of not in (None, 1):
         raise ApiError(400, "best_of must be 1", param="best_of")
     logprobs = request.logprobs
     if logprobs is not None and not 0 <= logprobs <= MAX_TOP_LOGPROBS:
         raise ApiError(400, f"logprobs must be between 0 and {MAX_TOP_LOGPROBS} (got {logprobs})", param="logprobs")
+    if logprobs is not None and request.echo:
+        raise ApiError(400, "logprobs with echo is not supported: the prompt's own tokens are not scored",
+                       param="logprobs")
     config = _config(request, request.max_tokens, 0 if logprobs is None else max(1, logprobs))
-    return Parsed(request.model, _messages([ChatMessage(role="user", content=prompt)]), config, _stops(request.stop),
-                  logprobs, bool(request.stream), _stream_usage(request))
+    return Parsed(request.model, (), config, _stops(request.stop), logprobs, bool(request.stream),
+                  _stream_usage(request), text=prompt, echo=bool(request.echo))

@@ -2,8 +2,9 @@
 
 ``Worker(loaded).start()`` starts the thread; ``submit(job)`` queues a request (``QueueFullError`` with a
 retry estimate when ``max_queue`` requests already wait). For each job the thread routes the conversation
-to a ``ChatSession`` of the ``SessionPool`` (KV reuse across turns), fixes the reply budget, generates, and
-calls ``job.emit`` with, in order:
+to a ``ChatSession`` of the ``SessionPool`` (KV reuse across turns), fixes the reply budget, generates (a chat
+through the model's template, or a job's ``text`` continued raw with ``ChatSession.complete``), and calls
+``job.emit`` with, in order:
 
 - ``Failed(error)`` alone when the request cannot start (its conversation does not fit the context, its
   template fails): nothing was generated;
@@ -126,14 +127,21 @@ def run_here(serve: Callable[[], Record]) -> Record:
 class Job:
     """One request: a conversation, its sampling, and where its events go (``emit``, on the thread serving it)."""
 
-    messages: tuple[Message, ...]
+    messages: tuple[Message, ...]  # empty for a raw completion (``text``)
     config: SamplingConfig  # max_new_tokens caps the reply; the end of the context caps it too
     emit: Callable[[Any], None]
     stop: tuple[str, ...] = ()
+    text: str | None = None  # a raw text completion: this is continued, with no chat template
     id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
     cancel: threading.Event = field(default_factory=threading.Event)
     t_arrival: float = field(default_factory=time.perf_counter)
     gone: bool = False  # emit failed: nobody is listening any more
+
+
+def _routed(job: Job) -> tuple[Message, ...]:
+    """What the session pool routes ``job`` by: its conversation, or its raw text under a role no chat has (a text
+    and a chat never share a cache's meaning, and the next request that repeats the text finds its session)."""
+    return job.messages if job.text is None else (Message("text", job.text),)
 
 
 class Worker:
@@ -279,9 +287,14 @@ class Worker:
             self._emit(job, Reply("cancelled", "", Metrics()))
             return Record(job.id, "cancelled", 0, 0, 0)
         try:
-            config = self._budget(job)
-            slot = self._pool.route(job.messages)
-            events = slot.session.generate(job.messages, config, job.cancel)
+            if job.text is None:
+                config = self._budget(job)
+                slot = self._pool.route(job.messages)
+                events = slot.session.generate(job.messages, config, job.cancel)
+            else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
+                config = job.config
+                slot = self._pool.route(_routed(job))
+                events = slot.session.complete(job.text, config, job.cancel)
         except CancelledError:
             self._emit(job, Reply("cancelled", "", Metrics()))
             return Record(job.id, "cancelled", 0, 0, 0)
@@ -330,7 +343,7 @@ class Worker:
             self._pool.forget(slot)
         else:
             slot.kv_bytes = finished.metrics.kv_cache_bytes
-            self._pool.remember(slot, job.messages, matcher.text if reason in ("stop", "length") else None)
+            self._pool.remember(slot, _routed(job), matcher.text if reason in ("stop", "length") else None)
         self.metrics.kv(self._pool.kv_bytes)
         m = finished.metrics
         self._emit(job, Reply(reason, matcher.text, m, finished.error))

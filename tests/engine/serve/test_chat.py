@@ -114,13 +114,15 @@ def test_second_turn_of_a_conversation_reuses_the_kv_cache(server):
     assert second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens
 
 
-def test_completions_answer_a_prompt_through_the_chat_template(server):
+def test_completions_continue_the_prompt_raw_on_a_model_with_a_chat_template_too(server):
     client = server.client()
     raw = client.completions.with_raw_response.create(model="default", prompt="The capital of France is",
                                                       max_tokens=5, temperature=0, logprobs=2)
-    assert raw.headers["x-miaohui-completion-mode"] == "chat"
+    assert raw.headers["x-miaohui-completion-mode"] == "raw"
     reply = raw.parse()
     choice = reply.choices[0]
+    # The prompt's own tokens only: no chat template wrapped around it (that would add its role markers).
+    assert reply.usage.prompt_tokens == len(server.worker.loaded.tokenizer.encode("The capital of France is"))
     assert reply.object == "text_completion" and isinstance(choice.text, str)
     assert choice.finish_reason in ("stop", "length") and 1 <= reply.usage.completion_tokens <= 5
     assert len(choice.logprobs.tokens) == len(choice.logprobs.token_logprobs) == len(choice.logprobs.top_logprobs)

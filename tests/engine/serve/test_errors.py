@@ -131,8 +131,8 @@ def test_the_openai_client_raises_its_own_typed_errors(server):
         client.chat.completions.create(model="nope", messages=GOOD["messages"])
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
-    with pytest.raises(openai.BadRequestError, match="echo"):
-        client.completions.create(model="default", prompt="hi", echo=True)
+    with pytest.raises(openai.BadRequestError, match="suffix"):
+        client.completions.create(model="default", prompt="hi", suffix="!")
     assert client.chat.completions.create(model="default", **GOOD).choices[0].finish_reason in ("stop", "length")
 
 
