@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     system = ChatSettings().system_prompt  # what a fresh window (and so the self-test) sends
     common = ["--model", args.model, "--precision", args.precision, "--device", args.device,
               "--prompt", args.prompt, "--max-new-tokens", str(args.max_new_tokens)]
-    headless_cmd = [sys.executable, "-m", "engine", "chat", *common, "--system", system, "--json"]
+    # The self-test decodes greedily with the window's other defaults; the CLI samples unless told otherwise.
+    headless_cmd = [sys.executable, "-m", "engine", "chat", *common, "--system", system, "--temperature", "0", "--json"]
     gui_cmd = [sys.executable, "-m", "app", "--self-test", *common, "--timeout", str(args.timeout)]
     runs: dict[str, list[dict[str, Any]]] = {"headless": [], "gui": []}
     for _ in range(args.runs):

@@ -27,7 +27,7 @@ from PySide6.QtCore import QByteArray, QSettings
 
 from app.i18n import LANGUAGES
 from app.theme import APPEARANCES
-from engine.inputs import DEVICES, PRECISIONS, LoadSpec, SamplingConfig
+from engine.inputs import DEVICES, PRECISIONS, SAMPLING_RANGES, LoadSpec, SamplingConfig
 from engine.remote.spec import RemoteSpec
 
 log = logging.getLogger(__name__)
@@ -37,16 +37,10 @@ APPLICATION = "miaohui"
 MAX_RECENT_MODELS = 8
 TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
 SERVE_PORT = 8000  # the window's API server: engine serve's default port, so clients' settings carry over
-# Inclusive bounds of each numeric ChatSettings field. The settings dialog's spin boxes use the same ones
-# (a stored value outside them could not be shown), and each lies inside engine.inputs.SamplingConfig's.
-RANGES: dict[str, tuple[int, int] | tuple[float, float]] = {
-    "temperature": (0.0, 10.0),
-    "top_p": (0.01, 1.0),
-    "top_k": (0, 100_000),
-    "repetition_penalty": (0.5, 10.0),
-    "max_new_tokens": (1, 32_768),
-    "seed": (-1, 2**31 - 1),  # QSpinBox holds a C int
-}
+# Inclusive bounds of each numeric ChatSettings field: engine.inputs' (the settings dialog's spin boxes use the
+# same ones, since a stored value outside them could not be shown), each inside what SamplingConfig accepts.
+RANGES = SAMPLING_RANGES
+_DEFAULTS = SamplingConfig()  # THE sampling defaults (engine/inputs.py says why they are low)
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
@@ -55,15 +49,13 @@ class ChatSettings:
     """What the settings dialog edits: a conversation's system prompt and its ``sampling_config()``."""
 
     system_prompt: str = "You are a helpful assistant."
-    # SmolLM2's model card recommends a low temperature; small models ramble when sampled hot.
-    temperature: float = 0.2
-    top_p: float = 0.9
-    top_k: int = 50
-    # A mild penalty stops a 135M model from looping on one phrase without bending its wording much.
-    repetition_penalty: float = 1.1
-    max_new_tokens: int = 512
+    temperature: float = _DEFAULTS.temperature
+    top_p: float = _DEFAULTS.top_p
+    top_k: int = _DEFAULTS.top_k
+    repetition_penalty: float = _DEFAULTS.repetition_penalty
+    max_new_tokens: int = _DEFAULTS.max_new_tokens
     seed: int = -1  # -1: a fresh random seed per reply; otherwise replies are reproducible
-    use_kv_cache: bool = True  # off recomputes the whole prefix every step: slow, and that is the lesson
+    use_kv_cache: bool = _DEFAULTS.use_kv_cache  # off recomputes the whole prefix every step: slow, the lesson
 
     def stored(self) -> dict[str, Any]:
         """These settings as a conversation's history row keeps them (the system prompt has its own column);

@@ -75,14 +75,49 @@ class LoadSpec:
             raise BadInputError(f"unknown compute dtype {self.bnb_compute_dtype!r}: choose fp32, bf16 or fp16")
 
 
+# What the engine accepts for each numeric sampling setting (inclusive; ``None``: no bound), so also every value
+# the OpenAI-compatible server may pass on (``engine/serve/schemas.py``: top_p may be any 0 < p <= 1, temperature
+# 0..2, top_k and max_tokens unbounded); ``SamplingConfig`` refuses what lies outside, and top_p and
+# repetition_penalty exclude their lower bound 0.
+SAMPLING_LIMITS: dict[str, tuple[float | None, float | None]] = {
+    "temperature": (0.0, 10.0),
+    "top_p": (0.0, 1.0),
+    "top_k": (0, None),
+    "repetition_penalty": (0.0, 10.0),
+    "max_new_tokens": (1, None),
+}
+# The window's spin boxes (``app/settings.py``, ``app/widgets/settings_dialog.py``): each inside SAMPLING_LIMITS,
+# tighter where a spin box needs finite ends (QSpinBox holds a C int) or a step it can show (top_p 0.01), and
+# repetition_penalty from 0.5, below which a penalty rewards repeating. The seed's -1 means "a fresh one each
+# reply" (``SamplingConfig.seed`` None).
+SAMPLING_RANGES: dict[str, tuple[int, int] | tuple[float, float]] = {
+    "temperature": (0.0, 10.0),
+    "top_p": (0.01, 1.0),
+    "top_k": (0, 100_000),
+    "repetition_penalty": (0.5, 10.0),
+    "max_new_tokens": (1, 32_768),
+    "seed": (-1, 2**31 - 1),
+}
+# The seed ``engine chat`` / ``engine complete`` use when ``--seed`` is not given: sampled, yet two runs print the
+# same text (the window draws a fresh seed per reply instead, unless the user sets one).
+CLI_DEFAULT_SEED = 0
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Per-request generation settings. Invalid values raise ``BadInputError`` on construction."""
+    """Per-request generation settings. Invalid values raise ``BadInputError`` on construction.
 
-    temperature: float = 0.7  # 0 means greedy (argmax), the deterministic mode tests and the CLI use
+    Its defaults are THE defaults of the window (``app.settings.ChatSettings``) and the command lines
+    (``engine.cli.replies``), so one prompt gets the same kind of answer from both. They are low: the small
+    default model (SmolLM2-135M-Instruct, whose model card recommends a low temperature) rambles when sampled
+    hot and loops on one phrase without a repetition penalty; a mild 1.1 stops that without bending its wording
+    much. The server keeps the OpenAI API's own defaults (temperature and top_p 1.0) where a request omits them.
+    """
+
+    temperature: float = 0.2  # 0 means greedy (argmax), the deterministic mode tests use
     top_p: float = 0.9  # 1.0 disables nucleus filtering
     top_k: int = 50  # 0 disables top-k filtering
-    repetition_penalty: float = 1.0  # 1.0 disables it (and skips its per-step scatter/gather)
+    repetition_penalty: float = 1.1  # 1.0 disables it (and skips its per-step scatter/gather)
     max_new_tokens: int = 512
     seed: int | None = None  # None: a fresh random seed per request
     use_kv_cache: bool = True  # False recomputes the whole sequence every step (the lab's KV-cache experiment)
@@ -99,15 +134,18 @@ class SamplingConfig:
         def is_num(value: object) -> bool:
             return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
 
-        if not is_num(self.temperature) or not 0.0 <= self.temperature <= 10.0:
-            raise bad("temperature", self.temperature, "between 0 and 10")
-        if not is_num(self.top_p) or not 0.0 < self.top_p <= 1.0:
-            raise bad("top_p", self.top_p, "greater than 0 and at most 1")
-        if not is_int(self.top_k) or self.top_k < 0:
+        low, high = SAMPLING_LIMITS["temperature"]
+        if not is_num(self.temperature) or not low <= self.temperature <= high:
+            raise bad("temperature", self.temperature, f"between {low:g} and {high:g}")
+        low, high = SAMPLING_LIMITS["top_p"]
+        if not is_num(self.top_p) or not low < self.top_p <= high:
+            raise bad("top_p", self.top_p, f"greater than {low:g} and at most {high:g}")
+        if not is_int(self.top_k) or self.top_k < SAMPLING_LIMITS["top_k"][0]:
             raise bad("top_k", self.top_k, "a whole number ≥ 0 (0 disables it)")
-        if not is_num(self.repetition_penalty) or not 0.0 < self.repetition_penalty <= 10.0:
-            raise bad("repetition_penalty", self.repetition_penalty, "greater than 0 and at most 10")
-        if not is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+        low, high = SAMPLING_LIMITS["repetition_penalty"]
+        if not is_num(self.repetition_penalty) or not low < self.repetition_penalty <= high:
+            raise bad("repetition_penalty", self.repetition_penalty, f"greater than {low:g} and at most {high:g}")
+        if not is_int(self.max_new_tokens) or self.max_new_tokens < SAMPLING_LIMITS["max_new_tokens"][0]:
             raise bad("max_new_tokens", self.max_new_tokens, "a whole number ≥ 1")
         if self.seed is not None and (not is_int(self.seed) or not 0 <= self.seed < 2**63):
             raise bad("seed", self.seed, "a whole number ≥ 0, or empty")
@@ -124,4 +162,5 @@ class SamplingConfig:
 
 
 __all__ = ["FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "DEVICES", "COMPUTE_DTYPES", "INT4_GROUP_SIZE",
-           "MAX_TOP_LOGPROBS", "EXPLANATIONS", "LoadSpec", "SamplingConfig"]
+           "MAX_TOP_LOGPROBS", "EXPLANATIONS", "SAMPLING_LIMITS", "SAMPLING_RANGES", "CLI_DEFAULT_SEED", "LoadSpec",
+           "SamplingConfig"]

@@ -4,7 +4,7 @@ Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, 
 penalty, max new tokens, seed, KV cache on/off), the language (English / 简体中文 / the system's, applied
 at the next start: ``app.i18n``) and the appearance (light / dark / the system's, applied at once: ``app.theme``),
 and writes them through ``app.settings.Settings`` (QSettings) on OK.
-Value ranges are ``app.settings.RANGES``, inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
+Value ranges are ``app.settings.RANGES`` (``engine.inputs.SAMPLING_RANGES``), inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
 never has to refuse what this dialog lets through, and every value ``Settings`` reads back fits a spin box.
 Owns no generation.
 """

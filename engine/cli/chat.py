@@ -4,8 +4,9 @@ Streams the reply to stdout as it is produced and prints a one-line summary (TTF
 stderr; with ``--json`` prints one JSON object at the end instead (the benchmark, the lab and outside
 checks parse it, so its keys are fixed). With ``--base-url`` the reply comes from an OpenAI-compatible server
 (``engine.remote``: vLLM, llama-server, Ollama, ``engine serve``) instead of a model loaded here: the same output
-and keys, a figure the server cannot give (KV bytes, prefill time) null, never invented. Sampling is greedy
-unless ``--temperature`` is given, so two runs print the same text. Exit status: 0 done, 2 bad input or a model
+and keys, a figure the server cannot give (KV bytes, prefill time) null, never invented. Sampling uses the
+window's defaults with a fixed seed unless ``--seed`` is given (``engine.cli.replies``), so two runs print the same
+text; ``--temperature 0`` is greedy. Exit status: 0 done, 2 bad input or a model
 that cannot be loaded (one line, no traceback; for a server: a bad URL, one that cannot be reached, a refused
 key, an unknown model), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
 what was generated. What a server chose (its model's name, its error texts) is printed through

@@ -4,8 +4,8 @@ Text completion: the prompt is given to the model as it is, with no chat templat
 every local model works, a base model without a template included. The text comes from ``--prompt TEXT`` or
 ``--prompt-file PATH`` (``-``: standard input), read as UTF-8. Its output, flags and exit status are chat's
 (``engine.cli.replies``): the continuation streamed to stdout and a summary line to stderr, or with ``--json`` one
-object with the same keys as ``engine chat --json``; greedy unless ``--temperature`` is given; 0 done, 2 bad input
-or a model that cannot be loaded (one line), 1 when generation failed, 130 on Ctrl-C after printing what was
+object with the same keys as ``engine chat --json``; sampled as ``engine chat`` (the window's defaults, a fixed
+seed); 0 done, 2 bad input or a model that cannot be loaded (one line), 1 when generation failed, 130 on Ctrl-C after printing what was
 generated. A prompt longer than the context is refused, never cut; the continuation's budget shrinks to the room
 left (``engine.generate.context.build_text_prompt``). Owns reading the prompt and its arguments only; the session
 (torch) is imported in ``_run`` so ``--help`` stays instant.

@@ -3,9 +3,10 @@
 
 ``print_reply`` streams the text to stdout as it is produced and prints a one-line summary (TTFT, tok/s, KV bytes)
 to stderr; with ``--json`` one JSON object at the end instead (the benchmark, the lab and outside checks parse it,
-so its keys are fixed, and are the same for both commands). Sampling is greedy unless ``--temperature`` is given,
-so two runs print the same text. Exit status: 0 done, 2 bad input or a model that cannot be loaded (``run_guarded``:
-one line, no traceback), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
+so its keys are fixed, and are the same for both commands). The sampling defaults are the window's
+(``SamplingConfig()``: the same prompt gets the same kind of answer) with a fixed seed (``CLI_DEFAULT_SEED``) unless
+``--seed`` is given, so two runs print the same text; ``--temperature 0`` decodes greedily. Exit status: 0 done,
+2 bad input or a model that cannot be loaded (``run_guarded``: one line, no traceback), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
 what was generated. What a server chose (its model's name, its error texts) is printed through
 ``engine.fmt.outside_text``: no terminal escape reaches the terminal. Imports no torch (``--help`` stays instant).
 """
@@ -22,9 +23,9 @@ from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Event, Finished, Token
 from engine.fmt import format_bytes, outside_text, terminal_text
-from engine.inputs import DEVICES, PRECISIONS, SamplingConfig
+from engine.inputs import CLI_DEFAULT_SEED, DEVICES, PRECISIONS, SamplingConfig
 
-DEFAULT_MAX_NEW_TOKENS = 256
+DEFAULTS = SamplingConfig()  # THE defaults, the window's too (engine/inputs.py says why they are low)
 MAX_ERROR_CHARS = 1000  # an error line may quote a server's text: escaped and bounded like every outside string
 
 
@@ -32,12 +33,16 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags after ``--model``: precision and device, the sampling settings, ``--json``."""
     parser.add_argument("--precision", default="auto", choices=PRECISIONS)
     parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
-    parser.add_argument("--temperature", type=float, default=None, help="sample at this temperature (default: greedy)")
-    parser.add_argument("--top-p", type=float, default=0.9)
-    parser.add_argument("--top-k", type=int, default=50)
-    parser.add_argument("--repetition-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens, help="(default: %(default)s)")
+    parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature,
+                        help="sampling temperature, 0 decodes greedily (default: %(default)s, as the window)")
+    parser.add_argument("--top-p", type=float, default=DEFAULTS.top_p, help="(default: %(default)s)")
+    parser.add_argument("--top-k", type=int, default=DEFAULTS.top_k, help="0 disables it (default: %(default)s)")
+    parser.add_argument("--repetition-penalty", type=float, default=DEFAULTS.repetition_penalty,
+                        help="1 disables it (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=CLI_DEFAULT_SEED,
+                        help="random seed: the same seed prints the same text; -1 draws a fresh one "
+                             "(default: %(default)s)")
     parser.add_argument("--no-kv-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
@@ -45,11 +50,11 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def sampling_config(args: argparse.Namespace) -> SamplingConfig:
-    """The flags of ``add_generation_arguments`` as a config (greedy without ``--temperature``)."""
-    greedy = args.temperature is None
-    return SamplingConfig(temperature=0.0 if greedy else args.temperature, top_p=args.top_p, top_k=args.top_k,
+    """The flags of ``add_generation_arguments`` as a config (``--seed -1``: a fresh seed, ``SamplingConfig``'s
+    None; any other negative seed is refused there)."""
+    return SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                           repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens,
-                          seed=args.seed, use_kv_cache=not args.no_kv_cache)
+                          seed=None if args.seed == -1 else args.seed, use_kv_cache=not args.no_kv_cache)
 
 
 def _fmt(value: float | None, spec: str, unit: str) -> str:

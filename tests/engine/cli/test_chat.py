@@ -96,7 +96,7 @@ def test_ctrl_c_prints_what_was_generated_and_exits_130(tiny_model_dir, monkeypa
 def test_default_model_answers_paris_in_bf16(default_model_dir):
     env = dict(os.environ, MIAOHUI_HOME=str(default_model_dir.parents[1]))
     proc = subprocess.run([sys.executable, "-m", "engine", "chat", "--prompt", "What is the capital of France?",
-                           "--precision", "bf16", "--max-new-tokens", "24", "--json"],
+                           "--precision", "bf16", "--max-new-tokens", "24", "--temperature", "0", "--json"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)

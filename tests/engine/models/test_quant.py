@@ -170,7 +170,8 @@ def test_quantizing_an_unknown_layout_is_a_value_error():
 @pytest.mark.parametrize("precision", ["int8", "int4"])
 def test_default_model_answers_paris_in_quantized_weights(default_model_dir, precision):
     result = subprocess.run([sys.executable, "-m", "engine", "chat", "--precision", precision, "--json",
-                             "--max-new-tokens", "24", "--prompt", "What is the capital of France?"],
+                             "--max-new-tokens", "24", "--temperature", "0",
+                             "--prompt", "What is the capital of France?"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-1500:]
     report = json.loads(result.stdout)

@@ -12,7 +12,7 @@ from engine.remote.session import UNKNOWN_ALWAYS
 
 
 def chat_json(capsys, *args: str) -> tuple[int, dict]:
-    rc = main(["chat", "--prompt", "Hello", "--max-new-tokens", "6", "--json", *args])
+    rc = main(["chat", "--prompt", "Hello", "--max-new-tokens", "6", "--temperature", "0", "--json", *args])
     out = capsys.readouterr().out
     return rc, json.loads(out)
 
