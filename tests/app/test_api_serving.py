@@ -92,6 +92,27 @@ def test_the_openai_client_streams_from_the_window_and_the_status_bar_counts_it(
     assert send_and_wait(qtbot, window, "Still here?") == "length"  # the chat goes on as before
 
 
+def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, make_window, monkeypatch):
+    serving_threads: list[str] = []
+    real_serve = Worker._serve
+
+    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
+        serving_threads.append(QThread.currentThread().objectName())
+        return real_serve(self, job)
+
+    monkeypatch.setattr(Worker, "_serve", spy)
+    window = make_window()
+    url = serve(qtbot, window)
+    raw = client(url).completions.with_raw_response.create(model="default", prompt="Once upon a time", max_tokens=4,
+                                                           temperature=0, echo=True)
+    assert raw.headers["x-miaohui-completion-mode"] == "raw"
+    whole = raw.parse().choices[0].text
+    chunks = list(client(url).completions.create(model="default", prompt="Once upon a time", max_tokens=4,
+                                                 temperature=0, stream=True))
+    assert whole == "Once upon a time" + "".join(c.choices[0].text for c in chunks if c.choices)
+    assert serving_threads == ["miaohui-engine"] * 2  # the thread that owns the model, as a chat request is
+
+
 def test_a_chat_turn_and_an_api_request_submitted_together_both_complete(qtbot, make_window, store, monkeypatch):
     serving_threads: list[str] = []
     real_serve = Worker._serve
