@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         else (lambda _m: None)
     loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device="cpu"))
     # ignore_eos-like budget: greedy, and long enough an answer that every reply reaches the token budget.
-    config = SamplingConfig(temperature=0.0, max_new_tokens=args.tokens)
+    config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=args.tokens)
     worker = Worker(loaded, max_queue=max(32, args.clients)).start()
     try:
         with BackgroundServer(create_app(worker)) as server:

@@ -90,7 +90,8 @@ class Engine:
     def run(self, messages: Sequence[Message], tokens: int, use_kv_cache: bool = True,
             session: ChatSession | None = None) -> Sample:
         session = session or self.session()
-        config = SamplingConfig(temperature=0.0, max_new_tokens=tokens, use_kv_cache=use_kv_cache)
+        config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=tokens,
+                                use_kv_cache=use_kv_cache)
         ids: list[int] = []
         finished = None
         for event in session.generate(messages, config, threading.Event()):

@@ -32,7 +32,7 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
     """Load ``model`` in each precision in turn and compare speed, size and the greedy text."""
     load = loader or load_model
     started = time.perf_counter()
-    config = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
+    config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=max_new_tokens)
     rows, flags = [], []
     reference: tuple[str, str] | None = None  # (precision, text) every other text is compared with
     measured: list[tuple[str, float, float, float]] = []  # (precision, decode tok/s, TTFT ms, weights MB)
@@ -51,7 +51,8 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
         load_s = time.perf_counter() - t0
         try:
             progress((i + 0.5) / len(precisions), f"precision A/B: generating on {precision}")
-            generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), cancel)  # warm-up
+            warm_up = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=4)
+            generate_once(loaded, "Hi", warm_up, cancel)
             run = generate_once(loaded, prompt, config, cancel)
             facts = loaded.facts
         finally:

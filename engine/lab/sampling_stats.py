@@ -79,10 +79,12 @@ def run_sampling(loaded, cancel: threading.Event, *, seeds: Sequence[int] = (0, 
     started = time.perf_counter()
     remote = is_remote(loaded)
     logprobs = 1 if remote else 0  # on a server: one logprob entry per token splits the stream into tokens
-    plans = [("greedy", None, SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens, top_logprobs=logprobs))]
+    plans = [("greedy", None, SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=max_new_tokens,
+                                             top_logprobs=logprobs))]
+    # No repetition penalty on either side: the experiment measures what sampling alone does to repetition.
     plans += [(f"T={SAMPLED_TEMPERATURE} top-p={SAMPLED_TOP_P}", seed,
                SamplingConfig(temperature=SAMPLED_TEMPERATURE, top_p=SAMPLED_TOP_P, max_new_tokens=max_new_tokens,
-                              seed=seed, top_logprobs=logprobs))
+                              repetition_penalty=1.0, seed=seed, top_logprobs=logprobs))
               for seed in seeds]
     rows = []
     per_config: dict[str, list[dict[str, float]]] = {}

@@ -59,7 +59,8 @@ LENGTHS_QUICK = (10, 100, 250, 500)
 
 
 def _warm_up(loaded, cancel: threading.Event) -> RunRecord:
-    return generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, max_new_tokens=4), cancel)
+    return generate_once(loaded, "Hi", SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=4),
+                         cancel)
 
 
 def _spread(values: Sequence[float]) -> tuple[float, float, float]:
@@ -82,7 +83,7 @@ def run_greedy20(loaded, cancel: threading.Event, *, reps: int = 5, max_new_toke
     started = time.perf_counter()
     progress(0.0, "greedy 20: warm-up")
     _warm_up(loaded, cancel)
-    config = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
+    config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=max_new_tokens)
     rows = []
     ttfts, totals, avgs, decodes = [], [], [], []
     for rep in range(reps):
@@ -162,7 +163,8 @@ def run_ttft_vs_length(loaded, cancel: threading.Event, *, lengths: Sequence[int
     remote = is_remote(loaded)
     progress(0.0, "TTFT vs length: warm-up")
     warm = _warm_up(loaded, cancel)
-    config = SamplingConfig(temperature=0.0, max_new_tokens=1)  # TTFT only: one token ends the run
+    # TTFT only: one token ends the run.
+    config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=1)
     if remote:
         hi = warm.metrics.known("prompt_tokens")
         server_fit = _ServerFit(loaded.facts.context_length, hi - 1 if hi else None)
@@ -278,7 +280,8 @@ def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, 
     runs = {}
     for i, use_cache in enumerate((True, False)):
         progress(0.05 + 0.45 * i, f"KV cache {'on' if use_cache else 'off'}: generating {max_new_tokens} tokens")
-        config = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens, use_kv_cache=use_cache)
+        config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=max_new_tokens,
+                                use_kv_cache=use_cache)
         runs[use_cache] = generate_once(loaded, prompt, config, cancel)
     progress(1.0, "KV cache: done")
 

@@ -29,8 +29,10 @@ def test_processors_are_transformers_own_in_generate_order():
     kinds = [type(p) for p in build_processors(SamplingConfig(temperature=0.8, top_k=10, top_p=0.9,
                                                               repetition_penalty=1.2))]
     assert kinds == [RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper]
-    # Greedy: warpers cannot change an argmax, so none run.
-    assert [type(p) for p in build_processors(SamplingConfig(temperature=0.0))] == []
+    # Greedy: warpers cannot change an argmax, so none run; a repetition penalty can, so it stays.
+    assert [type(p) for p in build_processors(SamplingConfig(temperature=0.0, repetition_penalty=1.0))] == []
+    assert [type(p) for p in build_processors(SamplingConfig(temperature=0.0, repetition_penalty=1.1))] == [
+        RepetitionPenaltyLogitsProcessor]
 
 
 def _draw(config: SamplingConfig, logits: torch.Tensor, steps: int = 30) -> list[int]:
