@@ -187,10 +187,11 @@ class ChatController(QObject):
             self._show(None, [])
             self.settings.set_last_conversation(None)
 
-    def apply_settings(self) -> None:
-        """Settings' chat values just changed: they apply to the open conversation, are saved with it, and
-        start new ones."""
-        self._chat = self.settings.chat()
+    def apply_settings(self, chat: ChatSettings | None = None) -> None:
+        """The user just chose ``chat`` (the settings dialog's values, also saved as the defaults new
+        conversations start from): it applies to the open conversation and is saved with it. Taken as given,
+        not read back from QSettings, so what the dialog showed is what replies use. None: the stored defaults."""
+        self._chat = chat if chat is not None else self.settings.chat()
         if self._cid is not None:
             self._write(self.store.update_conversation_settings, self._cid, self._chat.system_prompt,
                         self._chat.stored())

@@ -215,9 +215,9 @@ class MainWindow(QMainWindow):
     def open_conversation(self, cid: int) -> None:
         self.controller.open(cid)
 
-    def apply_settings(self) -> None:
-        """Settings' chat values changed: they apply to this conversation, are saved with it, start new ones."""
-        self.controller.apply_settings()
+    def apply_settings(self, chat: ChatSettings | None = None) -> None:
+        """``chat`` (None: the stored defaults) applies to this conversation and is saved with it."""
+        self.controller.apply_settings(chat)
 
     def chat_settings(self) -> ChatSettings:
         """The settings the current conversation replies with (its own once saved with it)."""
@@ -362,7 +362,7 @@ class MainWindow(QMainWindow):
     def on_settings_triggered(self) -> None:
         dialog = SettingsDialog(self.settings, self)
         if dialog.exec():
-            self.apply_settings()
+            self.apply_settings(dialog.values())
             self.statusBar().showMessage(self.tr("Settings saved for this conversation and new ones; "
                                                  "they apply to the next reply."), 5000)
 

@@ -139,6 +139,20 @@ def test_edit_and_regenerate_cut_the_store_and_the_conversation(qtbot, controlle
     assert controller.edit(0) and controller.stop() is False and rec.of("editing_changed")[-2:] == [(0,), (None,)]
 
 
+def test_the_settings_the_window_passes_are_the_ones_replies_use(qtbot, controller, store, settings):
+    """Issue 26: the window hands the dialog's settings object to the controller; it is not read back from
+    QSettings (which here still hold other values)."""
+    _wait_reply(qtbot, controller, lambda: controller.send("Hello"))
+    chosen = replace(greedy(2), system_prompt="Chosen in the dialog.", top_k=7)
+    assert settings.chat() != chosen
+    controller.apply_settings(chosen)
+    assert controller.chat_settings() == chosen
+    row = store.get_conversation(controller.conversation_id)
+    assert row.system_prompt == "Chosen in the dialog." and row.settings == chosen.stored()
+    finished = _wait_reply(qtbot, controller, lambda: controller.send("Again"))
+    assert finished.metrics.generated_tokens == 2  # the chosen max_new_tokens, not the stored 6
+
+
 def test_a_conversation_changed_in_another_window_is_reloaded_never_cut(qtbot, controller, store):
     _wait_reply(qtbot, controller, lambda: controller.send("first question"))
     cid = controller.conversation_id

@@ -269,8 +269,9 @@ def test_settings_changed_in_the_dialog_apply_to_the_open_conversation(make_wind
     cid = window.current_conversation()
     changed = replace(settings.chat(), system_prompt="Answer in French.")
 
-    def accept(dialog):
-        settings.set_chat(changed)
+    def accept(dialog):  # the user edits the form and presses OK; the window takes the dialog's values
+        dialog.set_values(changed)
+        dialog.accept()
         return True
 
     monkeypatch.setattr(SettingsDialog, "exec", accept)
