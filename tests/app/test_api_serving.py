@@ -92,21 +92,15 @@ def test_the_openai_client_streams_from_the_window_and_the_status_bar_counts_it(
     assert send_and_wait(qtbot, window, "Still here?") == "length"  # the chat goes on as before
 
 
-@pytest.fixture
-def serving_threads(monkeypatch) -> list[str]:
-    """The names of the threads that ran the API's model work (the real work, each call noted)."""
-    names: list[str] = []
+def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, make_window, monkeypatch):
+    serving_threads: list[str] = []
     real_serve = Worker._serve
 
-    def spy(self: Worker, job: Any) -> Any:
-        names.append(QThread.currentThread().objectName())
+    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
+        serving_threads.append(QThread.currentThread().objectName())
         return real_serve(self, job)
 
     monkeypatch.setattr(Worker, "_serve", spy)
-    return names
-
-
-def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, make_window, serving_threads):
     window = make_window()
     url = serve(qtbot, window)
     raw = client(url).completions.with_raw_response.create(model="default", prompt="Once upon a time", max_tokens=4,
@@ -119,7 +113,15 @@ def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, mak
     assert serving_threads == ["miaohui-engine"] * 2  # the thread that owns the model, as a chat request is
 
 
-def test_a_chat_turn_and_an_api_request_submitted_together_both_complete(qtbot, make_window, store, serving_threads):
+def test_a_chat_turn_and_an_api_request_submitted_together_both_complete(qtbot, make_window, store, monkeypatch):
+    serving_threads: list[str] = []
+    real_serve = Worker._serve
+
+    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
+        serving_threads.append(QThread.currentThread().objectName())
+        return real_serve(self, job)
+
+    monkeypatch.setattr(Worker, "_serve", spy)
     window = make_window(max_new_tokens=8)
     url = serve(qtbot, window)
     api_alone = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=8, temperature=0)
