@@ -174,8 +174,9 @@ class FastRunner(ModelRunner):
 
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
-    def _forward_chunk(self, ids: torch.Tensor, start: int) -> torch.Tensor:
-        """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1."""
+    def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
+        """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1; with ``every``,
+        (n, vocab) of all of them (``verify``)."""
         w = self._w
         n = ids.shape[0]
         end = start + n
@@ -214,8 +215,8 @@ class FastRunner(ModelRunner):
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias)  # (n, 2I)
             out = linear(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down, layer.down_bias)
             x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
-        h = norm(x[-1:], w.final_norm)
-        return project(h, w.lm_head)  # (1, vocab)
+        h = norm(x if every else x[-1:], w.final_norm)
+        return project(h, w.lm_head)  # (1 or n, vocab)
 
     def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor,
                         bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -342,6 +343,15 @@ class FastRunner(ModelRunner):
             self._ids.extend(ids[done:end])
             done = end
             yield done, logits if done == total else None
+
+    def verify(self, ids: Sequence[int]) -> torch.Tensor:
+        """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
+        speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
+        self._ensure(len(self._ids) + len(ids))
+        ids_t = torch.tensor(list(ids), dtype=torch.long, device=self._device)  # (n,)
+        logits = self._forward_chunk(ids_t, len(self._ids), every=True)
+        self._ids.extend(ids)
+        return logits
 
     def decode(self, token_id: int) -> torch.Tensor:
         """Append one token and return the next position's logits (1, vocab)."""

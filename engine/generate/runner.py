@@ -145,6 +145,20 @@ class ModelRunner:
         self._ids.append(token_id)
         return logits
 
+    @torch.inference_mode()
+    def verify(self, ids: Sequence[int]) -> torch.Tensor:
+        """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
+        speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
+        self._heal()
+        if not self.use_kv_cache:
+            raise ValueError("verify needs a KV cache")
+        self._dirty = True
+        ids_t = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, n)
+        out = self.model(input_ids=ids_t, cache=self._cache, use_cache=True, logits_to_keep=len(ids))
+        self._dirty = False
+        self._ids.extend(ids)
+        return out.logits[0]  # (n, vocab)
+
     # -- measurement -------------------------------------------------------------------------
     def kv_bytes(self) -> tuple[int, int]:
         """Measured (filled, allocated) bytes of every key/value tensor in the cache.

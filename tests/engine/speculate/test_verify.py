@@ -1,0 +1,37 @@
+"""``verify(ids)`` on both runners: one forward over several tokens gives the logits one-token decodes give."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.generate.fastpath import FastRunner
+from engine.generate.runner import ModelRunner
+from engine.inputs import LoadSpec
+from engine.models.loader import load_model
+
+
+@pytest.fixture(scope="module")
+def tiny_fp32(tiny_model_dir):
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+
+
+@pytest.mark.parametrize("kind", [ModelRunner, FastRunner])
+def test_verify_matches_decode_and_crop_rolls_back(tiny_fp32, kind):
+    prompt, more = [1, 5, 9, 13, 17, 21], [30, 31, 32, 33]
+    step = kind(tiny_fp32.model)
+    for _ in step.prefill(prompt):
+        pass
+    expected = [step.decode(t)[0] for t in more]
+    check = kind(tiny_fp32.model)
+    for _ in check.prefill(prompt):
+        pass
+    logits = check.verify(more)
+    assert logits.shape == (len(more), tiny_fp32.model.config.vocab_size)
+    for got, want in zip(logits, expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert check.cached_ids == tuple(prompt + more)
+    # Reject the last two: crop back in place, and the next decode sees only the kept prefix.
+    check.crop(len(prompt) + 2)
+    again = check.decode(more[2])[0]
+    torch.testing.assert_close(again, expected[2], rtol=1e-4, atol=1e-4)
