@@ -16,6 +16,7 @@ Owns startup and the scripted runs; the window's behaviour lives in ``app.mainwi
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -154,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     install_excepthook(log_path, interactive=not scripted)
     # Late on purpose: the window's modules take ~1.6 s to import (pyqtgraph, matplotlib, the lab), which
     # --version, --help and the one-line refusals above need not wait for (measured: --version 2.3 s -> 0.2 s).
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
     from app.mainwindow import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -161,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName(app_settings.APPLICATION)
     app.setApplicationDisplayName("Miaohui 秒回")
     app.setApplicationVersion(__version__)
+    # The cyclic garbage collector runs in whichever thread allocates, and the worker thread allocates all
+    # the time: a chart's graphics items collected there while the GUI thread paints crash the process
+    # (seen in CI in AxisItem.boundingRect). pyqtgraph's collector disables the automatic one and collects
+    # on a GUI-thread timer instead; explicit gc.collect() calls (the engine's out-of-memory recovery) still run.
+    gui_thread_gc = GarbageCollector(interval=1.0)
 
     guard = None  # one window per data folder; scripted runs use throwaway history: never blocked, never blocking
     if not scripted and unusable is None:
@@ -209,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             # hold it): a window the collector tears down inside a later event loop (tests run main() again and
             # again) delivers events to Python objects it has already cleared, and crashes.
             delete_now(window)
+        gui_thread_gc.timer.stop()
+        gc.enable()  # main() run again in one process (the tests) starts from the usual collector
+        gc.collect()
         i18n.uninstall(app)
         if guard is not None:
             guard.release()

@@ -29,8 +29,21 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"miaohui {__version__}"
 
 
-def test_screenshot_run_in_process(qapp, home, tiny_model_dir, tmp_path, capsys):
+def test_screenshot_run_in_process(qapp, home, tiny_model_dir, tmp_path, capsys, monkeypatch):
+    import gc
+
+    from pyqtgraph.util import garbage_collector
+
     out = tmp_path / "shot.png"
+    collectors: list[object] = []
+    real = garbage_collector.GarbageCollector
+
+    def spy(*args, **kwargs):
+        collectors.append(real(*args, **kwargs))
+        collectors.append(gc.isenabled())  # what the window runs with
+        return collectors[0]
+
+    monkeypatch.setattr(garbage_collector, "GarbageCollector", spy)
     code = main(["--screenshot", str(out), "--model", str(tiny_model_dir), "--precision", "fp32",
                  "--max-new-tokens", "8", "--prompt", "用三句话介绍一下 KV cache", "--timeout", "120",
                  "--size", "1280x800"])
@@ -41,6 +54,8 @@ def test_screenshot_run_in_process(qapp, home, tiny_model_dir, tmp_path, capsys)
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1280, 800)
     assert not (home / "history.sqlite3").exists()  # scripted runs never write the user's history
+    # The window ran with collection on a GUI-thread timer only; main() gave the usual collector back.
+    assert collectors[1] is False and gc.isenabled()
 
 
 def test_a_bad_window_size_is_one_line(capsys):
