@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import (
@@ -61,8 +62,11 @@ def build_processors(config: SamplingConfig) -> LogitsProcessorList:
 class Sampler:
     """Chooses each next token for one request; holds the processors, the generator and an id buffer."""
 
-    def __init__(self, config: SamplingConfig, device: torch.device | str, prompt_ids: list[int]) -> None:
+    def __init__(self, config: SamplingConfig, device: torch.device | str, prompt_ids: list[int],
+                 constraint: Any = None) -> None:
         self.config = config
+        # An ``engine.constrain.matcher.TokenConstraint``: masks the logits first, follows each chosen token.
+        self.constraint = constraint
         self.processors = build_processors(config)
         self._needs_ids = config.repetition_penalty != 1.0
         self._generator: torch.Generator | None = None
@@ -85,6 +89,9 @@ class Sampler:
         """Pick the next token from ``logits`` (1, vocab) of the last position."""
         with torch.inference_mode():
             scores = logits.float()  # (1, vocab); float32 so bf16 logits sample like generate() does
+            if self.constraint is not None:
+                scores = scores.clone() if scores is logits else scores  # the mask writes in place
+                self.constraint.mask_(scores)
             if self.processors:
                 ids = self._ids[:, : self._n] if self._ids is not None else None
                 scores = self.processors(ids, scores)
@@ -101,6 +108,8 @@ class Sampler:
                 self._ids[:, self._n] = token  # device to device: no host round trip
             token_id = int(token.item())  # the one host sync per step: the id is needed on the host anyway
             self._n += 1
+            if self.constraint is not None:
+                self.constraint.advance(token_id)
             if not k:
                 return Choice(token_id, None)
             top_probs, top_ids = torch.topk(probs[0], min(k, probs.shape[-1]))

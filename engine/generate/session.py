@@ -32,6 +32,8 @@ from engine.generate.context import IncrementalDecoder, Prompt, build_prompt, bu
 from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
+from engine.generate.reasoning import (ReasoningSplitter, check_template_kwargs, continuation_text, opens_thought,
+                                      reasoning_format, reasoning_metrics)
 from engine.generate.runners import Runner, make_runner
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig
@@ -72,6 +74,7 @@ class _Timeline:
     t_prefill_start: float | None = None
     t_prefill_end: float | None = None
     token_times: list[float] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # each token's part: reasoning or answer
     peak_rss: int = 0
 
 
@@ -119,14 +122,26 @@ class ChatSession:
             self._runner = self._runner_factory(self.loaded, use_kv_cache)
         return self._runner
 
+    @property
+    def reasoning(self) -> Any:
+        """The model's ``ReasoningFormat`` (``engine.generate.reasoning``), None when it does not think aloud."""
+        return reasoning_format(str(getattr(self.loaded.tokenizer, "chat_template", "") or ""))
+
     def generate(self, messages: Sequence[Message], config: SamplingConfig | None = None,
-                 cancel: threading.Event | None = None) -> Iterator[Event]:
+                 cancel: threading.Event | None = None, constraint: Any = None, *,
+                 template_kwargs: dict[str, Any] | None = None, partial: Message | None = None) -> Iterator[Event]:
         """Render, trim and stream a reply to ``messages``.
 
         Raises ``BadInputError`` / ``ContextTooLongError`` / ``TemplateError`` here, before anything
         runs; every later failure becomes the final ``Finished(reason="error")``. A cancel while the
         prompt renders gives a stream of one ``Finished(reason="cancelled")``. Iterate the result right
-        away: the submit time (for TTFT) is taken now.
+        away: the submit time (for TTFT) is taken now. ``constraint``: an ``engine.constrain.matcher.TokenConstraint``
+        the reply must follow (its masks apply before sampling; the end token only where its grammar is complete).
+
+        ``template_kwargs``: the request's chat-template variables (``enable_thinking``; checked here).
+        ``partial``: the assistant reply cut off at its length limit, continued where it stopped (its text, thought
+        included, follows the generation prompt; no new turn): the events then carry the continuation only.
+        A reasoning model's tokens say which part they are in; ``Finished`` has the answer and the thought apart.
         """
         t_submit = self._clock()
         config = config or SamplingConfig()
@@ -135,11 +150,26 @@ class ChatSession:
         # A budget beyond the context cannot be used: cap it there first, so no size derived from it
         # (the sampler's id buffer) is ever larger than the context (--max-new-tokens 10**12).
         budget = min(config.max_new_tokens, context_max)
+        kwargs = check_template_kwargs(template_kwargs)
+        fmt = self.reasoning
+        tokenizer = self.loaded.tokenizer
         try:
-            prompt = build_prompt(self.loaded.tokenizer, messages, context_max, budget, cancel)
+            raw = ""
+            if partial is not None:  # did the template open the thought? From the prompt without the reply
+                opened = opens_thought(self._tail(build_prompt(tokenizer, messages, context_max, budget, cancel,
+                                                               kwargs).ids), fmt)
+                raw = continuation_text(partial.reasoning, partial.content, fmt, opened)
+            prompt = build_prompt(tokenizer, messages, context_max, budget, cancel, kwargs, raw)
         except CancelledError:
             return iter([Finished("cancelled", "")])  # nothing ran: no metrics to report
-        return self._start(prompt, config, cancel, t_submit)
+        splitter = ReasoningSplitter(fmt, inside=opens_thought(self._tail(prompt.ids), fmt),
+                                     in_answer=partial is not None and bool(partial.content))
+        return self._start(prompt, config, cancel, t_submit, constraint, splitter)
+
+    def _tail(self, ids: Sequence[int]) -> str:
+        """The end of a prompt as text, markers shown: does it leave a thought open?"""
+        return self.loaded.tokenizer.decode(list(ids[-16:]), skip_special_tokens=False,
+                                            clean_up_tokenization_spaces=False)
 
     def complete(self, text: str, config: SamplingConfig | None = None,
                  cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -157,23 +187,28 @@ class ChatSession:
         return self._start(prompt, config, cancel, t_submit)
 
     def _start(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event,
-               t_submit: float) -> Iterator[Event]:
+               t_submit: float, constraint: Any = None, splitter: ReasoningSplitter | None = None) -> Iterator[Event]:
         if prompt.max_new_tokens != config.max_new_tokens:
             config = dataclasses.replace(config, max_new_tokens=prompt.max_new_tokens)
         self._request += 1
-        return self._stream(prompt, config, cancel, t_submit, self._request)
+        return self._stream(prompt, config, cancel, t_submit, self._request, constraint,
+                            splitter or ReasoningSplitter(None))
 
     # -- the loop ------------------------------------------------------------------------------
     def _stream(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event, t_submit: float,
-                request: int) -> Iterator[Event]:
+                request: int, constraint: Any = None,
+                splitter: ReasoningSplitter | None = None) -> Iterator[Event]:
+        splitter = splitter or ReasoningSplitter(None)
         facts = self.loaded.facts
         timeline = _Timeline(t_submit=t_submit, prompt_tokens=len(prompt.ids), dropped_turns=prompt.dropped_turns)
         decoder = IncrementalDecoder(self.loaded.tokenizer)
         runner: Runner | None = None
 
         def finished(reason: str, error: str | None = None) -> Finished:
-            text = decoder.text + decoder.flush()
-            return Finished(reason, text, self._metrics(timeline, runner), error)  # type: ignore[arg-type]
+            splitter.push(decoder.flush())
+            splitter.flush()
+            return Finished(reason, splitter.answer, self._metrics(timeline, runner), error,  # type: ignore[arg-type]
+                            splitter.reasoning.rstrip())
 
         try:
             runner = self._runner_for(config.use_kv_cache)
@@ -200,7 +235,7 @@ class ChatSession:
             runner.sync()
             timeline.t_prefill_end = self._clock()
 
-            sampler = Sampler(config, runner.device, ids)
+            sampler = Sampler(config, runner.device, ids, constraint)
             reason = "length"
             restore_threads = self._decode_threads(runner)
             try:
@@ -211,7 +246,9 @@ class ChatSession:
                     timeline.token_times.append(t)
                     top = tuple(TopCandidate(i, decoder.token_text(i), p)
                                 for i, p in zip(choice.top_ids, choice.top_probs))
-                    yield Token(index, choice.token_id, decoder.push(choice.token_id), t, choice.prob, top)
+                    thought, answer = splitter.push(decoder.push(choice.token_id))
+                    timeline.parts.append(splitter.part)
+                    yield Token(index, choice.token_id, answer, t, choice.prob, top, splitter.part, thought)
                     if choice.token_id in self._eos:
                         reason = "eos"
                         break
@@ -308,4 +345,5 @@ class ChatSession:
             dropped_turns=tl.dropped_turns,
             device=facts.device,
             precision=facts.precision,
+            **reasoning_metrics(tl.parts, times, tl.t_submit),  # type: ignore[arg-type]
         )
