@@ -5,10 +5,11 @@ Two parameter counts, both always given:
 
 - the seeds' estimate ``V·d + 12·L·d²`` (embeddings, then per layer 4·d² for attention and 8·d² for an MLP of
   width 4·d);
-- the exact count for the Llama layout (``model_type`` llama, mistral, qwen2, qwen3, the engine's fast-path
-  family): ``V·d`` embeddings, per layer q ``d·H·hd``, k and v ``d·KV·hd`` each, o ``H·hd·d``, gate/up/down
-  ``3·d·I``, two norms ``2·d`` (plus q/k/v biases for qwen2 or ``attention_bias``, q/k norms for qwen3), a final
-  norm ``d``, and ``V·d`` more for an output head only when ``tie_word_embeddings`` is false. A GGUF header
+- the exact count for the Llama layout (``model_type`` llama, mistral, qwen2, qwen3) and the fast-path families
+  that keep its projections (gemma2, gemma3_text, phi3): ``V·d`` embeddings, per layer q ``d·H·hd``, k and v
+  ``d·KV·hd`` each, o ``H·hd·d``, gate/up/down ``3·d·I`` (Phi-3 stores q|k|v and gate|up fused: the same
+  elements), two norms ``2·d`` (four for Gemma 2/3; plus q/k/v biases for qwen2 or ``attention_bias``, q/k norms
+  for qwen3 and gemma3_text), a final norm ``d``, and ``V·d`` more for an output head only when ``tie_word_embeddings`` is false. A GGUF header
   also gives the stored count, the sum of its tensors' elements, which wins when present.
 
 Bytes per precision follow what the loader builds (``engine/models/quant.py``, transformers' bitsandbytes):
@@ -34,6 +35,11 @@ from engine.library.gguf_header import ArrayInfo, GgufHeader
 from engine.models import config_check
 
 LLAMA_LAYOUT = config_check.LLAMA_LAYOUT_TYPES
+# Families the exact count knows: the Llama layout's seven projections per layer, with Gemma 2/3's two more
+# norms per layer (before and after the MLP) and Phi-3's fused q|k|v and gate|up (the same elements, stored as two).
+EXTRA_LAYER_NORMS = {"gemma2": 2, "gemma3_text": 2, "phi3": 0}
+COUNTED_LAYOUT = (*LLAMA_LAYOUT, *EXTRA_LAYER_NORMS)
+QK_NORM_TYPES = ("qwen3", "gemma3_text")
 _ALIASES = {"num_hidden_layers": ("n_layer", "num_layers"), "hidden_size": ("n_embd", "d_model"),
             "num_attention_heads": ("n_head",), "max_position_embeddings": ("n_positions", "n_ctx"),
             "intermediate_size": ("n_inner",)}
@@ -66,7 +72,7 @@ class Architecture:
 
     @property
     def layout_known(self) -> bool:
-        return self.model_type in LLAMA_LAYOUT and self.intermediate_size is not None
+        return self.model_type in COUNTED_LAYOUT and self.intermediate_size is not None
 
     @property
     def param_estimate(self) -> int:
@@ -86,7 +92,7 @@ class Architecture:
     def small_params(self) -> int:
         """Norms and biases: everything the quantized precisions keep in the activation dtype."""
         d, q, kv = self.hidden_size, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        per_layer = 2 * d + (q + 2 * kv if self.qkv_bias else 0) + (d if self.o_bias else 0)
+        per_layer = (2 + EXTRA_LAYER_NORMS.get(self.model_type, 0)) * d + (q + 2 * kv if self.qkv_bias else 0) + (d if self.o_bias else 0)
         per_layer += (2 * self.intermediate_size + d if self.mlp_bias else 0) + (2 * self.head_dim if self.qk_norm else 0)  # type: ignore[operator]
         return self.layers * per_layer + d
 
@@ -122,8 +128,9 @@ class Architecture:
         extras = "".join([" + qkv bias" if self.qkv_bias else "", " + o bias" if self.o_bias else "",
                           " + MLP bias" if self.mlp_bias else "", " + q/k norms 2·hd" if self.qk_norm else ""])
         head = "tied: the output head shares the embedding" if self.tied_embeddings else "+ V·d output head (untied)"
-        return (f"V·d + L·(d·H·hd + 2·d·KV·hd + H·hd·d + 3·d·I + 2·d{extras}) + d = {self.vocab_size}·{d} + "
-                f"{self.layers}·({d}·{h}·{hd} + 2·{d}·{kv}·{hd} + {h}·{hd}·{d} + 3·{d}·{i} + 2·{d}) + {d} "
+        norms = 2 + EXTRA_LAYER_NORMS.get(self.model_type, 0)
+        return (f"V·d + L·(d·H·hd + 2·d·KV·hd + H·hd·d + 3·d·I + {norms}·d{extras}) + d = {self.vocab_size}·{d} + "
+                f"{self.layers}·({d}·{h}·{hd} + 2·{d}·{kv}·{hd} + {h}·{hd}·{d} + 3·{d}·{i} + {norms}·{d}) + {d} "
                 f"= {exact:,} ({head})")
 
     def kv_bytes_per_token(self, element_bytes: int) -> int:
@@ -136,7 +143,7 @@ class Architecture:
         ``float_bytes`` is the activation dtype's size for the bnb precisions (bf16 2, fp32 4 on a CPU
         without native bf16); int8/int4 always keep bf16 beside their integers.
         """
-        buffers = 4 * self.head_dim if self.model_type in LLAMA_LAYOUT else 0
+        buffers = 4 * self.head_dim if self.model_type in COUNTED_LAYOUT else 0
         if precision in ("fp32",):
             return 4 * self.params + buffers
         if precision in ("bf16", "fp16", "auto"):
@@ -170,7 +177,8 @@ class Architecture:
         if precision not in ("int8", "int4"):
             return None
         if not self.layout_known:
-            return f"int8/int4 need a Llama-family model (this is {self.model_type or 'unknown'})"
+            return (f"int8/int4 need a family the fast path knows ({', '.join(COUNTED_LAYOUT)}; this is "
+                    f"{self.model_type or 'unknown'})")
         if precision == "int4":
             ins = (self.hidden_size, self.heads * self.head_dim, self.intermediate_size)
             outs = (self.heads * self.head_dim + 2 * self.kv_heads * self.head_dim, self.hidden_size,
@@ -230,7 +238,7 @@ def from_config(config: Mapping[str, Any], where: str = "config.json") -> Archit
         vocab_size=vocab, context_length=int(_field(text, "max_position_embeddings") or 0),
         intermediate_size=_field(text, "intermediate_size"), tied_embeddings=bool(tied),
         qkv_bias=attention_bias or model_type == "qwen2", o_bias=attention_bias and model_type != "qwen2",
-        mlp_bias=bool(text.get("mlp_bias", False)), qk_norm=model_type == "qwen3")
+        mlp_bias=bool(text.get("mlp_bias", False)), qk_norm=model_type in QK_NORM_TYPES)
 
 
 def from_gguf(header: GgufHeader, where: str = "GGUF header") -> Architecture:
