@@ -36,6 +36,7 @@ from engine.serve.errors import ApiError, error_body
 from engine.serve.metrics import CONTENT_TYPE
 from engine.serve.responses import Shaper, chat_logprobs, completion_logprobs, model_list, sse
 from engine.serve.schemas import Parsed, parse_chat, parse_completion
+from engine.serve.tools import CallStream, finish_calls
 from engine.serve.worker import Failed, Job, Piece, QueueFullError, Reply, Worker, WorkerClosedError
 
 DEFAULT_MAX_BODY_BYTES = 4 << 20  # 4 MiB: a long conversation fits many times over
@@ -84,7 +85,8 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
     async def chat_completions(request: Request) -> Response:
         parsed = parse_chat(await read_body(request, max_body_bytes))
         check_model(parsed.model)
-        return await _respond(request, worker, parsed, Shaper("chat", worker.model_id), {})
+        return await _respond(request, worker, parsed, Shaper("chat", worker.model_id),
+                              parsed.tools.headers if parsed.tools else {})
 
     @v1.post("/completions")
     async def completions(request: Request) -> Response:
@@ -163,7 +165,8 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
     def emit(event: Any) -> None:  # on the worker thread
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text)
+    job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text,
+              constraint=parsed.constraint)
     try:
         worker.submit(job)
     except QueueFullError as exc:
@@ -194,8 +197,11 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
         if event.finish_reason not in ("stop", "length"):
             _raise_unfinished(event)
         echoed = parsed.text if parsed.echo else ""
-        return JSONResponse(shaper.complete(echoed + event.text, event.finish_reason, event.metrics,
-                                            _logprobs(shaper, parsed, pieces)), headers=headers)
+        body = shaper.complete(echoed + event.text, event.finish_reason, event.metrics,
+                               _logprobs(shaper, parsed, pieces))
+        if parsed.tools is not None:
+            finish_calls(body, parsed.tools, event.text)
+        return JSONResponse(body, headers=headers)
     finally:
         if not streaming:  # the stream's own generator does this when it ends
             job.cancel.set()
@@ -224,6 +230,7 @@ async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queu
     """
     usage = parsed.include_usage
     offset = 0
+    calls = CallStream(parsed.tools) if parsed.tools is not None else None  # held back while it may be tool calls
     try:
         if shaper.kind == "chat":
             yield sse(shaper.chunk("", role=True, with_usage=usage))
@@ -244,6 +251,8 @@ async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queu
                     break
                 pieces.append(more)
             text = "".join(p.text for p in pieces)
+            if calls is not None:
+                text = calls.push(text)
             logprobs = _logprobs(shaper, parsed, pieces, offset)
             offset += len(text)
             if text or logprobs is not None:
@@ -253,7 +262,12 @@ async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queu
         elif event.finish_reason == "cancelled":
             return  # the client left, or the server is stopping: no finish to report
         else:
-            yield sse(shaper.chunk(None, finish_reason=event.finish_reason, with_usage=usage))
+            reason = event.finish_reason
+            if calls is not None:
+                held, reason = calls.finish(shaper, event.text, reason, usage)
+                for chunk in held:
+                    yield sse(chunk)
+            yield sse(shaper.chunk(None, finish_reason=reason, with_usage=usage))
             if usage:
                 yield sse(shaper.usage_chunk(event.metrics))
         yield sse("[DONE]")

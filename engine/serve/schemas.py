@@ -6,7 +6,8 @@ the serving options (stop strings, logprobs, stream). Everything wrong with a re
 ``ApiError(400)`` here, before the request is queued: malformed JSON, wrong types (strict: ``"0.5"`` is
 not a number), ``n > 1``, an empty or malformed conversation (``engine.generate.context.check_messages``),
 sampling values the engine refuses (``SamplingConfig`` raises ``BadInputError``), and features this
-server does not have (tools, JSON mode, logit bias, penalties other than 0).
+server does not have (legacy ``functions``, logit bias, penalties other than 0). ``tools``, ``tool_choice`` and
+``response_format`` are ``engine.serve.tools``': a ``Parsed`` carries their plan and the reply's constraint.
 
 Defaults are OpenAI's, not the window's: temperature 1, top_p 1, no top-k. ``top_k`` and
 ``repetition_penalty`` are accepted as extra fields, as vLLM accepts them. Unknown fields are ignored.
@@ -22,11 +23,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.errors import BadInputError
+from engine.constrain import ConstraintError, ConstraintSpec, check_spec
 from engine.events import Message
 from engine.generate.context import check_messages
 from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
 from engine.serve.errors import ApiError
 from engine.serve.stops import check_stops
+from engine.serve.tools import ToolPlan, parse_tools, response_constraint, rewrite_messages
 
 TO_CONTEXT_END = 1 << 30  # no max_tokens: the reply may run to the end of the context (the worker caps it there)
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions (chat's default is "to the context's end")
@@ -47,6 +50,8 @@ class ChatMessage(_Strict):
     role: str
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # an assistant's calls, fed back (engine.serve.tools)
+    tool_call_id: str | None = None  # a tool result's call
 
 
 class _Common(_Strict):
@@ -79,6 +84,7 @@ class ChatCompletionRequest(_Common):
     tool_choice: Any = None
     function_call: Any = None
     response_format: dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
 
 
 class CompletionRequest(_Common):
@@ -103,6 +109,8 @@ class Parsed:
     include_usage: bool
     text: str | None = None  # a completion's prompt, continued raw (``messages`` is then empty)
     echo: bool = False  # a completion's ``echo``: the prompt goes out before the continuation
+    constraint: ConstraintSpec | None = None  # what the reply must follow (response_format, forced tool calls)
+    tools: ToolPlan | None = None  # the tools the reply may call
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -190,10 +198,17 @@ def parse_chat(body: bytes) -> Parsed:
     """A ``POST /v1/chat/completions`` body, validated."""
     request: ChatCompletionRequest = _load(body, ChatCompletionRequest)
     _unsupported(request)
-    if request.tools or request.functions or request.tool_choice not in (None, "none") or request.function_call:
-        raise ApiError(400, "tools and function calling are not supported", param="tools")
-    if request.response_format and request.response_format.get("type", "text") != "text":
-        raise ApiError(400, "only the text response format is supported", param="response_format")
+    if request.functions or request.function_call:
+        raise ApiError(400, "functions and function_call are not supported: use tools", param="functions")
+    plan = parse_tools(request.tools, request.tool_choice, request.parallel_tool_calls)
+    constraint = response_constraint(request.response_format)
+    if constraint is not None and plan is not None:
+        raise ApiError(400, "response_format and tools cannot be used together here: send one", param="response_format")
+    if plan is not None and (constraint := plan.constraint()) is not None:
+        try:
+            check_spec(constraint)
+        except ConstraintError as exc:
+            raise ApiError(400, f"these tools cannot be forced: {exc}", param="tools") from None
     top = request.top_logprobs
     if top is not None and not request.logprobs and top > 0:
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
@@ -204,8 +219,8 @@ def parse_chat(body: bytes) -> Parsed:
     max_tokens = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
     # The chosen token's probability is computed alongside the candidates: ask the engine for at least one.
     config = _config(request, max_tokens, 0 if logprobs is None else max(1, logprobs))
-    return Parsed(request.model, _messages(request.messages), config, _stops(request.stop), logprobs,
-                  bool(request.stream), _stream_usage(request))
+    return Parsed(request.model, _messages(rewrite_messages(request.messages, plan)), config, _stops(request.stop),
+                  logprobs, bool(request.stream), _stream_usage(request), constraint=constraint, tools=plan)
 
 
 def parse_completion(body: bytes) -> Parsed:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
 
+from engine.constrain.matcher import TokenConstraint
 from engine.errors import CancelledError, ContextTooLongError, EngineError
 from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
@@ -132,6 +133,7 @@ class Job:
     emit: Callable[[Any], None]
     stop: tuple[str, ...] = ()
     text: str | None = None  # a raw text completion: this is continued, with no chat template
+    constraint: Any = None  # an engine.constrain.ConstraintSpec the reply must follow (built on the model's thread)
     id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
     cancel: threading.Event = field(default_factory=threading.Event)
     t_arrival: float = field(default_factory=time.perf_counter)
@@ -290,7 +292,10 @@ class Worker:
             if job.text is None:
                 config = self._budget(job)
                 slot = self._pool.route(job.messages)
-                events = slot.session.generate(job.messages, config, job.cancel)
+                constraint = None
+                if job.constraint is not None:
+                    constraint = TokenConstraint(job.constraint, self.loaded.tokenizer, self.loaded.eos_token_ids)
+                events = slot.session.generate(job.messages, config, job.cancel, constraint=constraint)
             else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
                 config = job.config
                 slot = self._pool.route(_routed(job))

@@ -37,7 +37,8 @@ BAD_BODIES = {
     "max_tokens of 0": (_with(max_tokens=0), 400),
     "negative seed": (_with(seed=-1), 400),
     "too many top_logprobs": (_with(logprobs=True, top_logprobs=99), 400),
-    "tools": (_with(tools=[{"type": "function", "function": {"name": "f"}}]), 400),
+    "an invalid tool": (_with(tools=[{"type": "function", "function": {"name": "two words"}}]), 400),
+    "legacy functions": (_with(functions=[{"name": "f"}]), 400),
     "presence penalty": (_with(presence_penalty=0.5), 400),
     "unknown model": (_with(model="gpt-9"), 404),
 }

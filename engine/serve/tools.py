@@ -1,0 +1,272 @@
+"""Tools and structured replies for the chat endpoint: OpenAI's ``tools`` / ``tool_choice`` / ``response_format``
+turned into a prompt, a constraint and, from the reply's text, ``tool_calls`` in OpenAI's shapes.
+
+Every model is served in the *prompted* mode (the response says so: ``X-Miaohui-Tools-Mode: prompted``): the tools
+are described in the system prompt, a call is written ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+and earlier turns go back through the model's own chat template as text in that same form (an assistant's calls
+as its reply, each ``tool`` result as a ``<tool_response>`` in a user turn), so any chat template can carry them.
+``tool_choice``: ``required`` or a named function force the format with a grammar (``engine.constrain``), so the
+arguments always validate against the function's parameters; ``auto`` lets the model choose, and a reply that
+opens with a well-formed call becomes ``tool_calls``; ``none`` describes no tools. ``parallel_tool_calls`` false
+allows one call, true up to ``MAX_PARALLEL_CALLS``.
+
+Owns validation (every bad tool, choice or schema is an ``ApiError(400)``), the rewriting of messages, the call
+format and the response/stream shapes of calls (``CallStream``); the HTTP flow is ``engine.serve.app``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from engine.constrain import ConstraintError, ConstraintSpec, check_spec
+from engine.serve.errors import ApiError
+
+TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
+MAX_PARALLEL_CALLS = 8  # a forced reply may hold this many calls: bounded, so a model cannot call without end
+TOOLS_MODE_HEADER = "X-Miaohui-Tools-Mode"
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for a function name
+_CALL = re.compile(re.escape(TOOL_OPEN) + r"\s*(.*?)\s*" + re.escape(TOOL_CLOSE), re.DOTALL)
+_COMPACT = {"whitespace_flexible": False}
+ANY_OBJECT = {"type": "object"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """The request's tools and how they may be called."""
+
+    tools: tuple[Tool, ...]
+    choice: str  # auto | required | forced (one named function)
+    forced: str | None = None  # the named function of tool_choice
+    parallel: bool = True
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {TOOLS_MODE_HEADER: "prompted"}
+
+    def constraint(self) -> ConstraintSpec | None:
+        """The grammar that forces calls (required / named), or None for ``auto``."""
+        if self.choice == "auto":
+            return None
+        tools = [t for t in self.tools if self.forced in (None, t.name)]
+        variants = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                     "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+        schema = {"anyOf": variants, "x-guidance": _COMPACT}
+        more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if self.parallel else ""
+        lark = f'start: call{more}\ncall: "{TOOL_OPEN}" %json {json.dumps(schema)} "{TOOL_CLOSE}"\n'
+        return ConstraintSpec("grammar", lark)
+
+    def system_text(self) -> str:
+        described = "\n".join(json.dumps({"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters}}, ensure_ascii=False)
+            for t in self.tools)
+        return ("# Tools\n\nYou can call functions to help answer. They are described in JSON here:\n<tools>\n"
+                f"{described}\n</tools>\n\nTo call one, reply with nothing but a JSON object holding the function's "
+                f"name and arguments, inside {TOOL_OPEN}{TOOL_CLOSE} tags, one per call:\n"
+                f'{TOOL_OPEN}{{"name": "<function name>", "arguments": {{<arguments>}}}}{TOOL_CLOSE}\n'
+                "A function's result comes back to you inside <tool_response></tool_response> tags.")
+
+    def parse(self, text: str) -> list[dict[str, Any]] | None:
+        """The ``tool_calls`` the reply ``text`` makes, or None when it is not (only) well-formed calls."""
+        body = text.strip()
+        if not body.startswith(TOOL_OPEN):
+            return None
+        found = _CALL.findall(body)
+        if not found or _CALL.sub("", body).strip():
+            return None
+        names = {t.name for t in self.tools}
+        calls = []
+        for raw in found[: MAX_PARALLEL_CALLS if self.parallel else 1]:
+            try:
+                call = json.loads(raw)
+            except json.JSONDecodeError:
+                return None
+            if not isinstance(call, dict) or call.get("name") not in names:
+                return None
+            arguments = call.get("arguments", {})
+            if isinstance(arguments, str):  # some models write the arguments as a JSON string, as the API sends them
+                arguments = _loads_or(arguments, arguments)
+            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                          "function": {"name": call["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}})
+        return calls
+
+
+def _loads_or(text: str, default: Any) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return default
+
+
+def _schema(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ApiError(400, f"{where} must be a JSON Schema object", param=where.split(".")[0])
+    try:
+        check_spec(ConstraintSpec.json_schema(value))
+    except ConstraintError as exc:
+        raise ApiError(400, f"{where}: {exc}", param=where.split(".")[0]) from None
+    return value
+
+
+def parse_tools(tools: list[Any] | None, tool_choice: Any, parallel: bool | None) -> ToolPlan | None:
+    """The request's tools, validated; None when none may be called (no tools, or ``tool_choice: none``)."""
+    if tool_choice is not None and not isinstance(tool_choice, (str, dict)):
+        raise ApiError(400, "tool_choice must be auto, none, required or {\"type\": \"function\", ...}",
+                       param="tool_choice")
+    if isinstance(tool_choice, str) and tool_choice not in ("auto", "none", "required"):
+        raise ApiError(400, f"tool_choice must be auto, none or required (got {tool_choice!r})", param="tool_choice")
+    parsed: list[Tool] = []
+    for i, entry in enumerate(tools or []):
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or entry.get("type") != "function" or not isinstance(function, dict):
+            raise ApiError(400, f"tools.{i}: a tool must be {{\"type\": \"function\", \"function\": {{...}}}}",
+                           param="tools")
+        name = function.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ApiError(400, f"tools.{i}.function.name must be 1 to 64 letters, digits, _ or -", param="tools")
+        if any(t.name == name for t in parsed):
+            raise ApiError(400, f"tools.{i}: the function name {name!r} is used twice", param="tools")
+        description = function.get("description") or ""
+        if not isinstance(description, str):
+            raise ApiError(400, f"tools.{i}.function.description must be text", param="tools")
+        parameters = _schema(function.get("parameters", ANY_OBJECT), f"tools.{i}.function.parameters")
+        parsed.append(Tool(name, description, parameters))
+    if tool_choice is None:  # OpenAI's default: auto when there are tools
+        tool_choice = "auto"
+    if tool_choice == "none" or (tool_choice == "auto" and not parsed):
+        return None
+    if not parsed:
+        raise ApiError(400, "tool_choice needs tools to choose from", param="tool_choice")
+    forced = None
+    if isinstance(tool_choice, dict):
+        function = tool_choice.get("function")
+        forced = function.get("name") if isinstance(function, dict) else None
+        if tool_choice.get("type") != "function" or not isinstance(forced, str):
+            raise ApiError(400, 'tool_choice must name a function: {"type": "function", "function": {"name": ...}}',
+                           param="tool_choice")
+        if all(t.name != forced for t in parsed):
+            raise ApiError(400, f"tool_choice names {forced!r}, which is not one of the tools", param="tool_choice")
+    choice = "forced" if forced else tool_choice
+    return ToolPlan(tuple(parsed), choice, forced, parallel is not False)
+
+
+def response_constraint(response_format: dict[str, Any] | None) -> ConstraintSpec | None:
+    """``response_format``'s constraint: None for text, any JSON object, or a JSON schema (always strict)."""
+    kind = (response_format or {}).get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ConstraintSpec("json_object")
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ApiError(400, "response_format.json_schema must be an object with a name and a schema",
+                           param="response_format")
+        return ConstraintSpec.json_schema(_schema(spec.get("schema", ANY_OBJECT), "response_format.json_schema.schema"))
+    raise ApiError(400, f"response_format.type must be text, json_object or json_schema (got {kind!r})",
+                   param="response_format")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # text parts, as schemas' _messages accepts them
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def rewrite_messages(messages: Sequence[Any], plan: ToolPlan | None) -> list[Any]:
+    """The conversation with tool turns written as text (``ChatMessage`` objects in, the same kind out)."""
+    if not messages:
+        return []
+    out: list[Any] = []
+    names: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        role, calls = message.role, message.tool_calls
+        if role == "assistant" and calls:
+            parts = [_text(message.content)] if _text(message.content) else []
+            for call in calls:
+                function = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                    raise ApiError(400, f"messages.{i}.tool_calls: each call needs a function name", param="messages")
+                names[str(call.get("id"))] = function["name"]
+                arguments = function.get("arguments", "{}")
+                arguments = _loads_or(arguments, arguments) if isinstance(arguments, str) else arguments
+                parts.append(TOOL_OPEN + json.dumps({"name": function["name"], "arguments": arguments},
+                                                    ensure_ascii=False) + TOOL_CLOSE)
+            out.append(message.model_copy(update={"content": "\n".join(parts), "tool_calls": None}))
+        elif role == "tool":
+            name = names.get(str(message.tool_call_id), message.name or "")
+            response = f"<tool_response>\n{json.dumps({'name': name}, ensure_ascii=False)}\n{_text(message.content)}\n</tool_response>"
+            if out and out[-1].role == "user" and getattr(out[-1], "tool_call_id", None) == "<results>":
+                out[-1] = out[-1].model_copy(update={"content": out[-1].content + "\n" + response})
+            else:
+                out.append(message.model_copy(update={"role": "user", "content": response, "tool_call_id": "<results>"}))
+        else:
+            out.append(message)
+    if plan is not None:
+        prompt = plan.system_text()
+        if out and out[0].role in ("system", "developer"):
+            out[0] = out[0].model_copy(update={"content": _text(out[0].content) + "\n\n" + prompt})
+        else:
+            out.insert(0, type(messages[0])(role="system", content=prompt))
+    return out
+
+
+def finish_calls(body: dict[str, Any], plan: ToolPlan, text: str) -> None:
+    """Turn a whole chat completion ``body`` whose reply is tool calls into OpenAI's tool-call message, in place."""
+    calls = plan.parse(text)
+    if calls:
+        choice = body["choices"][0]
+        choice["message"] = {"role": "assistant", "content": None, "tool_calls": calls, "refusal": None}
+        choice["finish_reason"] = "tool_calls"
+
+
+class CallStream:
+    """A streamed reply that may be tool calls: text goes out as it comes unless it opens a call (``auto``; a
+    forced reply always is one), which is held back and sent as ``tool_calls`` deltas once the reply is whole."""
+
+    def __init__(self, plan: ToolPlan) -> None:
+        self.plan = plan
+        self._state = "calls" if plan.choice != "auto" else "undecided"  # -> "content" | "calls"
+        self._held = ""
+
+    def push(self, text: str) -> str:
+        """The part of ``text`` the client may be sent now as content."""
+        if self._state == "content":
+            return text
+        self._held += text
+        if self._state == "undecided":
+            start = self._held.lstrip()
+            if start.startswith(TOOL_OPEN):
+                self._state = "calls"
+            elif not TOOL_OPEN.startswith(start):
+                self._state, held, self._held = "content", self._held, ""
+                return held
+        return ""
+
+    def finish(self, shaper: Any, text: str, reason: str, with_usage: bool) -> tuple[list[dict[str, Any]], str]:
+        """The chunks still to send before the finishing one (calls, or held text), and the finish reason."""
+        if self._state == "content":
+            return [], reason
+        calls = self.plan.parse(text)
+        if not calls:  # not calls after all (cut off, or malformed): the held text is content
+            return ([shaper.chunk(self._held, with_usage=with_usage)] if self._held else []), reason
+        chunks = []
+        for index, call in enumerate(calls):
+            head = {"index": index, "id": call["id"], "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            tail = {"index": index, "function": {"arguments": call["function"]["arguments"]}}
+            for delta in (head, tail):
+                chunk = shaper.chunk(None, with_usage=with_usage)
+                chunk["choices"][0]["delta"] = {"tool_calls": [delta]}
+                chunks.append(chunk)
+        return chunks, "tool_calls"
