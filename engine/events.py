@@ -22,6 +22,7 @@ class Message:
 
     role: str
     content: str
+    reasoning: str = ""  # an assistant turn's thought (engine.generate.reasoning), given to templates that take it
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class Token:
     t: float  # time.perf_counter() when the id was available
     prob: float | None  # its probability in the final distribution; None when top_logprobs == 0
     top: tuple[TopCandidate, ...] = ()  # best candidates, most likely first; empty when top_logprobs == 0
+    part: str = "answer"  # "reasoning" for a token of a reasoning model's thought (engine.generate.reasoning)
+    reasoning: str = ""  # thought text this token adds (``text`` is then ""); markers are never shown
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,10 @@ class Metrics:
     itl_s: tuple[float, ...] = ()  # every gap between consecutive tokens
     tpot_s: float | None = None  # (e2e - ttft) / (n - 1)
     e2e_s: float | None = None  # submit -> last token
+    ttft_thought_s: float | None = None  # submit -> first token of the thought (None: no thought)
+    ttft_answer_s: float | None = None  # submit -> first token of the answer (after the thought, if any)
+    thinking_tokens: int = 0  # tokens of the thought, its markers included
+    thinking_s: float | None = None  # first -> last token of the thought
     kv_cache_bytes: int = 0  # measured: nbytes of the filled part of every key/value tensor
     kv_cache_bytes_allocated: int = 0  # measured: bytes of the storage behind those tensors
     kv_cache_bytes_formula: int = 0  # 2 × layers × kv_heads × head_dim × cached tokens × bytes
@@ -121,12 +128,14 @@ class Stats:
 
 @dataclass(frozen=True)
 class Finished:
-    """Always the last event, exactly once. ``text`` is the whole reply (authoritative over the deltas)."""
+    """Always the last event, exactly once. ``text`` is the whole reply (authoritative over the deltas): the answer,
+    with a reasoning model's thought in ``reasoning``."""
 
     reason: FinishReason
     text: str
     metrics: Metrics = field(default_factory=Metrics)
     error: str | None = None  # one line, only when reason == "error"
+    reasoning: str = ""  # a reasoning model's thought, markers removed (``text`` is then the answer alone)
 
 
 Event = Started | PrefillProgress | Token | Stats | Finished

@@ -35,6 +35,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def reasoning_model_dir(tmp_path_factory) -> Path:
+    """The tiny model as a reasoning model: a Qwen3-style template, <think> tokens, always thinks then answers."""
+    from tests.helpers.reasoning_model import build_reasoning_model
+
+    return build_reasoning_model(tmp_path_factory.mktemp("reasoning-model"))
+
+
+@pytest.fixture(scope="session")
 def default_model_dir() -> Path:
     """The real default model, fetched by `make install` (`python -m engine fetch`)."""
     from engine.models.fetch import is_fetched

@@ -59,11 +59,12 @@ def _plain(value: Any) -> Any:
 
 def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, add_generation_prompt: bool = True,
                 cancel: threading.Event | None = None, deadline: float | None = None,
-                limits: TemplateLimits = DEFAULT_LIMITS) -> str:
+                limits: TemplateLimits = DEFAULT_LIMITS, extra: Mapping[str, Any] | None = None) -> str:
     """The conversation through ``tokenizer``'s chat template, as ``apply_chat_template(tokenize=False)``
     writes it, within ``limits`` (and ``deadline``, a ``time.monotonic()`` time, when given).
 
     Raises ``TemplateError`` (one line) for any failure or bound, ``CancelledError`` once ``cancel`` is set.
+    ``extra``: a request's own template variables (``enable_thinking``); the conversation's are set after them.
     """
     if not getattr(tokenizer, "chat_template", None):
         raise TemplateError(NO_CHAT_TEMPLATE)
@@ -80,6 +81,7 @@ def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, ad
     budget = Budget(deadline if deadline is not None else deadline_after(limits),
                     limits.base_chars + 2 * input_chars, limits, cancel)
     variables = {key: _plain(value) for key, value in tokenizer.special_tokens_map.items()}
+    variables.update(extra or {})
     variables.update(messages=[dict(m) for m in conversation], tools=None, documents=None,
                      add_generation_prompt=add_generation_prompt)
     with bounded_by(budget):

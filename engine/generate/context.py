@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from engine.generate.chat_template import NO_CHAT_TEMPLATE, deadline_after, render_text
 from engine.errors import BadInputError, ContextTooLongError
@@ -64,7 +64,8 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
             raise BadInputError("only the first message may be the system prompt")
         if not isinstance(message.content, str):
             raise BadInputError(f"message {i + 1} has no text")
-        clean.append(Message(message.role, sanitise_text(message.content)))
+        reasoning = sanitise_text(message.reasoning) if isinstance(message.reasoning, str) else ""
+        clean.append(Message(message.role, sanitise_text(message.content), reasoning))
     if clean[-1].role != "user":
         raise BadInputError("the last message must be the user's")
     if not clean[-1].content.strip():
@@ -73,7 +74,7 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
 
 
 def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event | None = None,
-           deadline: float | None = None) -> list[int]:
+           deadline: float | None = None, template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt.
 
     The ids ``apply_chat_template(tokenize=True)`` gives, with the template run within bounds
@@ -81,8 +82,13 @@ def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event 
     """
     if not getattr(tokenizer, "chat_template", None):
         raise BadInputError(NO_CHAT_TEMPLATE)
-    conversation = [{"role": m.role, "content": m.content} for m in messages]
-    text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline)
+    # A turn's thought goes back only to a template that reads it (it then decides, most strip all but the last).
+    takes_reasoning = "reasoning_content" in str(tokenizer.chat_template)
+    conversation = [{"role": m.role, "content": m.content,
+                     **({"reasoning_content": m.reasoning} if m.reasoning and takes_reasoning else {})}
+                    for m in messages]
+    text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline,
+                       extra=template_kwargs)
     # apply_chat_template still tokenises, given a template that writes the bounded rendering verbatim:
     # the ids stay the library's, whatever it does between rendering and tokenising.
     ids = tokenizer.apply_chat_template(conversation, chat_template=_VERBATIM, add_generation_prompt=True,
@@ -196,7 +202,8 @@ class Prompt:
 
 
 def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, max_new_tokens: int,
-                 cancel: threading.Event | None = None) -> Prompt:
+                 cancel: threading.Event | None = None, template_kwargs: Mapping[str, Any] | None = None,
+                 partial: str = "") -> Prompt:
     """Check, sanitise, render and trim ``messages`` to fit ``context_max`` with ``max_new_tokens`` of reply.
 
     Trimming drops whole leading messages after the system prompt and always restarts the kept
@@ -209,8 +216,12 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     ran out the template's time budget before any trimming); only suffixes near the kept one are rendered,
     and the kept one is rendered exactly. Every rendering shares one template deadline and stops once
     ``cancel`` is set.
+
+    ``template_kwargs``: extra template variables (``enable_thinking``). ``partial``: the raw text of the reply
+    being continued (cut off at its length limit): its tokens follow the generation prompt, no new turn.
     """
     clean = check_messages(messages)
+    tail = [int(i) for i in tokenizer.encode(sanitise_text(partial), add_special_tokens=False)] if partial else []
     _refuse_if_surely_too_long(tokenizer, clean[-1], context_max)
     system = clean[:1] if clean[0].role == "system" else []
     rest = clean[len(system):]
@@ -220,7 +231,7 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
 
     def from_cut(cut: int) -> list[int]:
         if cut not in rendered:
-            rendered[cut] = render(tokenizer, system + rest[cut:], cancel, deadline)
+            rendered[cut] = render(tokenizer, system + rest[cut:], cancel, deadline, template_kwargs) + tail
         return rendered[cut]
 
     # Cut points: indices into `rest` where a kept history may start: 0 (all of it), then each user message
@@ -248,7 +259,7 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     room = context_max - len(shortest)
     if room >= 1:
         return Prompt(tuple(shortest), dropped, room)
-    alone = len(render(tokenizer, rest[-1:], cancel, deadline))
+    alone = len(render(tokenizer, rest[-1:], cancel, deadline, template_kwargs)) + len(tail)
     if system and alone < context_max:
         raise ContextTooLongError(
             f"the system prompt and your message need {len(shortest)} tokens but this model's context holds "

@@ -163,7 +163,8 @@ class ChatSession:
         except CancelledError:
             return iter([Finished("cancelled", "")])  # nothing ran: no metrics to report
         splitter = ReasoningSplitter(fmt, inside=opens_thought(self._tail(prompt.ids), fmt),
-                                     in_answer=partial is not None and bool(partial.content))
+                                     in_answer=partial is not None and bool(partial.content),
+                                     resumed=partial is not None)
         return self._start(prompt, config, cancel, t_submit, constraint, splitter)
 
     def _tail(self, ids: Sequence[int]) -> str:
