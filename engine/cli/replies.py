@@ -67,7 +67,9 @@ def summary_line(finished: Any) -> str:
     m = finished.metrics
     k = m.known
     prefill = "n/a" if k("prefill_tokens") is None else m.prefill_tokens
-    return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')} · prefill {prefill} tok "
+    thought = (f" (thought {_fmt(m.ttft_thought_s, '.3f', ' s')}, answer {_fmt(m.ttft_answer_s, '.3f', ' s')}, "
+               f"{m.thinking_tokens} thinking tokens)" if m.thinking_tokens else "")
+    return (f"[{finished.reason}] TTFT {_fmt(m.ttft_s, '.3f', ' s')}{thought} · prefill {prefill} tok "
             f"@ {_fmt(m.prefill_tok_s, '.0f', ' tok/s')} · decode {_fmt(m.decode_tok_s, '.1f', ' tok/s')} · "
             f"{m.generated_tokens} tokens · KV {format_bytes(k('kv_cache_bytes'))} "
             f"(formula {format_bytes(k('kv_cache_bytes_formula'))}, "
@@ -77,7 +79,7 @@ def summary_line(finished: Any) -> str:
 
 def result_json(finished: Any, facts: Any) -> dict[str, Any]:
     """The ``--json`` object: the reply, its finish reason, every metric, and the model's name + facts."""
-    data: dict[str, Any] = {"text": finished.text, "finish_reason": finished.reason}
+    data: dict[str, Any] = {"text": finished.text, "reasoning": finished.reasoning, "finish_reason": finished.reason}
     if finished.error:
         data["error"] = finished.error
     data.update(finished.metrics.to_dict())
@@ -105,6 +107,9 @@ def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any,
     streamed: list[str] = []
     with first_ctrl_c_sets(cancel) as interrupt:
         for event in start(cancel):
+            if isinstance(event, Token) and not as_json and event.reasoning:
+                sys.stderr.write(terminal_text(event.reasoning))  # a thought goes beside the answer, not into it
+                sys.stderr.flush()
             if isinstance(event, Token) and not as_json and event.text:
                 streamed.append(event.text)
                 sys.stdout.write(terminal_text(event.text))  # a reply's ESC/BEL are shown, never obeyed
