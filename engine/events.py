@@ -103,6 +103,16 @@ class Metrics:
     dropped_turns: int = 0
     device: str = ""
     precision: str = ""
+    # Speculative decoding (engine/speculate): who drafted ("prompt-lookup", "draft:NAME", "self"; "" when off),
+    # steps with a draft, tokens drafted and accepted, forwards of the model while decoding, accepted / drafted,
+    # and tokens after the first per such forward (1.0 without speculation's help).
+    speculation: str = ""
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    target_steps: int = 0
+    acceptance_rate: float | None = None
+    tokens_per_step: float | None = None
     unknown: tuple[str, ...] = ()  # names of the fields above that are not known (their value is a placeholder)
 
     def known(self, name: str) -> Any:

@@ -161,6 +161,54 @@ class SamplingConfig:
         return self.temperature == 0.0
 
 
+SPECULATION_METHODS = ("prompt-lookup", "draft", "self")  # engine/speculate/drafters.py
+MAX_DRAFT_TOKENS = 32  # more drafted tokens per step than this cannot pay: acceptance compounds per position
+
+
+@dataclass(frozen=True)
+class SpeculationConfig:
+    """Speculative decoding (``engine/speculate``): who drafts and how much. Invalid values raise ``BadInputError``.
+
+    ``method``: ``prompt-lookup`` (n-grams of the conversation so far), ``draft`` (``draft_model``, a smaller model
+    with the same tokenizer) or ``self`` (the loaded model's int4 copy). ``max_draft`` bounds the adaptive draft
+    length (it starts at ``start_draft``); when fewer than ``off_below`` drafted tokens per step are accepted over
+    the recent steps drafting pauses (the off-switch), for longer each time it pays no better.
+    """
+
+    method: str = "prompt-lookup"
+    draft_model: str | None = None
+    max_draft: int = 8
+    start_draft: int = 4
+    off_below: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.method not in SPECULATION_METHODS:
+            raise BadInputError(f"unknown speculation {self.method!r}: choose prompt-lookup, draft:MODEL or self")
+        if self.method == "draft" and not self.draft_model:
+            raise BadInputError("draft speculation needs a model: draft:MODEL (a folder or repo id)")
+        if self.method != "draft" and self.draft_model is not None:
+            raise BadInputError(f"{self.method} speculation takes no draft model")
+        for name in ("max_draft", "start_draft"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DRAFT_TOKENS:
+                raise BadInputError(f"{name} must be a whole number from 1 to {MAX_DRAFT_TOKENS} (got {value!r})")
+        if self.start_draft > self.max_draft:
+            raise BadInputError(f"start_draft ({self.start_draft}) must not exceed max_draft ({self.max_draft})")
+        if not isinstance(self.off_below, (int, float)) or isinstance(self.off_below, bool) \
+                or not 0.0 <= self.off_below < 1.0:
+            raise BadInputError(f"off_below must be from 0 to below 1 (got {self.off_below!r})")
+
+    @classmethod
+    def parse(cls, text: str) -> "SpeculationConfig":
+        """``prompt-lookup`` | ``draft:MODEL`` | ``self`` (the command lines' ``--speculative``)."""
+        text = text.strip()
+        if text.startswith("draft:"):
+            return cls(method="draft", draft_model=text[len("draft:"):].strip() or None)
+        if text == "draft":
+            return cls(method="draft")  # refused with the line saying a model is needed
+        return cls(method=text)
+
+
 __all__ = ["FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "DEVICES", "COMPUTE_DTYPES", "INT4_GROUP_SIZE",
            "MAX_TOP_LOGPROBS", "EXPLANATIONS", "SAMPLING_LIMITS", "SAMPLING_RANGES", "CLI_DEFAULT_SEED", "LoadSpec",
-           "SamplingConfig"]
+           "SamplingConfig", "SPECULATION_METHODS", "MAX_DRAFT_TOKENS", "SpeculationConfig"]

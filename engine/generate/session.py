@@ -9,7 +9,8 @@ tokens after the common prefix with what the cache holds are computed; an edited
 history crops the cache back to that prefix), stop tokens, cancel, the finish reason, the metrics
 (docs/DESIGN.md §Metrics) and turning failures into a ``Finished(reason="error")`` that leaves the
 session usable. Prompt rendering and trimming are ``engine.generate.context``'s, token choice is
-``engine.generate.sampling``'s, forward passes and cache internals are the runner's (``engine.generate.runners``
+``engine.generate.sampling``'s (speculative steps, given a ``SpeculationConfig``, ``engine.speculate``'s), forward
+passes and cache internals are the runner's (``engine.generate.runners``
 chooses it).
 
 Threading: a session is used by one thread at a time (the worker that owns the model); ``cancel`` is
@@ -22,6 +23,7 @@ import dataclasses
 import gc
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -36,7 +38,8 @@ from engine.generate.reasoning import (ReasoningSplitter, check_template_kwargs,
                                       reasoning_format, reasoning_metrics)
 from engine.generate.runners import Runner, make_runner
 from engine.generate.sampling import Sampler
-from engine.inputs import SamplingConfig
+from engine.inputs import SamplingConfig, SpeculationConfig
+from engine.speculate import loop as speculate
 from engine.fmt import one_line
 
 # A Stats event every this many tokens: often enough for a live readout at typical decode speeds,
@@ -76,6 +79,7 @@ class _Timeline:
     token_times: list[float] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)  # each token's part: reasoning or answer
     peak_rss: int = 0
+    speculator: Any = None  # engine.speculate.loop.Speculator while a reply decodes speculatively
 
 
 class ChatSession:
@@ -90,8 +94,17 @@ class ChatSession:
     """
 
     def __init__(self, loaded: Any, *, runner_factory: RunnerFactory = make_runner,
-                 clock: Callable[[], float] = time.perf_counter, reserve_threads: int = 0) -> None:
+                 clock: Callable[[], float] = time.perf_counter, reserve_threads: int = 0,
+                 speculation: SpeculationConfig | None = None) -> None:
         self.loaded = loaded
+        # Speculative decoding (engine/speculate): its drafter is built now, so a draft model that cannot serve
+        # (DraftModelError, another vocabulary) is refused before any reply.
+        self.speculation = speculation
+        self._drafter = None
+        if speculation is not None:
+            from engine.speculate.drafters import build_drafter  # lazy: the drafters build on this module
+
+            self._drafter = build_drafter(loaded, speculation)
         self._reserve_threads = max(0, int(reserve_threads))
         self._runner_factory = runner_factory
         self._clock = clock
@@ -237,11 +250,14 @@ class ChatSession:
             timeline.t_prefill_end = self._clock()
 
             sampler = Sampler(config, runner.device, ids, constraint)
+            timeline.speculator = speculating = speculate.start(self._drafter, runner, config, self.speculation,
+                                                                ids, constraint)
+            verified: deque[Any] = deque()  # tokens a speculative step chose, still to emit
             reason = "length"
             restore_threads = self._decode_threads(runner)
             try:
                 for index in range(prompt.max_new_tokens):
-                    choice = sampler.choose(logits)
+                    choice = verified.popleft() if verified else sampler.choose(logits)
                     runner.sync()
                     t = self._clock()
                     timeline.token_times.append(t)
@@ -263,7 +279,12 @@ class ChatSession:
                     if cancel.is_set():
                         reason = "cancelled"
                         break
-                    logits = runner.decode(choice.token_id)
+                    if verified:
+                        continue  # already checked by the model: no forward for it
+                    if speculating is not None:
+                        verified.extend(speculating.step(choice.token_id, prompt.max_new_tokens - index - 1))
+                    else:
+                        logits = runner.decode(choice.token_id)
                     if cancel.is_set():  # set during the forward: stop before emitting another token
                         reason = "cancelled"
                         break
@@ -347,4 +368,5 @@ class ChatSession:
             device=facts.device,
             precision=facts.precision,
             **reasoning_metrics(tl.parts, times, tl.t_submit),  # type: ignore[arg-type]
+            **speculate.speculation_metrics(tl.speculator, n),
         )

@@ -1,0 +1,148 @@
+"""One speculative decoding step, and what steers it: ``Speculator``.
+
+A step starts from the token just chosen (not yet in the target's cache): the drafter proposes up to ``k`` more,
+the target runs one forward over the chosen token and the drafts (``verify``: logits at every position),
+``engine.speculate.accept`` keeps a prefix of the drafts and chooses one more token, and the target's cache is
+cropped in place to what was kept (the drafter's own cache is cropped on its next call). A step with nothing
+drafted is a plain one-token decode, so prompt lookup without a match costs only the lookup.
+
+The draft length adapts: two longer after a fully accepted draft, one past the accepted count after a
+rejection (within 1..``max_draft``). The off-switch: when the drafts of the last ``WINDOW`` steps kept fewer
+than ``off_below`` of their tokens, drafting pauses for ``PAUSE`` steps, doubling (to ``MAX_PAUSE``) each time it
+pays no better once resumed. Counts for the metrics: drafts, drafted and accepted tokens, target forwards.
+Owns no model and no text; the session (``engine.generate.session``) emits what ``step`` returns.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import torch
+
+from engine.generate.sampling import Choice
+from engine.inputs import SamplingConfig, SpeculationConfig
+from engine.speculate.accept import Shaper, accept
+
+if TYPE_CHECKING:  # the drafters build on the session, which imports this module
+    from engine.speculate.drafters import Drafter
+
+WINDOW = 8  # draft steps the off-switch looks back over
+PAUSE = 16  # target steps without drafting after the off-switch first trips
+MAX_PAUSE = 256
+
+
+@dataclass(frozen=True)
+class SpeculationCounts:
+    """What speculation did in one reply (``engine.events.Metrics`` reports them)."""
+
+    drafts: int = 0  # steps that verified at least one drafted token
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    target_steps: int = 0  # forward passes of the target model while decoding (verifies and plain decodes)
+    paused: int = 0  # times the off-switch paused drafting
+
+
+class Speculator:
+    """Drafts and verifies for one reply: ``step(token_id, room)`` returns the next tokens to emit (at least one).
+
+    ``target`` is the session's runner (it must have ``verify``); ``history`` the prompt's ids (the chosen
+    tokens are appended as steps go). Sampling uses a private generator seeded from ``config.seed``.
+    """
+
+    def __init__(self, drafter: Drafter, target: Any, config: SamplingConfig, spec: SpeculationConfig,
+                 history: Sequence[int]) -> None:
+        generator = None
+        if not config.greedy:
+            generator = torch.Generator(device=target.device)
+            # Not the sampler's seed itself: its stream chose the first token, and draws correlated with that
+            # one would bend the distribution of the next. A fixed odd multiplier spreads seeds apart.
+            seed = config.seed if config.seed is not None else secrets.randbits(63)
+            generator.manual_seed((seed * 0x9E3779B97F4A7C15 + 1) % (1 << 63))
+        self.shaper = Shaper(config, generator)
+        self.drafter = drafter
+        self.target = target
+        self.spec = spec
+        self.history = list(history)
+        self._k = spec.start_draft
+        self._recent: deque[tuple[int, int]] = deque(maxlen=WINDOW)  # (drafted, accepted) per draft step
+        self._pause_left = 0
+        self._pause = PAUSE
+        self._drafts = self._drafted = self._accepted = self._steps = self._paused = 0
+
+    @property
+    def counts(self) -> SpeculationCounts:
+        return SpeculationCounts(self._drafts, self._drafted, self._accepted, self._steps, self._paused)
+
+    def step(self, token_id: int, room: int) -> list[Choice]:
+        """Feed ``token_id`` and return the tokens after it: kept drafts, then the target's own choice.
+
+        ``room`` is how many more tokens the reply may have; no more than that are returned."""
+        history = self.history
+        history.append(token_id)
+        k = min(self._k, room - 1)
+        if self._pause_left > 0:
+            self._pause_left -= 1
+            k = 0
+        draft = self.drafter.draft(history, k, self.shaper) if k > 0 else None
+        self._steps += 1
+        if draft is None or not draft.tokens:
+            logits = self.target.decode(token_id)
+            scores = self.shaper.scores(logits, history)
+            token = self.shaper.pick(scores)
+            probs = torch.softmax(scores[0], dim=-1) if self.shaper.config.top_logprobs else None
+            return [self.shaper.choice(token, probs)]
+        tokens = draft.tokens
+        before = self.target.cached_len
+        logits = self.target.verify([token_id, *tokens])  # (k + 1, vocab)
+        verdict = accept(self.shaper, logits, history, tokens, draft.q)
+        kept = verdict.accepted
+        self.target.crop(before + 1 + kept)  # the chosen token and the kept drafts stay
+        history.extend(tokens[:kept])
+        self._learn(len(tokens), kept)
+        return list(verdict.choices)
+
+    def _learn(self, drafted: int, kept: int) -> None:
+        self._drafts += 1
+        self._drafted += drafted
+        self._accepted += kept
+        max_draft = self.spec.max_draft
+        self._k = min(max_draft, self._k + 2) if kept == drafted else max(1, min(max_draft, kept + 1))
+        self._recent.append((drafted, kept))
+        if len(self._recent) == WINDOW:
+            total = sum(d for d, _ in self._recent)
+            if total and sum(a for _, a in self._recent) / total < self.spec.off_below:
+                self._pause_left = self._pause
+                self._pause = min(MAX_PAUSE, self._pause * 2)
+                self._paused += 1
+                self._recent.clear()
+                self._k = self.spec.start_draft
+            elif self._pause > PAUSE and sum(a for _, a in self._recent) / total >= 2 * self.spec.off_below:
+                self._pause = PAUSE  # it pays again: a later trip pauses briefly
+
+
+def start(drafter: Drafter | None, runner: Any, config: SamplingConfig, spec: SpeculationConfig | None,
+          history: Sequence[int], constraint: Any = None) -> Speculator | None:
+    """The reply's ``Speculator``, or None where speculation cannot apply: none asked for, a runner without
+    ``verify`` or without a KV cache, or a constraint (it masks each step's logits as the text so far allows)."""
+    if drafter is None or spec is None or constraint is not None:
+        return None
+    if not getattr(runner, "use_kv_cache", False) or not hasattr(runner, "verify"):
+        return None
+    return Speculator(drafter, runner, config, spec, history)
+
+
+def speculation_metrics(speculator: Speculator | None, generated: int) -> dict[str, Any]:
+    """The ``engine.events.Metrics`` fields of speculation for a reply of ``generated`` tokens (none: defaults).
+
+    The first token comes from the prompt's forward, so tokens per target step counts the ``generated - 1`` after
+    it over the decoding forwards."""
+    if speculator is None:
+        return {}
+    c = speculator.counts
+    return {"speculation": speculator.drafter.name, "drafts": c.drafts, "draft_tokens": c.drafted_tokens,
+            "accepted_tokens": c.accepted_tokens, "target_steps": c.target_steps,
+            "acceptance_rate": c.accepted_tokens / c.drafted_tokens if c.drafted_tokens else None,
+            "tokens_per_step": (generated - 1) / c.target_steps if c.target_steps and generated > 1 else None}
