@@ -23,6 +23,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
 from app.api_keys import ApiKeys
 from engine.fmt import outside_text
+from engine.paths import DEFAULT_MODEL_NAME
 from engine.remote import RemoteError, RemoteSpec, ServerFigures, read_server_metrics
 
 __all__ = ["RemoteSource", "RemoteSpec", "attach", "loaded_note"]
@@ -34,8 +35,12 @@ def loaded_note(facts: Any) -> str:
     if getattr(facts, "remote", False):
         return translate("ChatController", "Connected to {name} at {url}.").format(name=outside_text(facts.name),
                                                                                    url=facts.source)
-    return translate("ChatController", "Loaded {name}: {m} M parameters, {precision} on {device}.").format(
+    note = translate("ChatController", "Loaded {name}: {m} M parameters, {precision} on {device}.").format(
         name=facts.name, m=f"{facts.params / 1e6:.1f}", precision=facts.precision, device=facts.device)
+    if facts.name == DEFAULT_MODEL_NAME:  # a new user's first model cannot really answer: say where real ones are
+        note += " " + translate("ChatController", "It is here to watch the engine work, not for answers: "
+                                "Models… → Recommended lists real chat models ranked for this machine.")
+    return note
 
 
 def attach(window: Any) -> RemoteSource:

@@ -290,3 +290,20 @@ def test_a_new_model_is_reported_ready(qtbot, controller, tiny_model_dir):
     assert controller.facts is ready.args[0] and not controller.is_loading()
     notice, level = rec.of("notice")[-1]
     assert level == "info" and notice.startswith(f"Loaded {tiny_model_dir.name}")
+
+
+def test_the_default_demo_model_points_to_real_chat_models_when_it_loads(qtbot, controller, tiny_model_dir, tmp_path):
+    import shutil
+
+    from engine.paths import DEFAULT_MODEL_NAME
+
+    rec = Recorder(controller)
+    with qtbot.waitSignal(controller.model_ready, timeout=LOAD_TIMEOUT_MS):
+        controller.load(LoadSpec(str(tiny_model_dir), "fp32", "cpu"))
+    assert "Recommended" not in rec.of("notice")[-1][0]  # any other model: just what loaded
+    demo = shutil.copytree(tiny_model_dir, tmp_path / DEFAULT_MODEL_NAME)  # the default model's name
+    with qtbot.waitSignal(controller.model_ready, timeout=LOAD_TIMEOUT_MS):
+        controller.load(LoadSpec(str(demo), "fp32", "cpu"))
+    notice, level = rec.of("notice")[-1]
+    assert level == "info" and notice.startswith(f"Loaded {DEFAULT_MODEL_NAME}")
+    assert "not for answers" in notice and "Models… → Recommended" in notice
