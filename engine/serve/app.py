@@ -166,7 +166,7 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
         loop.call_soon_threadsafe(events.put_nowait, event)
 
     job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text,
-              constraint=parsed.constraint)
+              constraint=parsed.constraint, template_kwargs=parsed.template_kwargs)
     try:
         worker.submit(job)
     except QueueFullError as exc:
@@ -198,7 +198,7 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
             _raise_unfinished(event)
         echoed = parsed.text if parsed.echo else ""
         body = shaper.complete(echoed + event.text, event.finish_reason, event.metrics,
-                               _logprobs(shaper, parsed, pieces))
+                               _logprobs(shaper, parsed, pieces), event.reasoning)
         if parsed.tools is not None:
             finish_calls(body, parsed.tools, event.text)
         return JSONResponse(body, headers=headers)
@@ -255,8 +255,10 @@ async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queu
                 text = calls.push(text)
             logprobs = _logprobs(shaper, parsed, pieces, offset)
             offset += len(text)
-            if text or logprobs is not None:
-                yield sse(shaper.chunk(text, logprobs=logprobs, with_usage=usage))
+            thought = "".join(p.reasoning for p in pieces)
+            if text or logprobs is not None or thought:
+                yield sse(shaper.chunk(text if text or not thought else None, logprobs=logprobs, with_usage=usage,
+                                       reasoning=thought))
         if event.finish_reason == "error":
             yield sse(error_body(500, event.error or "generation failed"))
         elif event.finish_reason == "cancelled":

@@ -62,8 +62,11 @@ def completion_logprobs(pieces: list[Piece], top: int, offset: int = 0) -> dict[
 
 def usage(metrics: Metrics) -> dict[str, Any]:
     prompt, completion = metrics.prompt_tokens, metrics.generated_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+    body = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": metrics.reused_tokens}}
+    if metrics.thinking_tokens:  # OpenAI's name for the tokens of a thought
+        body["completion_tokens_details"] = {"reasoning_tokens": metrics.thinking_tokens}
+    return body
 
 
 def model_list(model_id: str, created: int, max_model_len: int | None = None) -> dict[str, Any]:
@@ -88,11 +91,14 @@ class Shaper:
                 "system_fingerprint": None}
 
     # -- whole responses ----------------------------------------------------------------------
-    def complete(self, text: str, finish_reason: str, metrics: Metrics, logprobs: dict[str, Any] | None) -> dict:
+    def complete(self, text: str, finish_reason: str, metrics: Metrics, logprobs: dict[str, Any] | None,
+                 reasoning: str = "") -> dict:
         if self.kind == "chat":
             body = self._base("chat.completion")
-            body["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                                "logprobs": logprobs, "finish_reason": finish_reason}]
+            message = {"role": "assistant", "content": text, "refusal": None}
+            if reasoning:  # a reasoning model's thought, beside the answer as vLLM and DeepSeek's API give it
+                message["reasoning_content"] = reasoning
+            body["choices"] = [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}]
         else:
             body = self._base("text_completion")
             body["choices"] = [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}]
@@ -101,8 +107,10 @@ class Shaper:
 
     # -- stream chunks ------------------------------------------------------------------------
     def chunk(self, text: str | None, *, role: bool = False, finish_reason: str | None = None,
-              logprobs: dict[str, Any] | None = None, with_usage: bool = False) -> dict[str, Any]:
-        """One chunk with one choice; ``text=None`` sends an empty delta (the finishing chunk)."""
+              logprobs: dict[str, Any] | None = None, with_usage: bool = False,
+              reasoning: str | None = None) -> dict[str, Any]:
+        """One chunk with one choice; ``text=None`` sends an empty delta (the finishing chunk); ``reasoning``: the
+        thought's text, as the delta's ``reasoning_content`` (vLLM's and DeepSeek's name)."""
         if self.kind == "chat":
             body = self._base("chat.completion.chunk")
             delta: dict[str, Any] = {}
@@ -110,6 +118,8 @@ class Shaper:
                 delta["role"] = "assistant"
             if text is not None:
                 delta["content"] = text
+            if reasoning:
+                delta["reasoning_content"] = reasoning
             choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
         else:
             body = self._base("text_completion")

@@ -26,6 +26,7 @@ from engine.errors import BadInputError
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
 from engine.events import Message
 from engine.generate.context import check_messages
+from engine.generate.reasoning import check_template_kwargs
 from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
 from engine.serve.errors import ApiError
 from engine.serve.stops import check_stops
@@ -52,6 +53,7 @@ class ChatMessage(_Strict):
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None  # an assistant's calls, fed back (engine.serve.tools)
     tool_call_id: str | None = None  # a tool result's call
+    reasoning_content: str | None = None  # an assistant's thought, fed back (given to templates that read it)
 
 
 class _Common(_Strict):
@@ -85,6 +87,7 @@ class ChatCompletionRequest(_Common):
     function_call: Any = None
     response_format: dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # vLLM's: template variables, e.g. enable_thinking
 
 
 class CompletionRequest(_Common):
@@ -111,6 +114,7 @@ class Parsed:
     echo: bool = False  # a completion's ``echo``: the prompt goes out before the continuation
     constraint: ConstraintSpec | None = None  # what the reply must follow (response_format, forced tool calls)
     tools: ToolPlan | None = None  # the tools the reply may call
+    template_kwargs: dict[str, Any] | None = None  # chat_template_kwargs, checked (engine.generate.reasoning)
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -183,7 +187,7 @@ def _messages(raw: list[ChatMessage]) -> tuple[Message, ...]:
         if content is None:
             raise ApiError(400, f"messages.{i}: a message needs text content (tool calls are not supported)",
                            param="messages")
-        messages.append(Message(role, content))
+        messages.append(Message(role, content, message.reasoning_content or ""))
     try:
         return tuple(check_messages(messages))
     except BadInputError as exc:
@@ -219,8 +223,13 @@ def parse_chat(body: bytes) -> Parsed:
     max_tokens = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
     # The chosen token's probability is computed alongside the candidates: ask the engine for at least one.
     config = _config(request, max_tokens, 0 if logprobs is None else max(1, logprobs))
+    try:
+        template_kwargs = check_template_kwargs(request.chat_template_kwargs)
+    except BadInputError as exc:
+        raise ApiError(400, str(exc), param="chat_template_kwargs") from None
     return Parsed(request.model, _messages(rewrite_messages(request.messages, plan)), config, _stops(request.stop),
-                  logprobs, bool(request.stream), _stream_usage(request), constraint=constraint, tools=plan)
+                  logprobs, bool(request.stream), _stream_usage(request), constraint=constraint, tools=plan,
+                  template_kwargs=template_kwargs)
 
 
 def parse_completion(body: bytes) -> Parsed:

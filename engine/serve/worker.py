@@ -86,6 +86,7 @@ class Piece:
     text: str
     token: Token | None = None
     token_text: str = ""
+    reasoning: str = ""  # a reasoning model's thought text that came with the token (never stop-matched)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Reply:
     text: str  # the whole reply as the client sees it (stop string and what followed it removed)
     metrics: Metrics
     error: str | None = None
+    reasoning: str = ""  # a reasoning model's thought (``text`` is the answer)
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Job:
     stop: tuple[str, ...] = ()
     text: str | None = None  # a raw text completion: this is continued, with no chat template
     constraint: Any = None  # an engine.constrain.ConstraintSpec the reply must follow (built on the model's thread)
+    template_kwargs: dict[str, Any] | None = None  # chat-template variables (``enable_thinking``), checked
     id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
     cancel: threading.Event = field(default_factory=threading.Event)
     t_arrival: float = field(default_factory=time.perf_counter)
@@ -277,7 +280,8 @@ class Worker:
 
     def _budget(self, job: Job) -> SamplingConfig:
         """The job's config with its reply budget: what the context has left after the whole prompt."""
-        prompt = build_prompt(self.loaded.tokenizer, job.messages, self.context_max, 1, job.cancel)
+        prompt = build_prompt(self.loaded.tokenizer, job.messages, self.context_max, 1, job.cancel,
+                              job.template_kwargs)
         if prompt.dropped_turns:
             raise ContextTooLongError(f"the conversation does not fit in this model's context of {self.context_max} "
                                       "tokens: drop its oldest turns or shorten it")
@@ -295,7 +299,8 @@ class Worker:
                 constraint = None
                 if job.constraint is not None:
                     constraint = TokenConstraint(job.constraint, self.loaded.tokenizer, self.loaded.eos_token_ids)
-                events = slot.session.generate(job.messages, config, job.cancel, constraint=constraint)
+                events = slot.session.generate(job.messages, config, job.cancel, constraint=constraint,
+                                               template_kwargs=job.template_kwargs)
             else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
                 config = job.config
                 slot = self._pool.route(_routed(job))
@@ -322,7 +327,8 @@ class Worker:
                 if event.token_id in self._eos and not event.text:
                     continue  # the end token: counted, not shown
                 shown = matcher.push(event.text)
-                self._emit(job, Piece(shown, event, self._token_text(event) if config.top_logprobs else ""))
+                self._emit(job, Piece(shown, event, self._token_text(event) if config.top_logprobs else "",
+                                      event.reasoning))
                 if matcher.matched is not None:
                     job.cancel.set()  # seen before the next decode step: nothing more is computed
             elif isinstance(event, Started):
@@ -351,7 +357,7 @@ class Worker:
             self._pool.remember(slot, _routed(job), matcher.text if reason in ("stop", "length") else None)
         self.metrics.kv(self._pool.kv_bytes)
         m = finished.metrics
-        self._emit(job, Reply(reason, matcher.text, m, finished.error))
+        self._emit(job, Reply(reason, matcher.text, m, finished.error, finished.reasoning))
         return Record(job.id, reason, m.prompt_tokens, m.reused_tokens, m.generated_tokens)
 
     def _token_text(self, token: Token) -> str:
