@@ -31,6 +31,11 @@ class PerfRecord:
     peak_memory_bytes: int | None = None
     device: str | None = None
     precision: str | None = None
+    # A reasoning model's reply (engine.generate.reasoning): its thought's tokens and seconds, and TTFT split.
+    thinking_tokens: int | None = None
+    thinking_s: float | None = None
+    ttft_thought_s: float | None = None
+    ttft_answer_s: float | None = None
 
     @classmethod
     def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:

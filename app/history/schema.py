@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v2), the migration step from each older version, and the values a
+Owns the tables of the current version (v3), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -45,13 +45,13 @@ CREATE TABLE IF NOT EXISTS perf (
 
 def create_or_migrate(c: sqlite3.Connection, version: int) -> None:
     """Bring a file at schema ``version`` (0: empty) to ``SCHEMA_VERSION`` in the caller's transaction."""
-    if version == 0:
+    if version == 0:  # a new file: v2's tables, then the steps after v2
         for statement in _SCHEMA_V2.split(";"):
             if statement.strip():
                 c.execute(statement)
-    else:
-        for step in range(version, SCHEMA_VERSION):
-            _MIGRATIONS[step](c)
+        version = 2
+    for step in range(version, SCHEMA_VERSION):
+        _MIGRATIONS[step](c)
     c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -64,5 +64,10 @@ def _migrate_v1_to_v2(c: sqlite3.Connection) -> None:
               "record TEXT NOT NULL)")
 
 
+def _migrate_v2_to_v3(c: sqlite3.Connection) -> None:
+    """v3 keeps a reasoning model's thought beside its answer (``messages.reasoning``, '' for every other reply)."""
+    c.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+
+
 # schema version -> the step that brings it to the next version
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2}
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3}

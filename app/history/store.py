@@ -272,8 +272,9 @@ class HistoryStore:
             name = _clean_text(title if title is not None else f"{row[0]} (fork)")
             new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings) "
                                 "VALUES (?, ?, ?, ?, ?)", (name, now, now, *row[1:])).lastrowid)
-            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason) SELECT ?, role, text, "
-                      "created, finish_reason FROM messages WHERE conversation_id = ? AND id <= ? ORDER BY id",
+            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning) SELECT ?, "
+                      "role, text, created, finish_reason, reasoning FROM messages WHERE conversation_id = ? AND id <= ? "
+                      "ORDER BY id",
                       (new, cid, mid))
             return new
 
@@ -361,8 +362,9 @@ class HistoryStore:
             return mid
 
     def update_message(self, mid: int, text: str, finish_reason: str | None = None,
-                       perf: PerfRecord | None = None) -> None:
-        """Replace a message's text and finish reason (streaming saves, final save); perf None keeps the old one."""
+                       perf: PerfRecord | None = None, reasoning: str | None = None) -> None:
+        """Replace a message's text and finish reason (streaming saves, final save); perf None keeps the old one,
+        and so does reasoning None (a thought, given: a reasoning model's reply)."""
         _check(None, finish_reason)
         with self._write() as c:
             row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (mid,)).fetchone()
@@ -372,6 +374,8 @@ class HistoryStore:
                       (_clean_text(text), finish_reason, mid))
             if perf is not None:
                 c.execute("INSERT OR REPLACE INTO perf(message_id, record) VALUES (?, ?)", (mid, perf.to_json()))
+            if reasoning is not None:
+                c.execute("UPDATE messages SET reasoning = ? WHERE id = ?", (_clean_text(reasoning), mid))
             c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), row[0]))
 
     def delete_messages_from(self, cid: int, mid: int, known_ids: Collection[int] | None = None) -> None:
