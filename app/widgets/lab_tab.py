@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
 from app import theme
 from app.engine_texts import engine_text
 from app.widgets import accessibility
+from app.widgets.lab_names import human, humanize
 from engine.fmt import outside_text
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png
@@ -251,7 +252,9 @@ class LabTab(QWidget):
         self._draw()
         self.table.clear()
         self.table.setColumnCount(len(result.columns))
-        self.table.setHorizontalHeaderLabels(list(result.columns))
+        self.table.setHorizontalHeaderLabels([human(c) for c in result.columns])
+        for c, column in enumerate(result.columns):  # the raw key on hover: the CSV's and JSON's column name
+            self.table.horizontalHeaderItem(c).setToolTip(column)
         rows = result.rows[:MAX_TABLE_ROWS]
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
@@ -265,7 +268,7 @@ class LabTab(QWidget):
             parts.append("<i>" + self.tr("table shows the first {shown} of {total} rows; the CSV has all").format(
                 shown=MAX_TABLE_ROWS, total=len(result.rows)) + "</i>")
         parts += [f"<span style='color:#b54708'>⚠ {html.escape(flag)}</span>" for flag in result.flags]
-        parts.append("<br>".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>"
+        parts.append("<br>".join(f"{html.escape(human(k))}: <b>{html.escape(str(v))}</b>"
                                  for k, v in result.summary.items()))
         parts += [f"<small>{html.escape(note)}</small>" for note in result.notes]
         self.findings.setHtml("<br>".join(parts))
@@ -355,7 +358,7 @@ class LabTab(QWidget):
         current = theme.current()
         with matplotlib.rc_context(theme.matplotlib_rc(current)):
             self.figure.set_facecolor(current.surface)
-            draw(self._result, self.figure)
+            draw(humanize(self._result), self.figure)
         self.canvas.draw_idle()
 
     @staticmethod

@@ -23,7 +23,7 @@ from engine.models.catalog import choice_for_path, list_local_models
 log = logging.getLogger(__name__)
 
 DEFAULT_LABEL = "SmolLM2-135M-Instruct (default)"
-# The words of engine.models.catalog's labels ("… (default, 257 MB)", "… (Hugging Face cache, 1 GB)", "… (recent)"),
+# The words of engine.models.catalog's labels ("… (default, 256.5 MiB)", "… (Hugging Face cache, 1.0 GiB)", "… (recent)"),
 # shown translated.
 LABEL_WORDS = (QT_TRANSLATE_NOOP("ModelBar", "default"), QT_TRANSLATE_NOOP("ModelBar", "Hugging Face cache"),
                QT_TRANSLATE_NOOP("ModelBar", "recent"))
@@ -75,6 +75,8 @@ class ModelBar(QWidget):
         self.model_combo.setMinimumContentsLength(24)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.model_combo.setToolTip(self.tr("The models on this computer, each with the size of its weights on disk "
+                                            "(MiB, GiB: powers of 1024); a smaller file reads faster per token"))
         layout.addWidget(self.model_combo, 2)
         layout.addWidget(QLabel(self.tr("Precision")))
         self.precision_combo = QComboBox()
@@ -92,6 +94,8 @@ class ModelBar(QWidget):
         layout.addWidget(QLabel(self.tr("Device")))
         self.device_combo = QComboBox()
         self.device_combo.addItems(DEVICES)
+        self.device_combo.setToolTip(self.tr("auto: the GPU when there is one, else the CPU. Decoding reads every "
+                                             "weight per token, so the device's memory bandwidth sets its speed"))
         layout.addWidget(self.device_combo)
         self.load_button = QPushButton(self.tr("Load"))
         self.load_button.setObjectName("primary")

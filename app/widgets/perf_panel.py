@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, Q
 from app import theme as themes
 from app.throttle import Throttle
 from app.widgets import accessibility
+from app.widgets.metric_help import explain
+from app.widgets.roofline_view import RooflineView
 from app.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
 from engine.fmt import format_bytes, outside_text
 
@@ -58,9 +60,10 @@ class _Value(QLabel):
     name is its caption with the value ("Decode average: 41.8 tok/s"). Plain text, tooltip included: a value may be
     a server's model name (its "precision"), which is never markup here."""
 
-    def __init__(self, text: str, caption: str) -> None:
+    def __init__(self, text: str, caption: str, help_text: str = "") -> None:
         super().__init__("")
         self._caption = caption
+        self._help = help_text  # what the figure is (app.widgets.metric_help), under the value in its tooltip
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWordWrap(True)
         # Ignored: the label never asks for more width than the form gives it; it wraps instead.
@@ -69,8 +72,16 @@ class _Value(QLabel):
 
     def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
         super().setText(text)
-        self.setToolTip(html.escape(text))  # a tooltip has no plain-text mode: escaped, it reads as the text
+        # A tooltip has no plain-text mode: escaped, it reads as the text.
+        self.setToolTip(f"<p>{html.escape(text)}</p><p>{html.escape(self._help)}</p>" if self._help
+                        else html.escape(text))
         self.setAccessibleName(accessibility.figure(self._caption, text))
+        if self._help:
+            self.setAccessibleDescription(self._help)
+
+    def set_help(self, help_text: str) -> None:
+        self._help = help_text
+        self.setText(self.text())
 
 
 class PerfPanel(QWidget):
@@ -98,7 +109,7 @@ class PerfPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._values: dict[str, QLabel] = {}
+        self._values: dict[str, _Value] = {}
         self._server_rows: list[tuple[QFormLayout, QLabel]] = []  # what only a server's model shows
         self._facts: Any = None
         self._metrics: Any = None
@@ -108,19 +119,23 @@ class PerfPanel(QWidget):
         layout.setSpacing(4)
         forms: dict[str, QFormLayout] = {}
         for section, title in (("speed", self.tr("Speed")), ("chart", self.tr("Per-token latency")),
-                               ("memory", self.tr("Memory")), ("context", self.tr("Context")),
+                               ("roofline", self.tr("Roofline")), ("memory", self.tr("Memory")), ("context", self.tr("Context")),
                                ("model", self.tr("Model"))):
             heading = QLabel(title)
             heading.setObjectName("sectionTitle")
             layout.addWidget(heading)
             if section == "chart":
                 layout.addWidget(self._build_chart())
+            elif section == "roofline":  # app.widgets.roofline_view: decode against the memory's ceiling
+                self.roofline = RooflineView()
+                layout.addWidget(self.roofline)
             elif section == "context":
                 self._context_bar = QProgressBar()
                 self._context_bar.setTextVisible(True)
                 self._context_bar.setFormat("—")
                 self._context_bar.setRange(0, 1)
                 self._context_bar.setValue(0)
+                self._context_bar.setToolTip(explain("context"))
                 self._name_context()
                 layout.addWidget(self._context_bar)
                 self._dropped = QLabel("")
@@ -145,10 +160,12 @@ class PerfPanel(QWidget):
                 forms[section] = form
                 layout.addLayout(form)
         for section, key, label in self.FIELDS:
-            value = _Value("—", self.tr(label))
+            value = _Value("—", self.tr(label), explain(key))
             value.setObjectName("metricValue")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            forms[section].addRow(self.tr(label), value)
+            caption = QLabel(self.tr(label))
+            caption.setToolTip(explain(key))  # every figure says what it is, how it is measured, what is good
+            forms[section].addRow(caption, value)
             self._values[key] = value
             if key.startswith("server_"):
                 self._server_rows.append((forms[section], value))
@@ -236,6 +253,7 @@ class PerfPanel(QWidget):
         self._values["device"].setText(outside_text(_get(facts, "device") or "—"))  # a server's: its host and name
         self._values["precision"].setText(outside_text(_get(facts, "precision") or "—"))
         self._values["weights"].setText(format_bytes(_get(facts, "weights_bytes")))
+        self.roofline.reset()
         context = _get(facts, "context_length")
         if context:
             self._context_bar.setRange(0, int(context))
@@ -256,6 +274,7 @@ class PerfPanel(QWidget):
             self._values[key].setText("—")
         self._dropped.hide()
         self._kv_note.hide()
+        self.roofline.reset()
         self._redraw.cancel()
         self._update.cancel()
         self._points = ([], [])
@@ -264,6 +283,7 @@ class PerfPanel(QWidget):
     def show_started(self, started: Any) -> None:
         """A reply's prompt is about to be computed: say so when its conversation's KV cache had been evicted."""
         self._kv_note.setVisible(bool(_get(started, "kv_evicted")))
+        self.roofline.start()
 
     def show_metrics(self, metrics: Any, final: bool = False) -> None:
         """Show a Metrics snapshot (live, coalesced further to ~5 per second) or the final one, at once."""
@@ -327,6 +347,10 @@ class PerfPanel(QWidget):
             self._dropped.setText((self.tr("⚠ {n} oldest message dropped to fit the context window (system prompt "
                                            "kept)") if dropped == 1 else self.tr(
                 "⚠ {n} oldest messages dropped to fit the context window (system prompt kept)")).format(n=dropped))
+        self.roofline.show_metrics(metrics)
+        ceiling = self.roofline.ceiling_tok_s()  # the decode rates' tooltips say this device's ceiling
+        for key in ("decode_now", "decode_avg"):
+            v[key].set_help(explain(key, ceiling))
         self._points = (list(range(2, len(itl) + 2)), [gap * 1000 for gap in itl])
         self._redraw()
 

@@ -38,24 +38,38 @@ class SettingsDialog(QDialog):
         self.temperature.setRange(*RANGES["temperature"])
         self.temperature.setSingleStep(0.1)
         self.temperature.setDecimals(2)
-        self.temperature.setToolTip(self.tr("0 = greedy: always the most likely token (deterministic)"))
+        self.temperature.setToolTip(self.tr("How far the choice of each token strays from the most likely one: the "
+                                            "model's scores are divided by it before sampling. 0 = greedy: always "
+                                            "the most likely token (deterministic); 0.2-0.7 for facts and code, "
+                                            "0.8-1.0 for varied writing; above 1.2 replies fall apart"))
         form.addRow(self.tr("Temperature"), self.temperature)
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(*RANGES["top_p"])
         self.top_p.setSingleStep(0.05)
         self.top_p.setDecimals(2)
+        self.top_p.setToolTip(self.tr("Nucleus sampling: only the most likely tokens whose probabilities add up "
+                                      "to p are candidates. 1 keeps all; 0.9 cuts the unlikely tail that makes "
+                                      "nonsense; lower is more predictable"))
         form.addRow(self.tr("Top-p"), self.top_p)
         self.top_k = QSpinBox()
         self.top_k.setRange(*RANGES["top_k"])
         self.top_k.setSpecialValueText(self.tr("off"))
+        self.top_k.setToolTip(self.tr("Only the k most likely tokens are candidates at each step (applied with "
+                                      "top-p: the stricter wins). off keeps all; 40-50 is usual"))
         form.addRow(self.tr("Top-k"), self.top_k)
         self.repetition_penalty = QDoubleSpinBox()
         self.repetition_penalty.setRange(*RANGES["repetition_penalty"])
         self.repetition_penalty.setSingleStep(0.05)
         self.repetition_penalty.setDecimals(2)
+        self.repetition_penalty.setToolTip(self.tr("Makes tokens already in the conversation less likely: their "
+                                                   "scores are divided by this (multiplied when negative). 1 "
+                                                   "is off; 1.05-1.2 stops small models looping; higher "
+                                                   "distorts names and code"))
         form.addRow(self.tr("Repetition penalty"), self.repetition_penalty)
         self.max_new_tokens = QSpinBox()
         self.max_new_tokens.setRange(*RANGES["max_new_tokens"])
+        self.max_new_tokens.setToolTip(self.tr("The longest reply, in tokens (about ¾ of an English word, or "
+                                               "one or two Chinese characters, each); the reply stops there"))
         form.addRow(self.tr("Max new tokens"), self.max_new_tokens)
         self.seed = QSpinBox()
         self.seed.setRange(*RANGES["seed"])

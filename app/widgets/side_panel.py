@@ -28,6 +28,7 @@ class SidePanel(QDockWidget):
         super().__init__(self.tr("Performance"), parent)
         self.setObjectName("perfDock")
         self.perf_panel = PerfPanel()
+        self.perf_panel.roofline.attach(bridge)  # the weights read per token and the bandwidth: worker tasks
         self.token_inspector = TokenInspector()
         self.model_card = ModelCard(bridge)
         self.tokenizer_view = TokenizerView(bridge)

@@ -33,6 +33,7 @@ import transformers
 
 from engine.bench import core
 from engine.bench.membw import measure_bandwidth
+from engine.bench.roofline import weights_read_per_token
 from engine.bench.peer import INSTALL_HINT, NAME as PEER_NAME, PeerError, PeerProcess, gguf_for, installed
 from engine.models.quality import Predictions, agreement, predict, quality_ids
 from engine.bench.report import METRICS, SCHEMA
@@ -101,17 +102,6 @@ def measure(variants: list[Any], scenario_list: list[tuple[str, Callable[[Any], 
     metrics = core.summarise({**measured.runs, **{name: {} for name in absent}},
                              {name: METRICS[name] for name in names})
     return {"metrics": metrics, "warmup_s": measured.warmup_s, "runs": measured.runs}
-
-
-def _bytes_per_token(loaded: Any) -> int:
-    """Weight bytes one decode step reads: everything but an untied input embedding (one row is read)."""
-    model = loaded.model
-    total = loaded.facts.weights_bytes
-    embed = model.get_input_embeddings().weight
-    head = model.get_output_embeddings()
-    if head is not None and head.weight.data_ptr() != embed.data_ptr():
-        total -= embed.nbytes
-    return int(total)
 
 
 def matmul_floor(model: Any, passes: int = 3) -> float | None:
@@ -235,7 +225,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     progress("measuring memory bandwidth again")
     bandwidth_after = measure_bandwidth(device, plan.bandwidth_bytes)
     bandwidth = max(bandwidth_before, bandwidth_after, key=lambda b: b.read_bytes_s)
-    per_token = _bytes_per_token(loaded)
+    per_token = weights_read_per_token(loaded)
     roofline = {}
     for name, rate in metrics["decode_tok_s"]["median"].items():
         # the peer reads its GGUF's weights, not the loaded model's: the file's size stands for them

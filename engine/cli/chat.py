@@ -59,4 +59,10 @@ def _run(args: argparse.Namespace) -> int:
         # Torch loads here, after the load: a model refused from its files is refused before torch is imported.
         from engine.generate.session import ChatSession
         session, facts = ChatSession(loaded), loaded.facts
+        if args.json:  # the decode's roofline: the bandwidth measured once per device (data folder), the CPU watched
+            from engine.bench import roofline
+            bandwidth = roofline.measure_and_store(facts.device)["read_bytes_s"]
+            weights, watch = roofline.weights_read_per_token(loaded), roofline.CpuWatch()
+            return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, True,
+                                       lambda m: roofline.roofline(weights, m, bandwidth, watch.others_share()))
     return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, args.json)

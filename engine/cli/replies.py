@@ -77,13 +77,16 @@ def summary_line(finished: Any) -> str:
             f"{outside_text(m.precision)}")  # a server's model name is its precision: whatever it chose
 
 
-def result_json(finished: Any, facts: Any) -> dict[str, Any]:
-    """The ``--json`` object: the reply, its finish reason, every metric, and the model's name + facts."""
+def result_json(finished: Any, facts: Any, roofline: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """The ``--json`` object: the reply, its finish reason, every metric, and the model's name + facts; with
+    ``roofline`` (a local model: ``engine.bench.roofline``) its figures for the final metrics under ``roofline``."""
     data: dict[str, Any] = {"text": finished.text, "reasoning": finished.reasoning, "finish_reason": finished.reason}
     if finished.error:
         data["error"] = finished.error
     data.update(finished.metrics.to_dict())
     data["model"] = facts.to_dict()
+    if roofline is not None:
+        data["roofline"] = roofline(finished.metrics).to_dict()
     return data
 
 
@@ -96,7 +99,8 @@ def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespa
         return 2
 
 
-def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any, as_json: bool) -> int:
+def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any, as_json: bool,
+                roofline: Callable[[Any], Any] | None = None) -> int:
     """Stream the events ``start(cancel)`` gives and print the result; returns the exit status.
 
     ``start`` is called inside the Ctrl-C guard: the first Ctrl-C sets ``cancel`` (the reply stops within one
@@ -120,7 +124,7 @@ def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any,
         print("error: generation ended without a result", file=sys.stderr)
         return 1
     if as_json:
-        print(json.dumps(result_json(finished, facts), ensure_ascii=False))
+        print(json.dumps(result_json(finished, facts, roofline), ensure_ascii=False))
     else:
         # The stream may lack bytes held back at the very end (an incomplete character): print them.
         shown = "".join(streamed)

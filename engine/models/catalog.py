@@ -15,6 +15,7 @@ from pathlib import Path
 from huggingface_hub import scan_cache_dir
 
 from engine import paths
+from engine.fmt import format_bytes
 from engine.models.fetch import default_gguf, find_default_model
 from engine.models.loader import hf_cache_dir
 
@@ -29,9 +30,7 @@ class ModelChoice:
 
 
 def _size_label(num_bytes: int) -> str:
-    if num_bytes >= 1 << 30:
-        return f"{num_bytes / (1 << 30):.1f} GB"
-    return f"{num_bytes / (1 << 20):.0f} MB"
+    return format_bytes(num_bytes)  # MiB, as every size the window shows (the Models window, the panel)
 
 
 def _weights_size(folder: Path) -> int:

@@ -41,7 +41,8 @@ def test_attention_heatmap_is_drawn_and_listed(qtbot, tab, tmp_path):
     image = heatmap_axes[0].images[0].get_array()
     assert image.shape == (result.summary["zh_tokens"],) * 2
     assert tab.table.rowCount() == len(result.rows) == 2 * 2 * 4
-    assert [tab.table.horizontalHeaderItem(c).text() for c in range(tab.table.columnCount())] == list(result.columns)
+    # human names shown, the raw keys (the CSV's columns) on hover (issue 30)
+    assert [tab.table.horizontalHeaderItem(c).toolTip() for c in range(tab.table.columnCount())] == list(result.columns)
     assert "collapse" in tab.findings.toPlainText()
     assert tab.progress.value() == 100 and tab.run_button.isEnabled() and not tab.cancel_button.isEnabled()
 

@@ -1,0 +1,174 @@
+"""The decode roofline: how close a reply's tokens per second come to what this machine's memory allows.
+
+Decoding one token reads every weight once and the whole KV cache at its current length, so
+``tokens/s ≤ memory bandwidth ÷ bytes read per token``. Owns the one home of that arithmetic (``roofline``, the
+``Roofline`` figures and their verdict), of the weight bytes one decode step reads (``weights_read_per_token``,
+which ``engine bench`` uses too), of the measured bandwidth kept in the data folder (``stored_bandwidth``,
+``measure_and_store``: measured once per device by ``engine.bench.membw``, re-measured on request) and of
+"is something else using the CPU?" (``CpuWatch``: other processes' CPU time during the reply, from psutil).
+
+Torch-free at import (``membw`` loads in ``measure_and_store`` only), so the window can read the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import psutil
+
+from engine.paths import data_dir, data_root
+
+BANDWIDTH_FILE = "bandwidth.json"
+# Below this share of the measured read bandwidth the decode is held up by something other than memory (Python
+# and kernel-launch overhead, small matrix products): "far below the ceiling". Fast paths reach 50-80% here.
+BANDWIDTH_BOUND_SHARE = 0.5
+# Other processes used at least this share of all the cores while the reply decoded: its speed says more about
+# them than about the engine (a reply slowed from 61 to 4.5 tok/s that way was reported as nothing at all).
+BUSY_SHARE = 0.25
+
+VERDICTS = ("bandwidth-bound", "overhead-bound", "machine busy")
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One reply's decode against the memory roofline. Bytes and bytes per second; None where not known."""
+
+    weights_bytes: int  # weight bytes read per decode step
+    kv_bytes: int  # KV-cache bytes read per decode step (the cache at its current length)
+    tok_s: float | None  # the decode rate (tokens per second)
+    bandwidth_bytes_s: float | None  # the device's measured read bandwidth
+    others_cpu_share: float | None  # other processes' CPU time ÷ (wall time × cores) during the reply
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.weights_bytes + self.kv_bytes
+
+    @property
+    def achieved_bytes_s(self) -> float | None:
+        return self.bytes_per_token * self.tok_s if self.tok_s else None
+
+    @property
+    def ceiling_tok_s(self) -> float | None:
+        return self.bandwidth_bytes_s / self.bytes_per_token if self.bandwidth_bytes_s and self.bytes_per_token else None
+
+    @property
+    def share(self) -> float | None:
+        """Achieved ÷ measured bandwidth (1.0: decoding as fast as memory can be read)."""
+        achieved = self.achieved_bytes_s
+        return achieved / self.bandwidth_bytes_s if achieved and self.bandwidth_bytes_s else None
+
+    @property
+    def verdict(self) -> str | None:
+        """``machine busy`` when other processes took the cores, else ``bandwidth-bound`` near the ceiling and
+        ``overhead-bound`` far below it; None before there is a rate and a bandwidth."""
+        if self.others_cpu_share is not None and self.others_cpu_share >= BUSY_SHARE:
+            return "machine busy"
+        share = self.share
+        if share is None:
+            return None
+        return "bandwidth-bound" if share >= BANDWIDTH_BOUND_SHARE else "overhead-bound"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``engine chat --json`` prints under ``roofline``."""
+        data = asdict(self)
+        data.update(bytes_per_token=self.bytes_per_token, achieved_bytes_s=self.achieved_bytes_s,
+                    ceiling_tok_s=self.ceiling_tok_s, share=self.share, verdict=self.verdict)
+        return data
+
+
+def weights_read_per_token(loaded: Any) -> int:
+    """Weight bytes one decode step reads: everything but an untied input embedding (of which one row is read)."""
+    model = loaded.model
+    total = loaded.facts.weights_bytes
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    if head is not None and head.weight.data_ptr() != embed.data_ptr():
+        total -= embed.nbytes
+    return int(total)
+
+
+# ------------------------------------------------------------------------------------ the measured bandwidth
+
+
+def _bandwidth_path() -> Any:
+    return data_root() / BANDWIDTH_FILE
+
+
+def stored_bandwidth(device: str) -> dict[str, Any] | None:
+    """The bandwidth measured earlier on ``device`` (``membw.Bandwidth.to_dict()`` plus ``measured_at``), or None
+    when it never was or the file cannot be read (it is then measured again)."""
+    try:
+        stored = json.loads(_bandwidth_path().read_text(encoding="utf-8"))
+        entry = stored.get(device) if isinstance(stored, dict) else None
+    except (OSError, ValueError):
+        return None
+    if isinstance(entry, dict) and isinstance(entry.get("read_bytes_s"), (int, float)) and entry["read_bytes_s"] > 0:
+        return entry
+    return None
+
+
+def measure_and_store(device: str, force: bool = False) -> dict[str, Any]:
+    """The stored bandwidth of ``device``, measured now (and stored) when there is none or ``force``."""
+    if not force:
+        entry = stored_bandwidth(device)
+        if entry is not None:
+            return entry
+    from engine.bench.membw import measure_bandwidth  # torch: only when measuring
+
+    entry = {**measure_bandwidth(device).to_dict(), "measured_at": time.time()}
+    path = data_dir() / BANDWIDTH_FILE
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = stored if isinstance(stored, dict) else {}
+    except (OSError, ValueError):
+        stored = {}
+    stored[device] = entry
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(json.dumps(stored, indent=1), encoding="utf-8")
+    os.replace(scratch, path)  # a reader never sees half a file
+    return entry
+
+
+# ------------------------------------------------------------------------------------ is the machine busy?
+
+
+class CpuWatch:
+    """Other processes' CPU time since ``start()``: the whole machine's busy time minus this process's."""
+
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self._cores = psutil.cpu_count() or 1
+        self.start()
+
+    @staticmethod
+    def _busy(times: Any) -> float:
+        return sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+    def _own(self) -> float:
+        times = self._process.cpu_times()
+        return times.user + times.system
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._machine0 = self._busy(psutil.cpu_times())
+        self._own0 = self._own()
+
+    def others_share(self) -> float | None:
+        """Other processes' CPU seconds ÷ (wall seconds × cores) since ``start()``; None before 50 ms passed."""
+        wall = time.monotonic() - self._t0
+        if wall < 0.05:
+            return None
+        others = (self._busy(psutil.cpu_times()) - self._machine0) - (self._own() - self._own0)
+        return min(1.0, max(0.0, others / (wall * self._cores)))
+
+
+def roofline(weights_bytes: int, metrics: Any, bandwidth_bytes_s: float | None,
+             others_cpu_share: float | None) -> Roofline:
+    """The roofline of a reply from its ``Metrics`` (decode rate and measured KV bytes) and the measured bandwidth."""
+    return Roofline(weights_bytes=int(weights_bytes), kv_bytes=int(getattr(metrics, "kv_cache_bytes", 0) or 0),
+                    tok_s=getattr(metrics, "decode_tok_s", None), bandwidth_bytes_s=bandwidth_bytes_s,
+                    others_cpu_share=others_cpu_share)
