@@ -6,8 +6,9 @@ user is likely to load that still run on the plain runner, with what the step la
 answer to "why not the fast path": ``Refusal`` (a ``RefusalKind`` and one line for people). Every family
 shares one decoder step: pre-norm RMSNorm, RoPE, grouped-query attention, a gated MLP, tied or untied
 head; what differs is switched on by the checkpoint itself (q/k/v biases, Qwen2; any projection biases,
-Llama's ``attention_bias``/``mlp_bias``) or by the family (per-head q/k RMSNorm before RoPE, Qwen3 and
-Gemma 3; Gemma 3's norms, scaled embeddings, GeGLU and sliding-window layers).
+Llama's ``attention_bias``/``mlp_bias``; partial rotary and longrope's short/long frequencies, Phi-3/4) or by
+the family (per-head q/k RMSNorm before RoPE, Qwen3 and Gemma 3; Gemma 2/3's norms, scaled embeddings, GeGLU
+and sliding-window layers; Gemma 2's soft-capping; Phi-3's fused qkv_proj / gate_up_proj checkpoints).
 
 Does not own the fused weights or the maths (``engine.generate.llama_fused``), the runner
 (``engine.generate.fastpath``) or the choice between runners (``engine.generate.runners``).
@@ -57,26 +58,35 @@ class Family:
     # attention and after the MLP too, GeGLU with tanh-GELU, scores scaled by query_pre_attn_scalar, and
     # sliding-window layers (with their own RoPE base) interleaved with global ones.
     gemma: bool = False
+    # Gemma 3: one RoPE table per layer type (``rotary_emb(x, positions, layer_type)``); Gemma 2 has one.
+    layer_ropes: bool = False
+    # Gemma 2: tanh soft-capping of attention scores (attn_logit_softcapping) and of the final logits.
+    softcap: bool = False
+    # Phi-3: the checkpoint stores q|k|v as one ``qkv_proj`` and gate|up as one ``gate_up_proj``.
+    fused_checkpoint: bool = False
 
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("llama"), Family("mistral"), Family("qwen2"), Family("qwen3", qk_norm=True),
-    Family("gemma3_text", qk_norm=True, gemma=True))}
+    Family("gemma3_text", qk_norm=True, gemma=True, layer_ropes=True),
+    Family("gemma2", gemma=True, softcap=True),
+    Family("phi3", fused_checkpoint=True))}
 
 # Families people run that the step does not compute yet, and the first thing it lacks for each.
 NOT_YET: dict[str, str] = {
     "gemma3": "the multimodal wrapper (its text model, gemma3_text, is on the fast path)",
-    "gemma2": "attention and final-logit soft-capping",
     "gemma": "not wired to the Gemma 3 step (no post norms, no q/k norms)",
-    "phi3": "fused qkv/gate_up checkpoints and partial rotary",
     "phi": "parallel attention and MLP with LayerNorm",
     "qwen2_moe": "mixture-of-experts layers",
     "qwen3_moe": "mixture-of-experts layers",
 }
 
-# RoPE variants whose cos/sin depend on the position only, so a table computed once is exact; "dynamic"
-# and "longrope" change their frequencies with the sequence length.
+# RoPE variants whose cos/sin depend on the position only, so a table computed once is exact. Two more depend
+# on the sequence length and are computed too: "longrope" (Phi-3.5/4: two tables, short and long frequencies,
+# chosen per forward call by its last position as transformers does, ``engine.generate.fastpath``) and
+# "dynamic" (NTK scaling that changes nothing up to max_position_embeddings, so the runner stops there).
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+ROPE_TYPES = (*STATIC_ROPE_TYPES, "longrope", "dynamic")
 
 
 def family_of(model: Any) -> Family | None:
@@ -95,7 +105,7 @@ def refusal(model: Any) -> Refusal | None:
         lacks = NOT_YET.get(model_type)  # type: ignore[arg-type]
         return Refusal(RefusalKind.FAMILY, f"model_type {model_type or '?'} not on the fast path yet"
                        + (f": {lacks}" if lacks else ""))
-    problem = _gemma_problem(config) if family.gemma else _feature_problem(config)
+    problem = _gemma_problem(config, family) if family.gemma else _feature_problem(config, family)
     if problem is not None:
         return Refusal(RefusalKind.FEATURE, problem)
     problem = _layout_problem(model, family)
@@ -111,24 +121,30 @@ def unsupported_reason(model: Any) -> str | None:
     return None if found is None else found.detail
 
 
-def _feature_problem(config: Any) -> str | None:
+def _feature_problem(config: Any, family: Family) -> str | None:
+    if family.fused_checkpoint:
+        # Phi-3 slides every layer by one window when its config has one (transformers' mask then slides all)
+        if getattr(config, "layer_types", None) and set(config.layer_types) != {"full_attention"}:
+            return f"layer types {sorted(set(config.layer_types))}"
     # Qwen2/3 configs keep a sliding_window size with use_sliding_window false (then it is None here);
     # layer_types says which layers actually slide.
-    if getattr(config, "sliding_window", None) or "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+    elif getattr(config, "sliding_window", None) or "sliding_attention" in (getattr(config, "layer_types", None) or ()):
         return "sliding-window attention"
     if getattr(config, "hidden_act", "silu") != "silu":
         return f"activation {config.hidden_act}"
-    return _static_rope(getattr(config, "rope_parameters", None) or {})
+    return _known_rope(getattr(config, "rope_parameters", None) or {})
 
 
-def _static_rope(rope: Any) -> str | None:
+def _known_rope(rope: Any, types: tuple[str, ...] = ROPE_TYPES) -> str | None:
     rope_type = rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
-    return None if rope_type in STATIC_ROPE_TYPES else f"rope type {rope_type}"
+    return None if rope_type in types else f"rope type {rope_type}"
 
 
-def _gemma_problem(config: Any) -> str | None:
-    """Gemma 3's switches the step does not compute: soft-capping, bidirectional attention, another activation."""
-    if getattr(config, "final_logit_softcapping", None) or getattr(config, "attn_logit_softcapping", None):
+def _gemma_problem(config: Any, family: Family) -> str | None:
+    """Gemma 2/3's switches the step does not compute: soft-capping (Gemma 3), bidirectional attention,
+    another activation, unknown layer types, a RoPE that depends on the length."""
+    if not family.softcap and (getattr(config, "final_logit_softcapping", None)
+                               or getattr(config, "attn_logit_softcapping", None)):
         return "logit soft-capping"
     if getattr(config, "use_bidirectional_attention", False):
         return "bidirectional attention"
@@ -140,8 +156,10 @@ def _gemma_problem(config: Any) -> str | None:
     if "sliding_attention" in kinds and not getattr(config, "sliding_window", None):
         return "sliding layers without a window"
     ropes = getattr(config, "rope_parameters", None) or {}
+    if not family.layer_ropes:
+        return _known_rope(ropes, STATIC_ROPE_TYPES)
     for kind in kinds:
-        problem = _static_rope(ropes.get(kind) if isinstance(ropes, dict) else None)
+        problem = _known_rope(ropes.get(kind) if isinstance(ropes, dict) else None, STATIC_ROPE_TYPES)
         if problem is not None:
             return problem
     return None
@@ -162,14 +180,21 @@ def _layout_problem(model: Any, family: Family) -> str | None:
         if family.qk_norm and not all(isinstance(getattr(getattr(attn, name, None), "weight", None), torch.Tensor)
                                       for name in ("q_norm", "k_norm")):
             return "q/k norms missing"
-        for linear in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
-                       layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+        for linear in projections(layer, family):
             # bitsandbytes' Linear8bitLt / Linear4bit subclass nn.Linear: only the plain class qualifies.
             if not isinstance(linear, QuantizedLinear) and type(linear) is not torch.nn.Linear:
                 return f"quantized or custom layer {type(linear).__name__}"
     if not isinstance(model.lm_head, QuantizedLinear) and type(model.lm_head) is not torch.nn.Linear:
         return f"quantized or custom layer {type(model.lm_head).__name__}"
     return None
+
+
+def projections(layer: Any, family: Family) -> tuple[Any, ...]:
+    """A decoder layer's linear projections as this family's checkpoints lay them out (None for a missing one)."""
+    attn, mlp = layer.self_attn, layer.mlp
+    names = (("qkv_proj", "o_proj"), ("gate_up_proj", "down_proj")) if family.fused_checkpoint else \
+        (("q_proj", "k_proj", "v_proj", "o_proj"), ("gate_proj", "up_proj", "down_proj"))
+    return (*(getattr(attn, name, None) for name in names[0]), *(getattr(mlp, name, None) for name in names[1]))
 
 
 def _placement_problem(model: Any) -> str | None:
@@ -184,4 +209,5 @@ def _placement_problem(model: Any) -> str | None:
     return None
 
 
-__all__ = ["FAMILIES", "NOT_YET", "Family", "Refusal", "RefusalKind", "family_of", "refusal", "unsupported_reason"]
+__all__ = ["FAMILIES", "NOT_YET", "Family", "Refusal", "RefusalKind", "family_of", "projections", "refusal",
+           "unsupported_reason"]

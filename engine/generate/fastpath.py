@@ -39,7 +39,8 @@ import torch.nn.functional as F
 
 from engine.cpu import native_gemm
 from engine.generate.families import refusal
-from engine.generate.llama_fused import attend_one, embed, embed_row, project, rotate, step_plan, weights_for
+from engine.generate.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
+                                        weights_for)
 from engine.generate.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -79,14 +80,27 @@ class FastRunner(ModelRunner):
         self._w = weights_for(model)
         self._dtype = self._w.embed.dtype
         device = model_device(model)
-        limit = max_positions or getattr(model.config, "max_position_embeddings", None) or 4096
+        context = getattr(model.config, "max_position_embeddings", None)
+        limit = max_positions or context or 4096
+        rope = getattr(model.config, "rope_parameters", None) or {}
+        rope_type = rope.get("rope_type") if isinstance(rope, dict) else None
+        if rope_type == "dynamic" and context:
+            # NTK "dynamic" RoPE equals the default one up to max_position_embeddings and then changes its
+            # frequencies with every new length: the tables here are exact only up to there.
+            limit = min(int(limit), int(context))
         self._max_positions = int(limit)
+        # longrope (Phi-3.5/4): transformers picks the short or the long frequencies per forward call, long once
+        # its last position passes original_max_position_embeddings; keys cached before keep their rotation.
+        self._long_after: int | None = int(rope["original_max_position_embeddings"]) \
+            if rope_type == "longrope" else None
         self._static = static
         self._capacity = 0
         self._k = self._v = torch.empty(0)
         # RoPE tables (capacity, head_dim), one per FusedWeights.rope_kinds (Gemma 3: global and local bases)
         self._cos: tuple[torch.Tensor, ...] = ()
         self._sin: tuple[torch.Tensor, ...] = ()
+        self._cos_long: tuple[torch.Tensor, ...] = ()  # longrope's long-frequency tables (else empty)
+        self._sin_long: tuple[torch.Tensor, ...] = ()
         self._rotary = model.model.rotary_emb
         self._device = device
         self._grow(self._max_positions if static else min(initial_capacity, self._max_positions))
@@ -111,7 +125,7 @@ class FastRunner(ModelRunner):
         """Tell dynamo the tensors the step reads live at fixed addresses (as transformers' StaticCache
         does): CUDA graphs then read them in place instead of copying weights and cache in per replay,
         and in-place cache writes do not disable the graph."""
-        tensors = [self._k, self._v, *self._cos, *self._sin, self._positions, self._pos_t, self._step_input,
+        tensors = [self._k, self._v, *self._cos, *self._sin, *self._cos_long, *self._sin_long, self._positions, self._pos_t, self._step_input,
                    self._w.embed, self._w.final_norm, self._w.lm_head, self._w.embed_scale]
         for layer in self._w.layers:
             tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down, layer.qkv_bias,
@@ -137,17 +151,37 @@ class FastRunner(ModelRunner):
         self._k, self._v = k, v
         self._k_layers, self._v_layers = k.unbind(0), v.unbind(0)  # per-layer views, made once per allocation
         with torch.inference_mode():
-            positions = torch.arange(capacity, device=self._device)[None]  # (1, capacity)
             probe = torch.empty(1, dtype=self._dtype, device=self._device)
-            half = w.head_dim // 2
-            cos_tables, sin_tables = [], []
-            for kind in w.rope_kinds:
-                # (1, capacity, head_dim), the model's own RoPE
-                cos, sin = self._rotary(probe, positions) if kind is None else self._rotary(probe, positions, kind)
-                cos_tables.append(cos[0].contiguous())
-                sin_tables.append(torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1).contiguous())
-            self._cos, self._sin = tuple(cos_tables), tuple(sin_tables)
+            # A one-position call first: a "dynamic" RoPE run past its context resets to its own frequencies.
+            self._tables(probe, 1, 1)
+            if self._long_after is None:
+                self._cos, self._sin = self._tables(probe, capacity, capacity)
+            else:
+                # The model's own RoPE picks the set by the last position it is given: the short set for the
+                # positions up to original_max_position_embeddings (the only ones read with it), the long one
+                # from a call that passes it.
+                self._cos_long, self._sin_long = self._tables(probe, max(capacity, self._long_after + 1), capacity)
+                short = self._tables(probe, min(capacity, self._long_after), capacity)
+                self._cos, self._sin = (tuple(torch.cat((s, l[s.shape[0]:])) for s, l in zip(table, long))
+                                        for table, long in zip(short, (self._cos_long, self._sin_long)))
         self._capacity = capacity
+
+    def _tables(self, probe: torch.Tensor, positions: int, keep: int) -> tuple[tuple[torch.Tensor, ...], ...]:
+        """(cos, sin) tables of the first ``keep`` of ``positions`` positions, one per RoPE kind: the model's own
+        rotary embedding called once over 0..positions-1, sin with rotate_half's sign folded in (``rotate``)."""
+        ids = torch.arange(positions, device=self._device)[None]  # (1, positions)
+        cos_tables, sin_tables = [], []
+        for kind in self._w.rope_kinds:
+            # (1, positions, rotary dim): the head dim, or its rotated part with partial rotary
+            cos, sin = self._rotary(probe, ids) if kind is None else self._rotary(probe, ids, kind)
+            half = cos.shape[-1] // 2
+            cos_tables.append(cos[0, :keep].contiguous())
+            sin_tables.append(torch.cat((-sin[0, :keep, :half], sin[0, :keep, half:]), dim=-1).contiguous())
+        return tuple(cos_tables), tuple(sin_tables)
+
+    def _long(self, end: int) -> bool:
+        """Whether a forward call whose last position is ``end - 1`` reads longrope's long tables."""
+        return self._long_after is not None and end > self._long_after
 
     def _ensure(self, positions: int) -> None:
         if positions > self._max_positions:
@@ -174,15 +208,18 @@ class FastRunner(ModelRunner):
 
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
-    def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
+    def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False,
+                       long: bool | None = None) -> torch.Tensor:
         """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1; with ``every``,
-        (n, vocab) of all of them (``verify``)."""
+        (n, vocab) of all of them (``verify``). ``long``: longrope's long tables (None: as transformers chooses
+        for this call alone, by its last position)."""
         w = self._w
         n = ids.shape[0]
         end = start + n
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
+        long = self._long(end) if long is None else long
         ropes = [(cos[start:end, None, :], sin[start:end, None, :])  # (n, 1, head_dim): broadcast over heads
-                 for cos, sin in zip(self._cos, self._sin)]
+                 for cos, sin in zip(*((self._cos_long, self._sin_long) if long else (self._cos, self._sin)))]
         x = embed(w.embed, ids)  # (n, d)
         if w.embed_scale is not None:
             x = x * w.embed_scale
@@ -205,18 +242,23 @@ class FastRunner(ModelRunner):
             qk = rotate(qk, cos, sin)  # (n, H+KV, D)
             self._k[index, :, start:end] = qk[:, heads:].transpose(0, 1)
             self._v[index, :, start:end] = qkv[:, (heads + kvh) * dim:].view(n, kvh, dim).transpose(0, 1)
-            q = qk[:, :heads].transpose(0, 1)[None]  # (1, H, n, D)
-            attn = F.scaled_dot_product_attention(
-                q, self._k[index, :, :end][None], self._v[index, :, :end][None], attn_mask=mask,
-                is_causal=mask is None, scale=w.scaling, enable_gqa=True)  # (1, H, n, D)
-            out = linear(attn[0].transpose(0, 1).reshape(n, heads * dim), layer.o, layer.o_bias)
+            q = qk[:, :heads].transpose(0, 1)  # (H, n, D)
+            if w.attn_softcap is not None:  # Gemma 2: SDPA has no soft-capping
+                causal = mask if mask is not None else torch.ones(n, end, dtype=torch.bool, device=x.device).tril()
+                attn = capped_attention(q, self._k[index, :, :end], self._v[index, :, :end], w.scaling,
+                                        w.attn_softcap, causal)
+            else:
+                attn = F.scaled_dot_product_attention(
+                    q[None], self._k[index, :, :end][None], self._v[index, :, :end][None], attn_mask=mask,
+                    is_causal=mask is None, scale=w.scaling, enable_gqa=True)[0].transpose(0, 1).reshape(n, -1)
+            out = linear(attn, layer.o, layer.o_bias)
             x = x + (out if layer.post_attn_norm is None else norm(out, layer.post_attn_norm))
             h = norm(x, layer.mlp_norm)
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias)  # (n, 2I)
             out = linear(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down, layer.down_bias)
             x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
         h = norm(x if every else x[-1:], w.final_norm)
-        return project(h, w.lm_head)  # (1 or n, vocab)
+        return w.cap_logits(project(h, w.lm_head))  # (1 or n, vocab)
 
     def _prefill_linear(self, x: torch.Tensor, weight: torch.Tensor,
                         bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -239,7 +281,8 @@ class FastRunner(ModelRunner):
         w, plan = self._w, self._plan
         heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
         norm, exact_norm, act = plan.norm, w.norm, w.act  # q/k norms: always the exact one (per-head weights)
-        ropes = [(cos[pos], sin[pos]) for cos, sin in zip(self._cos, self._sin)]  # (head_dim,) each
+        tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
+        ropes = [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]  # (head_dim,) each
         # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at ~2,000
         # (attend_one; measured on the default model, bf16 and int4). Otherwise the same SDPA call
         # transformers makes for one query (GQA in the kernel, no mask): its bf16 rounding is then
@@ -258,7 +301,9 @@ class FastRunner(ModelRunner):
             v_cache.select(1, pos).copy_(qkv[heads + kvh:])
             first = 0 if window is None else max(0, pos + 1 - window)
             k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
-            if fp32_attention:
+            if w.attn_softcap is not None:
+                attn = capped_attention(qk[:heads, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
+            elif fp32_attention:
                 attn = attend_one(qk[:heads], k_seen, v_seen, w.scaling)
             else:
                 attn = F.scaled_dot_product_attention(
@@ -269,7 +314,7 @@ class FastRunner(ModelRunner):
             gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
             out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
             x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
-        return plan.head(norm(x, plan.final_norm))  # (1, vocab)
+        return w.cap_logits(plan.head(norm(x, plan.final_norm)))  # (1, vocab)
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """The decode step with fixed shapes: ``token`` and ``pos`` are (1,) tensors, attention spans
@@ -280,6 +325,10 @@ class FastRunner(ModelRunner):
         groups = heads // kvh
         ropes = [(cos.index_select(0, pos), sin.index_select(0, pos))  # (1, head_dim) each
                  for cos, sin in zip(self._cos, self._sin)]
+        if self._long_after is not None:  # longrope: the long set once pos + 1 passes the original context
+            long = pos + 1 > self._long_after
+            ropes = [(torch.where(long, cos_l.index_select(0, pos), cos), torch.where(long, sin_l.index_select(0, pos), sin))
+                     for (cos, sin), cos_l, sin_l in zip(ropes, self._cos_long, self._sin_long)]
         visible = {None: self._positions <= pos}  # (capacity,) per window
         x = embed(w.embed, token)  # (1, d)
         if w.embed_scale is not None:
@@ -298,6 +347,8 @@ class FastRunner(ModelRunner):
             k_cache.index_copy_(1, pos, qk[heads:, None, :])
             v_cache.index_copy_(1, pos, qkv[:, (heads + kvh) * dim:].view(kvh, 1, dim))
             scores = torch.matmul(qk[:heads].view(kvh, groups, dim), k_cache.transpose(1, 2)) * w.scaling
+            if w.attn_softcap is not None:
+                scores = torch.tanh(scores / w.attn_softcap) * w.attn_softcap
             scores = scores.masked_fill(~visible[layer.window], float("-inf"))  # (KV, G, capacity)
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self._dtype)
             attn = torch.matmul(probs, v_cache)  # (KV, G, D)
@@ -308,7 +359,7 @@ class FastRunner(ModelRunner):
             out = project(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
                           layer.down_bias)
             x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
-        return project(norm(x, w.final_norm), w.lm_head)
+        return w.cap_logits(project(norm(x, w.final_norm), w.lm_head))
 
     def _maybe_compile(self) -> None:
         """Compile the step once, on first use; any failure leaves the eager step in place."""
@@ -339,7 +390,8 @@ class FastRunner(ModelRunner):
             if cancel is not None and cancel.is_set():
                 return
             end = min(total, done + chunk)
-            logits = self._forward_chunk(ids_t[done:end], len(self._ids))
+            # longrope: one set for the whole call, chosen by its last position as transformers' one forward would
+            logits = self._forward_chunk(ids_t[done:end], len(self._ids), long=self._long(len(self._ids) + total - done))
             self._ids.extend(ids[done:end])
             done = end
             yield done, logits if done == total else None

@@ -92,6 +92,14 @@ class FusedWeights:
     rope_kinds: tuple[str | None, ...] = (None,)
     gemma: bool = False  # (1 + w) norms in fp32, post norms, GeGLU (tanh-GELU), scaled embeddings
     embed_scale: torch.Tensor | None = None  # () in the model's dtype: sqrt(d) as transformers rounds it
+    # Gemma 2: cap · tanh(x / cap) of the attention scores (before the mask) and of the final logits.
+    attn_softcap: float | None = None
+    logit_softcap: float | None = None
+
+    def cap_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The final logits as the model returns them: soft-capped where the family caps them."""
+        cap = self.logit_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
 
     def norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """This family's RMSNorm of ``x`` with a weight as stored here."""
@@ -168,14 +176,23 @@ def weights_for(model: Any) -> FusedWeights:
         family = family_of(model)
         qk_norm = family is not None and family.qk_norm
         gemma = family is not None and family.gemma
+        fused_checkpoint = family is not None and family.fused_checkpoint
         layer_types = list(getattr(config, "layer_types", None) or []) if gemma else []
-        rope_kinds: tuple[str | None, ...] = tuple(sorted(set(layer_types))) if gemma else (None,)
+        layer_ropes = family is not None and family.layer_ropes
+        rope_kinds: tuple[str | None, ...] = tuple(sorted(set(layer_types))) if layer_ropes else (None,)
+        # Phi-3 with a sliding_window slides every layer (transformers' mask does); Gemma by layer type.
+        every_window = int(config.sliding_window) if fused_checkpoint and getattr(config, "sliding_window", None) \
+            else None
         layers = []
         with torch.no_grad():
             for index, layer in enumerate(inner.layers):
                 attn, mlp = layer.self_attn, layer.mlp
-                qkv, qkv_bias = _fuse((attn.q_proj, attn.k_proj, attn.v_proj))
-                gate_up, gate_up_bias = _fuse((mlp.gate_proj, mlp.up_proj))
+                if fused_checkpoint:  # Phi-3: already q|k|v and gate|up in the checkpoint, in this row order
+                    qkv, qkv_bias = _projection(attn.qkv_proj)
+                    gate_up, gate_up_bias = _projection(mlp.gate_up_proj)
+                else:
+                    qkv, qkv_bias = _fuse((attn.q_proj, attn.k_proj, attn.v_proj))
+                    gate_up, gate_up_bias = _fuse((mlp.gate_proj, mlp.up_proj))
                 o, o_bias = _projection(attn.o_proj)
                 down, down_bias = _projection(mlp.down_proj)
                 kind = layer_types[index] if gemma else None
@@ -188,8 +205,8 @@ def weights_for(model: Any) -> FusedWeights:
                     qk_norm=_qk_norm(attn, heads, kv_heads, gemma) if qk_norm else None,
                     post_attn_norm=_norm_weight(layer.post_attention_layernorm, gemma) if gemma else None,
                     post_mlp_norm=_norm_weight(layer.post_feedforward_layernorm, gemma) if gemma else None,
-                    window=int(config.sliding_window) if kind == "sliding_attention" else None,
-                    rope=rope_kinds.index(kind),
+                    window=int(config.sliding_window) if kind == "sliding_attention" else every_window,
+                    rope=rope_kinds.index(kind) if layer_ropes else 0,
                 ))
         embedding = inner.embed_tokens
         table = embedding.table if isinstance(embedding, QuantizedEmbedding) else embedding.weight.detach()
@@ -207,9 +224,16 @@ def weights_for(model: Any) -> FusedWeights:
             rope_kinds=rope_kinds,
             gemma=gemma,
             embed_scale=embedding.embed_scale.to(table.dtype) if gemma else None,
+            attn_softcap=_cap(config, "attn_logit_softcapping") if family is not None and family.softcap else None,
+            logit_softcap=_cap(config, "final_logit_softcapping") if family is not None and family.softcap else None,
         )
         _WEIGHTS[model] = weights
         return weights
+
+
+def _cap(config: Any, name: str) -> float | None:
+    value = getattr(config, name, None)
+    return float(value) if value else None
 
 
 def _still_backs(model: Any, w: FusedWeights) -> bool:
@@ -223,7 +247,10 @@ def _still_backs(model: Any, w: FusedWeights) -> bool:
         same.append((inner.norm.weight, w.final_norm))
     for layer, fused in zip(inner.layers, w.layers):
         qkv, gate_up = fused.qkv, fused.gate_up
-        same += [(_source(layer.self_attn.q_proj), qkv), (_source(layer.mlp.gate_proj), gate_up),
+        attn, mlp = layer.self_attn, layer.mlp
+        q_source = _projection(attn.qkv_proj)[0] if hasattr(attn, "qkv_proj") else _source(attn.q_proj)
+        gate_source = _projection(mlp.gate_up_proj)[0] if hasattr(mlp, "gate_up_proj") else _source(mlp.gate_proj)
+        same += [(q_source, qkv), (gate_source, gate_up),
                  (_projection(layer.self_attn.o_proj)[0], fused.o), (_projection(layer.mlp.down_proj)[0], fused.down)]
         if not w.gemma:
             same.append((layer.input_layernorm.weight, fused.attn_norm))
@@ -363,7 +390,30 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torc
     """RoPE: x·cos + rotate_half(x)·sin, with rotate_half's negation folded into ``sin_signed``.
 
     rotate_half(x) = cat(-x2, x1); cat(x2, x1)·cat(-s1, s2) gives the same products exactly (a sign
-    flip is exact), one operation fewer per step.
+    flip is exact), one operation fewer per step. Partial rotary (Phi-4-mini's partial_rotary_factor):
+    tables narrower than the head rotate its first dimensions only and pass the rest through, as
+    transformers' ``apply_rotary_pos_emb`` does.
     """
+    rotary = cos.shape[-1]
+    if rotary != x.shape[-1]:
+        head = x[..., :rotary]
+        return torch.cat((head * cos + head.roll(rotary // 2, dims=-1) * sin_signed, x[..., rotary:]), dim=-1)
     # roll by half a head = cat(x2, x1): the same values in one operation instead of three
-    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin_signed
+    return x * cos + x.roll(rotary // 2, dims=-1) * sin_signed
+
+
+def capped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float, cap: float,
+                     mask: torch.Tensor | None) -> torch.Tensor:
+    """Gemma 2's soft-capped grouped-query attention, operation for operation as transformers' eager
+    attention (SDPA has no soft-capping): q (H, n, D), k and v (KV, m, D), ``mask`` (n, m) bool of the keys
+    each query sees (None: all) → (n, H·D). Products and the cap in the model's dtype, softmax in fp32."""
+    heads, n, dim = q.shape
+    kv_heads = k.shape[0]
+    queries = q.view(kv_heads, heads // kv_heads, n, dim)  # (KV, G, n, D)
+    scores = torch.matmul(queries, k[:, None].transpose(2, 3)) * scaling  # (KV, G, n, m)
+    scores = torch.tanh(scores / cap) * cap
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    out = torch.matmul(probs, v[:, None])  # (KV, G, n, D)
+    return out.view(heads, n, dim).transpose(0, 1).reshape(n, heads * dim)

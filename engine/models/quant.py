@@ -313,13 +313,17 @@ class ProjectionSlice(QuantizedLinear):
 
 def projection_groups(model: Any) -> list[tuple[str, nn.Module, tuple[str, ...]]]:
     """(name, parent, attributes) of every group of projections that read the same input in a
-    Llama-family decoder; the name is the quantized module's key in a cache."""
+    Llama-family decoder; the name is the quantized module's key in a cache. Phi-3's checkpoints hold q|k|v
+    and gate|up already fused (``qkv_proj``, ``gate_up_proj``): one attribute each, the same keys."""
     found = []
     for index, layer in enumerate(model.model.layers):
-        found += [(f"layers.{index}.qkv", layer.self_attn, ("q_proj", "k_proj", "v_proj")),
-                  (f"layers.{index}.o", layer.self_attn, ("o_proj",)),
-                  (f"layers.{index}.gate_up", layer.mlp, ("gate_proj", "up_proj")),
-                  (f"layers.{index}.down", layer.mlp, ("down_proj",))]
+        attn, mlp = layer.self_attn, layer.mlp
+        found += [(f"layers.{index}.qkv", attn, ("qkv_proj",) if hasattr(attn, "qkv_proj") else
+                   ("q_proj", "k_proj", "v_proj")),
+                  (f"layers.{index}.o", attn, ("o_proj",)),
+                  (f"layers.{index}.gate_up", mlp, ("gate_up_proj",) if hasattr(mlp, "gate_up_proj") else
+                   ("gate_proj", "up_proj")),
+                  (f"layers.{index}.down", mlp, ("down_proj",))]
     return found
 
 
