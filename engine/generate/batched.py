@@ -1,0 +1,111 @@
+"""One decode step for several conversations at once: ``decode_batch(runners, token_ids)`` over their own caches.
+
+Continuous batching (``engine.serve.batching``) keeps one ``engine.generate.fastpath.FastRunner`` per sequence:
+each has its own static KV cache, its own length and its own ids, exactly as when it decodes alone. This step
+runs the next token of every one of them in ONE forward: the embeddings, norms, fused q|k|v, o, gate|up and
+down projections and the LM head are single matrix products over a (B, d) batch (on a CPU a decode step costs
+per operation far more than per row, so B rows cost little more than one); RoPE is applied at each sequence's
+own position, and attention is per sequence over its own filled cache prefix, with the very operations the
+runner's eager step uses (SDPA below ``EXACT_ATTENTION_POSITIONS``, ``attend_one`` above it or for quantized
+weights, Gemma 2's capped attention, sliding windows), so sequences of different lengths need no padding and
+never see each other. A batch of one is the runner's own ``decode``: bit for bit today's path.
+
+Why rows may still differ from a sequence decoded alone in the last bit: a matrix product's kernel sums in an
+order that can depend on how many rows it gets (fp32 GEMM on x86 does), so a logit may move by a rounding step;
+greedy replies stay the same unless two candidates tie within that step (the tests and the bench compare them).
+
+Reads the runner's cache, tables and step plan (``_w``, ``_plan``, ``_k_layers``, ``_cos``...) without changing
+how the runner works; does not own scheduling (``engine.serve.batching``), sampling or text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from engine.generate.fastpath import EXACT_ATTENTION_POSITIONS, FastRunner
+from engine.generate.llama_fused import attend_one, capped_attention, embed, rotate
+
+
+def batchable(runner: Any) -> bool:
+    """Whether ``runner`` can decode inside a batch: an eager ``FastRunner`` (a static or compiled one has its own
+    captured step and runs alone)."""
+    return isinstance(runner, FastRunner) and not runner._static and not runner._want_compile \
+        and not runner._compiled
+
+
+def same_model(a: FastRunner, b: FastRunner) -> bool:
+    """Two runners over the same fused weights (one model): only those may share a step."""
+    return a._w is b._w
+
+
+def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> torch.Tensor:
+    """Append ``token_ids[i]`` to ``runners[i]`` (each at its own next position) in one forward: logits (B, vocab)."""
+    if len(runners) != len(token_ids) or not runners:
+        raise ValueError("decode_batch needs one token per runner, and at least one")
+    if len(runners) == 1:
+        return runners[0].decode(token_ids[0])
+    first = runners[0]
+    if any(not same_model(first, r) for r in runners[1:]):
+        raise ValueError("a batch must be of one model")
+    positions = []
+    for runner in runners:
+        pos = len(runner._ids)
+        runner._ensure(pos + 1)
+        positions.append(pos)
+    logits = _forward(runners, token_ids, positions)
+    for runner, token_id in zip(runners, token_ids):
+        runner._ids.append(int(token_id))
+    return logits
+
+
+@torch.inference_mode()
+def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: list[int]) -> torch.Tensor:
+    first = runners[0]
+    w, plan = first._w, first._plan
+    heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
+    norm, exact_norm, act = plan.norm, w.norm, w.act
+    batch = len(runners)
+    device = first._device
+    # Each sequence's RoPE row at its own position, stacked per RoPE kind: (B, 1, rotary) broadcast over heads.
+    per_kind: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+    for runner, pos in zip(runners, positions):
+        tables = (runner._cos_long, runner._sin_long) if runner._long(pos + 1) else (runner._cos, runner._sin)
+        per_kind.append([(cos[pos], sin[pos]) for cos, sin in zip(*tables)])
+    ropes = [(torch.stack([row[kind][0] for row in per_kind])[:, None],
+              torch.stack([row[kind][1] for row in per_kind])[:, None]) for kind in range(len(per_kind[0]))]
+    # As the eager step decides per sequence: fp32 attention for quantized weights, or past the exact range on a CPU.
+    fp32 = [first._quantized or (pos >= EXACT_ATTENTION_POSITIONS and first._cpu) for pos in positions]
+    x = embed(w.embed, torch.tensor(list(token_ids), dtype=torch.long, device=device))  # (B, d)
+    if w.embed_scale is not None:
+        x = x * w.embed_scale
+    for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
+                post_mlp_norm, window, rope) in enumerate(plan.layers):
+        qkv = qkv_proj(norm(x, attn_norm)).view(batch, heads + 2 * kvh, dim)  # rows q | k | v per sequence
+        qk = qkv[:, :heads + kvh] if qk_norm is None else exact_norm(qkv[:, :heads + kvh], qk_norm)
+        qk = rotate(qk, *ropes[rope])  # (B, H+KV, D)
+        rows = []
+        for b, runner in enumerate(runners):
+            pos = positions[b]
+            k_cache, v_cache = runner._k_layers[index], runner._v_layers[index]  # (KV, capacity, D)
+            k_cache.select(1, pos).copy_(qk[b, heads:])
+            v_cache.select(1, pos).copy_(qkv[b, heads + kvh:])
+            start = 0 if window is None else max(0, pos + 1 - window)
+            k_seen, v_seen = k_cache[:, start:pos + 1], v_cache[:, start:pos + 1]
+            q = qk[b, :heads]  # (H, D)
+            if w.attn_softcap is not None:
+                attn = capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
+            elif fp32[b]:
+                attn = attend_one(q, k_seen, v_seen, w.scaling)
+            else:
+                attn = F.scaled_dot_product_attention(q.reshape(1, heads, 1, dim), k_seen[None], v_seen[None],
+                                                      scale=w.scaling, enable_gqa=True)
+            rows.append(attn.reshape(1, heads * dim))
+        out = o_proj(torch.cat(rows))  # (B, d)
+        x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
+        gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)
+        out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+        x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
+    return w.cap_logits(plan.head(norm(x, plan.final_norm)))  # (B, vocab)
