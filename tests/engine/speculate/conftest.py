@@ -50,3 +50,19 @@ def foreign_tiny_dir(tmp_path_factory):
     tokenizer.add_tokens(["<only-here>"])
     tokenizer.save_pretrained(str(folder))
     return folder
+
+
+@pytest.fixture(scope="session")
+def near_lively_dir(lively_dir, tmp_path_factory):
+    """``lively``'s weights plus a little fixed noise: a draft that agrees about half the time when sampled."""
+    import torch
+
+    folder = tmp_path_factory.mktemp("tiny-near")
+    near = load_model(LoadSpec(model=str(lively_dir), precision="fp32", device="cpu"))
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for weight in near.model.parameters():
+            weight.add_(torch.randn(weight.shape, generator=generator) * 0.02)
+    near.model.save_pretrained(folder)
+    near.tokenizer.save_pretrained(folder)
+    return folder
