@@ -36,6 +36,16 @@ class PerfRecord:
     thinking_s: float | None = None
     ttft_thought_s: float | None = None
     ttft_answer_s: float | None = None
+    # The rest of the performance panel's figures, so a reopened conversation shows them instead of "—" (issue 30);
+    # a record saved before they were kept reads them as None.
+    prefill_tokens: int | None = None
+    reused_tokens: int | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    kv_cache_bytes_formula: int | None = None
+    kv_cache_bytes_formula_no_gqa: int | None = None
+    context_tokens: int | None = None
+    context_max: int | None = None
 
     @classmethod
     def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
@@ -53,7 +63,7 @@ class PerfRecord:
                 values[f.name] = raw if isinstance(raw, str) else None
             else:
                 num = as_number(raw)
-                is_count = f.name.endswith(("_tokens", "_bytes"))
+                is_count = str(f.type).startswith("int")  # tokens, bytes, positions: whole numbers
                 values[f.name] = None if num is None else (int(num) if is_count else num)
         return cls(**values)
 

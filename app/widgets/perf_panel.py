@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, Q
                                QWidget)
 
 from app import theme as themes
+from app.history.perf import PerfRecord
 from app.throttle import Throttle
 from app.widgets import accessibility
 from app.widgets.metric_help import explain
@@ -89,6 +90,8 @@ class PerfPanel(QWidget):
 
     FIELDS = (  # (section, key, label: shown translated)
         ("speed", "ttft", QT_TRANSLATE_NOOP("PerfPanel", "Time to first token")),
+        ("speed", "ttft_thought", QT_TRANSLATE_NOOP("PerfPanel", "Time to first thought")),  # a reasoning reply's
+        ("speed", "ttft_answer", QT_TRANSLATE_NOOP("PerfPanel", "Time to first answer token")),
         ("speed", "prefill", QT_TRANSLATE_NOOP("PerfPanel", "Prefill")),
         ("speed", "decode_now", QT_TRANSLATE_NOOP("PerfPanel", "Decode now")),
         ("speed", "decode_avg", QT_TRANSLATE_NOOP("PerfPanel", "Decode average")),
@@ -158,6 +161,7 @@ class PerfPanel(QWidget):
                 form.setHorizontalSpacing(16)
                 form.setVerticalSpacing(3)
                 forms[section] = form
+                self._forms = forms
                 layout.addLayout(form)
         for section, key, label in self.FIELDS:
             value = _Value("—", self.tr(label), explain(key))
@@ -170,6 +174,8 @@ class PerfPanel(QWidget):
             if key.startswith("server_"):
                 self._server_rows.append((forms[section], value))
                 forms[section].setRowVisible(value, False)
+        for key in ("ttft_thought", "ttft_answer"):  # shown once a reply thinks
+            forms["speed"].setRowVisible(self._values[key], False)
         layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -285,6 +291,12 @@ class PerfPanel(QWidget):
         self._kv_note.setVisible(bool(_get(started, "kv_evicted")))
         self.roofline.start()
 
+    def show_stored(self, messages: Any) -> None:
+        """A conversation was shown: the figures stored with its last reply (``PerfRecord``), "—" where none were."""
+        record = next((m.perf for m in reversed(list(messages)) if getattr(m, "perf", None) is not None), None)
+        self.reset()
+        self.show_metrics(record, final=True)
+
     def show_metrics(self, metrics: Any, final: bool = False) -> None:
         """Show a Metrics snapshot (live, coalesced further to ~5 per second) or the final one, at once."""
         if metrics is None:
@@ -300,6 +312,9 @@ class PerfPanel(QWidget):
         m = lambda name: None if name in unknown else _get(metrics, name)  # noqa: E731 (short local accessor)
         v = self._values
         v["ttft"].setText(fmt_seconds(m("ttft_s")))
+        for key in ("ttft_thought", "ttft_answer"):  # a reasoning model's reply: its TTFT split in two
+            v[key].setText(fmt_seconds(m(key + "_s")))
+            self._forms["speed"].setRowVisible(v[key], bool(m("thinking_tokens")))
         prefill_tokens = m("prefill_tokens")
         reused = m("reused_tokens") or 0
         if prefill_tokens is not None:
@@ -347,7 +362,7 @@ class PerfPanel(QWidget):
             self._dropped.setText((self.tr("⚠ {n} oldest message dropped to fit the context window (system prompt "
                                            "kept)") if dropped == 1 else self.tr(
                 "⚠ {n} oldest messages dropped to fit the context window (system prompt kept)")).format(n=dropped))
-        self.roofline.show_metrics(metrics)
+        self.roofline.show_metrics(metrics, live=not isinstance(metrics, PerfRecord))  # stored: no CPU watch
         ceiling = self.roofline.ceiling_tok_s()  # the decode rates' tooltips say this device's ceiling
         for key in ("decode_now", "decode_avg"):
             v[key].set_help(explain(key, ceiling))

@@ -57,6 +57,7 @@ class RooflineView(QWidget):
         self._bandwidth: float | None = None
         self._figures: rl.Roofline | None = None
         self._metrics: Any = None
+        self._live = True
         self._watch = rl.CpuWatch()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -105,8 +106,10 @@ class RooflineView(QWidget):
         self._watch.start()
         self._show()
 
-    def show_metrics(self, metrics: Any) -> None:
+    def show_metrics(self, metrics: Any, live: bool = True) -> None:
+        """Follow ``metrics`` (live: the reply streaming now, so the CPU watch applies; else stored figures)."""
         self._metrics = metrics
+        self._live = live
         self._show()
 
     def figures(self) -> rl.Roofline | None:
@@ -172,7 +175,7 @@ class RooflineView(QWidget):
             return
         assert self._weights is not None
         figures = rl.roofline(self._weights, self._metrics, self._bandwidth,
-                              self._watch.others_share() if self._metrics is not None else None)
+                              self._watch.others_share() if self._metrics is not None and self._live else None)
         self._figures = figures
         v["roofline_bytes"].setText(self.tr("{total} = weights {weights} + KV {kv}").format(
             total=format_bytes(figures.bytes_per_token), weights=format_bytes(figures.weights_bytes),

@@ -24,11 +24,13 @@ from app.widgets.tokenizer_view import TokenizerView
 class SidePanel(QDockWidget):
     """The dock of tabs; its widgets are attributes so the window can wire them (no signals of its own)."""
 
-    def __init__(self, bridge: QObject, parent: QWidget | None = None) -> None:
+    def __init__(self, bridge: QObject, parent: QWidget | None = None, controller: QObject | None = None) -> None:
         super().__init__(self.tr("Performance"), parent)
         self.setObjectName("perfDock")
         self.perf_panel = PerfPanel()
         self.perf_panel.roofline.attach(bridge)  # the weights read per token and the bandwidth: worker tasks
+        if controller is not None:  # a conversation opened: its last reply's stored figures
+            controller.conversation_shown.connect(self.perf_panel.show_stored)  # type: ignore[attr-defined]
         self.token_inspector = TokenInspector()
         self.model_card = ModelCard(bridge)
         self.tokenizer_view = TokenizerView(bridge)

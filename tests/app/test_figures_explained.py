@@ -178,3 +178,27 @@ def test_the_roofline_is_live_in_the_window_and_re_measurable(make_window, qtbot
     qtbot.waitUntil(lambda: not view.busy(), timeout=120_000)
     again = json.loads((home / roofline.BANDWIDTH_FILE).read_text(encoding="utf-8"))["cpu"]
     assert again["measured_at"] > stored["measured_at"] and view.measure_button.isEnabled()
+
+
+def test_a_reopened_conversation_shows_its_stored_figures(make_window, qtbot, styled):
+    from tests.app._gui_fixtures import greedy
+
+    window = make_window(max_new_tokens=6)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=120_000) as first:
+        send_and_wait(qtbot, window, "First chat")
+    cid = window.current_conversation()
+    a = first.args[0].metrics
+    window.on_new_chat_triggered()
+    assert window.perf_panel.displayed()["tokens"] == "—"  # a new chat has no figures yet
+    window.apply_settings(greedy(10))
+    send_and_wait(qtbot, window, "Second chat")
+    assert window.perf_panel.displayed()["tokens"] == "10"
+    window.open_conversation(cid)
+    shown = window.perf_panel.displayed()
+    assert shown["tokens"] == str(a.generated_tokens) == "6"  # its own figures, not the other chat's nor "—"
+    assert shown["ttft"] == f"{a.ttft_s * 1000:.0f} ms" and shown["decode_avg"] == f"{a.decode_tok_s:.1f} tok/s"
+    assert shown["kv"] == format_bytes(a.kv_cache_bytes) and shown["kv_formula"] == format_bytes(
+        a.kv_cache_bytes_formula)
+    assert shown["prefill"].startswith(f"{a.prefill_tokens} tok · ") and shown["e2e"] != "—"
+    assert shown["context"].startswith(f"{a.context_tokens} / {a.context_max} tokens")
+    assert window.perf_panel.roofline.values["roofline_bytes"].text() != "—"
