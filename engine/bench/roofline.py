@@ -83,12 +83,17 @@ class Roofline:
 def weights_read_per_token(loaded: Any) -> int:
     """Weight bytes one decode step reads: everything but an untied input embedding (of which one row is read)."""
     model = loaded.model
-    total = loaded.facts.weights_bytes
-    embed = model.get_input_embeddings().weight
+    embed = _tensor_bytes(model.get_input_embeddings())
     head = model.get_output_embeddings()
-    if head is not None and head.weight.data_ptr() != embed.data_ptr():
-        total -= embed.nbytes
-    return int(total)
+    # A tied head reads the embedding's bytes anyway (a quantized model's embedding reads the head's int8 table).
+    shared = _tensor_bytes(head) if head is not None else {}
+    return int(loaded.facts.weights_bytes - sum(n for ptr, n in embed.items() if ptr not in shared))
+
+
+def _tensor_bytes(module: Any) -> dict[int, int]:
+    """The storage address and bytes of every parameter and buffer of ``module`` (a quantized module keeps its
+    weights in buffers, and its embedding may wrap the head's table rather than own a ``weight``)."""
+    return {t.data_ptr(): t.nbytes for t in (*module.parameters(), *module.buffers()) if t is not None}
 
 
 # ------------------------------------------------------------------------------------ the measured bandwidth

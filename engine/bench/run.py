@@ -110,6 +110,8 @@ def matmul_floor(model: Any, passes: int = 3) -> float | None:
     if unsupported_reason(model) is not None:
         return None
     w = _weights_for(model)
+    if not isinstance(w.embed, torch.Tensor):  # int8/int4 weights are modules (their own kernels), not F.linear's
+        return None
     device = model_device(model)
     with torch.inference_mode():
         x = torch.randn(1, w.embed.shape[1], dtype=w.embed.dtype, device=device)  # (1, d)

@@ -79,3 +79,14 @@ def test_chat_json_carries_the_roofline(tiny_model_dir, home, capsys):
     assert r["bandwidth_bytes_s"] == roofline.stored_bandwidth("cpu")["read_bytes_s"]  # measured once, kept
     assert r["ceiling_tok_s"] == pytest.approx(r["bandwidth_bytes_s"] / r["bytes_per_token"])
     assert r["verdict"] in roofline.VERDICTS and 0.0 <= r["others_cpu_share"] <= 1.0
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_chat_json_carries_the_roofline_of_a_quantized_model(tiny_model_dir, precision, capsys):
+    """int4 is what `auto` loads on a CPU: its embedding reads the head's int8 table (no ``weight`` of its own)."""
+    rc = main(["chat", "--prompt", "Hello", "--model", str(tiny_model_dir), "--precision", precision,
+               "--max-new-tokens", "4", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["precision"] == precision
+    r = data["roofline"]
+    assert 0 < r["weights_bytes"] <= data["weights_bytes"] and r["bytes_per_token"] == r["weights_bytes"] + r["kv_bytes"]
