@@ -11,7 +11,8 @@ that cannot be loaded (one line, no traceback; for a server: a bad URL, one that
 key, an unknown model), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
 what was generated. What a server chose (its model's name, its error texts) is printed through
 ``engine.fmt.outside_text``: no terminal escape reaches the terminal. A local model without a chat template is
-refused from its files' metadata before the weights load (``python -m engine complete`` continues text). Owns its
+refused from its files' metadata before the weights load. ``--speculative prompt-lookup|draft:MODEL|self`` decodes
+speculatively (``engine.speculate``; the JSON's ``speculation``, ``acceptance_rate``, ``tokens_per_step`` and counts) (``python -m engine complete`` continues text). Owns its
 own arguments; the flags and output it shares with ``complete`` are ``engine.cli.replies``'.
 ``engine/__main__.py`` imports every sub-command to build its parser, so the session (which loads torch, ~1.5 s)
 is imported in ``_run``: ``--help`` stays instant.
@@ -22,10 +23,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, remote_args, replies
+from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, remote_args, replies, tool_chat
 from engine.events import Message
 from engine.generate.context import check_messages
-from engine.inputs import LoadSpec
+from engine.errors import BadInputError
+from engine.inputs import LoadSpec, SpeculationConfig
 from engine.models.loader import load_model
 
 
@@ -36,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=MODEL_HELP + SERVED_MODEL_HELP)
     remote_args.add_arguments(parser, "answer with")
     replies.add_generation_arguments(parser)
+    tool_chat.add_arguments(parser)
+    parser.add_argument("--speculative", default=None, metavar="prompt-lookup|draft:MODEL|self",
+                        help="speculative decoding: drafts from the conversation's n-grams, a smaller model of the "
+                             "same tokenizer, or this model's int4 copy, checked in one forward (greedy: same text)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,10 +52,14 @@ def _run(args: argparse.Namespace) -> int:
     config = replies.sampling_config(args)
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.prompt)]
     check_messages(messages)  # bad input fails before the model loads
+    tool_chat.check(args)
+    speculation = SpeculationConfig.parse(args.speculative) if args.speculative is not None else None
 
     if args.base_url is not None:
         from engine.remote import RemoteSession, RemoteSpec, connect  # (the openai client loads on connect)
 
+        if speculation is not None:
+            raise BadInputError("--speculative applies to a model loaded here, not to a server (--base-url)")
         remote = connect(RemoteSpec(args.base_url, args.model, remote_args.key_of(args)))
         session: Any = RemoteSession(remote)
         facts: Any = remote.facts
@@ -58,7 +68,10 @@ def _run(args: argparse.Namespace) -> int:
                                      allow_remote_code=args.allow_remote_code), chat=True)
         # Torch loads here, after the load: a model refused from its files is refused before torch is imported.
         from engine.generate.session import ChatSession
-        session, facts = ChatSession(loaded), loaded.facts
+        session, facts = ChatSession(loaded, speculation=speculation), loaded.facts
+        if args.mcp:  # the model may call the tools of the MCP servers the user named (engine.cli.tool_chat)
+            return tool_chat.run(session, messages, config, args,
+                                 lambda start: replies.print_reply(start, facts, args.json))
         if args.json:  # the decode's roofline: the bandwidth measured once per device (data folder), the CPU watched
             from engine.bench import roofline
             bandwidth = roofline.measure_and_store(facts.device)["read_bytes_s"]
