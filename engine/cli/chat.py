@@ -11,8 +11,9 @@ that cannot be loaded (one line, no traceback; for a server: a bad URL, one that
 key, an unknown model), 1 when generation itself failed (the error line is printed), 130 on Ctrl-C after printing
 what was generated. What a server chose (its model's name, its error texts) is printed through
 ``engine.fmt.outside_text``: no terminal escape reaches the terminal. A local model without a chat template is
-refused from its files' metadata before the weights load. ``--speculative prompt-lookup|draft:MODEL|self`` decodes
-speculatively (``engine.speculate``; the JSON's ``speculation``, ``acceptance_rate``, ``tokens_per_step`` and counts) (``python -m engine complete`` continues text). Owns its
+refused from its files' metadata before the weights load (``python -m engine complete`` continues text).
+``--speculative prompt-lookup|draft:MODEL|self`` decodes speculatively (``engine.speculate``; the JSON then has
+``speculation``, ``acceptance_rate``, ``tokens_per_step`` and the counts). Owns its
 own arguments; the flags and output it shares with ``complete`` are ``engine.cli.replies``'.
 ``engine/__main__.py`` imports every sub-command to build its parser, so the session (which loads torch, ~1.5 s)
 is imported in ``_run``: ``--help`` stays instant.
