@@ -61,6 +61,21 @@ WORKER_TEXTS = (
 )
 
 
+# What each model of the curated list is good for (engine.library.curated; the Models window’s Recommended tab).
+CURATED_NOTES = (
+    QT_TRANSLATE_NOOP("engine", "the smallest that answers in Chinese and English; fast anywhere"),
+    QT_TRANSLATE_NOOP("engine", "good everyday answers in Chinese and English on a laptop CPU"),
+    QT_TRANSLATE_NOOP("engine", "noticeably better answers; wants a desktop CPU or a GPU"),
+    QT_TRANSLATE_NOOP("engine", "thinks before answering (can be switched off); strong in Chinese"),
+    QT_TRANSLATE_NOOP("engine", "a reasoning model that holds its own on maths and code"),
+    QT_TRANSLATE_NOOP("engine", "Google’s small multilingual chat model"),
+    QT_TRANSLATE_NOOP("engine", "Meta’s small model; English first"),
+    QT_TRANSLATE_NOOP("engine", "Meta’s 3B: better English answers"),
+    QT_TRANSLATE_NOOP("engine", "Microsoft’s 3.8B: strong reasoning for its size"),
+    QT_TRANSLATE_NOOP("engine", "the default model’s big sibling (same tokenizer); English"),
+)
+
+
 def engine_text(text: str) -> str:
     """``text`` in the interface's language when it is one listed here, else unchanged."""
     return QCoreApplication.translate(CONTEXT, text) if text else text

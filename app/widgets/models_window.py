@@ -1,6 +1,8 @@
 """The Models window: the models this machine has, and (with downloads allowed) Hugging Face search, a model's
 page with the fit estimate before downloading, and downloads with progress, pause, cancel and resume.
 
+The Recommended tab ranks a curated list of real chat models for this machine (no network).
+
 Non-modal: chat goes on while it is open, and a download goes on while it is hidden. The "Allow downloads from
 Hugging Face" checkbox is ``Settings.allow_downloads`` (off by default); with it off the search controls are
 disabled, Resume too, and nothing in this window opens a socket (every Hub call passes the setting to
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import QCheckBox, QDialog, QHBoxLayout, QLabel, QTabWidge
 from app.library.background import TaskRunner
 from app.library.download_panel import DownloadPanel
 from app.library.installed_tab import InstalledTab
+from app.library.recommended_tab import RecommendedTab
 from app.library.search_tab import SearchTab
 from app.settings import Settings
 from app.widgets import accessibility
@@ -71,6 +74,8 @@ class ModelsWindow(QDialog):
         self.installed_tab = InstalledTab(settings.recent_models())
         self.search_tab = SearchTab(self.runner)
         self.tabs.addTab(self.installed_tab, self.tr("Installed"))
+        self.recommended_tab = RecommendedTab(self.runner)
+        self.tabs.addTab(self.recommended_tab, self.tr("Recommended"))
         self.tabs.addTab(self.search_tab, self.tr("Search Hugging Face"))
         accessibility.name(self.tabs, self.tr("Model library"), self.tr("Installed models and Hugging Face search"))
         self.tabs.tabBar().setAccessibleName(self.tr("Model library sections"))
@@ -84,6 +89,8 @@ class ModelsWindow(QDialog):
         self.installed_tab.error.connect(self.show_error)
         self.installed_tab.info.connect(self.show_info)
         self.search_tab.error.connect(self.show_error)
+        self.recommended_tab.error.connect(self.show_error)
+        self.recommended_tab.open_requested.connect(self.open_repo_page)
         self.search_tab.model_page.download_requested.connect(self.on_download_requested)
         self.download_panel.busy_changed.connect(self.on_download_busy)
         self.download_panel.finished.connect(self.on_download_finished)
@@ -118,6 +125,7 @@ class ModelsWindow(QDialog):
             self.access_note.setText(self.tr("Off: nothing in this window touches the network. Installed models "
                                              "work as always."))
         self.search_tab.set_access(allowed, self._endpoint)
+        self.recommended_tab.set_access(allowed)
         self.installed_tab.set_resume_allowed(allowed and not self.download_panel.is_busy())
 
     @Slot(bool)
@@ -147,7 +155,19 @@ class ModelsWindow(QDialog):
         """Each time the window opens: the models folder and the recently used models read afresh."""
         self.installed_tab.set_recent(self._settings.recent_models())
         self.installed_tab.refresh()
+        self.recommended_tab.refresh()  # free memory changes as models load and unload
         super().showEvent(event)
+
+    @Slot(str)
+    def open_repo_page(self, repo: str) -> None:
+        """A model's Hub page (files, licence, fit, download) in the search tab; downloads must be allowed."""
+        if not self.downloads_allowed():
+            self.show_error(self.tr("Downloads from Hugging Face are off: tick “Allow downloads from Hugging Face” "
+                                    "first."))
+            return
+        self.tabs.setCurrentWidget(self.search_tab)
+        self.search_tab.query.setText(repo)
+        self.search_tab.model_page.show_repo(repo)
 
     @Slot(str)
     def on_use_requested(self, path: str) -> None:

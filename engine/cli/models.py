@@ -54,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--context", type=int, default=None, help="tokens of context (default: 4096 or the model's)")
     fit.add_argument("--precision", choices=PRECISIONS, default="auto")
     fit.add_argument("--file", default=None, help="which GGUF file of a Hub repo")
+    recommended = sub.add_parser("recommended", parents=[common],
+                                 help="real chat models to move to, ranked for this machine (no network)")
+    recommended.add_argument("--remeasure", action="store_true",
+                             help="measure the memory bandwidth again (it is measured once and kept)")
     pull = sub.add_parser("pull", parents=[common, net], help="download a model into the models folder")
     pull.add_argument("repo")
     pull.add_argument("--file", default=None, help="the GGUF file to take (a repo of GGUF quantizations)")
@@ -184,6 +188,29 @@ def _fit(args: argparse.Namespace) -> int:
     return _emit(args, est.to_dict(), lines)
 
 
+def _recommended(args: argparse.Namespace) -> int:
+    from engine.bench import roofline
+    from engine.library import curated
+    from engine.library import fit as fit_mod
+
+    memory = fit_mod.machine_memory()
+    measured = roofline.measure_and_store(memory.device, force=args.remeasure)
+    ranked = curated.recommend(memory, float(measured["read_bytes_s"]))
+    lines = [f"for this machine: {format_bytes(memory.free_bytes)} free ({memory.device}), memory bandwidth "
+             f"{format_bytes(int(measured['read_bytes_s']))}/s; judged at {curated.RECOMMEND_CONTEXT:,} tokens",
+             f"  {'model':<38} {'weights':>16}  {'fits?':<12} {'ceiling':>10}  good for"]
+    for r in ranked:
+        e = r.estimate
+        gated = " (licence to accept on the Hub)" if r.model.gated else ""
+        lines.append(f"  {r.model.repo:<38} {format_bytes(e.weights_bytes) + ' ' + e.precision:>16}  "
+                     f"{e.verdict:<12} {r.ceiling_tokens_per_s or 0:>6.0f} t/s  {r.model.note}{gated}")
+    lines.append("  ceiling = bandwidth ÷ bytes read per token (weights + KV cache); decoding reaches ~50-80% of it. "
+                 "Pull one with `python -m engine models pull REPO --allow-downloads`.")
+    data = {"memory": memory.to_dict(), "bandwidth": measured, "context": curated.RECOMMEND_CONTEXT,
+            "models": [r.to_dict() for r in ranked]}
+    return _emit(args, data, lines)
+
+
 class _ProgressLine:
     """Bytes, speed and time left on stderr: one rewritten line on a terminal, a line per 10 % otherwise."""
 
@@ -243,4 +270,4 @@ def _rm(args: argparse.Namespace) -> int:
     return _emit(args, {"removed": str(removed)}, [f"removed {removed}"])
 
 
-_COMMANDS = {"list": _list, "search": _search, "show": _show, "fit": _fit, "pull": _pull, "rm": _rm}
+_COMMANDS = {"list": _list, "search": _search, "show": _show, "fit": _fit, "recommended": _recommended, "pull": _pull, "rm": _rm}

@@ -155,3 +155,21 @@ def test_help_is_quick_and_lists_models():
     result = subprocess.run([sys.executable, "-m", "engine", "models", "--help"], capture_output=True, text=True,
                             cwd=ROOT, timeout=60)
     assert result.returncode == 0 and all(word in result.stdout for word in ("list", "search", "fit", "pull", "rm"))
+
+
+def test_recommended_ranks_the_curated_list_offline_with_the_stored_bandwidth(home, no_network, capsys):
+    from engine import paths
+    from engine.bench import roofline
+    from engine.library import fit
+    from engine.library.curated import CURATED
+
+    device = fit.machine_memory().device
+    (paths.data_dir() / roofline.BANDWIDTH_FILE).write_text(json.dumps({device: {"read_bytes_s": 20e9}}))
+    data = _json(capsys, "recommended")
+    assert data["bandwidth"]["read_bytes_s"] == 20e9 and len(data["models"]) == len(CURATED)
+    assert {m["repo"] for m in data["models"]} == {c.repo for c in CURATED}
+    for m in data["models"]:
+        assert m["ceiling_tokens_per_s"] == 20e9 / m["bytes_per_token"]
+    code, out, err = _run(capsys, "recommended")
+    assert code == 0 and "Qwen/Qwen2.5-1.5B-Instruct" in out and "ceiling = bandwidth" in out
+    assert no_network == []
