@@ -26,6 +26,8 @@ DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 32  # engine.serve.worker.DEFAULT_MAX_QUEUE
 DEFAULT_MAX_BODY_BYTES = 4 << 20  # engine.serve.app.DEFAULT_MAX_BODY_BYTES
 DEFAULT_SESSIONS = 4  # engine.serve.sessions.DEFAULT_SIZE
+DEFAULT_PARALLEL = 4  # engine.serve.batching.DEFAULT_PARALLEL
+MAX_PARALLEL = 64  # engine.serve.batching.MAX_PARALLEL
 SERVER_PACKAGES = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
 
 
@@ -44,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"largest request body accepted; larger get 413 (default {DEFAULT_MAX_BODY_BYTES})")
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS,
                         help=f"conversations whose KV cache is kept for their next turn (default {DEFAULT_SESSIONS})")
+    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL,
+                        help=f"requests generated at once, their decode steps batched in one forward "
+                             f"(default {DEFAULT_PARALLEL}; 1: one at a time)")
     parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                         help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
     parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
@@ -65,6 +70,8 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
         return f"--max-body-bytes must be at least 1 (got {args.max_body_bytes})"
     if args.sessions < 1:
         return f"--sessions must be at least 1 (got {args.sessions})"
+    if not 1 <= args.parallel <= MAX_PARALLEL:
+        return f"--parallel must be between 1 and {MAX_PARALLEL} (got {args.parallel})"
     if api_key is not None and not api_key.strip():
         return "the API key is empty"
     if api_key is not None and not _sendable(api_key):
@@ -124,7 +131,9 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
     worker = None
     try:
         loaded = load_model(spec)
-        worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions).start()
+        worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions, parallel=args.parallel).start()
+        if worker.batching_refused:
+            print(f"serving one request at a time: {worker.batching_refused}", file=sys.stderr, flush=True)
         app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)
         # uvicorn's start and stop messages stay quiet: the two lines below say it; a line per request remains.
         server = make_server(app, sock, log_level="warning", access_log=True,

@@ -12,8 +12,11 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
   request (reused ones included, as vLLM counts them) and generated tokens (end token included);
   ``miaohui:prefix_cache_queries_total`` / ``miaohui:prefix_cache_hits_total``: prompt tokens looked up in,
   and found in, a KV cache kept from an earlier request; ``miaohui:request_success_total{finished_reason}``.
-- ``miaohui:num_requests_running`` / ``miaohui:num_requests_waiting`` (gauges): 0 or 1 being generated, and
-  the queue behind it.
+- ``miaohui:num_requests_running`` / ``miaohui:num_requests_waiting`` (gauges): requests being generated (at
+  most ``--parallel`` of them) and the queue behind them; the same two under vLLM's own names too,
+  ``vllm:num_requests_running`` / ``vllm:num_requests_waiting``, which vLLM's dashboards and autoscalers read.
+- ``miaohui:parallel_slots`` (gauge): how many requests may be generated at once: ``--parallel``, or 1 when the
+  model cannot be batched (its runner is not the fast path's) and requests are served one at a time.
 - ``miaohui:kv_cache_bytes`` (gauge): measured bytes of the filled KV caches the server holds (every kept
   session); ``miaohui:kv_cache_usage_perc``: those bytes over the most the sessions can hold (each at the
   model's full context), 0..1 - vLLM's "fraction of the KV cache in use".
@@ -23,9 +26,12 @@ Thread-safe (prometheus_client's own locks): the worker thread records, the HTTP
 
 from __future__ import annotations
 
+import threading
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 PREFIX = "miaohui:"
+VLLM_PREFIX = "vllm:"
 # vLLM's buckets; inter-token latency gains 1 ms and 5 ms steps (a small model decodes in a few ms a token).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -50,8 +56,8 @@ class ServerMetrics:
         def counter(name: str, doc: str) -> Counter:
             return Counter(PREFIX + name, doc, label, registry=self.registry).labels(model_name)
 
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(PREFIX + name, doc, label, registry=self.registry).labels(model_name)
+        def gauge(name: str, doc: str, prefix: str = PREFIX) -> Gauge:
+            return Gauge(prefix + name, doc, label, registry=self.registry).labels(model_name)
 
         self.ttft = histogram("time_to_first_token_seconds", "Time to first token (queue included)", TTFT_BUCKETS)
         self.itl = histogram("inter_token_latency_seconds", "Time between consecutive tokens", ITL_BUCKETS)
@@ -64,18 +70,34 @@ class ServerMetrics:
         self._success = Counter(PREFIX + "request_success_total", "Finished requests by finish reason",
                                 ("model_name", "finished_reason"), registry=self.registry)
         self._model_name = model_name
-        self.running = gauge("num_requests_running", "Requests being generated (0 or 1)")
+        self.running = gauge("num_requests_running", "Requests being generated")
         self.waiting = gauge("num_requests_waiting", "Requests waiting in the queue")
+        self._vllm_running = gauge("num_requests_running", "Requests being generated", VLLM_PREFIX)
+        self._vllm_waiting = gauge("num_requests_waiting", "Requests waiting in the queue", VLLM_PREFIX)
+        self.parallel = gauge("parallel_slots", "Requests that may be generated at once (1: one at a time)")
+        self.parallel.set(1)
+        self._running_now = 0
+        self._lock = threading.Lock()
         self.kv_bytes = gauge("kv_cache_bytes", "Bytes of the filled KV caches held")
         self.kv_usage = gauge("kv_cache_usage_perc", "KV cache bytes held over the most the sessions can hold (0..1)")
 
     # -- recording (worker thread) ------------------------------------------------------------
     def queued(self, waiting: int) -> None:
+        self._set_waiting(waiting)
+
+    def _set_waiting(self, waiting: int) -> None:
         self.waiting.set(waiting)
+        self._vllm_waiting.set(waiting)
+
+    def _set_running(self, delta: int) -> None:
+        with self._lock:  # started/finished come from the threads of the requests in flight
+            self._running_now = max(0, self._running_now + delta)
+            self.running.set(self._running_now)
+            self._vllm_running.set(self._running_now)
 
     def started(self, waiting: int, queue_s: float) -> None:
-        self.waiting.set(waiting)
-        self.running.set(1)
+        self._set_waiting(waiting)
+        self._set_running(+1)
         self.queue_time.observe(max(0.0, queue_s))
 
     def prompt(self, prompt_tokens: int, reused_tokens: int) -> None:
@@ -92,7 +114,7 @@ class ServerMetrics:
             self.itl.observe(max(0.0, gap_s))
 
     def finished(self, reason: str, e2e_s: float | None) -> None:
-        self.running.set(0)
+        self._set_running(-1)
         self._success.labels(self._model_name, reason).inc()
         if e2e_s is not None:
             self.e2e.observe(max(0.0, e2e_s))

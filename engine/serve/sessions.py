@@ -11,12 +11,15 @@ are fewer than ``size``, else the slot sharing most with it (a common system pro
 first among equals. Messages are compared, not tokens: cheap, and the session still reuses exactly the
 tokens that match.
 
-Used by the worker thread only (not thread-safe). Owns routing and the slots' KV byte counts; the cache
-itself is the session's.
+Thread-safe: with ``engine serve --parallel N`` up to N requests route at once, each from its own thread. A
+slot is ``busy`` from ``route`` until ``release``: a session generates for one request at a time, so a busy
+slot is never routed to (the pool holds at least N slots). Owns routing and the slots' KV byte counts; the
+cache itself is the session's.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -48,6 +51,7 @@ class Slot:
     held: Conversation = ()  # the conversation the cache was last filled from; () while unknown
     kv_bytes: int = 0  # measured bytes of its filled cache, from the last Stats/Finished
     uses: int = 0  # requests it has served
+    busy: bool = False  # a request is generating with it (from route to release)
 
 
 class SessionPool:
@@ -59,40 +63,58 @@ class SessionPool:
         self._new_session = new_session
         self.size = size
         self.slots: list[Slot] = []
+        self._lock = threading.Lock()
 
     def route(self, messages: Sequence[Message]) -> Slot:
-        """The slot that should serve ``messages`` (marked most recently used, its conversation unknown)."""
+        """The slot that should serve ``messages`` (marked most recently used and busy, its conversation unknown).
+
+        ``RuntimeError`` when every slot is busy (the worker never runs more requests than slots)."""
         wanted = conversation(messages)
-        best: Slot | None = None
-        best_len = 0
-        for slot in reversed(self.slots):  # most recent first: it wins ties
-            common = _common(slot.held, wanted)
-            agrees = common == min(len(slot.held), len(wanted))  # one is a prefix of the other
-            if slot.held and agrees and common > best_len:
-                best, best_len = slot, common
-        if best is None:
-            if len(self.slots) < self.size:
-                best = Slot(self._new_session())
-            else:  # least recently used first among equals: max() keeps the first maximum
-                best = max(self.slots, key=lambda s: _common(s.held, wanted))
-        if best in self.slots:
-            self.slots.remove(best)
-        self.slots.append(best)
-        best.held = ()  # being rewritten: nobody may route to it on its old contents
-        best.uses += 1
-        return best
+        with self._lock:
+            idle = [slot for slot in self.slots if not slot.busy]
+            best: Slot | None = None
+            best_len = 0
+            for slot in reversed(idle):  # most recent first: it wins ties
+                common = _common(slot.held, wanted)
+                agrees = common == min(len(slot.held), len(wanted))  # one is a prefix of the other
+                if slot.held and agrees and common > best_len:
+                    best, best_len = slot, common
+            if best is None:
+                if len(self.slots) < self.size:
+                    best = Slot(self._new_session())
+                elif idle:  # least recently used first among equals: max() keeps the first maximum
+                    best = max(idle, key=lambda s: _common(s.held, wanted))
+                else:
+                    raise RuntimeError("every session is busy")
+            if best in self.slots:
+                self.slots.remove(best)
+            self.slots.append(best)
+            best.held = ()  # being rewritten: nobody may route to it on its old contents
+            best.uses += 1
+            best.busy = True
+            return best
+
+    def release(self, slot: Slot) -> None:
+        """The request that routed to ``slot`` has ended without ``remember`` or ``forget`` (it could not start)."""
+        with self._lock:
+            slot.busy = False
 
     def remember(self, slot: Slot, messages: Sequence[Message], reply: str | None) -> None:
-        """After a request: the cache now holds ``messages`` and, when it completed, ``reply``."""
+        """After a request: the cache now holds ``messages`` and, when it completed, ``reply``; the slot is free."""
         held = conversation(messages)
-        slot.held = held + ((("assistant", reply),) if reply is not None else ())
+        with self._lock:
+            slot.held = held + ((("assistant", reply),) if reply is not None else ())
+            slot.busy = False
 
     def forget(self, slot: Slot) -> None:
-        """The session's cache was dropped (an error): route nothing to it by content."""
-        slot.held = ()
-        slot.kv_bytes = 0
+        """The session's cache was dropped (an error): route nothing to it by content; the slot is free."""
+        with self._lock:
+            slot.held = ()
+            slot.kv_bytes = 0
+            slot.busy = False
 
     @property
     def kv_bytes(self) -> int:
         """Measured bytes of every slot's filled KV cache."""
-        return sum(slot.kv_bytes for slot in self.slots)
+        with self._lock:
+            return sum(slot.kv_bytes for slot in self.slots)

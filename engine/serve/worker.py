@@ -27,6 +27,12 @@ only keeps the queue, and API requests wait in line with the program's own work 
 model. The calls never overlap. An executor that can no longer run a call (its thread is stopping) raises
 ``WorkerClosedError`` instead: the job is answered as cancelled, nothing generated.
 
+``parallel`` > 1 (``engine serve --parallel N``): up to N jobs run at once, each ``_serve`` on a thread of its own
+and a session of its own, their forward passes batched by one ``engine.serve.batching.BatchEngine`` thread (one
+decode forward per step for all of them, prefill in chunks between). A model the batched step cannot run, or an
+``executor`` (the window: its engine thread serves one call at a time), keeps one at a time, and says so in the
+log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the path described above.
+
 Owns the queue, the budget rule and the event translation; the HTTP shapes are ``engine.serve.responses``'.
 Budget rule: the reply may use the context left after the whole prompt (``max_new_tokens`` lowers it). A
 conversation that does not fit whole is refused (``ContextTooLongError``, a 400) rather than silently
@@ -36,6 +42,7 @@ trimmed as the window trims it: an API client manages its own history.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import queue
 import threading
@@ -53,9 +60,12 @@ from engine.fmt import one_line
 from engine.generate.context import build_prompt
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig
+from engine.serve.batching import BatchEngine, batching_refusal
 from engine.serve.metrics import ServerMetrics
 from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
 from engine.serve.stops import StopMatcher
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE = 32
 RECENT = 256
@@ -158,23 +168,41 @@ class Worker:
 
     def __init__(self, loaded: Any, *, max_queue: int = DEFAULT_MAX_QUEUE, sessions: int = DEFAULT_SIZE,
                  model_id: str | None = None, metrics: ServerMetrics | None = None,
-                 executor: Executor = run_here) -> None:
+                 executor: Executor = run_here, parallel: int = 1) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
+        if parallel < 1:
+            raise ValueError("parallel must be at least 1")
         facts = loaded.facts
         self.loaded = loaded
         self.model_id = model_id or facts.name
         self.max_queue = max_queue
         self.context_max = facts.context_length or _UNKNOWN_CONTEXT
         full_context_bytes = facts.kv_bytes_per_token * (facts.context_length or 0)
+        self._engine: BatchEngine | None = None
+        self.batching_refused: str | None = None  # why ``parallel`` > 1 was asked for and not granted
+        if parallel > 1:
+            self.batching_refused = ("an executor serves one call at a time" if executor is not run_here
+                                     else batching_refusal(loaded))
+            if self.batching_refused is None:
+                self._engine = BatchEngine(parallel)
+            else:
+                log.warning("serving one request at a time, not %d: %s", parallel, self.batching_refused)
+        self.parallel = parallel if self._engine is not None else 1
+        sessions = max(sessions, self.parallel)  # each request in flight generates with a session of its own
         self.metrics = metrics or ServerMetrics(self.model_id, full_context_bytes * sessions)
-        self._pool = SessionPool(lambda: ChatSession(loaded), sessions)
+        self.metrics.parallel.set(self.parallel)
+        engine = self._engine
+        self._pool = SessionPool((lambda: ChatSession(loaded, runner_factory=engine.runner_factory)) if engine
+                                 else (lambda: ChatSession(loaded)), sessions)
+        self._free = threading.BoundedSemaphore(self.parallel)  # places for requests in flight
+        self._routed_slot = threading.local()  # the slot the job on this thread routed to (released after it)
         self._eos = frozenset(loaded.eos_token_ids)
         self._executor = executor
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._waiting = 0
-        self._running: Job | None = None
+        self._active: set[Job] = set()  # running now (at most ``parallel``)
         self._closed = False
         self._service_s: float | None = None  # moving average of a request's time on the worker
         self.served = 0
@@ -183,6 +211,8 @@ class Worker:
 
     # -- the asyncio side (any thread) ----------------------------------------------------------
     def start(self) -> "Worker":
+        if self._engine is not None:
+            self._engine.start()
         self._thread.start()
         return self
 
@@ -198,7 +228,7 @@ class Worker:
     @property
     def running(self) -> bool:
         with self._lock:
-            return self._running is not None
+            return bool(self._active)
 
     def submit(self, job: Job) -> None:
         """Queue ``job``; ``QueueFullError`` when ``max_queue`` jobs already wait, ``WorkerClosedError`` after close."""
@@ -218,11 +248,13 @@ class Worker:
         cancel once it runs, at once if the executor gives up on it (``WorkerClosedError``)."""
         with self._lock:
             self._closed = True
-            if self._running is not None:
-                self._running.cancel.set()
+            for job in self._active:
+                job.cancel.set()
         self._queue.put(None)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+        if self._engine is not None:
+            self._engine.close()
 
     def _retry_after(self) -> int:
         """Seconds until a place in the queue is likely free: the queue's length times a request's usual time."""
@@ -236,9 +268,28 @@ class Worker:
             job = self._queue.get()
             if job is None:
                 break
+            self._free.acquire()  # a place in flight: at once with parallel 1, the request before has ended
+            if self._engine is None:
+                self._run(job)
+            else:
+                threading.Thread(target=self._run, args=(job,), name="miaohui-serve-request", daemon=True).start()
+        for _ in range(self.parallel):  # the requests still in flight (cancelled by close) end first
+            self._free.acquire(timeout=30)
+        # Closed: whoever still waits hears that their request was cancelled.
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                self._emit(job, Reply("cancelled", "", Metrics()))
+
+    def _run(self, job: Job) -> None:
+        """Serve one job, with its bookkeeping: on the worker's thread, or with ``parallel`` on a thread of its own."""
+        try:
             with self._lock:
                 self._waiting -= 1
-                self._running = job
+                self._active.add(job)
                 if self._closed:
                     job.cancel.set()
                 waiting = self._waiting
@@ -252,22 +303,20 @@ class Worker:
             except Exception as exc:  # noqa: BLE001  (a bug must not kill the thread that serves everyone)
                 self._emit(job, Reply("error", "", Metrics(), f"internal error: {one_line(exc, name_type=True)}"))
                 record = Record(job.id, "error", 0, 0, 0)
+            finally:
+                if self._engine is not None:
+                    self._engine.leave()  # the next step no longer waits for this request
             took = time.perf_counter() - t_start
             self.metrics.finished(record.finish_reason, time.perf_counter() - job.t_arrival)
             with self._lock:
-                self._running = None
+                self._active.discard(job)
                 self.served += 1
                 self.recent.append(record)
                 if record.finish_reason != "rejected":
+                    took /= self.parallel  # with N in flight, a place frees N times as often
                     self._service_s = took if self._service_s is None else 0.8 * self._service_s + 0.2 * took
-        # Closed: whoever still waits hears that their request was cancelled.
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                self._emit(job, Reply("cancelled", "", Metrics()))
+        finally:
+            self._free.release()
 
     def _emit(self, job: Job, event: Any) -> None:
         if job.gone:
@@ -289,13 +338,27 @@ class Worker:
         return dataclasses.replace(job.config, max_new_tokens=max(1, min(job.config.max_new_tokens, room)))
 
     def _serve(self, job: Job) -> Record:
+        try:
+            return self._serve_job(job)
+        finally:
+            slot = getattr(self._routed_slot, "slot", None)
+            self._routed_slot.slot = None
+            if slot is not None:
+                self._pool.release(slot)  # free for the next request, however this one ended
+
+    def _route(self, messages: tuple[Message, ...]) -> Slot:
+        slot = self._pool.route(messages)
+        self._routed_slot.slot = slot
+        return slot
+
+    def _serve_job(self, job: Job) -> Record:
         if job.cancel.is_set():
             self._emit(job, Reply("cancelled", "", Metrics()))
             return Record(job.id, "cancelled", 0, 0, 0)
         try:
             if job.text is None:
                 config = self._budget(job)
-                slot = self._pool.route(job.messages)
+                slot = self._route(job.messages)
                 constraint = None
                 if job.constraint is not None:
                     constraint = TokenConstraint(job.constraint, self.loaded.tokenizer, self.loaded.eos_token_ids)
@@ -303,7 +366,7 @@ class Worker:
                                                template_kwargs=job.template_kwargs)
             else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
                 config = job.config
-                slot = self._pool.route(_routed(job))
+                slot = self._route(_routed(job))
                 events = slot.session.complete(job.text, config, job.cancel)
         except CancelledError:
             self._emit(job, Reply("cancelled", "", Metrics()))
@@ -355,6 +418,7 @@ class Worker:
         else:
             slot.kv_bytes = finished.metrics.kv_cache_bytes
             self._pool.remember(slot, _routed(job), matcher.text if reason in ("stop", "length") else None)
+        self._routed_slot.slot = None  # remember/forget freed it: another request may have it already
         self.metrics.kv(self._pool.kv_bytes)
         m = finished.metrics
         self._emit(job, Reply(reason, matcher.text, m, finished.error, finished.reasoning))

@@ -51,6 +51,8 @@ def test_a_public_address_without_a_key_is_refused_with_one_line():
     (("--port", "70000"), "--port must be between"),
     (("--max-queue", "0"), "--max-queue must be at least 1"),
     (("--max-body-bytes", "0"), "--max-body-bytes must be at least 1"),
+    (("--parallel", "0"), "--parallel must be between 1 and 64"),
+    (("--parallel", "65"), "--parallel must be between 1 and 64"),
     (("--api-key", " "), "the API key is empty"),
     (("--allowed-host", "http://box.lan/"), "--allowed-host takes a host name"),
     (("--allowed-host", ""), "--allowed-host takes a host name"),
@@ -89,6 +91,9 @@ def test_the_commands_defaults_are_the_servers():
     assert serve.DEFAULT_MAX_QUEUE == worker.DEFAULT_MAX_QUEUE
     assert serve.DEFAULT_MAX_BODY_BYTES == app.DEFAULT_MAX_BODY_BYTES
     assert serve.DEFAULT_SESSIONS == sessions.DEFAULT_SIZE
+    from engine.serve import batching
+
+    assert (serve.DEFAULT_PARALLEL, serve.MAX_PARALLEL) == (batching.DEFAULT_PARALLEL, batching.MAX_PARALLEL)
 
 
 def test_serves_the_model_until_interrupted(tiny_model_dir):
