@@ -136,13 +136,16 @@ class Bridge(QObject):
                 queued.cancel.set()
         return self._submit(LoadJob(spec))
 
-    def generate(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig) -> bool:
+    def generate(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig,
+                 template_kwargs: dict | None = None, partial: Message | None = None) -> bool:
         """Stream a reply to ``messages`` (the whole conversation) sampled with ``config``, in the session
         kept for ``conversation_id``. Refused (returns False) while another reply is running or queued,
-        so a Send pressed many times yields one reply."""
+        so a Send pressed many times yields one reply. ``template_kwargs`` and ``partial``: ``ChatSession.generate``'s
+        (enable_thinking; the reply cut at its length limit, continued)."""
         if self.is_generating() or self._closed:
             return False
-        self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None)))
+        self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None),
+                                 template_kwargs, partial))
         return True
 
     def note_fork(self, fork_id: int, origin_id: int) -> None:

@@ -1,4 +1,5 @@
-"""A conversation's messages as the chat controller keeps and reports them: ``ChatMessage``, ``FinishedReply``.
+"""A conversation's messages as the chat controller keeps and reports them: ``ChatMessage``, ``FinishedReply``,
+and ``ShownMessage``, what one bubble of ``app.widgets.chat_view`` shows of a message.
 
 Plain frozen data between ``app.controller`` (which builds them from the history store and the bridge) and the
 window (which shows them). Owns no behaviour beyond the footer's wording, which is ``PerfRecord``'s.
@@ -21,11 +22,33 @@ class ChatMessage:
     message_id: int | None = None
     finish_reason: str | None = None  # None while streaming, and for the user's messages
     perf: PerfRecord | None = None
+    reasoning: str = ""  # a reasoning model's thought, shown collapsed above the answer
 
     @property
     def footer(self) -> str:
         """The figures shown under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 12 tokens · KV 2.9 MiB``."""
         return self.perf.footer() if self.perf is not None else ""
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    """What a bubble shows (the store's ids travel with it so edits can cut the history there)."""
+
+    role: str  # "user" | "assistant"
+    text: str
+    message_id: int | None = None
+    footer: str = ""
+    finish_reason: str | None = None
+    reasoning: str = ""  # a reasoning model's thought: the bubble's collapsed "Thinking…" section
+    thinking_tokens: int | None = None
+    thinking_s: float | None = None
+
+    @classmethod
+    def of(cls, m: ChatMessage) -> ShownMessage:
+        """What the bubble of the controller's ``m`` shows."""
+        perf = m.perf
+        return cls(m.role, m.text, m.message_id, m.footer, m.finish_reason, m.reasoning,
+                   perf.thinking_tokens if perf else None, perf.thinking_s if perf else None)
 
 
 @dataclass(frozen=True)

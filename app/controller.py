@@ -3,15 +3,17 @@
 Owns one turn at a time: which conversation is open and the settings it replies with (the system prompt and
 sampling settings saved with it), its messages, the reply that streams and its saving (every few seconds and at
 its finish, with its finish reason and performance record), the message being edited, Regenerate and Continue,
-and whether a model is loading or loaded. A reply answers the conversation of record: read from the history
-store when it opens, then following every write made here, never read back from the screen; a failed write (a
-read-only history, a full disk) leaves the chat going on unsaved, with one warning. Owns no widget (the window
-lays them out and shows what the signals say), runs no inference (``app.bridge``), owns no SQL.
+and whether a model is loading or loaded; a reasoning model's thought beside its answer; Continue resumes the cut
+reply itself (no new turn). A reply answers the conversation of record: read from the history store when it opens,
+then following every write made here, never read back from the screen; a failed write (a read-only history, a
+full disk) leaves the chat going on unsaved, with one warning. Owns no widget (the window lays them out and shows
+what the signals say), runs no inference (``app.bridge``), owns no SQL.
 """
 
 from __future__ import annotations
 
 import collections
+from dataclasses import replace
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
@@ -28,7 +30,6 @@ from engine.events import Finished, Message, Metrics
 from engine.inputs import LoadSpec, SamplingConfig
 
 SAVE_INTERVAL_MS = 2000  # a streaming reply is written this often: a crash loses at most 2 s of text
-CONTINUE_PROMPT = "Continue."
 
 
 class ChatController(QObject):
@@ -43,6 +44,7 @@ class ChatController(QObject):
         reply_started(object): a reply began streaming in the open conversation: its empty ``ChatMessage``
             (with its store id) is appended.
         reply_grew(str): text the streaming reply just received (only while its conversation is open).
+        reply_thought(str): a reasoning model's thought text, as reply_grew (a continued reply restarts with its text).
         reply_finished(object): the reply ended and was saved: its ``FinishedReply`` (one that failed before
             any text is removed from the conversation: ``kept`` is False). Always after every ``reply_grew`` of
             that reply and after ``state_changed`` said it is no longer generating.
@@ -62,6 +64,7 @@ class ChatController(QObject):
     messages_removed = Signal(int)
     reply_started = Signal(object)
     reply_grew = Signal(str)
+    reply_thought = Signal(str)
     reply_finished = Signal(object)
     editing_changed = Signal(object)
     conversation_listed = Signal(object)
@@ -87,10 +90,10 @@ class ChatController(QObject):
         self._generating = False
         self._gen_cid: int | None = None  # conversation the streaming reply belongs to
         self._reply_mid: int | None = None  # store id of the streaming reply
-        self._reply_text = ""
+        self._reply_text = self._reply_reasoning = ""
+        self._prefix = ("", "")  # a continued reply's text and thought before this run
         self._reply_shown = False  # the streaming reply is the last of self._messages
-        self._closed = False
-        self._store_warned = False
+        self._closed = self._store_warned = False
         self.last_metrics: Metrics | None = None  # final Metrics of the last reply (the self-test reports them)
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
@@ -127,7 +130,7 @@ class ChatController(QObject):
         """What the next reply answers: the system prompt, then every message (before index ``upto``: the one
         being edited) but the empty or failed replies (not something the model said)."""
         system = [Message("system", self._chat.system_prompt)] if self._chat.system_prompt.strip() else []
-        return system + [Message(m.role, m.text) for m in self._messages[:upto]
+        return system + [Message(m.role, m.text, m.reasoning) for m in self._messages[:upto]
                          if m.role == "user" or (m.text.strip() and m.finish_reason != "error")]
 
     # -- conversations --------------------------------------------------------------------------------
@@ -145,7 +148,7 @@ class ChatController(QObject):
         self._chat = (chat_from_stored(row.system_prompt, row.settings, self.settings.chat()) if row is not None
                       else self.settings.chat())
         self.set_editing(None)
-        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf) for r in rows
+        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning) for r in rows
                          if r.role in ("user", "assistant")])
         self.settings.set_last_conversation(cid)
         return True
@@ -187,11 +190,12 @@ class ChatController(QObject):
             self._show(None, [])
             self.settings.set_last_conversation(None)
 
-    def apply_settings(self, chat: ChatSettings | None = None) -> None:
+    def apply_settings(self, chat: ChatSettings | None = None, thinking: bool | None = None) -> None:
         """The user just chose ``chat`` (the settings dialog's values, also saved as the defaults new
         conversations start from): it applies to the open conversation and is saved with it. Taken as given,
-        not read back from QSettings, so what the dialog showed is what replies use. None: the stored defaults."""
-        self._chat = chat if chat is not None else self.settings.chat()
+        not read back from QSettings. None: the stored defaults. The Thinking switch is kept unless ``thinking``."""
+        chosen = chat if chat is not None else self.settings.chat()
+        self._chat = replace(chosen, thinking=self._chat.thinking if thinking is None else thinking)
         if self._cid is not None:
             self._write(self.store.update_conversation_settings, self._cid, self._chat.system_prompt,
                         self._chat.stored())
@@ -248,8 +252,11 @@ class ChatController(QObject):
         return config is not None and self._cut(len(self._messages) - 1) and self._start_reply(config)
 
     def continue_reply(self) -> bool:
-        """Ask for more of a reply cut at the length limit."""
-        return self.send(CONTINUE_PROMPT)
+        """Resume the last reply where its length limit cut it: the prompt continues it, the same message grows."""
+        last = self._messages[-1] if self._messages else None
+        usable = not self._generating and last is not None and last.finish_reason == "length" and bool(self._facts)
+        config = self._sampling_config() if usable else None
+        return config is not None and self._start_reply(config, last)
 
     def edit(self, index: int) -> bool:
         """Start editing message ``index``: the next ``send`` replaces it and every later message."""
@@ -281,7 +288,7 @@ class ChatController(QObject):
         joined = self.bridge.shutdown(wait_ms)
         self.bridge.flush_pending()  # deliver what the worker produced before it stopped (Finished included)
         if self._generating:  # no Finished came in time: keep what was streamed, marked stopped
-            self._finish_reply("cancelled", self._reply_text, None, None)
+            self._finish_reply("cancelled", self._reply_text, None, None, self._reply_reasoning)
         return joined
 
     # -- internals ------------------------------------------------------------------------------------
@@ -303,16 +310,20 @@ class ChatController(QObject):
         return self._write(self.store.create_conversation, system_prompt=self._chat.system_prompt,
                            settings=self._chat.stored())
 
-    def _start_reply(self, config: SamplingConfig) -> bool:
-        if not self.bridge.generate(self._cid if self._cid is not None else 0, self.conversation_for_engine(), config):
+    def _start_reply(self, config: SamplingConfig, partial: ChatMessage | None = None) -> bool:
+        messages = self.conversation_for_engine(len(self._messages) - 1 if partial else None)
+        kwargs = None if self._chat.thinking else {"enable_thinking": False}  # None: as the template does
+        resumed = Message("assistant", partial.text, partial.reasoning) if partial else None
+        if not self.bridge.generate(self._cid if self._cid is not None else 0, messages, config, kwargs, resumed):
             return False
-        self._generating = True
-        self._gen_cid = self._cid
-        self._reply_text = ""
-        self._reply_mid = (self._write(self.store.add_message, self._cid, "assistant", "")
-                           if self._cid is not None else None)
-        reply = ChatMessage("assistant", "", self._reply_mid)
-        self._messages.append(reply)
+        self._generating, self._gen_cid = True, self._cid
+        self._prefix = (partial.text, partial.reasoning) if partial else ("", "")
+        self._reply_text, self._reply_reasoning = self._prefix
+        self._reply_mid = partial.message_id if partial else (
+            self._write(self.store.add_message, self._cid, "assistant", "") if self._cid is not None else None)
+        reply = partial or ChatMessage("assistant", "", self._reply_mid)
+        if partial is None:
+            self._messages.append(reply)
         self._reply_shown = True
         self._save_timer.start()
         self.reply_started.emit(reply)
@@ -343,18 +354,20 @@ class ChatController(QObject):
         self.messages_removed.emit(index)
         return True
 
-    def _finish_reply(self, reason: str, text: str, metrics: Metrics | None, error: str | None) -> None:
+    def _finish_reply(self, reason: str, text: str, metrics: Metrics | None, error: str | None,
+                      reasoning: str = "") -> None:
         self._save_timer.stop()
         perf = (PerfRecord.from_metrics(metrics.to_dict(), self._facts.name if self._facts else "")
                 if metrics is not None else None)
-        kept = bool(text) or reason != "error"
+        kept = bool(text or reasoning) or reason != "error"
         if self._reply_mid is not None:
             if not kept:  # only the empty reply goes, never what another window added
                 self._write(self.store.delete_messages_from, self._gen_cid, self._reply_mid,
                             known_ids=(self._reply_mid,))
             else:
-                self._write(self.store.update_message, self._reply_mid, text, finish_reason=reason, perf=perf)
-        message = ChatMessage("assistant", text, self._reply_mid, reason, perf)
+                self._write(self.store.update_message, self._reply_mid, text, finish_reason=reason, perf=perf,
+                            reasoning=reasoning)
+        message = ChatMessage("assistant", text, self._reply_mid, reason, perf, reasoning)
         shown = self._reply_shown
         if shown:
             if kept:
@@ -407,11 +420,15 @@ class ChatController(QObject):
             self.remote_code_offered.emit(failure.spec)
 
     @Slot(str, list)
-    def on_bridge_tokens_received(self, text: str, _tokens: list) -> None:
+    def on_bridge_tokens_received(self, text: str, tokens: list) -> None:
         if not self._generating:
             return
+        thought = "".join(token.reasoning for token in tokens)
         self._reply_text += text
+        self._reply_reasoning += thought
         if self._reply_shown:
+            if thought:
+                self.reply_thought.emit(thought)
             self.reply_grew.emit(text)
 
     @Slot(object)
@@ -421,11 +438,13 @@ class ChatController(QObject):
         metrics = finished.metrics if finished.metrics is not None and finished.metrics.generated_tokens else None
         if metrics is not None:
             self.last_metrics = metrics
-        self._finish_reply(finished.reason, finished.text or self._reply_text, metrics,
-                           finished.error if finished.reason == "error" else None)
+        text, reasoning = self._prefix[0] + finished.text, self._prefix[1] + finished.reasoning
+        self._finish_reply(finished.reason, text if finished.text else self._reply_text, metrics,
+                           finished.error if finished.reason == "error" else None,
+                           reasoning if finished.reasoning else self._reply_reasoning)
 
     @Slot()
     def on_save_timer_expired(self) -> None:
         if self._reply_mid is not None:
-            self._write(self.store.update_message, self._reply_mid, self._reply_text)
+            self._write(self.store.update_message, self._reply_mid, self._reply_text, reasoning=self._reply_reasoning)
 

@@ -32,6 +32,7 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
+from app.widgets.thinking_section import ThinkingSwitch
 from engine.errors import BadInputError
 from engine.fmt import outside_text
 from engine.inputs import LoadSpec
@@ -40,10 +41,6 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_WAIT_MS = 5000  # the engine sees a cancel within one decode step; 5 s covers a slow load stage
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-
-
-def _shown(message: ChatMessage) -> ShownMessage:
-    return ShownMessage(message.role, message.text, message.message_id, message.footer, message.finish_reason)
 
 
 class MainWindow(QMainWindow):
@@ -168,6 +165,8 @@ class MainWindow(QMainWindow):
         c.messages_removed.connect(self.chat.remove_from)
         c.reply_started.connect(self.on_controller_reply_started)
         c.reply_grew.connect(self.chat.append_to_reply)
+        c.reply_thought.connect(self.chat.append_to_thought)
+        self.thinking_switch = ThinkingSwitch.attach(self)  # shown for a template that takes enable_thinking
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.editing_changed.connect(self.on_controller_editing_changed)
         c.conversation_listed.connect(self.on_controller_conversation_listed)
@@ -231,16 +230,16 @@ class MainWindow(QMainWindow):
     # -- controller slots -----------------------------------------------------------------------------
     @Slot(object)
     def on_controller_conversation_shown(self, messages: list[ChatMessage]) -> None:
-        self.chat.set_messages([_shown(m) for m in messages])
+        self.chat.set_messages([ShownMessage.of(m) for m in messages])
 
     @Slot(object)
     def on_controller_message_added(self, message: ChatMessage) -> None:
-        self.chat.add_message(_shown(message))
+        self.chat.add_message(ShownMessage.of(message))
         self.prompt.clear()
 
     @Slot(object)
     def on_controller_reply_started(self, reply: ChatMessage) -> None:
-        self.chat.begin_reply()
+        self.chat.begin_reply(ShownMessage.of(reply))  # a continued reply's own bubble grows again
         self.token_inspector.clear()
         self.perf_panel.reset()
         if reply.message_id is not None:
@@ -252,7 +251,7 @@ class MainWindow(QMainWindow):
             self.perf_panel.show_metrics(finished.metrics, final=True)
         reply = finished.message
         if finished.shown and self.chat.is_streaming():
-            self.chat.finish_reply(reply.text, reply.footer, reply.finish_reason, reply.message_id)
+            self.chat.finish_message(ShownMessage.of(reply))
             if not finished.kept:
                 self.chat.remove_from(len(self.chat.messages()) - 1)
         self.reply_finished.emit(reply.finish_reason or "")

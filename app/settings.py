@@ -56,6 +56,7 @@ class ChatSettings:
     max_new_tokens: int = _DEFAULTS.max_new_tokens
     seed: int = -1  # -1: a fresh random seed per reply; otherwise replies are reproducible
     use_kv_cache: bool = _DEFAULTS.use_kv_cache  # off recomputes the whole prefix every step: slow, the lesson
+    thinking: bool = True  # a reasoning model whose template takes enable_thinking thinks first (its default)
 
     def stored(self) -> dict[str, Any]:
         """These settings as a conversation's history row keeps them (the system prompt has its own column);

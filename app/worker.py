@@ -16,7 +16,7 @@ import logging
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -59,6 +59,8 @@ class GenerateJob:
     messages: tuple[Message, ...]
     config: SamplingConfig
     prefix_from: int | None = None  # a fork's first turn: the conversation whose session may be handed over
+    template_kwargs: dict[str, Any] | None = None  # chat-template variables (enable_thinking); a local model's only
+    partial: Message | None = None  # the reply cut at its length limit, continued where it stopped
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,10 @@ class Worker(QObject):
                 # stream, on machines with enough cores for it to cost little (see ChatSession).
                 session, evicted = self.sessions.take(job.conversation_id,
                                                       lambda: ChatSession(loaded, reserve_threads=1), job.prefix_from)
-            events = session.generate(job.messages, job.config, cancel=cancel)
+            # Only what was asked for: a server's session takes neither (its template is the server's).
+            extra = {name: value for name, value in (("template_kwargs", job.template_kwargs), ("partial", job.partial))
+                     if value and not isinstance(loaded, RemoteModel)}
+            events = session.generate(job.messages, job.config, cancel=cancel, **extra)
             finished = False
             for event in events:
                 if isinstance(event, Started):

@@ -19,16 +19,20 @@ each message is named by who wrote it. A theme change re-renders the bubbles who
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import replace
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
 from app import theme as themes
+from app.chat_messages import ShownMessage
 from app.markdown_view import MessageBrowser
 from app.throttle import Throttle
 from app.widgets import accessibility
+from app.widgets.thinking_section import ThinkingSection
+
+__all__ = ["ChatView", "MessageWidget", "ShownMessage"]
 
 STOPPED_LABELS = {"cancelled": QT_TRANSLATE_NOOP("MessageWidget", "stopped"),  # shown translated
                   "length": QT_TRANSLATE_NOOP("MessageWidget", "length limit reached"),
@@ -58,17 +62,6 @@ def _footer_text(footer: str) -> str:
         return (translate("MessageWidget", "{n} token") if match[1] == "1"
                 else translate("MessageWidget", "{n} tokens")).format(n=match[1])
     return _TOKEN_COUNT.sub(count, footer)
-
-
-@dataclass(frozen=True)
-class ShownMessage:
-    """What a bubble shows (the store's ids travel with it so edits can cut the history there)."""
-
-    role: str  # "user" | "assistant"
-    text: str
-    message_id: int | None = None
-    footer: str = ""
-    finish_reason: str | None = None
 
 
 class MessageWidget(QFrame):
@@ -106,6 +99,7 @@ class MessageWidget(QFrame):
         role = QLabel(self.tr("You") if user else self.tr("Miaohui"))
         role.setObjectName("role")
         layout.addWidget(role)
+        self.thinking: ThinkingSection | None = None  # built for a reply with a thought, above its text
         self.browser = MessageBrowser(self)
         self.browser.setAccessibleName(self.tr("Your message") if user else self.tr("Reply from Miaohui"))
         layout.addWidget(self.browser)
@@ -131,6 +125,13 @@ class MessageWidget(QFrame):
 
     def show_message(self, message: ShownMessage) -> None:
         self.message = message
+        if message.reasoning and self.thinking is None:
+            self.thinking = ThinkingSection(self)
+            self.layout().insertWidget(1, self.thinking)  # under the role, above the answer
+        if self.thinking is not None:
+            self.thinking.setVisible(bool(message.reasoning))
+            streaming = not message.text and message.finish_reason is None  # still thinking: no answer yet
+            self.thinking.show_thought(message.reasoning, streaming, message.thinking_tokens, message.thinking_s)
         if message.role == "user":
             self.browser.show_plain(_preview(message.text))
         else:
@@ -226,7 +227,7 @@ class ChatView(QScrollArea):
         self.setWidget(self._canvas)
         self._widgets: list[MessageWidget] = []
         self._reply: MessageWidget | None = None
-        self._reply_text = ""
+        self._reply_text = self._reply_reasoning = ""
         self._render = Throttle(self._render_reply, REPLY_RENDER_MS, self)
         self._actions_enabled = True
         self._follow = True  # keep the newest text in view unless the user scrolled up to read
@@ -251,7 +252,7 @@ class ChatView(QScrollArea):
         self._older = []
         self._earlier_button.hide()
         self._reply = None
-        self._reply_text = ""
+        self._reply_text = self._reply_reasoning = ""
         self._placeholder.show()
 
     def set_messages(self, messages: list[ShownMessage]) -> None:
@@ -293,11 +294,10 @@ class ChatView(QScrollArea):
     def set_message_id(self, index: int, message_id: int) -> None:
         if index < len(self._older):
             m = self._older[index]
-            self._older[index] = ShownMessage(m.role, m.text, message_id, m.footer, m.finish_reason)
+            self._older[index] = replace(m, message_id=message_id)
             return
         widget = self._widgets[index - len(self._older)]
-        m = widget.message
-        widget.message = ShownMessage(m.role, m.text, message_id, m.footer, m.finish_reason)
+        widget.message = replace(widget.message, message_id=message_id)
 
     def show_earlier(self) -> None:
         """Build the previous ``PAGE`` of messages above the ones shown, keeping the view where it was."""
@@ -316,10 +316,23 @@ class ChatView(QScrollArea):
         bar.setValue(bar.maximum() - from_bottom)
 
     # -- streaming ----------------------------------------------------------------------------------
-    def begin_reply(self) -> MessageWidget:
-        self._reply_text = ""
+    def begin_reply(self, resumed: ShownMessage | None = None) -> MessageWidget:
+        """A new reply's bubble; or, given the last bubble's message (Continue), that bubble grows again."""
+        last = self._widgets[-1] if self._widgets else None
+        if (resumed is not None and (resumed.text or resumed.reasoning) and last is not None
+                and last.message.role == "assistant" and resumed.message_id == last.message.message_id):
+            self._reply, self._reply_text, self._reply_reasoning = last, resumed.text, resumed.reasoning
+            self._refresh_actions()
+            return last
+        self._reply_text = self._reply_reasoning = ""
         self._reply = self.add_message(ShownMessage("assistant", ""))
         return self._reply
+
+    def append_to_thought(self, delta: str) -> None:
+        """Add streamed thought text to the reply being written (its collapsed section)."""
+        if self._reply is not None and delta:
+            self._reply_reasoning += delta
+            self._render()
 
     def append_to_reply(self, delta: str) -> None:
         """Add streamed text to the reply being written (one re-render of that bubble per flush)."""
@@ -331,7 +344,8 @@ class ChatView(QScrollArea):
     def _render_reply(self) -> None:
         if self._reply is not None:
             m = self._reply.message
-            self._reply.show_message(ShownMessage("assistant", self._reply_text, m.message_id))
+            self._reply.show_message(ShownMessage("assistant", self._reply_text, m.message_id,
+                                                  reasoning=self._reply_reasoning))
 
     def reply_text(self) -> str:
         return self._reply_text
@@ -340,10 +354,14 @@ class ChatView(QScrollArea):
         return self._reply is not None
 
     def finish_reply(self, text: str, footer: str, finish_reason: str | None, message_id: int | None) -> None:
+        self.finish_message(ShownMessage("assistant", text, message_id, footer, finish_reason))
+
+    def finish_message(self, message: ShownMessage) -> None:
+        """The streaming reply ended: show it as saved (its thought, tokens and seconds included)."""
         if self._reply is None:
             return
         self._render.cancel()
-        self._reply.show_message(ShownMessage("assistant", text, message_id, footer, finish_reason))
+        self._reply.show_message(message)
         self._reply = None
         self._reply_text = ""
         self._refresh_actions()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.controller import CONTINUE_PROMPT, ChatController, FinishedReply
+from app.controller import ChatController, FinishedReply
 from app.history.store import HistoryStore
 from app.settings import chat_from_stored
 from engine.errors import ErrorKind
@@ -132,10 +132,13 @@ def test_edit_and_regenerate_cut_the_store_and_the_conversation(qtbot, controlle
     assert [r.text for r in store.messages(cid) if r.role == "user"] == ["first question", "second question, edited"]
     assert _as_held(controller) == _as_stored(store, cid)
 
-    # Continue asks for more of the last reply; Stop while editing only stops editing.
-    assert store.messages(cid)[-1].finish_reason == "length"
+    # Continue resumes the last reply itself (issue 26: no new user turn); Stop while editing only stops editing.
+    before = store.messages(cid)
+    assert before[-1].finish_reason == "length"
     _wait_reply(qtbot, controller, controller.continue_reply)
-    assert [r.text for r in store.messages(cid)][-2] == CONTINUE_PROMPT
+    after = store.messages(cid)
+    assert [r.id for r in after] == [r.id for r in before] and after[-1].text.startswith(before[-1].text)
+    assert len(after[-1].text) > len(before[-1].text)
     assert controller.edit(0) and controller.stop() is False and rec.of("editing_changed")[-2:] == [(0,), (None,)]
 
 

@@ -82,9 +82,12 @@ def test_continue_appears_after_length_limit(qtbot, make_window):
     send_and_wait(qtbot, window, "Tell me a story")
     last = window.chat.widgets()[-1]
     assert "length limit reached" in last.footer.text() and not last._buttons["continue"].isHidden()
+    before = last.message.text
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
         last._buttons["continue"].click()
-    assert [m.role for m in window.chat.messages()] == ["user", "assistant", "user", "assistant"]
+    # Issue 26: Continue resumes the same reply (its prompt continues it), no new user turn.
+    assert [m.role for m in window.chat.messages()] == ["user", "assistant"] and window.chat.widgets()[-1] is last
+    assert last.message.text.startswith(before) and len(last.message.text) > len(before)
 
 
 def test_settings_dialog_is_remembered(qtbot, settings, tmp_path):
