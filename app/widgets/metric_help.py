@@ -18,6 +18,13 @@ HELP: dict[str, str] = {
         "MetricHelp", "Time to first token: from pressing Send to the first token of the reply — the chat template, "
         "tokenisation and the prefill of every prompt token not reused from the cache. Good: under 0.3 s for a short "
         "message; it grows with the tokens prefilled (see Prefill)."),
+    "ttft_thought": QT_TRANSLATE_NOOP(
+        "MetricHelp", "Time to first thought: from pressing Send to the first token of a reasoning model's thought "
+        "(what it writes between its thinking markers before answering). The same as the time to first token when "
+        "the reply starts with a thought; shown only for replies that think."),
+    "ttft_answer": QT_TRANSLATE_NOOP(
+        "MetricHelp", "Time to first answer token: from pressing Send to the first token of the answer, after the "
+        "thought. What you wait before the answer itself starts: the time to first token plus the whole thought."),
     "prefill": QT_TRANSLATE_NOOP(
         "MetricHelp", "Prefill: the prompt tokens computed for this reply (the tokens the KV cache already held are "
         "reused for free) and their speed: tokens ÷ the time from the first prefill chunk to the last prompt "
