@@ -8,8 +8,12 @@ once and measures, alternating in one process:
   port, its own worker thread) and streamed back by ``engine.remote`` — the client the window uses for a server —
   so TTFT and decode tok/s are measured on the client from the stream, HTTP and SSE framing included;
 
-then ``--clients`` clients send one request each at the same moment: the server serves them in arrival order (batch
-1), so their total throughput should stay near one client's and the last one's TTFT grows with the queue.
+then ``--clients`` clients send one request each (a ~100-token prompt) at the same moment, to a fresh server per
+``--parallel`` value (default ``1,4,8``): with 1 it serves them in arrival order, so their total throughput stays near
+one client's and the last one's TTFT grows with the queue; with N > 1 up to N decode together in one forward per
+step (continuous batching, ``engine.serve.batching``). Reported per value: total tok/s, TTFT best/median/worst,
+the total's ratio to parallel 1's and to one client's decode rate, and whether every greedy reply equals parallel
+1's (the same prompts go to every server).
 
 Every prompt carries a fresh nonce first, so no request reuses another's KV cache (both sides prefill the whole
 prompt). Prints one JSON object; docs/SERVE.md ("Measured") reads it. Owns these scenarios only: the measuring
@@ -42,6 +46,11 @@ from engine.serve.app import create_app
 from engine.serve.server import BackgroundServer
 from engine.serve.worker import Worker
 
+_CROWD_QUESTION = ("A user writes: my laptop has two cores and sixteen gigabytes of memory, and I want several people "
+                   "in my team to ask a small local language model questions at the same time through one server. "
+                   "Explain in a few sentences what limits how fast it can answer them all, why serving requests "
+                   "one after another makes the last person wait so long, and how batching their decode steps "
+                   "together in one forward pass changes both the total speed and the waiting time.")
 _QUESTION = ("Explain in a few sentences why decoding one token on a small machine is limited by memory "
              "bandwidth rather than arithmetic, and what a KV cache saves.")
 
@@ -57,7 +66,8 @@ def _figures(events: Any) -> dict[str, Any]:
     if not isinstance(last, Finished) or last.error is not None:
         raise RuntimeError(f"the reply failed: {getattr(last, 'error', last)}")
     m = last.metrics
-    return {"ttft_s": m.ttft_s, "decode_tok_s": m.decode_tok_s, "generated_tokens": m.generated_tokens}
+    return {"ttft_s": m.ttft_s, "decode_tok_s": m.decode_tok_s, "generated_tokens": m.generated_tokens,
+            "prompt_tokens": m.prompt_tokens, "text": last.text}
 
 
 def side_by_side(loaded: Any, remote: RemoteSession, config: SamplingConfig, reps: int,
@@ -70,15 +80,17 @@ def side_by_side(loaded: Any, remote: RemoteSession, config: SamplingConfig, rep
                           baseline="in-process")
 
 
-def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int) -> dict[str, Any]:
-    """``clients`` requests released together; each one's TTFT, and the total tokens over the wall time."""
+def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int,
+               prompts: list[list[Message]] | None = None) -> dict[str, Any]:
+    """``clients`` requests released together (``prompts[i]``, or a fresh nonce each); each one's TTFT, and the
+    total tokens over the wall time."""
     barrier = threading.Barrier(clients + 1)
     results: list[dict[str, Any] | BaseException] = [RuntimeError("not run")] * clients
 
     def client(i: int) -> None:
         barrier.wait()
         try:
-            results[i] = _figures(remote.generate(_messages(), config))
+            results[i] = _figures(remote.generate(prompts[i] if prompts else _messages(), config))
         except BaseException as exc:  # noqa: BLE001 (reported in the JSON: a failed client is a finding)
             results[i] = exc
 
@@ -96,7 +108,32 @@ def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int) -> d
     return {"clients": clients, "completed": len(good), "failed": [str(r) for r in results if not isinstance(r, dict)],
             "wall_s": wall, "total_tok_s": tokens / wall if wall else None,
             "ttft_s": {"best": ttfts[0] if ttfts else None, "median": core.median(ttfts),
-                       "worst": ttfts[-1] if ttfts else None}}
+                       "worst": ttfts[-1] if ttfts else None},
+            "prompt_tokens": core.median([r["prompt_tokens"] for r in good]),
+            "texts": [r["text"] if isinstance(r, dict) else None for r in results]}
+
+
+def by_parallel(loaded: Any, config: SamplingConfig, clients: int, values: list[int]) -> dict[str, Any]:
+    """The same ``clients`` prompts (~100 tokens each) to a fresh server per ``--parallel`` value."""
+    nonce = uuid.uuid4().hex[:8]  # one per run: every server gets the same prompts, none of them cached before
+    prompts = [[Message("user", f"[{nonce}-{i}] {_CROWD_QUESTION}")] for i in range(clients)]
+    runs: dict[str, Any] = {}
+    for parallel in values:
+        worker = Worker(loaded, max_queue=max(32, clients), parallel=parallel).start()
+        try:
+            with BackgroundServer(create_app(worker)) as server:
+                remote = RemoteSession(connect(RemoteSpec(server.url, model="")))
+                runs[str(parallel)] = dict(concurrent(remote, config, clients, prompts), parallel_granted=worker.parallel,
+                                           largest_batch=worker._engine.largest_batch if worker._engine else 1)
+        finally:
+            worker.close()
+    base = runs.get("1")
+    for run in runs.values():
+        run["total_tok_s_per_parallel_1"] = core.ratio(run["total_tok_s"], base["total_tok_s"]) if base else None
+        run["replies_equal_parallel_1"] = run["texts"] == base["texts"] if base else None
+    for run in runs.values():
+        del run["texts"]
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per reply")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--parallel", default="1,4,8", help="comma-separated --parallel values for the crowd run")
     args = parser.parse_args(argv)
+    try:
+        parallels = [int(v) for v in args.parallel.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"--parallel takes whole numbers separated by commas (got {args.parallel!r})")
+    if any(not 1 <= p <= 64 for p in parallels):
+        parser.error("--parallel values must be between 1 and 64")
     torch.manual_seed(0)
     progress = (lambda m: print(m, file=sys.stderr, flush=True)) if os.environ.get("BENCH_VERBOSE") \
         else (lambda _m: None)
@@ -121,9 +165,14 @@ def main(argv: list[str] | None = None) -> int:
             crowd = concurrent(remote, config, args.clients)
     finally:
         worker.close()
+    crowd.pop("texts", None)
+    crowds = by_parallel(loaded, config, args.clients, parallels)
+    for run in crowds.values():
+        run["total_tok_s_per_single_client_decode"] = core.ratio(run["total_tok_s"], pair["decode_tok_s"]["median"]["http"])
     single = pair["decode_tok_s"]["median"]["http"]
     result = {"machine": machine_description("cpu"), "model": loaded.facts.name, "precision": loaded.facts.precision,
               "tokens": args.tokens, "reps": args.reps, "side_by_side": pair, "concurrent": crowd,
+              "concurrent_by_parallel": crowds,
               "http_ttft_overhead_s": (pair["ttft_s"]["median"]["http"] - pair["ttft_s"]["median"]["in-process"])
               if None not in (pair["ttft_s"]["median"]["http"], pair["ttft_s"]["median"]["in-process"]) else None,
               "concurrent_total_tok_s_per_single_client_decode": core.ratio(crowd["total_tok_s"], single)}

@@ -23,3 +23,30 @@ def test_serve_bench_measures_both_sides_and_every_client(tiny_model_dir, home):
     assert crowd["completed"] == 3 and crowd["failed"] == []
     assert 0 < crowd["ttft_s"]["best"] <= crowd["ttft_s"]["worst"]
     assert result["http_ttft_overhead_s"] is not None and result["precision"] == "fp32"
+
+
+def test_serve_bench_compares_parallel_values_on_the_same_prompts(tmp_path, home):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "tiny-1024", max_position_embeddings=1024)  # room for ~100-word prompts
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--model", str(folder), "--precision", "fp32", "--tokens", "6", "--reps", "1",
+                     "--clients", "4", "--parallel", "1,4"]) == 0
+    runs = json.loads(out.getvalue())["concurrent_by_parallel"]
+    assert set(runs) == {"1", "4"}
+    for value, run in runs.items():
+        assert run["completed"] == 4 and run["failed"] == [] and run["parallel_granted"] == int(value)
+        assert run["total_tok_s_per_parallel_1"] > 0 and run["prompt_tokens"] > 50
+        assert run["replies_equal_parallel_1"] is True
+    assert runs["1"]["largest_batch"] == 1 and runs["1"]["total_tok_s_per_parallel_1"] == 1.0
+
+
+def test_serve_bench_refuses_bad_parallel_values_with_one_line(capsys):
+    import pytest
+
+    for bad in ("0", "x,4"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--parallel", bad])
+        assert exit_info.value.code == 2
+        assert "--parallel" in capsys.readouterr().err.strip().splitlines()[-1]
