@@ -148,6 +148,14 @@ class Bridge(QObject):
                                  template_kwargs, partial))
         return True
 
+    def complete(self, session_id: int, text: str, config: SamplingConfig) -> bool:
+        """Stream a continuation of ``text`` (Complete text: no chat template) in session ``session_id``, with the
+        events of ``generate``; refused (False) as ``generate`` is, while another reply runs."""
+        if self.is_generating() or self._closed:
+            return False
+        self._submit(GenerateJob(session_id, (), config, text=text))
+        return True
+
     def note_fork(self, fork_id: int, origin_id: int) -> None:
         """Conversation ``fork_id`` was forked from ``origin_id``: its first reply may take over the session
         the worker keeps for the origin (their shared history is in its KV cache; the origin then prefills

@@ -32,7 +32,7 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.widgets.thinking_section import ThinkingSwitch
+from app.widgets import completion_view, thinking_section
 from engine.errors import BadInputError
 from engine.fmt import outside_text
 from engine.inputs import LoadSpec
@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
         self._action(menu, self.tr("Settings…"), QKeySequence("Ctrl+,"), self.on_settings_triggered)
         self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
         self.api_serving = api_serving.ApiServing(self, menu)  # "Serve this model", its port, its status-bar label
+        self.completion = completion_view.CompletionView.attach(self, menu)  # Complete text… (no chat template)
         menu.addSeparator()
         self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
         self.menuBar().addMenu(self.tr("&View")).addAction(self.perf_dock.toggleViewAction())
@@ -166,7 +167,7 @@ class MainWindow(QMainWindow):
         c.reply_started.connect(self.on_controller_reply_started)
         c.reply_grew.connect(self.chat.append_to_reply)
         c.reply_thought.connect(self.chat.append_to_thought)
-        self.thinking_switch = ThinkingSwitch.attach(self)  # shown for a template that takes enable_thinking
+        self.thinking_switch = thinking_section.ThinkingSwitch.attach(self)  # for a template taking enable_thinking
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.editing_changed.connect(self.on_controller_editing_changed)
         c.conversation_listed.connect(self.on_controller_conversation_listed)

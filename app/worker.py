@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine.errors import CancelledError, EngineError, ErrorKind
+from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
 from engine.fmt import one_line
 from engine.inputs import LoadSpec, SamplingConfig
@@ -61,6 +61,7 @@ class GenerateJob:
     prefix_from: int | None = None  # a fork's first turn: the conversation whose session may be handed over
     template_kwargs: dict[str, Any] | None = None  # chat-template variables (enable_thinking); a local model's only
     partial: Message | None = None  # the reply cut at its length limit, continued where it stopped
+    text: str | None = None  # Complete text: this document is continued raw (no chat template), ``messages`` unused
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,12 @@ class Worker(QObject):
             # Only what was asked for: a server's session takes neither (its template is the server's).
             extra = {name: value for name, value in (("template_kwargs", job.template_kwargs), ("partial", job.partial))
                      if value and not isinstance(loaded, RemoteModel)}
-            events = session.generate(job.messages, job.config, cancel=cancel, **extra)
+            if job.text is not None:  # Complete text (app.widgets.completion_view): a local model's own continuation
+                if isinstance(loaded, RemoteModel):
+                    raise BadInputError("Complete text needs a model loaded here, not a server's")
+                events = session.complete(job.text, job.config, cancel=cancel)
+            else:
+                events = session.generate(job.messages, job.config, cancel=cancel, **extra)
             finished = False
             for event in events:
                 if isinstance(event, Started):
