@@ -273,6 +273,8 @@ class FastRunner(ModelRunner):
             weight = weight.dequantize()
         if self._upcast_prefill and rows > 1:
             return F.linear(x.float(), weight.float(), None if bias is None else bias.float()).to(x.dtype)
+        if bias is not None and bias.dtype != x.dtype:  # a quantized module's fp32 bias: added, rounded once
+            return F.linear(x, weight).add_(bias)
         return F.linear(x, weight, bias)
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
@@ -399,9 +401,12 @@ class FastRunner(ModelRunner):
     def verify(self, ids: Sequence[int]) -> torch.Tensor:
         """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
         speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
+        from engine.speculate.fast_verify import RowExact, verify_rows  # lazy: speculation builds on this module
+
         self._ensure(len(self._ids) + len(ids))
-        ids_t = torch.tensor(list(ids), dtype=torch.long, device=self._device)  # (n,)
-        logits = self._forward_chunk(ids_t, len(self._ids), every=True)
+        if not hasattr(self, "_row_exact"):
+            self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
+        logits = verify_rows(self, ids, len(self._ids), self._row_exact)  # exactly what len(ids) decodes give
         self._ids.extend(ids)
         return logits
 

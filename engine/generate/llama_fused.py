@@ -42,7 +42,7 @@ def project(x: torch.Tensor, weight: Projection, bias: torch.Tensor | None = Non
     if isinstance(weight, torch.Tensor):
         return F.linear(x, weight, bias)
     out = weight.kernel(x)
-    return out if bias is None else out + bias
+    return out if bias is None else out.add_(bias)  # a fresh tensor; a quantized module's fp32 bias rounds once
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ float model is only the skeleton: each projection is rebuilt from the file's own
   asked for; asked for a float precision, transformers dequantizes as before. Either way the load says so:
   ``load_note`` (the loaded model's ``facts.load_note``, and a log line).
 
+Projection biases (Qwen2's q/k/v, F32 in llama.cpp's files) are read from the file as they are and kept in
+fp32 beside the kernel, as ``quantize_model`` keeps a checkpoint's.
+
 llama.cpp stores a Llama's q and k rows permuted for its RoPE; transformers un-permutes them when it
 dequantizes. Rows are independent in both formats, so the same permutation (transformers' own tensor
 processor) is applied to the raw rows of blocks. Before anything is replaced, layer 0's projections and the
@@ -111,9 +114,10 @@ class GGUFFile:
         return self._blob[info.start:info.start + info.nbytes].reshape(rows, info.nbytes // rows)
 
     def projection_types(self) -> Counter:
-        """How many of the decoder's projection matrices (q, k, v, o, gate, up, down) have each type."""
+        """How many of the decoder's projection matrices (q, k, v, o, gate, up, down) have each type (their
+        biases not counted)."""
         return Counter(t.qtype.name for t in self.tensors.values()
-                       if t.name.startswith("blk.") and t.name.split(".")[2] in PROJECTIONS)
+                       if t.name.startswith("blk.") and t.name.endswith(".weight") and t.name.split(".")[2] in PROJECTIONS)
 
 
 def _string(blob: mmap.mmap, pos: int) -> tuple[str, int]:
@@ -207,8 +211,8 @@ def int4_from_codes(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
 def auto_precision(file: GGUFFile) -> str | None:
     """What ``auto`` keeps for this file: int4 when every projection is Q4_0/Q4_1/Q4_K, int8 when every one is
     Q8_0, else None (the device's float type, dequantized). Only for the layout ``quantize_from_gguf`` and
-    the fast path know, read from the file: every layer's seven bias-free projections, and a tensor
-    processor that only reorders rows; any other model keeps the float rule."""
+    the fast path know, read from the file: every layer's seven projections (biases in a float type beside
+    them), and a tensor processor that only reorders rows; any other model keeps the float rule."""
     types = file.projection_types()
     if not _mappable(file, sum(types.values())):
         return None
@@ -224,9 +228,11 @@ def _mappable(file: GGUFFile, projections: int) -> bool:
 
     arch = file.architecture
     layers = file.metadata.get(f"{arch}.block_count")
-    biases = any(t.startswith("blk.") and t.endswith(".bias") and t.split(".")[2] in PROJECTIONS
-                 for t in file.tensors)
-    return (isinstance(layers, int) and layers > 0 and projections == len(PROJECTIONS) * layers and not biases
+    # biases are kept as they are (fp32): only one in a block type would need a float round trip
+    quantized_biases = any(t.name.startswith("blk.") and t.name.endswith(".bias") and t.name.split(".")[2] in PROJECTIONS
+                           and t.qtype not in _FLOATS for t in file.tensors.values())
+    return (isinstance(layers, int) and layers > 0 and projections == len(PROJECTIONS) * layers
+            and not quantized_biases
             and TENSOR_PROCESSORS.get(arch, TensorProcessor) in (TensorProcessor, LlamaTensorProcessor))
 
 
@@ -276,9 +282,31 @@ class _Source:
         missing = [key for key, names_found in self.names.items() if None in names_found]
         if missing:  # checked before any module is replaced: a load never stops half-rewritten
             raise ValueError(f"no tensor in the file for {missing[0]}")
+        # Each projection's bias tensor in the file (None: it has none); only the projections' own.
+        self.biases: dict[str, list[str | None]] = {
+            key: [_bias_name(name, file) for name in names_found] for key, names_found in self.names.items()}
         # The lm_head and embedding fall back to what transformers loaded if the file names them otherwise.
         self.names["lm_head"] = [gguf_name(inner.embed_tokens if tied else model.lm_head)]
         self.names["embed"] = [gguf_name(inner.embed_tokens)]
+
+    def bias(self, key: str, sizes: list[int], done: Counter) -> torch.Tensor | None:
+        """The fp32 bias of module ``key`` from the file (zeros for a member without one; members of ``sizes``
+        outputs), or None when none of its tensors has a bias."""
+        names = self.biases.get(key) or []
+        if not any(names):
+            return None
+        parts = []
+        for name, size in zip(names, sizes):
+            if name is None:
+                parts.append(torch.zeros(size))
+                continue
+            info = self.file.tensors[name]
+            values = dequantize(self.file.raw(name).reshape(1, -1), info.qtype).reshape(-1)
+            if values.numel() != size:
+                raise ValueError(f"{name}: {values.numel()} values for {size} outputs")
+            parts.append(values)
+            done[f"{info.qtype.name} biases kept in fp32"] += 1
+        return torch.cat(parts)
 
     def rows(self, name: str) -> np.ndarray:
         """The tensor's raw rows, permuted as transformers permutes its dequantized rows."""
@@ -345,9 +373,19 @@ def quantize_from_gguf(model: Any, precision: str, file: GGUFFile, group: int = 
         return None
     dtype = model.model.embed_tokens.weight.dtype
     done: Counter = Counter()
-    quantize_model(model, precision, group,
-                   make=lambda key, dense, kind: source.build(key, kind, dense, group, dtype, done))
+    sizes = {key: [getattr(parent, a).out_features for a in attrs] for key, parent, attrs in projection_groups(model)}
+    biases = {key: source.bias(key, sizes[key], done) for key in sizes}  # read (and checked) before any change
+    built = quantize_model(model, precision, group,
+                           make=lambda key, dense, kind: source.build(key, kind, dense, group, dtype, done))
+    for key, bias in biases.items():
+        if bias is not None:  # the file's fp32 values, not the loader's copy in the model's dtype
+            built[key].bias = bias
     return "GGUF weights: " + _summary(done)
+
+
+def _bias_name(weight_name: str | None, file: GGUFFile) -> str | None:
+    name = weight_name[:-len(".weight")] + ".bias" if weight_name and weight_name.endswith(".weight") else None
+    return name if name in file.tensors else None
 
 
 def _check(model: Any, precision: str, source: _Source, group: int) -> None:

@@ -71,10 +71,10 @@ class QuantizedLinear(nn.Module):
             rows = rows.to(self.dtype)
         if rows.shape[0] <= self.kernel_rows or not self.can_dequantize:
             out = self.kernel(rows)
-            if self.bias is not None:
-                out = out + self.bias
         else:
-            out = F.linear(rows, self.dequantize(), self.bias)
+            out = F.linear(rows, self.dequantize())
+        if self.bias is not None:
+            out = out.add_(self.bias)  # a fresh tensor; an fp32 bias is added in fp32 and rounded once
         return out.view(*x.shape[:-1], self.out_features)
 
     @property
@@ -340,7 +340,9 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
     are released as each is replaced, so peak memory is the dense model plus one layer. Projection biases
     (Qwen2's q/k/v, Llama's ``attention_bias``/``mlp_bias``) are kept dense on the quantized module, fused like
     the weights, zeros for a member without one; they are not the cache's (they come from the model each
-    load). Raises ValueError for a model whose layout this does not know, or an output head with a bias.
+    load). They are kept in fp32 (``forward`` adds them to the kernel's output and rounds once): a bias is a
+    few thousand numbers, and Qwen2's q/k biases are large enough for bf16 rounding to move attention.
+    Raises ValueError for a model whose layout this does not know, or an output head with a bias.
     """
     if scheme not in NATIVE_QUANTIZED:
         raise ValueError(f"unknown scheme {scheme!r}")
@@ -365,8 +367,8 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
             weight = torch.cat([linear.weight for linear in linears]) if len(linears) > 1 else linears[0].weight
             quantized = built[key] = build(key, weight, scheme)
             if any(linear.bias is not None for linear in linears):
-                quantized.bias = torch.cat([linear.bias.detach().to(dtype) if linear.bias is not None
-                                            else linear.weight.new_zeros(linear.out_features, dtype=dtype)
+                quantized.bias = torch.cat([linear.bias.detach().float() if linear.bias is not None
+                                            else linear.weight.new_zeros(linear.out_features, dtype=torch.float32)
                                             for linear in linears])
             if len(linears) == 1:
                 setattr(parent, names[0], quantized)

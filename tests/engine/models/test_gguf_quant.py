@@ -152,9 +152,12 @@ def test_auto_keeps_4_and_8_bit_blocks_only_of_a_layout_it_knows(tmp_path, types
     tensors = {f"blk.0.{name}.weight": (weight, QT[types[i % len(types)]])
                for i, name in enumerate(gguf_quant.PROJECTIONS)}
     assert auto_precision(GGUFFile(_write_matrices(tmp_path / "m.gguf", tensors))) == expected
-    # Biases on q/k/v (Qwen2's layout), or a projection missing (an MoE's experts): the float rule.
+    # F32 biases on q/k/v (Qwen2's layout) are kept beside the kernel (tests/engine/models/test_gguf_qwen2.py)
     with_bias = dict(tensors, **{"blk.0.attn_q.bias": (np.zeros((1, 256), np.float32), QT.F32)})
-    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "b.gguf", with_bias))) is None
+    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "b.gguf", with_bias))) == expected
+    # A bias in a block type, or a projection missing (an MoE's experts): the float rule.
+    block_bias = dict(tensors, **{"blk.0.attn_q.bias": (np.ones((1, 256), np.float32), QT.Q8_0)})
+    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "q.gguf", block_bias))) is None
     tensors.pop("blk.0.ffn_up.weight")
     assert auto_precision(GGUFFile(_write_matrices(tmp_path / "p.gguf", tensors))) is None
 
