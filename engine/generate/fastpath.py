@@ -1,4 +1,4 @@
-"""A faster runner for the Llama-shaped families (and Gemma 3): a static KV cache and few operations per step.
+"""A faster runner for the Llama-shaped families (Gemma 2/3, Phi-3 too): a static KV cache and few operations per step.
 
 Owns ``FastRunner`` (the ``engine.generate.runners.Runner`` interface, like ``engine.generate.runner.ModelRunner``:
 chunked prefill, one-token decode, crop, measured KV bytes): its preallocated cache, RoPE tables and the
@@ -6,7 +6,9 @@ forward passes over them. The forward pass is a compact re-implementation of tra
 (RMSNorm, RoPE from the model's own rotary embedding, grouped-query attention, SiLU MLP, tied or untied
 lm_head) with what the families in ``engine.generate.families`` switch on (projection biases, per-head q/k
 norms; Gemma 3's (1 + w) norms after attention and MLP too, scaled embeddings, tanh-GELU, and sliding-window
-layers that attend to their last ``window`` positions with their own RoPE table), reading the model's weights;
+layers that attend to their last ``window`` positions with their own RoPE table; Gemma 2's soft-capped attention
+and logits; Phi-3's partial rotary and longrope, whose short or long table each forward call picks by its last
+position as transformers' does), reading the model's weights;
 it never changes them. Sliding layers keep every position in the cache like global ones (simple, exact; the
 memory a ring buffer would save is left for later).
 
