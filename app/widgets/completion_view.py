@@ -5,8 +5,10 @@ For a base model (no chat template: it cannot chat) or any model. ``CompletionVi
 streams onto its end (the window's panel shows its figures live, as a chat reply's), Stop keeps what came, and
 Continue again continues the document as it now is, the user's edits included (the engine reuses the KV cache of
 the unchanged beginning). Each run is saved to the history as a conversation of its own: the document as sent
-and the continuation, with its finish reason and performance record. When a loaded model has no chat template
-(read from its tokenizer on the worker, once per load) the window says chat is off for it and opens this view.
+and the continuation, with its finish reason and performance record. A model without a chat template is told apart
+from its files' metadata when the model bar asks for it (``engine.models.template_meta``: before its weights load,
+which takes a minute for a large GGUF), else from its tokenizer once loaded: the window says chat is off for it and
+opens this view.
 Owns no generation (``app.bridge``) and no SQL (``app.history.store``).
 """
 
@@ -19,6 +21,9 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from app.history.perf import PerfRecord
+from engine.errors import EngineError
+from engine.models.loader import resolve_source
+from engine.models.template_meta import has_chat_template
 from app.history.store import StoreError
 from engine.errors import BadInputError
 
@@ -73,6 +78,7 @@ class CompletionView(QDialog):
         """Build the view for ``window`` and its Chat → Complete text… entry in ``menu``."""
         view = cls(window)
         menu.addAction(view.tr("Complete text…"), view.open_view)
+        window.model_bar.load_requested.connect(view.on_model_load_requested)
         return view
 
     def is_running(self) -> bool:
@@ -156,6 +162,23 @@ class CompletionView(QDialog):
             return
         self.controller.conversation_listed.emit(None)
 
+    def _offer(self) -> None:
+        self.main.messages.show_message(self.tr(
+            "This model has no chat template, so it cannot chat: it continues text instead. Use Chat → "
+            "Complete text…"), "warning")
+        self.open_view()
+
+    @Slot(str, str, str)
+    def on_model_load_requested(self, model: str, _precision: str, _device: str) -> None:
+        """Before the weights load: a model whose files ship no chat template is offered this view at once."""
+        try:
+            source = resolve_source(model)
+            offered = not has_chat_template(source.folder, source.gguf_file)
+        except (EngineError, OSError, ValueError):
+            return  # the load itself says what is wrong with the files
+        if offered:
+            self._offer()
+
     @Slot(object)
     def on_controller_model_ready(self, _facts: Any) -> None:
         self._task = self.bridge.submit_task(_has_template)
@@ -165,11 +188,8 @@ class CompletionView(QDialog):
         if task != self._task:
             return
         self._task = None
-        if has_template is False:  # a base model: chat would be refused at every Send; this is what it can do
-            self.main.messages.show_message(self.tr(
-                "This model has no chat template, so it cannot chat: it continues text instead. Use Chat → "
-                "Complete text…"), "warning")
-            self.open_view()
+        if has_template is False and not self.isVisible():  # a base model: chat is refused; this is what it can do
+            self._offer()
 
 
 __all__ = ["CompletionView", "SESSION_ID"]

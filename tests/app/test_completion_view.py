@@ -56,3 +56,15 @@ def test_a_chat_model_does_not_open_it(qtbot, make_window):
     assert not window.completion.isVisible()
     window.completion.open_view()
     assert not window.completion.continue_text() and "Write something" in window.completion.status.text()
+
+
+def test_the_model_bar_offers_it_from_the_files_before_the_weights_load(qtbot, make_window, tiny_model_dir,
+                                                                        tmp_path):
+    base = without_chat_template(tiny_model_dir, tmp_path / "tiny-base")
+    window = make_window(loaded=False)
+    window.model_bar.load_requested.emit(str(base), "fp32", "cpu")  # what the model bar's Load button sends
+    # Said when the load is asked for, from the files: not after the weights are in memory.
+    assert window.completion.isVisible() and "no chat template" in window.messages.text()
+    assert window.controller.facts is None
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        pass
