@@ -10,7 +10,8 @@ arguments always validate against the function's parameters; ``auto`` lets the m
 opens with a well-formed call becomes ``tool_calls``; ``none`` describes no tools. ``parallel_tool_calls`` false
 allows one call, true up to ``MAX_PARALLEL_CALLS``.
 
-Owns validation (every bad tool, choice or schema is an ``ApiError(400)``), the rewriting of messages, the call
+The call format itself is ``engine.tools.calls``' (shared with the command line's tool loop). This module owns
+validation (every bad tool, choice or schema is an ``ApiError(400)``), the rewriting of messages, the call
 format and the response/stream shapes of calls (``CallStream``); the HTTP flow is ``engine.serve.app``'s.
 """
 
@@ -18,94 +19,17 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
 from engine.serve.errors import ApiError
+from engine.tools.calls import TOOL_CLOSE, TOOL_OPEN, TOOLS_MODE_HEADER, Tool, ToolPlan, loads_or, tool_response
 
-TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
-MAX_PARALLEL_CALLS = 8  # a forced reply may hold this many calls: bounded, so a model cannot call without end
-TOOLS_MODE_HEADER = "X-Miaohui-Tools-Mode"
+__all__ = ["TOOL_OPEN", "TOOLS_MODE_HEADER", "CallStream", "ToolPlan", "finish_calls", "parse_tools",
+           "response_constraint", "rewrite_messages"]
+
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for a function name
-_CALL = re.compile(re.escape(TOOL_OPEN) + r"\s*(.*?)\s*" + re.escape(TOOL_CLOSE), re.DOTALL)
-_COMPACT = {"whitespace_flexible": False}
 ANY_OBJECT = {"type": "object"}
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolPlan:
-    """The request's tools and how they may be called."""
-
-    tools: tuple[Tool, ...]
-    choice: str  # auto | required | forced (one named function)
-    forced: str | None = None  # the named function of tool_choice
-    parallel: bool = True
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {TOOLS_MODE_HEADER: "prompted"}
-
-    def constraint(self) -> ConstraintSpec | None:
-        """The grammar that forces calls (required / named), or None for ``auto``."""
-        if self.choice == "auto":
-            return None
-        tools = [t for t in self.tools if self.forced in (None, t.name)]
-        variants = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-                     "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
-        schema = {"anyOf": variants, "x-guidance": _COMPACT}
-        more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if self.parallel else ""
-        lark = f'start: call{more}\ncall: "{TOOL_OPEN}" %json {json.dumps(schema)} "{TOOL_CLOSE}"\n'
-        return ConstraintSpec("grammar", lark)
-
-    def system_text(self) -> str:
-        described = "\n".join(json.dumps({"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters}}, ensure_ascii=False)
-            for t in self.tools)
-        return ("# Tools\n\nYou can call functions to help answer. They are described in JSON here:\n<tools>\n"
-                f"{described}\n</tools>\n\nTo call one, reply with nothing but a JSON object holding the function's "
-                f"name and arguments, inside {TOOL_OPEN}{TOOL_CLOSE} tags, one per call:\n"
-                f'{TOOL_OPEN}{{"name": "<function name>", "arguments": {{<arguments>}}}}{TOOL_CLOSE}\n'
-                "A function's result comes back to you inside <tool_response></tool_response> tags.")
-
-    def parse(self, text: str) -> list[dict[str, Any]] | None:
-        """The ``tool_calls`` the reply ``text`` makes, or None when it is not (only) well-formed calls."""
-        body = text.strip()
-        if not body.startswith(TOOL_OPEN):
-            return None
-        found = _CALL.findall(body)
-        if not found or _CALL.sub("", body).strip():
-            return None
-        names = {t.name for t in self.tools}
-        calls = []
-        for raw in found[: MAX_PARALLEL_CALLS if self.parallel else 1]:
-            try:
-                call = json.loads(raw)
-            except json.JSONDecodeError:
-                return None
-            if not isinstance(call, dict) or call.get("name") not in names:
-                return None
-            arguments = call.get("arguments", {})
-            if isinstance(arguments, str):  # some models write the arguments as a JSON string, as the API sends them
-                arguments = _loads_or(arguments, arguments)
-            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                          "function": {"name": call["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}})
-        return calls
-
-
-def _loads_or(text: str, default: Any) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return default
 
 
 def _schema(value: Any, where: str) -> dict[str, Any]:
@@ -199,13 +123,13 @@ def rewrite_messages(messages: Sequence[Any], plan: ToolPlan | None) -> list[Any
                     raise ApiError(400, f"messages.{i}.tool_calls: each call needs a function name", param="messages")
                 names[str(call.get("id"))] = function["name"]
                 arguments = function.get("arguments", "{}")
-                arguments = _loads_or(arguments, arguments) if isinstance(arguments, str) else arguments
+                arguments = loads_or(arguments, arguments) if isinstance(arguments, str) else arguments
                 parts.append(TOOL_OPEN + json.dumps({"name": function["name"], "arguments": arguments},
                                                     ensure_ascii=False) + TOOL_CLOSE)
             out.append(message.model_copy(update={"content": "\n".join(parts), "tool_calls": None}))
         elif role == "tool":
             name = names.get(str(message.tool_call_id), message.name or "")
-            response = f"<tool_response>\n{json.dumps({'name': name}, ensure_ascii=False)}\n{_text(message.content)}\n</tool_response>"
+            response = tool_response(name, _text(message.content))
             if out and out[-1].role == "user" and getattr(out[-1], "tool_call_id", None) == "<results>":
                 out[-1] = out[-1].model_copy(update={"content": out[-1].content + "\n" + response})
             else:
