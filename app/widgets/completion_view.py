@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Slot
+from PySide6.QtCore import QCoreApplication, Qt, Slot
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
@@ -77,7 +77,7 @@ class CompletionView(QDialog):
     def attach(cls, window: Any, menu: Any) -> "CompletionView":
         """Build the view for ``window`` and its Chat → Complete text… entry in ``menu``."""
         view = cls(window)
-        menu.addAction(view.tr("Complete text…"), view.open_view)
+        menu.addAction(QCoreApplication.translate("CompletionView", "Complete text…"), view.open_view)
         window.model_bar.load_requested.connect(view.on_model_load_requested)
         return view
 

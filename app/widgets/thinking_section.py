@@ -20,16 +20,6 @@ from PySide6.QtWidgets import QCheckBox, QFrame, QToolButton, QVBoxLayout, QWidg
 from app.markdown_view import MessageBrowser
 
 
-def thinking_summary(widget: QWidget, tokens: int | None, seconds: float | None) -> str:
-    """ "12 tokens · 0.8 s" in the interface's language; "" when nothing is known."""
-    parts = []
-    if tokens:
-        parts.append(widget.tr("{n} tokens").format(n=tokens) if tokens != 1 else widget.tr("1 token"))
-    if seconds is not None:
-        parts.append(widget.tr("{s} s").format(s=f"{seconds:.1f}"))
-    return " · ".join(parts)
-
-
 class ThinkingSection(QFrame):
     """The collapsed thought of one reply: a toggle line and, when open, the thought's text."""
 
@@ -65,11 +55,20 @@ class ThinkingSection(QFrame):
         """Show ``text`` (the thought so far); the line says "Thinking…" while it streams."""
         self.text = text
         head = self.tr("Thinking…") if streaming else self.tr("Thought")
-        summary = thinking_summary(self, tokens, seconds)
+        summary = self.summary(tokens, seconds)
         self.toggle.setText(f"{head} · {summary}" if summary else head)
         self.toggle.setAccessibleName(self.toggle.text())
         if self.is_expanded():
             self._render()
+
+    def summary(self, tokens: int | None, seconds: float | None) -> str:
+        """ "12 tokens · 0.8 s" in the interface's language; "" when nothing is known."""
+        parts = []
+        if tokens:
+            parts.append(self.tr("{n} tokens").format(n=tokens) if tokens != 1 else self.tr("1 token"))
+        if seconds is not None:
+            parts.append(self.tr("{s} s").format(s=f"{seconds:.1f}"))
+        return " · ".join(parts)
 
     def _render(self) -> None:
         if self._rendered != self.text:
