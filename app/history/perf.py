@@ -40,6 +40,7 @@ class PerfRecord:
     # a record saved before they were kept reads them as None.
     prefill_tokens: int | None = None
     reused_tokens: int | None = None
+    prefill_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None
     kv_cache_bytes_formula: int | None = None

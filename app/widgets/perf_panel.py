@@ -30,6 +30,7 @@ from app.throttle import Throttle
 from app.widgets import accessibility
 from app.widgets.metric_help import explain
 from app.widgets.roofline_view import RooflineView
+from app.widgets.ttft_view import TtftView
 from app.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
 from engine.fmt import format_bytes, outside_text
 
@@ -132,6 +133,8 @@ class PerfPanel(QWidget):
             elif section == "roofline":  # app.widgets.roofline_view: decode against the memory's ceiling
                 self.roofline = RooflineView()
                 layout.addWidget(self.roofline)
+                self.ttft_view = TtftView()  # app.widgets.ttft_view: why this TTFT, and the context's pressure
+                layout.addWidget(self.ttft_view)
             elif section == "context":
                 self._context_bar = QProgressBar()
                 self._context_bar.setTextVisible(True)
@@ -260,6 +263,7 @@ class PerfPanel(QWidget):
         self._values["precision"].setText(outside_text(_get(facts, "precision") or "—"))
         self._values["weights"].setText(format_bytes(_get(facts, "weights_bytes")))
         self.roofline.reset()
+        self.ttft_view.set_model_facts(facts)
         context = _get(facts, "context_length")
         if context:
             self._context_bar.setRange(0, int(context))
@@ -281,6 +285,7 @@ class PerfPanel(QWidget):
         self._dropped.hide()
         self._kv_note.hide()
         self.roofline.reset()
+        self.ttft_view.reset()
         self._redraw.cancel()
         self._update.cancel()
         self._points = ([], [])
@@ -363,6 +368,8 @@ class PerfPanel(QWidget):
                                            "kept)") if dropped == 1 else self.tr(
                 "⚠ {n} oldest messages dropped to fit the context window (system prompt kept)")).format(n=dropped))
         self.roofline.show_metrics(metrics, live=not isinstance(metrics, PerfRecord))  # stored: no CPU watch
+        figures = self.roofline.figures()
+        self.ttft_view.show_metrics(metrics, figures.bytes_per_token if figures is not None else None)
         ceiling = self.roofline.ceiling_tok_s()  # the decode rates' tooltips say this device's ceiling
         for key in ("decode_now", "decode_avg"):
             v[key].set_help(explain(key, ceiling))

@@ -48,22 +48,32 @@ def _rows(panel: PerfPanel) -> list[tuple[QLabel, QLabel]]:
         for row in range(form.rowCount()):
             label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
             field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
-            if label is not None and field is not None and isinstance(field.widget(), QLabel):
-                rows.append((label.widget(), field.widget()))
+            widget = field.widget() if field is not None else None
+            value = widget if isinstance(widget, QLabel) else widget.findChild(QLabel) if widget else None
+            if label is not None and value is not None:  # a waterfall row holds its figure above its bar
+                rows.append((label.widget(), value))
     return rows
 
 
-def _panel(qtbot) -> PerfPanel:
-    panel = PerfPanel()
-    qtbot.addWidget(panel)
-    panel.show()
-    return panel
+@pytest.fixture
+def make_panel(qtbot):
+    panels = []  # held until teardown: qtbot keeps only weak references, and a panel freed mid-test crashes its chart
+
+    def make() -> PerfPanel:
+        panel = PerfPanel()
+        qtbot.addWidget(panel)
+        panel.show()
+        panels.append(panel)
+        return panel
+
+    yield make
+    qtbot.wait(50)  # the chart's queued repaint runs while it exists (as tests/app/test_perf_panel.py's fixture)
 
 
-def test_every_figure_of_the_panel_explains_itself_in_english(qtbot, styled):
-    panel = _panel(qtbot)
+def test_every_figure_of_the_panel_explains_itself_in_english(make_panel, styled):
+    panel = make_panel()
     rows = _rows(panel)
-    assert len(rows) >= len(PerfPanel.FIELDS) + 5  # the figures and the roofline's five rows
+    assert len(rows) >= len(PerfPanel.FIELDS) + 5 + 6  # the figures, the roofline's rows, the waterfall's, pressure
     for caption, value in rows:
         assert len(caption.toolTip()) > 40, caption.text()  # what it is, how it is measured, what is good
         assert caption.toolTip() in value.toolTip().replace("&#x27;", "'"), caption.text()
@@ -78,19 +88,19 @@ def test_every_figure_of_the_panel_explains_itself_in_english(qtbot, styled):
     assert [key for _, key, _ in PerfPanel.FIELDS if not metric_help.explain(key)] == []
 
 
-def test_every_figure_explains_itself_in_chinese(qtbot, styled, chinese):
-    panel = _panel(qtbot)
+def test_every_figure_explains_itself_in_chinese(make_panel, styled, chinese):
+    panel = make_panel()
     rows = _rows(panel)
     assert any(caption.text() == QCoreApplication.translate("PerfPanel", "Prefill") != "Prefill"
                for caption, _ in rows)  # the window is in Chinese
     assert all(caption.toolTip() and value.toolTip() for caption, value in rows)
 
 
-def test_the_explanations_go_through_the_translator(qtbot, qapp, styled):
-    marking = _Marking(("MetricHelp", "RooflineView"))
+def test_the_explanations_go_through_the_translator(make_panel, qapp, styled):
+    marking = _Marking(("MetricHelp", "RooflineView", "TtftView"))
     qapp.installTranslator(marking)
     try:
-        panel = _panel(qtbot)
+        panel = make_panel()
         for caption, _value in _rows(panel):
             assert caption.toolTip().startswith("【") and caption.toolTip().endswith("】"), caption.text()
         assert panel.roofline.captions["roofline_verdict"].text() == "【Verdict】"
@@ -202,3 +212,28 @@ def test_a_reopened_conversation_shows_its_stored_figures(make_window, qtbot, st
     assert shown["prefill"].startswith(f"{a.prefill_tokens} tok · ") and shown["e2e"] != "—"
     assert shown["context"].startswith(f"{a.context_tokens} / {a.context_max} tokens")
     assert window.perf_panel.roofline.values["roofline_bytes"].text() != "—"
+
+
+def test_why_this_ttft_and_the_context_pressure_after_each_reply(make_window, qtbot, styled):
+    window = make_window(max_new_tokens=8)
+    view = window.perf_panel.ttft_view
+    qtbot.waitUntil(lambda: not window.perf_panel.roofline.busy(), timeout=120_000)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=120_000) as first:
+        send_and_wait(qtbot, window, "Hello there")
+    m = first.args[0].metrics
+    shown = view.shown()
+    assert shown["before"] == f"{(m.ttft_s - m.prefill_s) * 1000:.0f} ms" and shown["reused"] == "0 tokens, free"
+    assert shown["prefill"] == (f"{m.prefill_tokens} tokens × {m.prefill_tok_s:.0f} tok/s = "
+                                f"{m.prefill_s * 1000:.0f} ms")
+    assert view.bars["prefill"].value() == int(1000 * m.prefill_s / m.ttft_s)  # its share of the TTFT
+    facts = window.bridge.facts
+    per_1000 = 2 * facts.layers * facts.kv_heads * facts.head_dim * facts.kv_dtype_bytes * 1000
+    assert shown["kv_1000"] == format_bytes(per_1000)
+    figures = window.perf_panel.roofline.figures()
+    share = 100 * per_1000 / figures.bytes_per_token
+    assert shown["slowdown_1000"] == f"+{share:.1f} % time per token"
+    assert shown["truncation"].startswith(f"{m.context_max - m.context_tokens} tokens left, then ~")
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=120_000) as second:
+        send_and_wait(qtbot, window, "And again")
+    again = second.args[0].metrics
+    assert again.reused_tokens > 0 and view.shown()["reused"] == f"{again.reused_tokens} tokens, free"

@@ -1,0 +1,153 @@
+"""The performance panel's "Why this TTFT" and "Context pressure" rows: where the wait for the first token went and
+what a longer conversation will cost, from the reply's own figures.
+
+Why this TTFT: a waterfall of the reply's time to first token — what lies outside the prefill (the chat
+template, tokenisation, matching the cached prefix and choosing the first token: the engine measures them
+together, TTFT − prefill), the tokens reused from the KV cache (free), and the tokens prefilled × the measured
+prefill rate — each part's share of the TTFT drawn as a bar. Context pressure: the KV-cache bytes of 1,000 more tokens (``ModelFacts.kv_bytes_per_token``),
+the decode slow-down they bring where decoding is bound by reading memory (their bytes ÷ the bytes read per
+token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
+the kept conversation would cost at the measured prefill rate. Computes nothing the engine did not measure beyond
+that arithmetic; "—" for what is not known (a server's reply).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
+from PySide6.QtWidgets import QFormLayout, QLabel, QProgressBar, QSizePolicy, QVBoxLayout, QWidget
+
+from engine.fmt import format_bytes
+
+STEPS = (("before", QT_TRANSLATE_NOOP("TtftView", "Template, tokens, first pick")),
+         ("reused", QT_TRANSLATE_NOOP("TtftView", "Reused from the cache")),
+         ("prefill", QT_TRANSLATE_NOOP("TtftView", "Prefilled")))
+PRESSURE = (("kv_1000", QT_TRANSLATE_NOOP("TtftView", "KV per 1,000 tokens")),
+            ("slowdown_1000", QT_TRANSLATE_NOOP("TtftView", "Decode per 1,000 tokens")),
+            ("truncation", QT_TRANSLATE_NOOP("TtftView", "Before truncation")))
+HELP = {
+    "before": QT_TRANSLATE_NOOP("TtftView", "The TTFT outside the prefill: the chat template, tokenisation, finding "
+                                            "how much of the prompt the KV cache already holds, and choosing the "
+                                            "first token from the prefill's last logits."),
+    "reused": QT_TRANSLATE_NOOP("TtftView", "Prompt tokens whose keys and values the cache kept from the last reply: "
+                                            "they cost nothing. A changing prefix (a date in the system prompt) "
+                                            "breaks reuse from its first token on."),
+    "prefill": QT_TRANSLATE_NOOP("TtftView", "The prompt tokens computed for this reply × the measured prefill rate."),
+    "kv_1000": QT_TRANSLATE_NOOP("TtftView", "The KV cache 1,000 more tokens of conversation will take: "
+                                             "2 × layers × kv heads × head size × bytes, × 1,000."),
+    "slowdown_1000": QT_TRANSLATE_NOOP("TtftView", "Where decoding is bound by reading memory, each token reads the "
+                                                   "whole cache: 1,000 more tokens make every token this much slower "
+                                                   "(their KV bytes ÷ the bytes read per token now)."),
+    "truncation": QT_TRANSLATE_NOOP("TtftView", "Tokens left in the model's window. Past them the oldest turns are "
+                                                "dropped (the system prompt kept), and the kept conversation is "
+                                                "prefilled again: this long at the measured prefill rate."),
+}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+class TtftView(QWidget):
+    """Both sections' rows; ``show_metrics(metrics, bytes_per_token)`` fills them, ``reset`` clears them."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._kv_per_token: int | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.values: dict[str, QLabel] = {}
+        self.bars: dict[str, QProgressBar] = {}
+        self.captions: dict[str, QLabel] = {}
+        for title, rows in ((self.tr("Why this TTFT"), STEPS), (self.tr("Context pressure"), PRESSURE)):
+            heading = QLabel(title)
+            heading.setObjectName("sectionTitle")
+            layout.addWidget(heading)
+            form = QFormLayout()
+            form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            form.setHorizontalSpacing(16)
+            form.setVerticalSpacing(3)
+            for key, caption in rows:
+                label = QLabel(self.tr(caption))
+                label.setToolTip(self.tr(HELP[key]))
+                value = QLabel("—")
+                value.setObjectName("metricValue")
+                value.setTextFormat(Qt.TextFormat.PlainText)
+                value.setWordWrap(True)
+                value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+                value.setToolTip(self.tr(HELP[key]))
+                value.setAccessibleName(self.tr(caption))
+                field: QWidget = value
+                if rows is STEPS:  # the waterfall: each step's share of the TTFT as a bar beside its figure
+                    bar = QProgressBar()
+                    bar.setRange(0, 1000)
+                    bar.setTextVisible(False)
+                    bar.setFixedHeight(6)
+                    bar.setAccessibleName(self.tr(caption))
+                    bar.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+                    field = QWidget()  # never wider than the form gives it: the panel's width is the window's
+                    field.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+                    column = QVBoxLayout(field)
+                    column.setContentsMargins(0, 0, 0, 0)
+                    column.setSpacing(1)
+                    column.addWidget(value)
+                    column.addWidget(bar)
+                    self.bars[key] = bar
+                form.addRow(label, field)
+                self.values[key], self.captions[key] = value, label
+            layout.addLayout(form)
+        self.reset()
+
+    def set_model_facts(self, facts: Any) -> None:
+        per_token = getattr(facts, "kv_bytes_per_token", None) if facts is not None else None
+        self._kv_per_token = int(per_token) if isinstance(per_token, int) and per_token > 0 else None
+
+    def reset(self) -> None:
+        for value in self.values.values():
+            value.setText("—")
+        for bar in self.bars.values():
+            bar.setValue(0)
+
+    def shown(self) -> dict[str, str]:
+        return {key: value.text() for key, value in self.values.items()}
+
+    def show_metrics(self, m: Any, bytes_per_token: int | None) -> None:
+        """Fill the rows from ``m`` (Metrics or a stored record; a name in ``m.unknown`` is not known)."""
+        unknown = getattr(m, "unknown", None) or ()
+        get = lambda name: None if name in unknown else getattr(m, name, None)  # noqa: E731
+        self._waterfall(get)
+        self._pressure(get, bytes_per_token)
+
+    def _waterfall(self, get: Any) -> None:
+        ttft, prefill_s = get("ttft_s"), get("prefill_s")
+        prefill_tokens, reused, rate = get("prefill_tokens"), get("reused_tokens") or 0, get("prefill_tok_s")
+        v = self.values
+        v["reused"].setText(self.tr("{n} tokens, free").format(n=reused) if prefill_tokens is not None else "—")
+        if ttft is None or prefill_s is None:
+            if prefill_tokens is not None and rate:
+                v["prefill"].setText(self.tr("{n} tokens × {rate} tok/s").format(n=prefill_tokens, rate=f"{rate:.0f}"))
+            return
+        # Where the TTFT went: the prefill is measured; the rest of the TTFT is everything around it.
+        before = max(0.0, ttft - prefill_s)
+        parts = {"before": before, "reused": 0.0, "prefill": prefill_s}
+        v["before"].setText(_ms(before))
+        v["prefill"].setText(self.tr("{n} tokens × {rate} tok/s = {time}").format(
+            n=prefill_tokens, rate=f"{rate:.0f}" if rate else "—", time=_ms(prefill_s)))
+        for key, seconds in parts.items():
+            self.bars[key].setValue(int(1000 * seconds / ttft) if ttft > 0 else 0)
+
+    def _pressure(self, get: Any, bytes_per_token: int | None) -> None:
+        v = self.values
+        per_1000 = self._kv_per_token * 1000 if self._kv_per_token else None
+        v["kv_1000"].setText(format_bytes(per_1000) if per_1000 else "—")
+        if per_1000 and bytes_per_token:
+            v["slowdown_1000"].setText(self.tr("+{share} % time per token").format(
+                share=f"{100 * per_1000 / bytes_per_token:.1f}"))
+        used, limit, rate = get("context_tokens"), get("context_max"), get("prefill_tok_s")
+        if used is not None and limit:
+            text = self.tr("{n} tokens left").format(n=max(0, int(limit) - int(used)))
+            if rate:
+                text += self.tr(", then ~{time} to prefill the kept conversation again").format(
+                    time=_ms(int(used) / float(rate)))
+            v["truncation"].setText(text)
