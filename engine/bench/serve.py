@@ -119,7 +119,9 @@ def by_parallel(loaded: Any, config: SamplingConfig, clients: int, values: list[
     prompts = [[Message("user", f"[{nonce}-{i}] {_CROWD_QUESTION}")] for i in range(clients)]
     runs: dict[str, Any] = {}
     for parallel in values:
-        worker = Worker(loaded, max_queue=max(32, clients), parallel=parallel).start()
+        # A session per client: each request prefills its whole prompt in a fresh cache on every server, so the
+        # replies compare batching alone (a reused prefix would change where prefill chunks start).
+        worker = Worker(loaded, max_queue=max(32, clients), parallel=parallel, sessions=clients).start()
         try:
             with BackgroundServer(create_app(worker)) as server:
                 remote = RemoteSession(connect(RemoteSpec(server.url, model="")))
@@ -131,6 +133,7 @@ def by_parallel(loaded: Any, config: SamplingConfig, clients: int, values: list[
     for run in runs.values():
         run["total_tok_s_per_parallel_1"] = core.ratio(run["total_tok_s"], base["total_tok_s"]) if base else None
         run["replies_equal_parallel_1"] = run["texts"] == base["texts"] if base else None
+        run["replies_equal_count"] = sum(a == b for a, b in zip(run["texts"], base["texts"])) if base else None
     for run in runs.values():
         del run["texts"]
     return runs

@@ -10,9 +10,13 @@ runner's eager step uses (SDPA below ``EXACT_ATTENTION_POSITIONS``, ``attend_one
 weights, Gemma 2's capped attention, sliding windows), so sequences of different lengths need no padding and
 never see each other. A batch of one is the runner's own ``decode``: bit for bit today's path.
 
-Why rows may still differ from a sequence decoded alone in the last bit: a matrix product's kernel sums in an
-order that can depend on how many rows it gets (fp32 GEMM on x86 does), so a logit may move by a rounding step;
-greedy replies stay the same unless two candidates tie within that step (the tests and the bench compare them).
+Rows equal a sequence decoded alone, bit for bit, for dense weights: a matrix product's kernel may sum in another
+order for B rows than for one (fp32 GEMM on x86 does; bf16 does for some shapes, e.g. the default model's MLP
+down projection), and one rounding step is enough to turn a greedy reply elsewhere a few dozen tokens later. So
+each dense projection is probed once per batch size (``rows_apart``: B rows at once against one at a time, on its
+own weight); where they differ, that projection runs row by row (B calls of the one-row kernel), the others stay
+one product. Quantized weights have no exact reference (their decode step is not transformers' either) and are
+always one product.
 
 Reads the runner's cache, tables and step plan (``_w``, ``_plan``, ``_k_layers``, ``_cos``...) without changing
 how the runner works; does not own scheduling (``engine.serve.batching``), sampling or text.
@@ -20,7 +24,8 @@ how the runner works; does not own scheduling (``engine.serve.batching``), sampl
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import threading
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +39,56 @@ def batchable(runner: Any) -> bool:
     captured step and runs alone)."""
     return isinstance(runner, FastRunner) and not runner._static and not runner._want_compile \
         and not runner._compiled
+
+
+_ROWS_APART: dict[tuple[Any, ...], bool] = {}
+_ROWS_LOCK = threading.Lock()
+
+
+def rows_apart(weight: Any, batch: int) -> bool:
+    """Whether ``F.linear`` over ``batch`` rows gives other bits than one row at a time for ``weight`` (probed once
+    per shape, layout, dtype and batch size, on random rows: the kernel's summation order depends on those, not on
+    the values, though a bf16 result hides most reorderings, hence several draws). False for a quantized module."""
+    if not isinstance(weight, torch.Tensor) or batch < 2:
+        return False
+    key = (tuple(weight.shape), weight.stride(), weight.dtype, weight.device.type, batch)
+    with _ROWS_LOCK:
+        known = _ROWS_APART.get(key)
+    if known is None:
+        known = False
+        with torch.inference_mode():
+            generator = torch.Generator(device=weight.device).manual_seed(batch)
+            # Several draws: a bf16 result rounds most differently ordered sums to the same bits, so one draw of
+            # B rows can miss a kernel that sums in another order (measured: 1 row in ~10 differs).
+            for _ in range(1 + 48 // batch):
+                x = torch.randn(batch, weight.shape[1], generator=generator, device=weight.device).to(weight.dtype)
+                together = F.linear(x, weight)
+                if not all(torch.equal(together[i:i + 1], F.linear(x[i:i + 1], weight)) for i in range(batch)):
+                    known = True
+                    break
+        with _ROWS_LOCK:
+            _ROWS_APART[key] = known
+    return known
+
+
+def prepare(model: Any, largest: int) -> None:
+    """Probe ``rows_apart`` for every dense projection of ``model`` and batch sizes 2..``largest`` now (a server
+    starting), so no request's step pays for a probe."""
+    from engine.generate.llama_fused import weights_for
+
+    w = weights_for(model)
+    weights = {id(t): t for layer in w.layers for t in (layer.qkv, layer.o, layer.gate_up, layer.down)}
+    weights[id(w.lm_head)] = w.lm_head
+    for batch in range(2, largest + 1):
+        for weight in weights.values():
+            rows_apart(weight, batch)
+
+
+def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``call`` (a projection of the step plan) as one product, or row by row where ``rows_apart`` says so."""
+    if not rows_apart(weight, batch):
+        return call
+    return lambda x: torch.cat([call(x[i:i + 1]) for i in range(x.shape[0])])
 
 
 def same_model(a: FastRunner, b: FastRunner) -> bool:
@@ -81,8 +136,10 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
     x = embed(w.embed, torch.tensor(list(token_ids), dtype=torch.long, device=device))  # (B, d)
     if w.embed_scale is not None:
         x = x * w.embed_scale
-    for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
-                post_mlp_norm, window, rope) in enumerate(plan.layers):
+    for index, ((attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
+                 post_mlp_norm, window, rope), fused) in enumerate(zip(plan.layers, w.layers)):
+        qkv_proj, o_proj = _exact(qkv_proj, fused.qkv, batch), _exact(o_proj, fused.o, batch)
+        gate_up_proj, down_proj = _exact(gate_up_proj, fused.gate_up, batch), _exact(down_proj, fused.down, batch)
         qkv = qkv_proj(norm(x, attn_norm)).view(batch, heads + 2 * kvh, dim)  # rows q | k | v per sequence
         qk = qkv[:, :heads + kvh] if qk_norm is None else exact_norm(qkv[:, :heads + kvh], qk_norm)
         qk = rotate(qk, *ropes[rope])  # (B, H+KV, D)
@@ -108,4 +165,4 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)
         out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
         x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
-    return w.cap_logits(plan.head(norm(x, plan.final_norm)))  # (B, vocab)
+    return w.cap_logits(_exact(plan.head, w.lm_head, batch)(norm(x, plan.final_norm)))  # (B, vocab)

@@ -6,7 +6,7 @@ and its own ``FastRunner`` cache. Only the session's runner is different: a ``Sl
 ``prefill`` chunks are not run where they are called but handed to the ``BatchEngine``'s one thread, the only
 one that runs forward passes. Each step it takes what the sequences have asked for - every pending decode
 in one ``engine.generate.batched.decode_batch`` forward, plus at most one prefill chunk (at most
-``prefill_chunk`` tokens, taken in turn among the requests still prefilling) - runs it and wakes the askers.
+``prefill_chunk`` tokens, of the request that began prefilling first) - runs it and wakes the askers.
 So a request that arrives joins at the next step, a long prompt is cut into chunks that alternate with the
 running decodes (they wait one chunk, never the whole prompt), and a request that ends (length, end token,
 stop string, a client that left) frees its place at once: its runner leaves, the next step is the others'.
@@ -30,14 +30,16 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from engine.generate.batched import batchable, decode_batch
+from engine.generate.batched import batchable, decode_batch, prepare
 from engine.generate.runners import choose_runner, make_runner
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PARALLEL = 4
 MAX_PARALLEL = 64
-PREFILL_CHUNK = 128  # prompt tokens per step while others decode: a chunk delays their next token by about this much
+# Prompt tokens per step while others decode: a chunk delays their next token by about this much. The same as
+# SamplingConfig.prefill_chunk's default, so a prompt is cut where it is cut one at a time (the same rounding).
+PREFILL_CHUNK = 256
 GATHER_S = 0.02  # how long a step waits for the sequences still sampling (they join the next step otherwise)
 TRACE = 4096
 _DONE = object()
@@ -80,6 +82,7 @@ class BatchEngine:
         self._members: set[SlotRunner] = set()  # sequences in a request (asking or between two asks)
         self._pending: dict[SlotRunner, _Work] = {}  # insertion order: who has waited longest
         self._closed = False
+        self._tickets = 0
         self.steps = 0  # forwards of decodes run, for tests and the bench
         self.largest_batch = 0
         # The last steps as (decodes in the forward, whether a prefill chunk or lone forward ran): for tests
@@ -97,9 +100,18 @@ class BatchEngine:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
+    def prepare(self, loaded: Any) -> None:
+        """Probe once, before serving, which projections must run row by row to stay exact (``batched.prepare``)."""
+        prepare(loaded.model, self.max_batch)
+
     def runner_factory(self, loaded: Any, use_kv_cache: bool) -> "SlotRunner":
         """For ``ChatSession(runner_factory=...)``: the model's runner, its forwards run by this engine."""
         return SlotRunner(self, make_runner(loaded, use_kv_cache))
+
+    def next_ticket(self) -> int:
+        with self._cond:
+            self._tickets += 1
+            return self._tickets
 
     @property
     def running(self) -> int:
@@ -146,7 +158,9 @@ class BatchEngine:
                                     self._gather_s)
                 taken = list(self._pending.items())
             decodes = [(r, w) for r, w in taken if w.kind == "decode"][:self.max_batch]
-            call = next(((r, w) for r, w in taken if w.kind == "call"), None)
+            # The prefill that started first goes on first (first come, first served: the least total TTFT).
+            calls = [(r, w) for r, w in taken if w.kind == "call"]
+            call = min(calls, key=lambda item: item[0].since) if calls else None
             ran = [*decodes, *([call] if call else [])]
             if call is not None:
                 self._run_call(call[1])
@@ -160,18 +174,20 @@ class BatchEngine:
                         del self._pending[runner]
                 self._cond.notify_all()
 
-    def _run_call(self, work: _Work) -> None:
+    def _run_call(self, work: _Work, fn: Callable[[], Any] | None = None) -> None:
         try:
-            work.result = work.fn()  # type: ignore[misc]
+            work.result = (fn or work.fn)()  # type: ignore[misc]
         except BaseException as exc:  # noqa: BLE001  (handed to the asking thread, which reports it)
             work.error = exc
 
     def _run_decodes(self, decodes: list[tuple["SlotRunner", _Work]]) -> None:
-        # Sequences whose runner cannot share a step (a plain one) run alone, one after another.
-        grouped = [(r, w) for r, w in decodes if r.batched]
+        grouped = []
         for runner, work in decodes:
-            if not runner.batched:
-                self._run_call(_Work("call", fn=lambda r=runner, w=work: r.inner.decode(w.token)))
+            inner = runner.inner
+            if runner.batched and len(inner._ids) < inner._max_positions:
+                grouped.append((runner, work))
+            else:  # a plain runner, or one at the end of its context (its own error): alone, not failing the others
+                self._run_call(work, lambda r=inner, t=work.token: r.decode(t))
         if not grouped:
             return
         try:
@@ -196,6 +212,7 @@ class SlotRunner:
         self.batched = batchable(inner)
         self.choice = getattr(inner, "choice", None)
         self.owner: int | None = None  # the thread whose request drives it now
+        self.since = 0  # when its current prefill began (a ticket): the oldest prefill is served first
 
     def __getattr__(self, name: str) -> Any:  # device, use_kv_cache, cached_ids, crop, kv_bytes, sync ...
         return getattr(self.inner, name)
@@ -212,6 +229,7 @@ class SlotRunner:
                 chunk: int = 256) -> Iterator[tuple[int, torch.Tensor | None]]:
         """The wrapped prefill, one chunk per engine step (at most the engine's ``prefill_chunk`` tokens)."""
         chunks = self.inner.prefill(ids, cancel, min(chunk, self.engine.prefill_chunk))
+        self.since = self.engine.next_ticket()
         while True:
             item = self.engine.ask(self, _Work("call", fn=lambda: next(chunks, _DONE)))
             if item is _DONE:

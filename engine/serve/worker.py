@@ -186,6 +186,7 @@ class Worker:
                                      else batching_refusal(loaded))
             if self.batching_refused is None:
                 self._engine = BatchEngine(parallel)
+                self._engine.prepare(loaded)
             else:
                 log.warning("serving one request at a time, not %d: %s", parallel, self.batching_refused)
         self.parallel = parallel if self._engine is not None else 1

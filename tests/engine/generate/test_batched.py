@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.generate.batched import batchable, decode_batch
+from engine.generate.batched import batchable, decode_batch, rows_apart
 from engine.generate.fastpath import FastRunner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
@@ -68,3 +68,23 @@ def test_a_batch_refuses_mismatched_tokens(tiny):
     runner = FastRunner(tiny.model)
     with pytest.raises(ValueError):
         decode_batch([runner], [1, 2])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_batch_logits_are_bit_identical_to_each_sequence_alone(tiny_model_dir, precision):
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision=precision, device="cpu"))
+    alone, together = [FastRunner(loaded.model) for _ in PROMPTS], [FastRunner(loaded.model) for _ in PROMPTS]
+    for a, b, prompt in zip(alone, together, PROMPTS):
+        for runner in (a, b):
+            for _ in runner.prefill(list(prompt)):
+                pass
+    for step in range(6):
+        tokens = [(7 * step + 3 * i) % 300 for i in range(len(PROMPTS))]
+        batch = decode_batch(together, tokens)
+        for i, (runner, token) in enumerate(zip(alone, tokens)):
+            assert torch.equal(batch[i:i + 1], runner.decode(token)), (precision, step, i)
+
+
+def test_rows_apart_is_false_for_a_quantized_module_and_a_single_row():
+    assert rows_apart(object(), 4) is False
+    assert rows_apart(torch.ones(4, 4), 1) is False

@@ -211,3 +211,22 @@ def test_a_model_the_batched_step_cannot_run_is_served_one_at_a_time(varied, mon
     monkeypatch.delenv("MIAOHUI_FASTPATH")
     handed = Worker(varied, parallel=4, executor=lambda serve: run_here(serve))  # the window's hand-over
     assert handed.parallel == 1 and "executor" in handed.batching_refused
+
+
+def test_the_next_turn_reuses_its_slots_cache_and_reports_cached_tokens(varied, one_at_a_time):
+    served, stop_server = start_server(varied, key=None, parallel=4)
+    try:
+        client = served.client()
+        first = [{"role": "system", "content": "You answer about caches. " * 20},
+                 {"role": "user", "content": "What is a KV cache?"}]
+        reply = client.chat.completions.create(model="default", messages=first, max_tokens=8, temperature=0.0)
+        assert reply.usage.prompt_tokens_details.cached_tokens == 0
+        second = first + [{"role": "assistant", "content": reply.choices[0].message.content},
+                          {"role": "user", "content": "And why does it help?"}]
+        again = client.chat.completions.create(model="default", messages=second, max_tokens=8, temperature=0.0)
+        # The first turn's whole prompt is in the slot's cache (its random-weight reply may tokenise otherwise).
+        assert again.usage.prompt_tokens_details.cached_tokens >= reply.usage.prompt_tokens
+        assert again.choices[0].message.content == one_at_a_time.client().chat.completions.create(
+            model="default", messages=second, max_tokens=8, temperature=0.0).choices[0].message.content
+    finally:
+        stop_server()
