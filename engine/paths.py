@@ -2,7 +2,8 @@
 
 The data directory is platformdirs' user data dir for ``miaohui``, overridden by the
 ``MIAOHUI_HOME`` environment variable (tests and CI point it at a temporary folder).
-Plain Python: no torch, no Qt. Owns path rules only; it creates folders but never files.
+Plain Python: no torch, no Qt. Owns path rules, and the one way a file is replaced whole or not at all
+(``replace_file``/``replace_text``: exports, the bandwidth record, the quality verdicts); it creates folders.
 A folder that cannot be used (the path is a file, it cannot be created) raises ``DataDirError``
 with one line saying what to change, so every caller (CLI, window) reports it the same way.
 """
@@ -10,8 +11,10 @@ with one line saying what to change, so every caller (CLI, window) reports it th
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 import platformdirs
 
@@ -75,3 +78,41 @@ def bundled_models_dir() -> Path | None:
         return Path(override)
     base = getattr(sys, "_MEIPASS", None)
     return Path(base) / "models" if base else None
+
+
+def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Make ``path`` hold what ``write(file)`` writes, or leave it as it was.
+
+    ``write`` fills a new file in the same folder (a rename within one file system is atomic); it is flushed
+    and fsynced, then ``os.replace``d over ``path``. On any failure, Ctrl-C included, the temporary file is
+    removed and the error raised: the old file is untouched. The new file gets the old one's permissions, or
+    those ``open()`` would give (not ``mkstemp``'s owner-only 0600). The folder must exist.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = None
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass  # already renamed, or never written: nothing of ours is left there
+        raise
+    return path
+
+
+def replace_text(path: Path, text: str, encoding: str = "utf-8") -> Path:
+    """``replace_file`` with ``text`` in ``encoding``, written as it is (no newline translation)."""
+    data = text.encode(encoding)
+    return replace_file(path, lambda fh: fh.write(data))

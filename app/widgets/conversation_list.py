@@ -4,7 +4,7 @@ Owns these widgets and the dialogs behind its buttons (rename prompt, delete con
 choice). It reads and writes through the ``HistoryStore`` it is given and does not load messages into the
 chat or create conversations itself: it emits ``conversation_selected`` / ``new_requested`` and the window
 acts (the window knows the current settings a new conversation starts with). An export replaces the chosen
-file only once it is written whole (``engine.lab.results.replace_text``): a failure leaves the old file as
+file only once it is written whole (``engine.paths.replace_text``): a failure leaves the old file as
 it was and says so in one line.
 """
 
@@ -24,7 +24,7 @@ from app.history.export import export_file_name, perf_to_csv, to_json, to_markdo
 from app.history.store import DEFAULT_TITLE, HistoryStore, StoreError
 from app.widgets import accessibility
 from engine.errors import printable
-from engine.lab.results import replace_text
+from engine.paths import replace_text
 
 # Search runs a LIKE over all message text: wait for a pause in typing rather than query per keystroke.
 SEARCH_DELAY_MS = 150

@@ -13,14 +13,13 @@ Torch-free at import (``membw`` loads in ``measure_and_store`` only), so the win
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
 
-from engine.paths import data_dir, data_root
+from engine.paths import data_dir, data_root, replace_text
 
 BANDWIDTH_FILE = "bandwidth.json"
 # Below this share of the measured read bandwidth the decode is held up by something other than memory (Python
@@ -132,9 +131,7 @@ def measure_and_store(device: str, force: bool = False) -> dict[str, Any]:
     except (OSError, ValueError):
         stored = {}
     stored[device] = entry
-    scratch = path.with_suffix(".tmp")
-    scratch.write_text(json.dumps(stored, indent=1), encoding="utf-8")
-    os.replace(scratch, path)  # a reader never sees half a file
+    replace_text(path, json.dumps(stored, indent=1))  # a reader never sees half a file
     return entry
 
 

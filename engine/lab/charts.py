@@ -20,7 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from engine.lab.fonts import refresh_cjk_fonts
-from engine.lab.results import ExperimentResult, Heatmap, Series, replace_file
+from engine.lab.results import ExperimentResult, Heatmap, Series
+from engine.paths import replace_file
 
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "Microsoft YaHei",
              "PingFang SC", "SimHei", "Noto Serif CJK SC")

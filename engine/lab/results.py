@@ -5,10 +5,10 @@ CLI writes them as CSV and JSON. Owns the result shape (a table, line series, op
 summary figures, flags and notes) and its CSV/JSON forms; owns no measuring and no drawing
 (``engine.lab.charts`` draws, the experiment modules measure).
 
-Also the one home of two rules for every file the app writes for the user (results, the window's
-exports): ``spreadsheet_safe`` CSV cells, and ``replace_file``: a file is written beside its target under
-a temporary name, fsynced and renamed over it, so a write that fails part-way (a full disk) leaves the
-previous file byte-identical rather than truncated.
+Also the one home of ``spreadsheet_safe`` CSV cells for every file the app writes for the user (results, the
+window's exports). Every such file is written by ``engine.paths.replace_text``: beside its target under a
+temporary name, fsynced and renamed over it, so a write that fails part-way (a full disk) leaves the previous
+file byte-identical rather than truncated.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import csv
 import io
 import json
 import math
-import os
-import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any
+
+from engine.paths import replace_text
 
 Cell = str | int | float | bool | None
 
@@ -98,44 +98,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
-
-
-def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Make ``path`` hold what ``write(file)`` writes, or leave it as it was.
-
-    ``write`` fills a new file in the same folder (a rename within one file system is atomic); it is flushed
-    and fsynced, then ``os.replace``d over ``path``. On any failure, Ctrl-C included, the temporary file is
-    removed and the error raised: the old file is untouched. The new file gets the old one's permissions, or
-    those ``open()`` would give (not ``mkstemp``'s owner-only 0600). The folder must exist.
-    """
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = None
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass  # already renamed, or never written: nothing of ours is left there
-        raise
-    return path
-
-
-def replace_text(path: Path, text: str, encoding: str = "utf-8") -> Path:
-    """``replace_file`` with ``text`` in ``encoding``, written as it is (no newline translation)."""
-    data = text.encode(encoding)
-    return replace_file(path, lambda fh: fh.write(data))
 
 
 def write_csv(result: ExperimentResult, path: Path) -> Path:

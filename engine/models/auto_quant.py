@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
 from engine.models.model import AutoChoice
+from engine.paths import replace_text
 from engine.models.quality import Predictions, agreement, predict, quality_ids
 from engine.models.quant_cache import cache_folder, cache_key, quantize_cached
 
@@ -106,10 +106,8 @@ def _write_verdict(weight_files: Sequence[Path], precision: str, value: float) -
     try:
         path = _verdict_path(weight_files, precision)
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"format": _VERDICT_FORMAT, "precision": precision,
-                                         "tokens": PROBE_TOKENS, "agreement": value}), encoding="utf-8")
-        os.replace(temporary, path)
+        replace_text(path, json.dumps({"format": _VERDICT_FORMAT, "precision": precision, "tokens": PROBE_TOKENS,
+                                       "agreement": value}))
     except Exception as exc:  # noqa: BLE001 (a read-only or full disk costs the next load a measurement)
         log.warning("could not remember the %s quality verdict: %s", precision, exc)
 

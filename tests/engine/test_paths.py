@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import stat
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +19,7 @@ from typing import Iterator
 import pytest
 
 from engine import paths
+from engine.paths import replace_file, replace_text
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {
@@ -106,3 +108,57 @@ def test_data_dir_errors_are_typed_one_line_and_create_nothing(tmp_path, monkeyp
     with pytest.raises(DataDirError) as info:
         paths.data_dir()
     assert "\n" not in str(info.value) and "new\\nline" in str(info.value)
+
+# ---------------------------------------------------------------- replacing a file whole or not at all (issue 31, defect 10)
+# Through a temporary file beside it, fsynced and renamed over it: a write that fails part-way leaves the previous
+# file byte-identical and no temporary file behind.
+
+
+class _DiskFull(OSError):
+    pass
+
+
+def _fails_after(data: bytes, n: int):
+    """A writer that writes ``n`` bytes of ``data`` into the real file object, then fails as a full disk does."""
+    def write(fh) -> None:
+        fh.write(data[:n])
+        fh.flush()
+        raise _DiskFull(28, "No space left on device")
+    return write
+
+
+def test_a_write_failing_part_way_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "export.md"
+    target.write_bytes(b"yesterday's export\n" * 50)
+    before = target.read_bytes()
+    with pytest.raises(_DiskFull):
+        replace_file(target, _fails_after(b"today " * 1000, 700))
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.md"]
+
+
+def test_a_finished_write_replaces_the_file_and_keeps_its_permissions(tmp_path):
+    target = tmp_path / "export.json"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o640)
+    assert replace_text(target, "新的 export\n") == target
+    assert target.read_text(encoding="utf-8") == "新的 export\n" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    fresh = tmp_path / "fresh.txt"
+    replace_text(fresh, "x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # as open() would have made it, not mkstemp's 0600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.json", "fresh.txt"]
+
+
+def test_an_interrupted_write_cleans_up_too(tmp_path):
+    target = tmp_path / "r.csv"
+    target.write_text("a,b\r\n", encoding="utf-8")
+
+    def interrupted(fh) -> None:
+        fh.write(b"half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        replace_file(target, interrupted)
+    assert target.read_bytes() == b"a,b\r\n" and len(list(tmp_path.iterdir())) == 1
