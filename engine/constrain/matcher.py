@@ -28,12 +28,13 @@ from engine.constrain.spec import ConstraintError, ConstraintSpec, check_spec
 _TOKENIZERS: "weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], Any]]" = weakref.WeakKeyDictionary()
 _TOKENIZERS_LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
+MASK_THREADS = 4  # masks built at once; a mask is ~1 ms of one core, so more would only queue on the cores
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
-    if _POOL is None:  # one thread for every constrained reply: the model serves one reply at a time
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="miaohui-mask")
+    if _POOL is None:  # shared by the replies in flight (engine serve --parallel); each has one mask pending at most
+        _POOL = ThreadPoolExecutor(max_workers=MASK_THREADS, thread_name_prefix="miaohui-mask")
     return _POOL
 
 
