@@ -35,3 +35,18 @@ def test_verify_matches_decode_and_crop_rolls_back(tiny_fp32, kind):
     check.crop(len(prompt) + 2)
     again = check.decode(more[2])[0]
     torch.testing.assert_close(again, expected[2], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_fast_verify_is_bit_identical_to_decode(tiny_model_dir, precision):
+    """Logits and cache entries exactly as one-token decodes write them (what keeps greedy speculation exact)."""
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision=precision, device="cpu"))
+    prompt, more = [1, 5, 9, 13, 17, 21], [30, 31, 32, 33, 34, 35, 36, 37, 38]
+    step, check = FastRunner(loaded.model), FastRunner(loaded.model)
+    for runner in (step, check):
+        for _ in runner.prefill(prompt):
+            pass
+    expected = torch.cat([step.decode(t) for t in more])
+    assert torch.equal(check.verify(more), expected)
+    end = len(prompt) + len(more)
+    assert torch.equal(check._k[:, :, :end], step._k[:, :, :end]) and torch.equal(check._v[:, :, :end], step._v[:, :, :end])

@@ -1,0 +1,100 @@
+"""The fast runner's check of drafted tokens: one pass over several tokens whose logits and cache entries are, bit
+for bit, what that many one-token decodes would give, so greedy speculation prints what plain decoding prints.
+
+A batched forward (the prefill's) rounds differently from the decode step: a bf16 matrix product of several rows
+may sum in another order than the one-row product (measured on this project's AVX-512 CPU: rows of the
+576 x 1536 down projection differed, the 576-wide ones did not), and attention over a masked block differs from
+one query's. So ``verify_rows`` follows ``FastRunner._decode_eager`` operation for operation, layer by layer over
+all the tokens: every projection runs on all rows at once where that is exactly what it computes for each row
+alone (``RowExact``, probed once per projection, norm and row count on random rows: summation order does not
+depend on the values) and row by row otherwise; attention runs per token exactly as the decode step's. Weights are still
+read from memory once per layer for all tokens: what makes checking k tokens cheaper than decoding them.
+
+Reads the runner's weights, plan, caches and RoPE tables (``engine.generate.fastpath``); never changes weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from engine.generate.llama_fused import attend_one, capped_attention, embed_row, rotate
+
+Projection = Callable[[torch.Tensor], torch.Tensor]
+
+
+class RowExact:
+    """Whether a projection applied to n rows at once gives exactly its one-row results, per (projection, n)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, int], bool] = {}
+
+    def __call__(self, project: Projection, x: torch.Tensor, name: Any = None) -> torch.Tensor:
+        """``project(x)``, all rows at once where exact, else row by row; ``name`` keys a ``project`` made per call."""
+        rows = x.shape[0]
+        if rows == 1:
+            return project(x)
+        key = (id(project) if name is None else name, rows)
+        exact = self._known.get(key)
+        if exact is None:
+            probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(rows)).to(x.dtype).to(x.device)
+            together = project(probe)
+            exact = self._known[key] = all(torch.equal(together[i:i + 1], project(probe[i:i + 1]))
+                                           for i in range(rows))
+        if exact:
+            return project(x)
+        return torch.cat([project(x[i:i + 1]) for i in range(rows)])
+
+
+@torch.inference_mode()
+def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) -> torch.Tensor:
+    """Logits (n, vocab) after each of ``ids`` placed at positions start..start+n-1, written into the cache as
+    ``runner``'s decode step writes them (see the module docstring). The caller grows the cache first."""
+    from engine.generate.fastpath import EXACT_ATTENTION_POSITIONS
+
+    w, plan = runner._w, runner._plan
+    heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
+    norm, exact_norm, act = plan.norm, w.norm, w.act
+    n = len(ids)
+    positions = range(start, start + n)
+    ropes = []
+    for pos in positions:
+        tables = (runner._cos_long, runner._sin_long) if runner._long(pos + 1) else (runner._cos, runner._sin)
+        ropes.append([(cos[pos], sin[pos]) for cos, sin in zip(*tables)])
+    x = torch.cat([embed_row(w.embed, token) for token in ids])  # (n, d)
+    if w.embed_scale is not None:
+        x = x * w.embed_scale
+    def each(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # a norm, as decode runs it on each row
+        return exact(lambda t: norm(t, weight), rows, ("norm", id(weight)))
+
+    for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm, post_mlp_norm,
+         window, rope), k_cache, v_cache in zip(plan.layers, runner._k_layers, runner._v_layers):
+        qkv_all = exact(qkv_proj, each(x, attn_norm))  # (n, (H + 2KV) * D)
+        queries = []
+        for i, pos in enumerate(positions):  # every token's keys first: token i then sees exactly 0..pos
+            qkv = qkv_all[i].view(heads + 2 * kvh, dim)
+            qk = qkv[:heads + kvh] if qk_norm is None else exact_norm(qkv[:heads + kvh], qk_norm)
+            qk = rotate(qk, *ropes[i][rope])
+            k_cache.select(1, pos).copy_(qk[heads:])
+            v_cache.select(1, pos).copy_(qkv[heads + kvh:])
+            queries.append(qk[:heads])
+        outs = []
+        for q, pos in zip(queries, positions):
+            first = 0 if window is None else max(0, pos + 1 - window)
+            k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
+            if w.attn_softcap is not None:
+                attn = capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
+            elif runner._quantized or (pos >= EXACT_ATTENTION_POSITIONS and runner._cpu):
+                attn = attend_one(q, k_seen, v_seen, w.scaling)
+            else:
+                attn = F.scaled_dot_product_attention(q.view(1, heads, 1, dim), k_seen[None], v_seen[None],
+                                                      scale=w.scaling, enable_gqa=True)
+            outs.append(attn.reshape(1, heads * dim))
+        out = exact(o_proj, torch.cat(outs))
+        x = x + (out if post_attn_norm is None else each(out, post_attn_norm))  # elementwise: as per row
+        gate_up = exact(gate_up_proj, each(x, mlp_norm))  # (n, 2I)
+        out = exact(down_proj, act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+        x = x + (out if post_mlp_norm is None else each(out, post_mlp_norm))
+    return w.cap_logits(exact(plan.head, each(x, plan.final_norm)))  # (n, vocab)
