@@ -16,7 +16,7 @@ from app.widgets import metric_help
 from app.widgets.lab_tab import LabTab
 from app.widgets.model_bar import ModelBar
 from app.widgets.perf_panel import PerfPanel
-from app.widgets.roofline_view import VERDICT_TEXTS
+from app.widgets.roofline_view import VERDICT_TEXTS, gb_s
 from app.widgets.settings_dialog import SettingsDialog
 from engine.bench import roofline
 from engine.fmt import format_bytes
@@ -177,8 +177,8 @@ def test_the_roofline_is_live_in_the_window_and_re_measurable(make_window, qtbot
     shown = {key: label.text() for key, label in view.values.items()}
     assert shown["roofline_bytes"] == (f"{format_bytes(figures.bytes_per_token)} = weights "
                                        f"{format_bytes(figures.weights_bytes)} + KV {format_bytes(figures.kv_bytes)}")
-    assert shown["roofline_achieved"].startswith(f"{figures.achieved_bytes_s / 1e9:.1f} GB/s (")
-    assert shown["roofline_bandwidth"] == f"{stored['read_bytes_s'] / 1e9:.1f} GB/s"
+    assert shown["roofline_achieved"].startswith(f"{gb_s(figures.achieved_bytes_s)} (") and "GB/s" in gb_s(1e8)
+    assert shown["roofline_bandwidth"] == gb_s(stored["read_bytes_s"])
     assert shown["roofline_ceiling"] == f"{figures.ceiling_tok_s:.0f} tok/s"
     assert shown["roofline_verdict"].split(" (")[0] in VERDICT_TEXTS.values()
     decode_tip = window.perf_panel._values["decode_avg"].toolTip()
