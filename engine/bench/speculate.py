@@ -1,0 +1,179 @@
+"""``python -m engine.bench.speculate``: speculative decoding against plain decoding, side by side in one run.
+
+Three comparisons on one loaded model (the default one, bf16 on the CPU unless told otherwise), each run
+alternating plain and speculative replies so the two see the same machine load, greedy so the texts must match
+token for token (a mismatch is reported, never hidden):
+
+- prompt lookup on repeat-heavy prompts (rewrite a ~300-word text with its typos fixed; edit a function):
+  decode tokens/s against plain (the issue's target: at least 1.8x);
+- self-speculation, the model's int4 copy drafting for its bf16 weights, on an ordinary prompt (target 1.4x);
+- prompt lookup on a prompt where nothing repeats: what the lookups and failed drafts cost (target: at most 3%).
+
+Prints one JSON object (every run's figures and the median ratios) and, with ``--markdown``, the table
+``docs/BENCHMARK.md`` quotes. Owns these prompts and comparisons; the timing is the session's own metrics
+(``decode_tok_s``: tokens after the first over the time between the first and the last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
+
+REWRITE_TEXT = (
+    "The old lighthouse on the northern cape has guided ships for more than a century. It was built in 1894 by a "
+    "small crew of masons who carried every stone up the cliff path by hand, because the road that now winds "
+    "along the coast did not exist yet. The keeper lived in a narrow cottage beside the tower with his wife and "
+    "three children, and each evening he climbed the hundred and twelve steps to light the lamp. On stormy "
+    "nights he stayed awake until dawn, wiping salt from the glass and winding the clockwork that turned the "
+    "great lens. Fishermen from the village below said they could set their watches by the beam, which swept "
+    "across the water every twelve seconds without fail. In 1952 the lamp was replaced by an electric light, "
+    "and the keeper's family moved into town, but the cottage was never torn down. Today it holds a small "
+    "museum run by volunteers, who show visitors the brass tools, the logbooks and the faded photographs of the "
+    "people who once lived there. The logbooks are the most interesting part of the collection. They record the "
+    "weather, the ships that passed, the oil that was burned and, now and then, a short note about life on the "
+    "cape: a wedding in the village, a whale seen close to the rocks, a winter so cold that the harbour froze. "
+    "Reading them, one gets a sense of how lonely and how full the work must have been. The tower itself is "
+    "still in use. Its light is automatic now and is checked once a month by an engineer who drives out from "
+    "the city. Visitors may climb to the gallery on summer afternoons, and on a clear day they can see the "
+    "islands far to the west, where the next lighthouse stands on a bare rock in the sea.")
+EDIT_FUNCTION = '''def summarize_orders(orders, currency="EUR"):
+    """Total, count and average of the paid orders, per customer."""
+    totals = {}
+    counts = {}
+    for order in orders:
+        if order["status"] != "paid":
+            continue
+        customer = order["customer"]
+        amount = order["amount"]
+        if order["currency"] != currency:
+            amount = convert(amount, order["currency"], currency)
+        totals[customer] = totals.get(customer, 0) + amount
+        counts[customer] = counts.get(customer, 0) + 1
+    result = []
+    for customer in sorted(totals):
+        average = totals[customer] / counts[customer]
+        result.append({"customer": customer, "total": round(totals[customer], 2),
+                       "count": counts[customer], "average": round(average, 2)})
+    return result
+'''
+PROMPTS = {
+    "rewrite": "Rewrite the following text exactly, word for word, changing nothing:\n\n" + REWRITE_TEXT,
+    "edit": ("Rename the variable `totals` to `sums` in this function and output the whole function:\n\n"
+             "```python\n" + EDIT_FUNCTION + "```"),
+    "ordinary": "Explain in a few paragraphs why the sky is blue and why sunsets are red.",
+    "fresh": "Write a short story about a fox who learns to paint, with a surprising ending.",
+}
+COMPARISONS = (  # (name, prompt, target precision, speculation): the issue's three targets
+    ("prompt lookup, rewrite a text", "rewrite", "bf16", "prompt-lookup"),
+    ("prompt lookup, edit a function", "edit", "bf16", "prompt-lookup"),
+    ("self-speculation int4 -> bf16", "ordinary", "bf16", "self"),
+    ("prompt lookup, nothing repeats", "fresh", "bf16", "prompt-lookup"),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    decode_tok_s: float
+    tokens: tuple[int, ...]
+    metrics: dict[str, Any]
+
+
+def reply(session: Any, prompt: str, config: SamplingConfig) -> Run:
+    from engine.events import Finished, Message, Token
+
+    ids: list[int] = []
+    finished = None
+    for event in session.generate([Message("user", prompt)], config):
+        if isinstance(event, Token):
+            ids.append(event.token_id)
+        elif isinstance(event, Finished):
+            finished = event
+    if finished is None or finished.reason == "error" or finished.metrics.decode_tok_s is None:
+        raise RuntimeError(f"the reply failed: {finished.error if finished else 'no result'}")
+    session.reset()  # every run prefills the same prompt: no run reuses another's cache
+    return Run(finished.metrics.decode_tok_s, tuple(ids), finished.metrics.to_dict())
+
+
+def compare(loaded: Any, name: str, prompt: str, method: str, rounds: int, max_new_tokens: int) -> dict[str, Any]:
+    """``rounds`` alternating plain / speculative replies; medians and their ratio."""
+    from engine.generate.session import ChatSession
+
+    config = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
+    plain_session = ChatSession(loaded)
+    spec_session = ChatSession(loaded, speculation=SpeculationConfig(method))
+    reply(plain_session, prompt, config)  # warm both (first-call allocations, the int4 copy's kernels)
+    reply(spec_session, prompt, config)
+    plain_runs, spec_runs = [], []
+    for _ in range(rounds):
+        plain_runs.append(reply(plain_session, prompt, config))
+        spec_runs.append(reply(spec_session, prompt, config))
+    plain_rate = statistics.median(r.decode_tok_s for r in plain_runs)
+    spec_rate = statistics.median(r.decode_tok_s for r in spec_runs)
+    last = spec_runs[-1].metrics
+    return {
+        "comparison": name, "speculation": method, "tokens": len(plain_runs[0].tokens),
+        "identical": all(r.tokens == plain_runs[0].tokens for r in plain_runs + spec_runs),
+        "plain_tok_s": plain_rate, "speculative_tok_s": spec_rate, "speedup": spec_rate / plain_rate,
+        "acceptance_rate": last["acceptance_rate"], "tokens_per_step": last["tokens_per_step"],
+        "drafts": last["drafts"], "draft_tokens": last["draft_tokens"], "accepted_tokens": last["accepted_tokens"],
+        "plain_runs_tok_s": [r.decode_tok_s for r in plain_runs],
+        "speculative_runs_tok_s": [r.decode_tok_s for r in spec_runs],
+    }
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"{result['model']} {result['precision']} on {result['cpu']} ({result['threads']} threads), greedy, "
+             f"{result['max_new_tokens']} new tokens, median of {result['rounds']} alternating runs each:", "",
+             "| comparison | plain tok/s | speculative tok/s | ratio | acceptance | tokens / target step | "
+             "same text |", "|---|---|---|---|---|---|---|"]
+    for row in result["comparisons"]:
+        acceptance = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.0%}"
+        per_step = "—" if row["tokens_per_step"] is None else f"{row['tokens_per_step']:.2f}"
+        lines.append(f"| {row['comparison']} | {row['plain_tok_s']:.1f} | {row['speculative_tok_s']:.1f} | "
+                     f"{row['speedup']:.2f}× | {acceptance} | {per_step} | {'yes' if row['identical'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.speculate", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=160)
+    parser.add_argument("--only", default=None, help="run only the comparisons whose name contains this")
+    parser.add_argument("--markdown", action="store_true", help="print the docs/BENCHMARK.md table too")
+    args = parser.parse_args(argv)
+    import torch
+
+    from engine.models.loader import load_model
+
+    loaded = load_model(LoadSpec(model=args.model, precision="bf16", device="cpu"))
+    rows = [compare(loaded, name, PROMPTS[prompt], method, args.rounds, args.max_new_tokens)
+            for name, prompt, _, method in COMPARISONS if args.only is None or args.only in name]
+    result = {"model": loaded.facts.name, "precision": loaded.facts.precision, "cpu": cpu_name(),
+              "threads": torch.get_num_threads(), "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
+              "comparisons": rows}
+    print(json.dumps(result, ensure_ascii=False))
+    if args.markdown:
+        print(markdown(result), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

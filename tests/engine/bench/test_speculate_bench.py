@@ -1,0 +1,18 @@
+"""``engine.bench.speculate`` on the tiny model: one comparison's figures, its identical-text check, the table."""
+
+from __future__ import annotations
+
+from engine.bench.speculate import compare, markdown
+from engine.inputs import LoadSpec
+from engine.models.loader import load_model
+
+
+def test_a_comparison_reports_ratio_acceptance_and_identical_text(tiny_model_dir):
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+    row = compare(loaded, "prompt lookup", "alpha beta gamma alpha beta gamma", "prompt-lookup", 1, 24)
+    assert row["identical"] is True and row["tokens"] == 24
+    assert row["speedup"] == row["speculative_tok_s"] / row["plain_tok_s"] > 0
+    assert row["drafts"] > 0 and 0 <= row["acceptance_rate"] <= 1
+    table = markdown({"model": "tiny", "precision": "fp32", "cpu": "a CPU", "threads": 2, "rounds": 1,
+                      "max_new_tokens": 24, "comparisons": [row]})
+    assert "| prompt lookup |" in table and "| yes |" in table
