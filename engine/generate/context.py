@@ -39,6 +39,15 @@ _VERBATIM = "{{ %s }}" % _RENDERED
 _MAX_HELD_TOKENS = 8
 
 
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two id sequences (the session's cache reuse, the drafters' too)."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
 def sanitise_text(text: str) -> str:
     """Remove NUL, join surrogate pairs, replace lone surrogates with U+FFFD."""
     text = text.replace("\x00", "")

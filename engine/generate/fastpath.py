@@ -403,12 +403,13 @@ class FastRunner(ModelRunner):
     def verify(self, ids: Sequence[int]) -> torch.Tensor:
         """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
         speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
-        from engine.speculate.fast_verify import RowExact, verify_rows  # lazy: speculation builds on this module
+        from engine.speculate.fast_verify import RowExact, verify_rows  # lazy: only speculation needs it
 
         self._ensure(len(self._ids) + len(ids))
         if not hasattr(self, "_row_exact"):
             self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
-        logits = verify_rows(self, ids, len(self._ids), self._row_exact)  # exactly what len(ids) decodes give
+        # exactly what len(ids) decodes give
+        logits = verify_rows(self, ids, len(self._ids), self._row_exact, EXACT_ATTENTION_POSITIONS)
         self._ids.extend(ids)
         return logits
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 import psutil
 import torch
 
-from engine.generate.context import IncrementalDecoder, Prompt, build_prompt, build_text_prompt
+from engine.generate.context import IncrementalDecoder, Prompt, build_prompt, build_text_prompt, common_prefix
 from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
                            TopCandidate)
@@ -54,15 +54,6 @@ RESERVE_FROM_THREADS = 4
 _UNKNOWN_CONTEXT = 1 << 30
 
 RunnerFactory = Callable[[Any, bool], Runner]
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two id sequences."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 @dataclass

@@ -23,8 +23,8 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from engine.errors import BadInputError
+from engine.generate.context import common_prefix
 from engine.generate.runners import make_runner
-from engine.generate.session import common_prefix
 from engine.inputs import FLOATS, LoadSpec, SpeculationConfig
 from engine.speculate.accept import Shaper
 

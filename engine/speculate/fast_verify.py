@@ -49,11 +49,11 @@ class RowExact:
 
 
 @torch.inference_mode()
-def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) -> torch.Tensor:
+def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact,
+                exact_attention_positions: int) -> torch.Tensor:
     """Logits (n, vocab) after each of ``ids`` placed at positions start..start+n-1, written into the cache as
-    ``runner``'s decode step writes them (see the module docstring). The caller grows the cache first."""
-    from engine.generate.fastpath import EXACT_ATTENTION_POSITIONS
-
+    ``runner``'s decode step writes them (see the module docstring; its attention switches to ``attend_one`` at
+    ``exact_attention_positions`` as the step does). The caller grows the cache first."""
     w, plan = runner._w, runner._plan
     heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
     norm, exact_norm, act = plan.norm, w.norm, w.act
@@ -86,7 +86,7 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) ->
             k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
             if w.attn_softcap is not None:
                 attn = capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
-            elif runner._quantized or (pos >= EXACT_ATTENTION_POSITIONS and runner._cpu):
+            elif runner._quantized or (pos >= exact_attention_positions and runner._cpu):
                 attn = attend_one(q, k_seen, v_seen, w.scaling)
             else:
                 attn = F.scaled_dot_product_attention(q.view(1, heads, 1, dim), k_seen[None], v_seen[None],

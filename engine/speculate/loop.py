@@ -26,7 +26,7 @@ from engine.generate.sampling import Choice
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
 
-if TYPE_CHECKING:  # the drafters build on the session, which imports this module
+if TYPE_CHECKING:
     from engine.speculate.drafters import Drafter
 
 WINDOW = 8  # draft steps the off-switch looks back over
