@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
-from engine.constrain.matcher import TokenConstraint
 from engine.errors import BadInputError
 from engine.events import Event, Finished, Message
 from engine.fmt import one_line
@@ -78,6 +77,8 @@ class ToolLoop:
         self.messages = _with_system(list(messages), self._first.system_text())
 
     def events(self, cancel: threading.Event) -> Iterator[Event]:
+        from engine.constrain.matcher import TokenConstraint  # torch: loaded with the model, not with --help
+
         loaded = self.session.loaded
         for round_ in range(self.max_rounds + 1):
             plan = self._first if round_ == 0 else self._auto
