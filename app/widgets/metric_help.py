@@ -25,12 +25,6 @@ HELP: dict[str, str] = {
     "ttft_answer": QT_TRANSLATE_NOOP(
         "MetricHelp", "Time to first answer token: from pressing Send to the first token of the answer, after the "
         "thought. What you wait before the answer itself starts: the time to first token plus the whole thought."),
-    "ttft_thought": QT_TRANSLATE_NOOP(
-        "MetricHelp", "A reasoning model's reply: from pressing Send to the first token of its thought (the "
-        "template, tokenisation and prefill included). Shown only when the reply thinks."),
-    "ttft_answer": QT_TRANSLATE_NOOP(
-        "MetricHelp", "From pressing Send to the first token of the answer, after the thought: the wait a reader "
-        "feels. The thought's tokens are decoded first, so it grows with them."),
     "prefill": QT_TRANSLATE_NOOP(
         "MetricHelp", "Prefill: the prompt tokens computed for this reply (the tokens the KV cache already held are "
         "reused for free) and their speed: tokens ÷ the time from the first prefill chunk to the last prompt "
