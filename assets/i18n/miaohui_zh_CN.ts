@@ -104,6 +104,10 @@
         <source>Loaded {name}: {m} M parameters, {precision} on {device}.</source>
         <translation>已加载 {name}：{m} M 参数，{precision} 精度，运行于 {device}。</translation>
     </message>
+    <message>
+        <source>It is here to watch the engine work, not for answers: Models… → Recommended lists real chat models ranked for this machine.</source>
+        <translation>它是用来观察推理引擎如何工作的，不是用来回答问题的：“模型管理… → 推荐”里列出了按本机情况排序、真正能对话的模型。</translation>
+    </message>
 </context>
 <context>
     <name>ChatView</name>
@@ -130,6 +134,73 @@
     <message>
         <source>Show {page} earlier messages ({count} not shown)</source>
         <translation>显示更早的 {page} 条消息（还有 {count} 条未显示）</translation>
+    </message>
+</context>
+<context>
+    <name>CompletionView</name>
+    <message>
+        <source>Complete text</source>
+        <translation>续写文本</translation>
+    </message>
+    <message>
+        <source>Write the beginning of a text; the model continues it.</source>
+        <translation>写下一段文字的开头，模型会接着往下写。</translation>
+    </message>
+    <message>
+        <source>The text to continue</source>
+        <translation>要续写的文本</translation>
+    </message>
+    <message>
+        <source>Continue</source>
+        <translation>续写</translation>
+    </message>
+    <message>
+        <source>Let the model continue the text from its end</source>
+        <translation>让模型从文本末尾接着往下写</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <source>Complete text…</source>
+        <translation>续写文本…</translation>
+    </message>
+    <message>
+        <source>No model loaded: choose a model in the main window and press Load.</source>
+        <translation>尚未加载模型：请在主窗口中选择模型并点击“加载”。</translation>
+    </message>
+    <message>
+        <source>Write something to continue first.</source>
+        <translation>请先写点内容，再让模型续写。</translation>
+    </message>
+    <message>
+        <source>The reply settings cannot be used: {why}</source>
+        <translation>回复设置无法使用：{why}</translation>
+    </message>
+    <message>
+        <source>Continuing…</source>
+        <translation>正在续写…</translation>
+    </message>
+    <message>
+        <source>The model ended the text.</source>
+        <translation>模型已结束这段文本。</translation>
+    </message>
+    <message>
+        <source>The max new tokens limit was reached: press Continue for more.</source>
+        <translation>已达到最大生成 token 数：点击“续写”可以接着写。</translation>
+    </message>
+    <message>
+        <source>Stopped.</source>
+        <translation>已停止。</translation>
+    </message>
+    <message>
+        <source>History not saved: {why}</source>
+        <translation>历史记录未保存：{why}</translation>
+    </message>
+    <message>
+        <source>This model has no chat template, so it cannot chat: it continues text instead. Use Chat → Complete text…</source>
+        <translation>此模型没有对话模板，无法对话，只能续写文本。请使用“对话 → 续写文本…”。</translation>
     </message>
 </context>
 <context>
@@ -653,6 +724,233 @@
     </message>
 </context>
 <context>
+    <name>LabNames</name>
+    <message>
+        <source>Run</source>
+        <translation>运行序号</translation>
+    </message>
+    <message>
+        <source>Runs</source>
+        <translation>运行次数</translation>
+    </message>
+    <message>
+        <source>Tokens generated</source>
+        <translation>已生成 token 数</translation>
+    </message>
+    <message>
+        <source>Prompt tokens</source>
+        <translation>提示词 token 数</translation>
+    </message>
+    <message>
+        <source>Tokens prefilled</source>
+        <translation>预填充 token 数</translation>
+    </message>
+    <message>
+        <source>Tokens reused from the cache</source>
+        <translation>从缓存复用的 token 数</translation>
+    </message>
+    <message>
+        <source>New tokens asked for</source>
+        <translation>请求生成的 token 数</translation>
+    </message>
+    <message>
+        <source>Time to first token (s)</source>
+        <translation>首 token 延迟（s）</translation>
+    </message>
+    <message>
+        <source>Total time (s)</source>
+        <translation>总耗时（s）</translation>
+    </message>
+    <message>
+        <source>Prefill time (s)</source>
+        <translation>预填充耗时（s）</translation>
+    </message>
+    <message>
+        <source>Prefill speed (tok/s)</source>
+        <translation>预填充速度（tok/s）</translation>
+    </message>
+    <message>
+        <source>Average speed, TTFT included (tok/s)</source>
+        <translation>平均速度，含首 token 延迟（tok/s）</translation>
+    </message>
+    <message>
+        <source>Decode speed (tok/s)</source>
+        <translation>解码速度（tok/s）</translation>
+    </message>
+    <message>
+        <source>Language</source>
+        <translation>语言</translation>
+    </message>
+    <message>
+        <source>Characters asked for</source>
+        <translation>目标字符数</translation>
+    </message>
+    <message>
+        <source>Characters</source>
+        <translation>字符数</translation>
+    </message>
+    <message>
+        <source>Token position</source>
+        <translation>token 位置</translation>
+    </message>
+    <message>
+        <source>KV cache on (ms per token)</source>
+        <translation>开启 KV 缓存（ms/token）</translation>
+    </message>
+    <message>
+        <source>KV cache off (ms per token)</source>
+        <translation>关闭 KV 缓存（ms/token）</translation>
+    </message>
+    <message>
+        <source>Off ÷ on</source>
+        <translation>关 ÷ 开</translation>
+    </message>
+    <message>
+        <source>KV cache on, early tokens (ms per token)</source>
+        <translation>开启 KV 缓存，前段 token（ms/token）</translation>
+    </message>
+    <message>
+        <source>KV cache on, late tokens (ms per token)</source>
+        <translation>开启 KV 缓存，后段 token（ms/token）</translation>
+    </message>
+    <message>
+        <source>KV cache off, early tokens (ms per token)</source>
+        <translation>关闭 KV 缓存，前段 token（ms/token）</translation>
+    </message>
+    <message>
+        <source>KV cache off, late tokens (ms per token)</source>
+        <translation>关闭 KV 缓存，后段 token（ms/token）</translation>
+    </message>
+    <message>
+        <source>KV cache on, growth per token (ms)</source>
+        <translation>开启 KV 缓存，每个 token 的增幅（ms）</translation>
+    </message>
+    <message>
+        <source>KV cache off, growth per token (ms)</source>
+        <translation>关闭 KV 缓存，每个 token 的增幅（ms）</translation>
+    </message>
+    <message>
+        <source>Off ÷ on, late tokens</source>
+        <translation>关 ÷ 开，后段 token</translation>
+    </message>
+    <message>
+        <source>Off ÷ on, on average</source>
+        <translation>关 ÷ 开，平均</translation>
+    </message>
+    <message>
+        <source>End to end, KV cache on (s)</source>
+        <translation>端到端耗时，开启 KV 缓存（s）</translation>
+    </message>
+    <message>
+        <source>End to end, KV cache off (s)</source>
+        <translation>端到端耗时，关闭 KV 缓存（s）</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>设置</translation>
+    </message>
+    <message>
+        <source>Seed</source>
+        <translation>随机种子</translation>
+    </message>
+    <message>
+        <source>Tokens</source>
+        <translation>token 数</translation>
+    </message>
+    <message>
+        <source>Repeated 3-grams (share)</source>
+        <translation>重复的三元组（占比）</translation>
+    </message>
+    <message>
+        <source>Distinct words (distinct-1)</source>
+        <translation>不重复的词（distinct-1）</translation>
+    </message>
+    <message>
+        <source>Distinct word pairs (distinct-2)</source>
+        <translation>不重复的词对（distinct-2）</translation>
+    </message>
+    <message>
+        <source>Text</source>
+        <translation>文本</translation>
+    </message>
+    <message>
+        <source>Precision</source>
+        <translation>精度</translation>
+    </message>
+    <message>
+        <source>Weights (MB)</source>
+        <translation>权重（MB）</translation>
+    </message>
+    <message>
+        <source>Load time (s)</source>
+        <translation>加载耗时（s）</translation>
+    </message>
+    <message>
+        <source>Greedy text</source>
+        <translation>贪心解码文本</translation>
+    </message>
+    <message>
+        <source>Finish</source>
+        <translation>结束原因</translation>
+    </message>
+    <message>
+        <source>Verdict</source>
+        <translation>结论</translation>
+    </message>
+    <message>
+        <source>Note</source>
+        <translation>备注</translation>
+    </message>
+    <message>
+        <source>Sentence</source>
+        <translation>句子</translation>
+    </message>
+    <message>
+        <source>Layer</source>
+        <translation>层</translation>
+    </message>
+    <message>
+        <source>Head</source>
+        <translation>注意力头</translation>
+    </message>
+    <message>
+        <source>Attention on the first token (share)</source>
+        <translation>首个 token 上的注意力（占比）</translation>
+    </message>
+    <message>
+        <source>Attention spread (normalised entropy)</source>
+        <translation>注意力分散度（归一化熵）</translation>
+    </message>
+    <message>
+        <source>Pronoun → its noun (attention)</source>
+        <translation>代词 → 其所指名词（注意力）</translation>
+    </message>
+    <message>
+        <source>Attention-sink threshold</source>
+        <translation>注意力汇聚点（sink）阈值</translation>
+    </message>
+    <message>
+        <source>Attention code while capturing</source>
+        <translation>捕获时的注意力实现</translation>
+    </message>
+    <message>
+        <source>Attention code afterwards</source>
+        <translation>捕获后的注意力实现</translation>
+    </message>
+    <message>
+        <source>{name}, median</source>
+        <translation>{name}，中位数</translation>
+    </message>
+    <message>
+        <source>{name}, lowest</source>
+        <translation>{name}，最小值</translation>
+    </message>
+    <message>
+        <source>{name}, highest</source>
+        <translation>{name}，最大值</translation>
+    </message>
+</context>
+<context>
     <name>LabTab</name>
     <message>
         <source>quick</source>
@@ -992,6 +1290,121 @@ This model ships Python code that would run on your computer with your permissio
     </message>
 </context>
 <context>
+    <name>MetricHelp</name>
+    <message>
+        <source>Time to first token: from pressing Send to the first token of the reply — the chat template, tokenisation and the prefill of every prompt token not reused from the cache. Good: under 0.3 s for a short message; it grows with the tokens prefilled (see Prefill).</source>
+        <translation>首 token 延迟：从点击“发送”到回复的第一个 token——包括套用对话模板、分词，以及对缓存中无法复用的每个提示词 token 做预填充。良好：短消息低于 0.3 s；它随预填充的 token 数增长（见“预填充”）。</translation>
+    </message>
+    <message>
+        <source>Time to first thought: from pressing Send to the first token of a reasoning model&apos;s thought (what it writes between its thinking markers before answering). The same as the time to first token when the reply starts with a thought; shown only for replies that think.</source>
+        <translation>首个思考 token 延迟：从点击“发送”到推理模型思考内容的第一个 token（思考内容即它在回答前写在思考标记之间的部分）。回复以思考开头时，它与首 token 延迟相同；仅在回复包含思考时显示。</translation>
+    </message>
+    <message>
+        <source>Time to first answer token: from pressing Send to the first token of the answer, after the thought. What you wait before the answer itself starts: the time to first token plus the whole thought.</source>
+        <translation>首个回答 token 延迟：从点击“发送”到思考结束后回答的第一个 token。也就是回答正文开始前你要等的时间：首 token 延迟加上整段思考。</translation>
+    </message>
+    <message>
+        <source>A reasoning model&apos;s reply: from pressing Send to the first token of its thought (the template, tokenisation and prefill included). Shown only when the reply thinks.</source>
+        <translation type="vanished">推理模型的回复：从点击“发送”到其思考内容的第一个 token（包括套用模板、分词和预填充）。仅在回复包含思考时显示。</translation>
+    </message>
+    <message>
+        <source>From pressing Send to the first token of the answer, after the thought: the wait a reader feels. The thought&apos;s tokens are decoded first, so it grows with them.</source>
+        <translation type="vanished">从点击“发送”到思考之后回答的第一个 token：也就是读者实际感受到的等待。思考的 token 要先解码，所以它随思考的 token 数增长。</translation>
+    </message>
+    <message>
+        <source>Prefill: the prompt tokens computed for this reply (the tokens the KV cache already held are reused for free) and their speed: tokens ÷ the time from the first prefill chunk to the last prompt position&apos;s logits. Many tokens run in one pass, so good is hundreds to thousands of tok/s, far above decode.</source>
+        <translation>预填充：本条回复计算的提示词 token 数（KV 缓存中已有的 token 直接复用，没有开销）及其速度：token 数 ÷ 从第一个预填充分块到最后一个提示词位置得出 logits 的时间。大量 token 在一次前向计算中一起处理，所以良好的速度是数百到数千 tok/s，远高于解码。</translation>
+    </message>
+    <message>
+        <source>Decode now: the speed of the last 8 tokens (8 ÷ the sum of their gaps). Below the average it says the reply is slowing down now: a longer KV cache, or another program on the processor.</source>
+        <translation>当前解码速度：最近 8 个 token 的速度（8 ÷ 它们的间隔之和）。低于平均值说明回复正在变慢：KV 缓存变长了，或有其他程序在占用处理器。</translation>
+    </message>
+    <message>
+        <source>Decode average: (tokens − 1) ÷ the time from the first token to the last. Each token reads every weight and the whole KV cache once, so memory bandwidth caps it (the Roofline section).</source>
+        <translation>平均解码速度：(token 数 − 1) ÷ 从第一个 token 到最后一个 token 的时间。每个 token 都要把全部权重和整个 KV 缓存读一遍，所以它的上限由内存带宽决定（见“屋顶线模型”一节）。</translation>
+    </message>
+    <message>
+        <source>Tokens generated by this reply, the end token included (as vLLM counts them).</source>
+        <translation>本条回复生成的 token 数，包括结束 token（与 vLLM 的计数方式相同）。</translation>
+    </message>
+    <message>
+        <source>Time per output token: (end to end − TTFT) ÷ (tokens − 1), the mean gap between tokens. Good: under 50 ms reads faster than people read.</source>
+        <translation>每个输出 token 耗时：(端到端耗时 − TTFT) ÷ (token 数 − 1)，即 token 之间的平均间隔。良好：低于 50 ms，出字比人阅读还快。</translation>
+    </message>
+    <message>
+        <source>End to end: from pressing Send to the last token (TTFT + every decode step).</source>
+        <translation>端到端耗时：从点击“发送”到最后一个 token（TTFT + 每一步解码）。</translation>
+    </message>
+    <message>
+        <source>The server&apos;s own time to first token, from its /metrics, without the network.</source>
+        <translation>服务器自己统计的首 token 延迟，取自它的 /metrics，不含网络耗时。</translation>
+    </message>
+    <message>
+        <source>KV cache (measured): the bytes of the keys and values kept for every token of this conversation, summed over the cache&apos;s tensors (the storage reserved for them in brackets when larger). Every decode step reads all of it, so it slows decoding as the conversation grows.</source>
+        <translation>KV 缓存（实测）：为本次对话每个 token 保存的键和值的字节数，按缓存的各个张量求和（为它们预留的存储更大时，在括号中注明）。每一步解码都要把它全部读一遍，所以对话越长，解码越慢。</translation>
+    </message>
+    <message>
+        <source>The share of the server&apos;s KV cache in use, from its /metrics: every request it serves.</source>
+        <translation>服务器 KV 缓存的使用比例，取自它的 /metrics：包括它服务的所有请求。</translation>
+    </message>
+    <message>
+        <source>The KV cache by formula: 2 (keys and values) × L layers × kv key/value heads × d head size × T tokens × b bytes per value. It should equal the measured figure above; a difference means the cache holds more than the tokens.</source>
+        <translation>按公式计算的 KV 缓存：2（键和值）× L 层 × kv 个键/值头 × d 头维度 × T 个 token × b 每个值的字节数。它应与上面的实测值相等；若不相等，说明缓存中存放的不止这些 token。</translation>
+    </message>
+    <message>
+        <source>What the cache would take without grouped-query attention (one key/value head per query head): 2 × L × d model width × T × b. The ratio to the formula above is what GQA saves.</source>
+        <translation>不用分组查询注意力（每个查询头各有一个键/值头）时缓存所需的内存：2 × L × d 模型宽度 × T × b。它与上面公式结果之比，就是 GQA 节省的倍数。</translation>
+    </message>
+    <message>
+        <source>The KV cache as a share of this device&apos;s memory (system RAM, or the GPU&apos;s memory). Under a few percent is comfortable; near the memory left after the weights, long chats will not fit.</source>
+        <translation>KV 缓存占此设备内存（系统内存或 GPU 显存）的比例。低于百分之几就很宽裕；若接近加载权重后剩下的内存，长对话就放不下了。</translation>
+    </message>
+    <message>
+        <source>The bytes of the model&apos;s parameters as loaded (after quantization). Each decode step reads them once: fewer bytes per weight (int4, int8) means more tokens per second.</source>
+        <translation>模型参数加载后（量化后）的字节数。每一步解码都要把它们读一遍：每个权重的字节越少（int4、int8），每秒生成的 token 就越多。</translation>
+    </message>
+    <message>
+        <source>Peak memory during this reply: the process&apos;s resident memory sampled on a CPU, the allocator&apos;s peak on a GPU. It should stay well below the device&apos;s memory.</source>
+        <translation>本条回复期间的峰值内存：在 CPU 上为采样得到的进程常驻内存，在 GPU 上为分配器的峰值。它应远低于设备的内存容量。</translation>
+    </message>
+    <message>
+        <source>Where the model runs (a CPU, a CUDA GPU, or a server).</source>
+        <translation>模型运行的位置（CPU、CUDA GPU 或服务器）。</translation>
+    </message>
+    <message>
+        <source>How the weights are stored: bf16/fp32 full, int8/int4 quantized (fewer bytes read per token).</source>
+        <translation>权重的存储方式：bf16/fp32 为完整精度，int8/int4 为量化（每个 token 读取的字节更少）。</translation>
+    </message>
+    <message>
+        <source>Context: the positions used (prompt + reply) of the model&apos;s window. When full, the oldest turns are dropped (system prompt kept) and must be prefilled again if they come back.</source>
+        <translation>上下文：模型窗口中已使用的位置数（提示词 + 回复）。占满后，最早的几轮对话会被舍弃（系统提示词保留）；它们若再被送入模型，就要重新预填充。</translation>
+    </message>
+    <message>
+        <source>Bytes read per token: every weight once (the input embedding&apos;s one row aside) plus the whole KV cache at the current length, split.</source>
+        <translation>每个 token 读取的字节数：全部权重各读一次（输入嵌入除外，它只读一行），加上当前长度下的整个 KV 缓存，分项列出。</translation>
+    </message>
+    <message>
+        <source>Achieved bandwidth: bytes read per token × decode tok/s — how fast this reply streams memory.</source>
+        <translation>实际带宽：每个 token 读取的字节数 × 解码 tok/s——即本条回复读取内存的速度。</translation>
+    </message>
+    <message>
+        <source>This device&apos;s memory read bandwidth, measured once (a sum over a buffer much larger than the processor&apos;s caches) and kept in the data folder; Measure again after changing hardware or settings.</source>
+        <translation>此设备的内存读取带宽，只测量一次（对一个远大于处理器缓存的缓冲区求和）并保存在数据文件夹中；更换硬件或设置后，请点击“重新测量”。</translation>
+    </message>
+    <message>
+        <source>The ceiling: measured bandwidth ÷ bytes read per token, the fastest decode this memory allows. A good engine reaches 50–80 % of it.</source>
+        <translation>速度上限：实测带宽 ÷ 每个 token 读取的字节数，即这块内存所允许的最快解码速度。好的推理引擎能达到它的 50–80 %。</translation>
+    </message>
+    <message>
+        <source>bandwidth-bound: at least half the ceiling, memory is the limit. overhead-bound: far below it, time goes to Python, kernel launches or small products. machine busy: other programs used at least a quarter of the processor during the reply (from psutil), so the speed says little about the engine.</source>
+        <translation>受带宽限制：达到上限的一半以上，瓶颈在内存。受开销限制：远低于上限，时间耗在 Python、内核启动或小规模矩阵乘法上。机器繁忙：回复期间其他程序占用了至少四分之一的处理器（数据来自 psutil），因此这个速度说明不了引擎本身的快慢。</translation>
+    </message>
+    <message>
+        <source>On this device the memory allows at most {ceiling} tok/s for this model at this length.</source>
+        <translation>在此设备上，受内存所限，该模型在当前长度下最快 {ceiling} tok/s。</translation>
+    </message>
+</context>
+<context>
     <name>ModelBar</name>
     <message>
         <source>default</source>
@@ -1008,6 +1421,10 @@ This model ships Python code that would run on your computer with your permissio
     <message>
         <source>Model</source>
         <translation>模型</translation>
+    </message>
+    <message>
+        <source>The models on this computer, each with the size of its weights on disk (MiB, GiB: powers of 1024); a smaller file reads faster per token</source>
+        <translation>本机上的模型，各附有其权重在磁盘上的大小（MiB、GiB 按 1024 的幂计）；文件越小，每个 token 读得越快</translation>
     </message>
     <message>
         <source>Precision</source>
@@ -1033,6 +1450,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Device</source>
         <translation>设备</translation>
+    </message>
+    <message>
+        <source>auto: the GPU when there is one, else the CPU. Decoding reads every weight per token, so the device&apos;s memory bandwidth sets its speed</source>
+        <translation>auto：有 GPU 时用 GPU，否则用 CPU。解码每个 token 都要把全部权重读一遍，所以速度取决于设备的内存带宽</translation>
     </message>
     <message>
         <source>Load</source>
@@ -1371,6 +1792,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>已安装</translation>
     </message>
     <message>
+        <source>Recommended</source>
+        <translation>推荐</translation>
+    </message>
+    <message>
         <source>Search Hugging Face</source>
         <translation>搜索 Hugging Face</translation>
     </message>
@@ -1416,6 +1841,14 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Time to first token</source>
         <translation>首 token 延迟（TTFT）</translation>
+    </message>
+    <message>
+        <source>Time to first thought</source>
+        <translation>首个思考 token 延迟</translation>
+    </message>
+    <message>
+        <source>Time to first answer token</source>
+        <translation>首个回答 token 延迟</translation>
     </message>
     <message>
         <source>Prefill</source>
@@ -1496,6 +1929,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Context</source>
         <translation>上下文</translation>
+    </message>
+    <message>
+        <source>Roofline</source>
+        <translation>屋顶线模型</translation>
     </message>
     <message>
         <source>Model</source>
@@ -1668,6 +2105,109 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     </message>
 </context>
 <context>
+    <name>RecommendedTab</name>
+    <message>
+        <source>The default 135M model is there to watch the engine work, not for answers. These models answer for real and run on Miaohui&apos;s fast path; they are ranked for this machine: what fits its free memory first, then how fast it can decode.</source>
+        <translation>默认的 135M 模型是用来观察推理引擎如何工作的，不是用来回答问题的。下面这些模型能真正回答问题，并且走秒回的快速路径；它们按本机情况排序：先看能否放进可用内存，再看解码能有多快。</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Good for</source>
+        <translation>适合</translation>
+    </message>
+    <message>
+        <source>Weights</source>
+        <translation>权重</translation>
+    </message>
+    <message>
+        <source>Fits?</source>
+        <translation>放得下吗？</translation>
+    </message>
+    <message>
+        <source>Speed ceiling</source>
+        <translation>速度上限</translation>
+    </message>
+    <message>
+        <source>Access</source>
+        <translation>获取条件</translation>
+    </message>
+    <message>
+        <source>Recommended models</source>
+        <translation>推荐的模型</translation>
+    </message>
+    <message>
+        <source>The weights in the precision Miaohui would load here: int4 on a CPU (half a byte per weight plus a scale and zero per 32), bf16 on a GPU. MiB = 1,048,576 bytes.</source>
+        <translation>按秒回在本机会采用的精度计算的权重大小：CPU 上为 int4（每个权重半个字节，另外每 32 个权重带一个缩放因子和一个零点），GPU 上为 bf16。MiB = 1,048,576 字节。</translation>
+    </message>
+    <message>
+        <source>Weights + the KV cache at 4,096 tokens + 10% working memory + 256 MiB, against the free memory now: fits within 80% of it, tight within all of it.</source>
+        <translation>权重 + 4,096 个 token 的 KV 缓存 + 10% 运行内存 + 256 MiB，与当前可用内存比较：不超过其 80% 为放得下，不超过全部为偏紧。</translation>
+    </message>
+    <message>
+        <source>The most tokens per second this machine&apos;s memory allows: measured bandwidth ÷ bytes read per token (every weight once, plus the KV cache). Real decoding reaches about half to four fifths of it.</source>
+        <translation>本机内存所允许的最高每秒 token 数：实测带宽 ÷ 每个 token 读取的字节数（全部权重读一遍，再加上 KV 缓存）。实际解码大约能达到它的一半到五分之四。</translation>
+    </message>
+    <message>
+        <source>Measure bandwidth</source>
+        <translation>测量带宽</translation>
+    </message>
+    <message>
+        <source>Reads a 256 MiB buffer a few times to measure how fast this machine&apos;s memory streams (about a second; kept for next time).</source>
+        <translation>将一个 256 MiB 的缓冲区读取几遍，测出本机内存的读取速度（约需一秒；结果会保存，下次直接使用）。</translation>
+    </message>
+    <message>
+        <source>Open its page</source>
+        <translation>打开模型页面</translation>
+    </message>
+    <message>
+        <source>≤ {rate:.0f} tok/s</source>
+        <translation>≤ {rate:.0f} tok/s</translation>
+    </message>
+    <message>
+        <source>not measured</source>
+        <translation>未测量</translation>
+    </message>
+    <message>
+        <source>licence to accept on the Hub</source>
+        <translation>需在 Hugging Face 上接受许可证</translation>
+    </message>
+    <message>
+        <source>open</source>
+        <translation>公开</translation>
+    </message>
+    <message>
+        <source>Speeds use this machine&apos;s measured memory bandwidth, {rate}/s.</source>
+        <translation>速度按本机实测的内存带宽 {rate}/s 计算。</translation>
+    </message>
+    <message>
+        <source>The memory bandwidth has not been measured on this machine yet: press “Measure bandwidth” to see how fast each model can decode.</source>
+        <translation>本机还没有测量过内存带宽：点击“测量带宽”，看看每个模型的解码能有多快。</translation>
+    </message>
+    <message>
+        <source>fits</source>
+        <translation>放得下</translation>
+    </message>
+    <message>
+        <source>tight</source>
+        <translation>偏紧</translation>
+    </message>
+    <message>
+        <source>will not fit</source>
+        <translation>放不下</translation>
+    </message>
+    <message>
+        <source>Its files, licence and download on Hugging Face.</source>
+        <translation>在 Hugging Face 上查看它的文件、许可证和下载。</translation>
+    </message>
+    <message>
+        <source>Allow downloads from Hugging Face above to open its page.</source>
+        <translation>请先勾选上方的“允许从 Hugging Face 下载”，才能打开它的页面。</translation>
+    </message>
+</context>
+<context>
     <name>RemoteDialog</name>
     <message>
         <source>Connect to an OpenAI-compatible server</source>
@@ -1751,6 +2291,69 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>connecting</source>
         <translation>正在连接</translation>
+    </message>
+</context>
+<context>
+    <name>RooflineView</name>
+    <message>
+        <source>Bytes read per token</source>
+        <translation>每个 token 读取的字节数</translation>
+    </message>
+    <message>
+        <source>Achieved bandwidth</source>
+        <translation>实际带宽</translation>
+    </message>
+    <message>
+        <source>Memory bandwidth</source>
+        <translation>内存带宽</translation>
+    </message>
+    <message>
+        <source>Ceiling</source>
+        <translation>速度上限</translation>
+    </message>
+    <message>
+        <source>Verdict</source>
+        <translation>结论</translation>
+    </message>
+    <message>
+        <source>bandwidth-bound</source>
+        <translation>受带宽限制</translation>
+    </message>
+    <message>
+        <source>overhead-bound</source>
+        <translation>受开销限制</translation>
+    </message>
+    <message>
+        <source>machine busy</source>
+        <translation>机器繁忙</translation>
+    </message>
+    <message>
+        <source>Measure again</source>
+        <translation>重新测量</translation>
+    </message>
+    <message>
+        <source>Measure this device&apos;s memory bandwidth again (a few seconds; it waits for the reply being generated)</source>
+        <translation>重新测量此设备的内存带宽（需几秒；会等正在生成的回复结束后再测）</translation>
+    </message>
+    <message>
+        <source>not measured: {why}</source>
+        <translation>未测量：{why}</translation>
+    </message>
+    <message>
+        <source>measuring…</source>
+        <translation>正在测量…</translation>
+    </message>
+    <message>
+        <source>{total} = weights {weights} + KV {kv}</source>
+        <translation>{total} = 权重 {weights} + KV {kv}</translation>
+    </message>
+    <message>
+        <source> ({share} % of measured)</source>
+        <translation>（实测带宽的 {share} %）</translation>
+    </message>
+    <message>
+        <source> (other programs used {share} % of the processor)</source>
+        <translation>（其他程序占用了 {share} % 的处理器）</translation>
     </message>
 </context>
 <context>
@@ -1898,11 +2501,19 @@ license {license} · {likes} likes</source>
     </message>
     <message>
         <source>0 = greedy: always the most likely token (deterministic)</source>
-        <translation>0 即贪心解码：总是选概率最高的 token（结果确定）</translation>
+        <translation type="vanished">0 即贪心解码：总是选概率最高的 token（结果确定）</translation>
+    </message>
+    <message>
+        <source>How far the choice of each token strays from the most likely one: the model&apos;s scores are divided by it before sampling. 0 = greedy: always the most likely token (deterministic); 0.2-0.7 for facts and code, 0.8-1.0 for varied writing; above 1.2 replies fall apart</source>
+        <translation>每个 token 的选择偏离最可能选项的程度：采样前，模型的打分会除以这个值。0 即贪心解码：总是选概率最高的 token（结果确定）；0.2-0.7 适合事实问答和代码，0.8-1.0 适合多样化的写作；超过 1.2 回复就会语无伦次</translation>
     </message>
     <message>
         <source>Temperature</source>
         <translation>温度</translation>
+    </message>
+    <message>
+        <source>Nucleus sampling: only the most likely tokens whose probabilities add up to p are candidates. 1 keeps all; 0.9 cuts the unlikely tail that makes nonsense; lower is more predictable</source>
+        <translation>核采样：按概率从高到低、累计概率达到 p 的那些 token 才是候选。1 表示全部保留；0.9 会截掉容易产生胡言乱语的低概率长尾；越低越可预测</translation>
     </message>
     <message>
         <source>Top-p</source>
@@ -1913,12 +2524,24 @@ license {license} · {likes} likes</source>
         <translation>关闭</translation>
     </message>
     <message>
+        <source>Only the k most likely tokens are candidates at each step (applied with top-p: the stricter wins). off keeps all; 40-50 is usual</source>
+        <translation>每一步只有概率最高的 k 个 token 是候选（与 top-p 同时生效，以更严格者为准）。关闭表示全部保留；通常取 40-50</translation>
+    </message>
+    <message>
         <source>Top-k</source>
         <translation>Top-k</translation>
     </message>
     <message>
+        <source>Makes tokens already in the conversation less likely: their scores are divided by this (multiplied when negative). 1 is off; 1.05-1.2 stops small models looping; higher distorts names and code</source>
+        <translation>降低对话中已出现的 token 的概率：它们的打分会除以这个值（打分为负时则乘以它）。1 表示关闭；1.05-1.2 可以防止小模型陷入重复循环；再高会扭曲人名和代码</translation>
+    </message>
+    <message>
         <source>Repetition penalty</source>
         <translation>重复惩罚</translation>
+    </message>
+    <message>
+        <source>The longest reply, in tokens (about ¾ of an English word, or one or two Chinese characters, each); the reply stops there</source>
+        <translation>回复的最大长度，以 token 计（每个 token 约为 ¾ 个英文单词，或一到两个汉字）；回复到此为止</translation>
     </message>
     <message>
         <source>Max new tokens</source>
@@ -2025,6 +2648,48 @@ license {license} · {likes} likes</source>
     </message>
 </context>
 <context>
+    <name>ThinkingSection</name>
+    <message>
+        <source>Show or hide how the model reasoned before answering</source>
+        <translation>显示或隐藏模型在回答前的推理过程</translation>
+    </message>
+    <message>
+        <source>The model&apos;s reasoning</source>
+        <translation>模型的推理过程</translation>
+    </message>
+    <message>
+        <source>Thinking…</source>
+        <translation>正在思考…</translation>
+    </message>
+    <message>
+        <source>Thought</source>
+        <translation>已思考</translation>
+    </message>
+    <message>
+        <source>{n} tokens</source>
+        <translation>{n} 个 token</translation>
+    </message>
+    <message>
+        <source>1 token</source>
+        <translation>1 个 token</translation>
+    </message>
+    <message>
+        <source>{s} s</source>
+        <translation>{s} s</translation>
+    </message>
+</context>
+<context>
+    <name>ThinkingSwitch</name>
+    <message>
+        <source>Thinking</source>
+        <translation>思考模式</translation>
+    </message>
+    <message>
+        <source>Let the model reason before it answers (this conversation; the model&apos;s template takes the switch). Off: it answers at once.</source>
+        <translation>让模型先推理再回答（仅对本对话生效；由模型的对话模板接收这个开关）。关闭时：直接回答。</translation>
+    </message>
+</context>
+<context>
     <name>TokenInspector</name>
     <message>
         <source>token</source>
@@ -2108,6 +2773,89 @@ license {license} · {likes} likes</source>
     <message>
         <source>special</source>
         <translation>特殊</translation>
+    </message>
+</context>
+<context>
+    <name>TtftView</name>
+    <message>
+        <source>Template, tokens, first pick</source>
+        <translation>模板、分词、选首 token</translation>
+    </message>
+    <message>
+        <source>Reused from the cache</source>
+        <translation>从缓存复用</translation>
+    </message>
+    <message>
+        <source>Prefilled</source>
+        <translation>预填充</translation>
+    </message>
+    <message>
+        <source>KV per 1,000 tokens</source>
+        <translation>每多 1,000 个 token 的 KV</translation>
+    </message>
+    <message>
+        <source>Decode per 1,000 tokens</source>
+        <translation>每多 1,000 个 token 的解码</translation>
+    </message>
+    <message>
+        <source>Before truncation</source>
+        <translation>距离截断</translation>
+    </message>
+    <message>
+        <source>The TTFT outside the prefill: the chat template, tokenisation, finding how much of the prompt the KV cache already holds, and choosing the first token from the prefill&apos;s last logits.</source>
+        <translation>首 token 延迟中预填充以外的部分：套用对话模板、分词、查明 KV 缓存中已有多少提示词，以及根据预填充最后的 logits 选出第一个 token。</translation>
+    </message>
+    <message>
+        <source>Prompt tokens whose keys and values the cache kept from the last reply: they cost nothing. A changing prefix (a date in the system prompt) breaks reuse from its first token on.</source>
+        <translation>缓存从上一条回复保留了键和值的提示词 token：它们没有任何开销。前缀一旦变化（比如系统提示词里的日期），从变化的第一个 token 起就无法复用。</translation>
+    </message>
+    <message>
+        <source>The prompt tokens computed for this reply × the measured prefill rate.</source>
+        <translation>本条回复计算的提示词 token 数 × 实测的预填充速度。</translation>
+    </message>
+    <message>
+        <source>The KV cache 1,000 more tokens of conversation will take: 2 × layers × kv heads × head size × bytes, × 1,000.</source>
+        <translation>对话再多 1,000 个 token 时 KV 缓存要多占的内存：2 × 层数 × KV 头数 × 头维度 × 每元素字节数，再 × 1,000。</translation>
+    </message>
+    <message>
+        <source>Where decoding is bound by reading memory, each token reads the whole cache: 1,000 more tokens make every token this much slower (their KV bytes ÷ the bytes read per token now).</source>
+        <translation>当解码受内存读取限制时，每个 token 都要读一遍整个缓存：再多 1,000 个 token，每个 token 就会慢这么多（它们的 KV 字节数 ÷ 当前每个 token 读取的字节数）。</translation>
+    </message>
+    <message>
+        <source>Tokens left in the model&apos;s window. Past them the oldest turns are dropped (the system prompt kept), and the kept conversation is prefilled again: this long at the measured prefill rate.</source>
+        <translation>模型上下文窗口中剩余的 token 数。超出之后，最早的几轮对话会被舍弃（系统提示词保留），保留下来的对话要重新预填充：按实测的预填充速度需要这么久。</translation>
+    </message>
+    <message>
+        <source>Why this TTFT</source>
+        <translation>首 token 延迟的构成</translation>
+    </message>
+    <message>
+        <source>Context pressure</source>
+        <translation>上下文压力</translation>
+    </message>
+    <message>
+        <source>{n} tokens, free</source>
+        <translation>{n} 个 token，零开销</translation>
+    </message>
+    <message>
+        <source>{n} tokens × {rate} tok/s</source>
+        <translation>{n} 个 token × {rate} tok/s</translation>
+    </message>
+    <message>
+        <source>{n} tokens × {rate} tok/s = {time}</source>
+        <translation>{n} 个 token × {rate} tok/s = {time}</translation>
+    </message>
+    <message>
+        <source>+{share} % time per token</source>
+        <translation>每个 token 耗时 +{share} %</translation>
+    </message>
+    <message>
+        <source>{n} tokens left</source>
+        <translation>剩余 {n} 个 token</translation>
+    </message>
+    <message>
+        <source>, then ~{time} to prefill the kept conversation again</source>
+        <translation>，之后重新预填充保留的对话约需 {time}</translation>
     </message>
 </context>
 <context>
@@ -2199,6 +2947,46 @@ license {license} · {likes} likes</source>
     <message>
         <source>no model loaded: choose a model and press Load</source>
         <translation>尚未加载模型：请选择模型并点击“加载”</translation>
+    </message>
+    <message>
+        <source>the smallest that answers in Chinese and English; fast anywhere</source>
+        <translation>能用中英文回答的最小模型；在哪儿都跑得快</translation>
+    </message>
+    <message>
+        <source>good everyday answers in Chinese and English on a laptop CPU</source>
+        <translation>在笔记本 CPU 上就能给出不错的中英文日常回答</translation>
+    </message>
+    <message>
+        <source>noticeably better answers; wants a desktop CPU or a GPU</source>
+        <translation>回答明显更好；需要台式机 CPU 或 GPU</translation>
+    </message>
+    <message>
+        <source>thinks before answering (can be switched off); strong in Chinese</source>
+        <translation>先思考再回答（可关闭）；中文能力强</translation>
+    </message>
+    <message>
+        <source>a reasoning model that holds its own on maths and code</source>
+        <translation>推理模型，数学和代码表现不俗</translation>
+    </message>
+    <message>
+        <source>Google’s small multilingual chat model</source>
+        <translation>Google 的小型多语言对话模型</translation>
+    </message>
+    <message>
+        <source>Meta’s small model; English first</source>
+        <translation>Meta 的小模型；以英文为主</translation>
+    </message>
+    <message>
+        <source>Meta’s 3B: better English answers</source>
+        <translation>Meta 的 3B 模型：英文回答更好</translation>
+    </message>
+    <message>
+        <source>Microsoft’s 3.8B: strong reasoning for its size</source>
+        <translation>Microsoft 的 3.8B 模型：同等规模下推理能力很强</translation>
+    </message>
+    <message>
+        <source>the default model’s big sibling (same tokenizer); English</source>
+        <translation>默认模型的大号版本（分词器相同）；英文</translation>
     </message>
     <message>
         <source>{model} was not found: open a model folder or a .gguf file (the default model needs `python -m engine fetch` once)</source>
