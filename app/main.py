@@ -31,6 +31,7 @@ from typing import Any
 import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
 from app import __version__
 from app.history.store import HistoryStore
+from engine.bench import roofline
 from engine.errors import DataDirError
 from engine.inputs import PRECISIONS
 from engine.paths import data_dir, history_path, logs_dir
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         # default values (the report does not depend on what the user set). Settings() cannot be
         # redirected: QSettings(organisation, application) always writes the native file.
         app_settings.use_ini_folder(Path(scratch.name))  # for anything else asking QSettings()
+        roofline.keep_in(Path(scratch.name))  # the panel's bandwidth measurement too
         settings = app_settings.Settings.in_file(Path(scratch.name) / "miaohui.ini")
         store = HistoryStore(Path(scratch.name) / "history.sqlite3")
     else:
@@ -224,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         if guard is not None:
             guard.release()
         if scratch is not None:
+            roofline.keep_in(None)
             scratch.cleanup()
         if not joined:
             # The engine ignored its cancel past the bounded wait. Destroying a running QThread aborts the

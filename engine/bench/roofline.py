@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -98,8 +99,18 @@ def _tensor_bytes(module: Any) -> dict[int, int]:
 # ------------------------------------------------------------------------------------ the measured bandwidth
 
 
-def _bandwidth_path() -> Any:
-    return data_root() / BANDWIDTH_FILE
+_kept_in: Path | None = None  # keep_in's folder; None: the data folder
+
+
+def keep_in(folder: Path | None) -> None:
+    """Keep the bandwidth record in ``folder`` instead of the data folder (the app's scripted runs, which leave
+    every user file as it was, point it at their scratch folder); None: the data folder again."""
+    global _kept_in
+    _kept_in = Path(folder) if folder is not None else None
+
+
+def _bandwidth_path() -> Path:
+    return (_kept_in or data_root()) / BANDWIDTH_FILE
 
 
 def stored_bandwidth(device: str) -> dict[str, Any] | None:
@@ -124,7 +135,7 @@ def measure_and_store(device: str, force: bool = False) -> dict[str, Any]:
     from engine.bench.membw import measure_bandwidth  # torch: only when measuring
 
     entry = {**measure_bandwidth(device).to_dict(), "measured_at": time.time()}
-    path = data_dir() / BANDWIDTH_FILE
+    path = (_kept_in or data_dir()) / BANDWIDTH_FILE
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
         stored = stored if isinstance(stored, dict) else {}
