@@ -43,6 +43,7 @@ from engine.cpu import native_gemm
 from engine.generate.families import refusal
 from engine.generate.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
                                         weights_for)
+from engine.generate.rope_tables import context_rope, rope_tables
 from engine.generate.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -82,19 +83,10 @@ class FastRunner(ModelRunner):
         self._w = weights_for(model)
         self._dtype = self._w.embed.dtype
         device = model_device(model)
-        context = getattr(model.config, "max_position_embeddings", None)
-        limit = max_positions or context or 4096
-        rope = getattr(model.config, "rope_parameters", None) or {}
-        rope_type = rope.get("rope_type") if isinstance(rope, dict) else None
-        if rope_type == "dynamic" and context:
-            # NTK "dynamic" RoPE equals the default one up to max_position_embeddings and then changes its
-            # frequencies with every new length: the tables here are exact only up to there.
-            limit = min(int(limit), int(context))
-        self._max_positions = int(limit)
-        # longrope (Phi-3.5/4): transformers picks the short or the long frequencies per forward call, long once
-        # its last position passes original_max_position_embeddings; keys cached before keep their rotation.
-        self._long_after: int | None = int(rope["original_max_position_embeddings"]) \
-            if rope_type == "longrope" else None
+        limit = max_positions or getattr(model.config, "max_position_embeddings", None) or 4096
+        # dynamic RoPE: exact up to max_position_embeddings only; longrope: the length past which a forward call
+        # reads the long tables (engine.generate.rope_tables)
+        self._max_positions, self._long_after = context_rope(model.config, limit)
         self._static = static
         self._capacity = 0
         self._k = self._v = torch.empty(0)
@@ -154,32 +146,10 @@ class FastRunner(ModelRunner):
         self._k_layers, self._v_layers = k.unbind(0), v.unbind(0)  # per-layer views, made once per allocation
         with torch.inference_mode():
             probe = torch.empty(1, dtype=self._dtype, device=self._device)
-            # A one-position call first: a "dynamic" RoPE run past its context resets to its own frequencies.
-            self._tables(probe, 1, 1)
-            if self._long_after is None:
-                self._cos, self._sin = self._tables(probe, capacity, capacity)
-            else:
-                # The model's own RoPE picks the set by the last position it is given: the short set for the
-                # positions up to original_max_position_embeddings (the only ones read with it), the long one
-                # from a call that passes it.
-                self._cos_long, self._sin_long = self._tables(probe, max(capacity, self._long_after + 1), capacity)
-                short = self._tables(probe, min(capacity, self._long_after), capacity)
-                self._cos, self._sin = (tuple(torch.cat((s, l[s.shape[0]:])) for s, l in zip(table, long))
-                                        for table, long in zip(short, (self._cos_long, self._sin_long)))
+            (self._cos, self._sin), long = rope_tables(self._rotary, w.rope_kinds, capacity, self._long_after, probe)
+            if long is not None:
+                self._cos_long, self._sin_long = long
         self._capacity = capacity
-
-    def _tables(self, probe: torch.Tensor, positions: int, keep: int) -> tuple[tuple[torch.Tensor, ...], ...]:
-        """(cos, sin) tables of the first ``keep`` of ``positions`` positions, one per RoPE kind: the model's own
-        rotary embedding called once over 0..positions-1, sin with rotate_half's sign folded in (``rotate``)."""
-        ids = torch.arange(positions, device=self._device)[None]  # (1, positions)
-        cos_tables, sin_tables = [], []
-        for kind in self._w.rope_kinds:
-            # (1, positions, rotary dim): the head dim, or its rotated part with partial rotary
-            cos, sin = self._rotary(probe, ids) if kind is None else self._rotary(probe, ids, kind)
-            half = cos.shape[-1] // 2
-            cos_tables.append(cos[0, :keep].contiguous())
-            sin_tables.append(torch.cat((-sin[0, :keep, :half], sin[0, :keep, half:]), dim=-1).contiguous())
-        return tuple(cos_tables), tuple(sin_tables)
 
     def _long(self, end: int) -> bool:
         """Whether a forward call whose last position is ``end - 1`` reads longrope's long tables."""
