@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import math
 import mmap
-import struct
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from engine.inputs import INT4_GROUP_SIZE
+from engine.library.gguf_header import NeedMoreBytes, parse
 from engine.models.quant import Int4Linear, Int8Linear, QuantizedLinear, int4_codes, projection_groups, quantize_model
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,6 @@ INT8_BLOCKS = (QT.Q8_0,)  # kept as int8, re-scaled per row
 _FLOATS = (QT.F32, QT.F16, QT.BF16)
 _HEAD_ROWS_CHECKED = 1024  # of the lm_head's (vocabulary) rows compared with transformers' at each load
 PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
 @dataclass(frozen=True)
@@ -70,10 +69,11 @@ class GGUFTensor:
 
 
 class GGUFFile:
-    """A GGUF's metadata (scalars and strings) and tensor table, its data memory-mapped, nothing read yet.
+    """A GGUF's metadata and tensor table (``engine.library.gguf_header.parse``, the one header reader), its data
+    memory-mapped, nothing read yet. Metadata arrays are their ``ArrayInfo`` (length and item type) only.
 
-    Parsed here rather than with ``gguf.GGUFReader``, which builds an object for every token of the vocabulary
-    (2.5 s on the default model's file against ~0.1 s); the loader's safety check has already bounded it.
+    Not ``gguf.GGUFReader``, which builds an object for every token of the vocabulary (2.5 s on the default
+    model's file against ~0.1 s); the loader's safety check has already bounded the file.
     """
 
     def __init__(self, path: Path) -> None:
@@ -81,27 +81,14 @@ class GGUFFile:
         with open(self.path, "rb") as handle:  # struct reads from a plain mmap: ~10× faster than from numpy's
             blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         self._blob = np.frombuffer(blob, dtype=np.uint8)  # the tensors' bytes, read only when asked for
-        if blob[:4] != b"GGUF":
-            raise ValueError(f"{self.path.name} is not a GGUF file")
-        _version, n_tensors, n_kv = struct.unpack_from("<IQQ", blob, 4)
-        pos, self.metadata = 24, {}
-        for _ in range(n_kv):
-            key, pos = _string(blob, pos)
-            self.metadata[key], pos = _value(blob, pos + 4, struct.unpack_from("<I", blob, pos)[0])
-        entries = []
-        for _ in range(n_tensors):
-            name, pos = _string(blob, pos)
-            (ndim,) = struct.unpack_from("<I", blob, pos)
-            dims = struct.unpack_from(f"<{ndim}Q", blob, pos + 4)
-            kind, offset = struct.unpack_from("<IQ", blob, pos + 4 + 8 * ndim)
-            pos += 16 + 8 * ndim
-            entries.append((name, QT(kind), tuple(reversed(dims)), offset))
-        alignment = self.metadata.get("general.alignment") or 32
-        data = -(-pos // alignment) * alignment
-        self.tensors: dict[str, GGUFTensor] = {}
-        for name, qtype, shape, offset in entries:
-            block, block_bytes = GGML_QUANT_SIZES[qtype]
-            self.tensors[name] = GGUFTensor(name, qtype, shape, data + offset, math.prod(shape) // block * block_bytes)
+        try:
+            header = parse(blob, self.path.name)
+        except NeedMoreBytes:
+            raise ValueError(f"{self.path.name}: the GGUF header runs past the end of the file") from None
+        self.metadata: dict[str, Any] = dict(header.fields)
+        self.tensors: dict[str, GGUFTensor] = {
+            t.name: GGUFTensor(t.name, QT[t.quant], tuple(reversed(t.shape)), header.header_bytes + t.offset, t.nbytes)
+            for t in header.tensors}
 
     @property
     def architecture(self) -> str:
@@ -118,33 +105,6 @@ class GGUFFile:
         biases not counted)."""
         return Counter(t.qtype.name for t in self.tensors.values()
                        if t.name.startswith("blk.") and t.name.endswith(".weight") and t.name.split(".")[2] in PROJECTIONS)
-
-
-def _string(blob: mmap.mmap, pos: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from("<Q", blob, pos)
-    return bytes(blob[pos + 8:pos + 8 + length]).decode("utf-8", "replace"), pos + 8 + length
-
-
-def _value(blob: mmap.mmap, pos: int, kind: int) -> tuple[Any, int]:
-    """One metadata value and the position after it; arrays are skipped (None): only scalars are needed."""
-    if kind in _SCALARS:
-        return struct.unpack_from(_SCALARS[kind], blob, pos)[0], pos + struct.calcsize(_SCALARS[kind])
-    if kind == 8:
-        return _string(blob, pos)
-    if kind == 9:
-        item, count = struct.unpack_from("<IQ", blob, pos)
-        pos += 12
-        if item in _SCALARS:
-            return None, pos + count * struct.calcsize(_SCALARS[item])
-        if item == 8:  # a vocabulary or merge table: walked over, not decoded
-            length = struct.Struct("<Q").unpack_from
-            for _ in range(count):
-                pos += 8 + length(blob, pos)[0]
-            return None, pos
-        for _ in range(count):
-            _, pos = _value(blob, pos, item)
-        return None, pos
-    raise ValueError(f"unknown GGUF metadata type {kind}")
 
 
 # ---------------------------------------------------------------- blocks → kernel formats

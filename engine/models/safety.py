@@ -276,114 +276,35 @@ def _safetensors_files(folder: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- GGUF
 
-_GGUF_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_GGUF_STRING, _GGUF_ARRAY, _GGUF_UINT32 = 8, 9, 4
-
-
-class _Reader:
-    """Bounds-checked little-endian reads from a file's header."""
-
-    def __init__(self, path: Path, handle: BinaryIO, size: int) -> None:
-        self.path, self.handle, self.size = path, handle, size
-
-    def take(self, count: int) -> bytes:
-        if count < 0 or self.handle.tell() + count > self.size:
-            raise corrupt(self.path, "header runs past the end of the file (truncated)")
-        return self.handle.read(count)
-
-    def u32(self) -> int:
-        return struct.unpack("<I", self.take(4))[0]
-
-    def u64(self) -> int:
-        return struct.unpack("<Q", self.take(8))[0]
-
-    def string(self) -> bytes:
-        return self.take(self.u64())
-
-    def skip_value(self, kind: int) -> Any:
-        if kind == _GGUF_STRING:
-            return self.string()
-        if kind == _GGUF_ARRAY:
-            item_kind, count = self.u32(), self.u64()
-            if item_kind in _GGUF_SCALAR_BYTES:
-                self.take_skip(count * _GGUF_SCALAR_BYTES[item_kind])
-            else:
-                for _ in range(count):
-                    self.skip_value(item_kind)
-            return None
-        if kind not in _GGUF_SCALAR_BYTES:
-            raise corrupt(self.path, f"unknown metadata value type {kind}")
-        raw = self.take(_GGUF_SCALAR_BYTES[kind])
-        return int.from_bytes(raw, "little") if kind == _GGUF_UINT32 else None
-
-    def take_skip(self, count: int) -> None:
-        if self.handle.tell() + count > self.size:
-            raise corrupt(self.path, "header runs past the end of the file (truncated)")
-        self.handle.seek(count, 1)
-
-
 def check_gguf(path: Path) -> int:
-    """Parse a GGUF header and verify every tensor's data lies inside the file; return element count."""
+    """Parse a GGUF header (``engine.library.gguf_header``, the one reader) and verify every tensor's data lies
+    inside the file; return its element count."""
+    from engine.library.gguf_header import read_file_header  # lazy: gguf brings numpy (~200 ms), which the
+    # checks of every safetensors model, run before each load, do not need
+
     require_regular_file(path)
     try:
         size = path.stat().st_size
-        handle = path.open("rb")
     except OSError as exc:
         raise corrupt(path, f"cannot read ({exc.strerror or exc})") from None
-    with handle:
-        if size == 0:
-            raise corrupt(path, "empty file (0 bytes)")
-        try:
-            return _check_gguf_handle(path, handle, size)
-        except RecursionError:  # arrays nested thousands deep: no real file does this
-            raise corrupt(path, "metadata nested too deeply") from None
-
-
-def _check_gguf_handle(path: Path, handle: BinaryIO, size: int) -> int:
-    # gguf's tables give each tensor type's block size and bytes per block. Lazy: gguf brings numpy (~200 ms),
-    # which the checks of every safetensors model, run before each load, do not need.
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    reader = _Reader(path, handle, size)
-    if handle.read(4) != b"GGUF":
-        raise corrupt(path, "not a GGUF file (bad magic)")
-    version = reader.u32()
-    if version not in (2, 3):
-        raise corrupt(path, f"unsupported GGUF version {version}")
-    n_tensors, n_kv = reader.u64(), reader.u64()
-    alignment = 32
-    architecture = False
-    for _ in range(n_kv):
-        key = reader.string()
-        value = reader.skip_value(reader.u32())
-        if key == b"general.alignment" and isinstance(value, int) and value > 0:
-            alignment = value
-        architecture = architecture or (key == b"general.architecture" and bool(value))
+    if size == 0:
+        raise corrupt(path, "empty file (0 bytes)")
+    try:
+        header = read_file_header(path)
+    except RecursionError:  # arrays nested thousands deep: no real file does this
+        raise corrupt(path, "metadata nested too deeply") from None
     # A header with nothing to run passes every bound below; it is no model, so it is refused here, at
     # download and at load alike, rather than listed as installed.
-    if not architecture:
+    if not header.fields.get("general.architecture"):
         raise corrupt(path, "no general.architecture: not a model GGUF file")
-    if n_tensors == 0:
+    if not header.tensors:
         raise corrupt(path, "no tensors: a GGUF header without weights")
-    tensors: list[tuple[str, int, int]] = []
-    elements = 0
-    for _ in range(n_tensors):
-        name = reader.string().decode("utf-8", "replace")
-        dims = [reader.u64() for _ in range(reader.u32())]
-        kind, offset = reader.u32(), reader.u64()
-        try:
-            block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
-        except (ValueError, KeyError):
-            raise corrupt(path, f"tensor {name!r} has unknown type {kind}") from None
-        count = math.prod(dims)
-        tensors.append((name, offset, count * type_bytes // block))
-        elements += count
-    start = -(-handle.tell() // alignment) * alignment  # data section starts aligned
-    for name, offset, nbytes in tensors:
-        if start + offset + nbytes > size:
-            raise corrupt(path, f"tensor {name!r} data ends at byte {start + offset + nbytes}, past the end "
-                                f"of the file ({size} bytes)")
-    return elements
+    for tensor in header.tensors:
+        end = header.header_bytes + tensor.offset + tensor.nbytes
+        if end > size:
+            raise corrupt(path, f"tensor {tensor.name!r} data ends at byte {end}, past the end of the file "
+                                f"({size} bytes)")
+    return header.elements
 
 
 # ---------------------------------------------------------------- the whole source
