@@ -26,7 +26,7 @@ processor) is applied to the raw rows of blocks. Before anything is replaced, la
 lm_head rebuilt from the blocks are compared with transformers' dequantized weights; a model that does not
 match (an unknown processor, layout or name) falls back to quantizing the dequantized weights, as before.
 
-Owns reading a GGUF's tensor table and block bytes, the block → kernel mapping, the precision ``auto``
+Owns reading a GGUF's block bytes (its header through ``engine.library.gguf_header``), the block → kernel mapping, the precision ``auto``
 keeps for a GGUF (``auto_precision``) and the note. Not the modules or the model rewrite
 (``engine/models/quant.py``), nor loading (``engine/models/loader.py``).
 """
