@@ -103,7 +103,7 @@ class RecommendedTab(QWidget):
                      if r.ceiling_tokens_per_s is not None else self.tr("not measured"))
             cells = [r.model.name, engine_text(r.model.note), f"{format_bytes(e.weights_bytes)} · {e.precision}",
                      self._verdict(e.verdict), speed,
-                     self.tr("licence to accept on the Hub") if r.model.gated else self.tr("open")]
+                     self.tr("license to accept on the Hub") if r.model.gated else self.tr("open")]
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(f"{r.model.repo}\n{e.summary()}" if column in (0, 3) else text)
@@ -130,7 +130,7 @@ class RecommendedTab(QWidget):
     def _update_buttons(self) -> None:
         chosen = self.selected()
         self.open_button.setEnabled(chosen is not None and self._allowed)
-        self.open_button.setToolTip(self.tr("Its files, licence and download on Hugging Face.") if self._allowed
+        self.open_button.setToolTip(self.tr("Its files, license and download on Hugging Face.") if self._allowed
                                     else self.tr("Allow downloads from Hugging Face above to open its page."))
 
     @Slot()

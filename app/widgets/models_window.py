@@ -160,7 +160,7 @@ class ModelsWindow(QDialog):
 
     @Slot(str)
     def open_repo_page(self, repo: str) -> None:
-        """A model's Hub page (files, licence, fit, download) in the search tab; downloads must be allowed."""
+        """A model's Hub page (files, license, fit, download) in the search tab; downloads must be allowed."""
         if not self.downloads_allowed():
             self.show_error(self.tr("Downloads from Hugging Face are off: tick “Allow downloads from Hugging Face” "
                                     "first."))

@@ -3,7 +3,7 @@ what a longer conversation will cost, from the reply's own figures.
 
 Why this TTFT: a waterfall of the reply's time to first token — what lies outside the prefill (the chat
 template, tokenisation, matching the cached prefix and choosing the first token: the engine measures them
-together, TTFT − prefill), the tokens reused from the KV cache (free), and the tokens prefilled × the measured
+together, TTFT − prefill), the tokens reused from the KV cache (free), and the tokens prefilled ÷ the measured
 prefill rate — each part's share of the TTFT drawn as a bar. Context pressure: the KV-cache bytes of 1,000 more tokens (``ModelFacts.kv_bytes_per_token``),
 the decode slow-down they bring where decoding is bound by reading memory (their bytes ÷ the bytes read per
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
@@ -33,7 +33,7 @@ HELP = {
     "reused": QT_TRANSLATE_NOOP("TtftView", "Prompt tokens whose keys and values the cache kept from the last reply: "
                                             "they cost nothing. A changing prefix (a date in the system prompt) "
                                             "breaks reuse from its first token on."),
-    "prefill": QT_TRANSLATE_NOOP("TtftView", "The prompt tokens computed for this reply × the measured prefill rate."),
+    "prefill": QT_TRANSLATE_NOOP("TtftView", "The prompt tokens computed for this reply ÷ the measured prefill rate."),
     "kv_1000": QT_TRANSLATE_NOOP("TtftView", "The KV cache 1,000 more tokens of conversation will take: "
                                              "2 × layers × kv heads × head size × bytes, × 1,000."),
     "slowdown_1000": QT_TRANSLATE_NOOP("TtftView", "Where decoding is bound by reading memory, each token reads the "
@@ -126,13 +126,13 @@ class TtftView(QWidget):
         v["reused"].setText(self.tr("{n} tokens, free").format(n=reused) if prefill_tokens is not None else "—")
         if ttft is None or prefill_s is None:
             if prefill_tokens is not None and rate:
-                v["prefill"].setText(self.tr("{n} tokens × {rate} tok/s").format(n=prefill_tokens, rate=f"{rate:.0f}"))
+                v["prefill"].setText(self.tr("{n} tokens ÷ {rate} tok/s").format(n=prefill_tokens, rate=f"{rate:.0f}"))
             return
         # Where the TTFT went: the prefill is measured; the rest of the TTFT is everything around it.
         before = max(0.0, ttft - prefill_s)
         parts = {"before": before, "reused": 0.0, "prefill": prefill_s}
         v["before"].setText(_ms(before))
-        v["prefill"].setText(self.tr("{n} tokens × {rate} tok/s = {time}").format(
+        v["prefill"].setText(self.tr("{n} tokens ÷ {rate} tok/s = {time}").format(
             n=prefill_tokens, rate=f"{rate:.0f}" if rate else "—", time=_ms(prefill_s)))
         for key, seconds in parts.items():
             self.bars[key].setValue(int(1000 * seconds / ttft) if ttft > 0 else 0)

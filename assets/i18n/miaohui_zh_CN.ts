@@ -2171,7 +2171,7 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>未测量</translation>
     </message>
     <message>
-        <source>licence to accept on the Hub</source>
+        <source>license to accept on the Hub</source>
         <translation>需在 Hugging Face 上接受许可证</translation>
     </message>
     <message>
@@ -2199,7 +2199,7 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>放不下</translation>
     </message>
     <message>
-        <source>Its files, licence and download on Hugging Face.</source>
+        <source>Its files, license and download on Hugging Face.</source>
         <translation>在 Hugging Face 上查看它的文件、许可证和下载。</translation>
     </message>
     <message>
@@ -2810,8 +2810,8 @@ license {license} · {likes} likes</source>
         <translation>缓存从上一条回复保留了键和值的提示词 token：它们没有任何开销。前缀一旦变化（比如系统提示词里的日期），从变化的第一个 token 起就无法复用。</translation>
     </message>
     <message>
-        <source>The prompt tokens computed for this reply × the measured prefill rate.</source>
-        <translation>本条回复计算的提示词 token 数 × 实测的预填充速度。</translation>
+        <source>The prompt tokens computed for this reply ÷ the measured prefill rate.</source>
+        <translation>本条回复计算的提示词 token 数 ÷ 实测的预填充速度。</translation>
     </message>
     <message>
         <source>The KV cache 1,000 more tokens of conversation will take: 2 × layers × kv heads × head size × bytes, × 1,000.</source>
@@ -2838,12 +2838,12 @@ license {license} · {likes} likes</source>
         <translation>{n} 个 token，零开销</translation>
     </message>
     <message>
-        <source>{n} tokens × {rate} tok/s</source>
-        <translation>{n} 个 token × {rate} tok/s</translation>
+        <source>{n} tokens ÷ {rate} tok/s</source>
+        <translation>{n} 个 token ÷ {rate} tok/s</translation>
     </message>
     <message>
-        <source>{n} tokens × {rate} tok/s = {time}</source>
-        <translation>{n} 个 token × {rate} tok/s = {time}</translation>
+        <source>{n} tokens ÷ {rate} tok/s = {time}</source>
+        <translation>{n} 个 token ÷ {rate} tok/s = {time}</translation>
     </message>
     <message>
         <source>+{share} % time per token</source>

@@ -201,7 +201,7 @@ def _recommended(args: argparse.Namespace) -> int:
              f"  {'model':<38} {'weights':>16}  {'fits?':<12} {'ceiling':>10}  good for"]
     for r in ranked:
         e = r.estimate
-        gated = " (licence to accept on the Hub)" if r.model.gated else ""
+        gated = " (license to accept on the Hub)" if r.model.gated else ""
         lines.append(f"  {r.model.repo:<38} {format_bytes(e.weights_bytes) + ' ' + e.precision:>16}  "
                      f"{e.verdict:<12} {r.ceiling_tokens_per_s or 0:>6.0f} t/s  {r.model.note}{gated}")
     lines.append("  ceiling = bandwidth ÷ bytes read per token (weights + KV cache); decoding reaches ~50-80% of it. "

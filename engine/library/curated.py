@@ -38,7 +38,7 @@ class Curated:
     name: str
     note: str  # one line: what it is good for
     config: Mapping[str, Any]  # the fields of its config.json the estimate needs
-    gated: bool = False  # the owners grant access first (a licence to accept on the Hub)
+    gated: bool = False  # the owners grant access first (a license to accept on the Hub)
 
     @property
     def arch(self) -> Architecture:

@@ -223,7 +223,7 @@ def test_why_this_ttft_and_the_context_pressure_after_each_reply(make_window, qt
     m = first.args[0].metrics
     shown = view.shown()
     assert shown["before"] == f"{(m.ttft_s - m.prefill_s) * 1000:.0f} ms" and shown["reused"] == "0 tokens, free"
-    assert shown["prefill"] == (f"{m.prefill_tokens} tokens × {m.prefill_tok_s:.0f} tok/s = "
+    assert shown["prefill"] == (f"{m.prefill_tokens} tokens ÷ {m.prefill_tok_s:.0f} tok/s = "
                                 f"{m.prefill_s * 1000:.0f} ms")
     assert view.bars["prefill"].value() == int(1000 * m.prefill_s / m.ttft_s)  # its share of the TTFT
     facts = window.bridge.facts
