@@ -96,3 +96,16 @@ def test_draft_model_of_another_vocabulary_is_refused(tiny_fp32, foreign_tiny_di
         ChatSession(tiny_fp32, speculation=SpeculationConfig("draft", draft_model=str(foreign_tiny_dir)))
     message = str(caught.value)
     assert "vocabularies differ" in message and "\n" not in message
+
+
+@pytest.mark.default_model
+@pytest.mark.parametrize("method", ["prompt-lookup", "self"])
+def test_default_model_bf16_speculation_is_exact(default_model_dir, method):
+    """The real default model in bf16: speculation's verify rounds exactly as its decode step does."""
+    target = load_model(LoadSpec(model=str(default_model_dir), precision="bf16", device="cpu"))
+    config = SamplingConfig(temperature=0.0, max_new_tokens=48)
+    text = "Repeat this sentence twice: the quick brown fox jumps over the lazy dog near the river bank."
+    plain, _ = reply(ChatSession(target), config, text)
+    fast, finished = reply(ChatSession(target, speculation=SpeculationConfig(method)), config, text)
+    assert fast == plain
+    assert finished.metrics.drafts > 0
