@@ -41,47 +41,66 @@ def batchable(runner: Any) -> bool:
         and not runner._compiled
 
 
+PROBE_ROWS = 64
+HEAD_ROWS = 16
 _ROWS_APART: dict[tuple[Any, ...], bool] = {}
 _ROWS_LOCK = threading.Lock()
 
 
-def rows_apart(weight: Any, batch: int) -> bool:
-    """Whether ``F.linear`` over ``batch`` rows gives other bits than one row at a time for ``weight`` (probed once
-    per shape, layout, dtype and batch size, on random rows: the kernel's summation order depends on those, not on
-    the values, though a bf16 result hides most reorderings, hence several draws). False for a quantized module."""
+def rows_apart(weight: Any, batch: int, rows: int | None = None) -> bool:
+    """Whether ``F.linear`` over ``batch`` rows gives other bits than one row at a time for ``weight`` (probed once per
+    shape, layout, dtype and batch size, see ``probe``). False for a quantized module (never split)."""
     if not isinstance(weight, torch.Tensor) or batch < 2:
         return False
-    key = (tuple(weight.shape), weight.stride(), weight.dtype, weight.device.type, batch)
     with _ROWS_LOCK:
-        known = _ROWS_APART.get(key)
+        known = _ROWS_APART.get(_key(weight, batch))
     if known is None:
-        known = False
-        with torch.inference_mode():
-            generator = torch.Generator(device=weight.device).manual_seed(batch)
-            # Several draws: a bf16 result rounds most differently ordered sums to the same bits, so one draw of
-            # B rows can miss a kernel that sums in another order (measured: 1 row in ~10 differs).
-            for _ in range(1 + 48 // batch):
-                x = torch.randn(batch, weight.shape[1], generator=generator, device=weight.device).to(weight.dtype)
-                together = F.linear(x, weight)
-                if not all(torch.equal(together[i:i + 1], F.linear(x[i:i + 1], weight)) for i in range(batch)):
-                    known = True
-                    break
-        with _ROWS_LOCK:
-            _ROWS_APART[key] = known
+        known = probe(weight, (batch,), rows or PROBE_ROWS)[batch]
     return known
 
 
+def _key(weight: torch.Tensor, batch: int) -> tuple[Any, ...]:
+    return tuple(weight.shape), weight.stride(), weight.dtype, weight.device.type, batch
+
+
+def probe(weight: torch.Tensor, sizes: Sequence[int], rows: int | None = None) -> dict[int, bool]:
+    """``rows_apart`` for each batch size in ``sizes``, from random rows each computed alone once and then in groups
+    of every size. The kernel's summation order depends on the shapes, not the values, but a bf16 result hides most
+    reorderings (the default model's down projection: about one row in ten differs), hence many rows."""
+    rows = max(rows or PROBE_ROWS, *sizes)
+    with torch.inference_mode():
+        generator = torch.Generator(device=weight.device).manual_seed(rows)
+        x = torch.randn(rows, weight.shape[1], generator=generator, device=weight.device).to(weight.dtype)
+        alone = torch.cat([F.linear(x[i:i + 1], weight) for i in range(rows)])
+        found = {}
+        for batch in sizes:
+            found[batch] = any(not torch.equal(F.linear(x[i:i + batch], weight), alone[i:i + batch])
+                               for i in range(0, rows - batch + 1, batch))
+    with _ROWS_LOCK:
+        for batch, apart in found.items():
+            _ROWS_APART[_key(weight, batch)] = apart
+    return found
+
+
 def prepare(model: Any, largest: int) -> None:
-    """Probe ``rows_apart`` for every dense projection of ``model`` and batch sizes 2..``largest`` now (a server
+    """Probe ``rows_apart`` for every dense projection shape of ``model`` and batch sizes 2..``largest`` now (a server
     starting), so no request's step pays for a probe."""
     from engine.generate.llama_fused import weights_for
 
     w = weights_for(model)
-    weights = {id(t): t for layer in w.layers for t in (layer.qkv, layer.o, layer.gate_up, layer.down)}
-    weights[id(w.lm_head)] = w.lm_head
-    for batch in range(2, largest + 1):
-        for weight in weights.values():
-            rows_apart(weight, batch)
+    sizes = list(range(2, largest + 1))
+    if not sizes:
+        return
+    shapes: dict[tuple[Any, ...], torch.Tensor] = {}
+    for layer in w.layers:
+        for weight in (layer.qkv, layer.o, layer.gate_up, layer.down):
+            if isinstance(weight, torch.Tensor):
+                shapes.setdefault(_key(weight, 0), weight)
+    for weight in shapes.values():
+        probe(weight, sizes)
+    if isinstance(w.lm_head, torch.Tensor):
+        # The head's rounding reaches no cache (only this step's logits), and each of its rows is costly: fewer.
+        probe(w.lm_head, sizes, HEAD_ROWS)
 
 
 def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -165,4 +184,5 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)
         out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
         x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
-    return w.cap_logits(_exact(plan.head, w.lm_head, batch)(norm(x, plan.final_norm)))  # (B, vocab)
+    head = plan.head if not rows_apart(w.lm_head, batch, HEAD_ROWS) else _exact(plan.head, w.lm_head, batch)
+    return w.cap_logits(head(norm(x, plan.final_norm)))  # (B, vocab)

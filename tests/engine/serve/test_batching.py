@@ -163,8 +163,8 @@ def test_a_long_prompt_is_prefilled_in_chunks_between_the_running_decodes(varied
         steps = list(engine.trace)[before:]
         thread.join(LIVENESS_S)
         assert [result["running"], long_reply] == alone
-        # ~600 prompt tokens in chunks of 128: several steps ran a chunk and the other request's decode together.
-        assert sum(1 for decodes, chunk in steps if chunk and decodes) >= 3, steps
+        # ~600 prompt tokens in chunks of 256: each chunk ran in a step with the other request's decode.
+        assert sum(1 for decodes, chunk in steps if chunk and decodes) >= 2, steps
     finally:
         stop_server()
 
