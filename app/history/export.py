@@ -37,7 +37,10 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
     if conv.system_prompt:
         lines += ["> **System prompt:** " + conv.system_prompt.replace("\n", "\n> "), ""]
     for message in store.messages(cid):
-        lines += [f"## {message.role.capitalize()}", "", message.text, ""]
+        lines += [f"## {message.role.capitalize()}", ""]
+        if message.reasoning:  # a reasoning model's thought, folded as the window shows it
+            lines += ["<details><summary>Thinking</summary>", "", message.reasoning, "", "</details>", ""]
+        lines += [message.text, ""]
         notes = [note for note in (_STOPPED.get(message.finish_reason or ""),
                                    message.perf.footer() if message.perf else "") if note]
         if notes:
@@ -54,7 +57,8 @@ def to_json(store: HistoryStore, cid: int) -> str:
         "conversation": {"id": conv.id, "title": conv.title, "created": iso(conv.created),
                          "updated": iso(conv.updated), "system_prompt": conv.system_prompt,
                          "settings": conv.settings},
-        "messages": [{"id": m.id, "role": m.role, "text": m.text, "created": iso(m.created),
+        "messages": [{"id": m.id, "role": m.role, "text": m.text, **({"reasoning": m.reasoning} if m.reasoning else {}),
+                      "created": iso(m.created),
                       "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None}
                      for m in store.messages(cid)],
     }

@@ -112,3 +112,16 @@ def test_export_file_name_is_capped_without_splitting_a_character():
         assert len(raw) <= MAX_FILE_NAME_BYTES and name.endswith(".json") and raw.decode("utf-8") == name
         assert title.startswith(name[: -len(".json")])
         assert len(raw) > MAX_FILE_NAME_BYTES - 4  # cut at the limit, not far below it
+
+
+def test_a_reasoning_models_thought_is_exported_beside_its_answer(tmp_path):
+    with HistoryStore(tmp_path / "h.sqlite3") as s:
+        cid = s.create_conversation()
+        s.add_message(cid, "user", "Capital of France?")
+        mid = s.add_message(cid, "assistant", "", None)
+        s.update_message(mid, "Paris.", "eos", reasoning="先想一想：France…")
+        md = to_markdown(s, cid)
+        assert "## Assistant\n\n<details><summary>Thinking</summary>\n\n先想一想：France…\n\n</details>\n\nParis.\n" in md
+        messages = json.loads(to_json(s, cid))["messages"]
+        assert messages[1]["reasoning"] == "先想一想：France…" and messages[1]["text"] == "Paris."
+        assert "reasoning" not in messages[0]  # only a reply that thought carries the key
