@@ -63,10 +63,29 @@ class _Reply:
     t_submit: float
     token_times: list[float] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)  # a reasoning model's thought, as the server split it
+    thought_times: list[float] = field(default_factory=list)  # arrival of each thought piece
+    answer_t: float | None = None  # arrival of the first answer piece
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
+
+
+def _reasoning_of(delta: Any) -> str:
+    """The thought a streamed delta carries: ``reasoning_content`` (vLLM, DeepSeek, Miaohui) or ``reasoning``
+    (later vLLM releases, OpenRouter); "" when none. ``MalformedAnswerError`` when it is not text."""
+    if delta is None:
+        return ""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
+        if value is None and isinstance(getattr(delta, "model_extra", None), dict):
+            value = delta.model_extra.get(name)
+        if value:
+            if not isinstance(value, str):
+                raise MalformedAnswerError(f"a chunk's {name} is not text")
+            return value
+    return ""
 
 
 def request_body(model: str, messages: Sequence[Message], config: SamplingConfig) -> dict[str, Any]:
@@ -234,7 +253,10 @@ class RemoteSession:
                     yield self._finished("error", reply, str(error))
                     return
                 for token in tokens:
-                    yield Token(index, NO_TOKEN_ID, token[0], t, token[1], token[2])
+                    if len(token) == 4:  # a piece of the thought (the server's reasoning_content)
+                        yield Token(index, NO_TOKEN_ID, "", t, None, (), part="reasoning", reasoning=token[0])
+                    else:
+                        yield Token(index, NO_TOKEN_ID, token[0], t, token[1], token[2])
                     index += 1
                     if index % STATS_EVERY == 0:
                         yield Stats(self._metrics(reply, live=True))
@@ -270,7 +292,17 @@ class RemoteSession:
             if not isinstance(content, str):
                 raise MalformedAnswerError(f"{self.remote.spec.host} sent a chunk whose content is not text")
             finish = getattr(choice, "finish_reason", None)
+            thought = _reasoning_of(delta)
+            if thought and room - len(tokens) > 0:
+                # vLLM's reasoning parsers, DeepSeek's API and Miaohui's server send the thought apart from the
+                # answer; each delta counts as one token (the server's usage count corrects the total at the end).
+                reply.token_times.append(t)
+                reply.thought_times.append(t)
+                reply.reasoning.append(thought)
+                tokens.append((thought, None, (), "reasoning"))  # type: ignore[arg-type]
             pieces = _tokens_of(choice, content)[:max(0, room - len(tokens))]
+            if pieces and reply.answer_t is None:
+                reply.answer_t = t
             if not pieces and finish == "stop":
                 reply.token_times.append(t)  # the end token: its arrival is the finishing chunk (local counts it too)
             for piece in pieces:
@@ -293,7 +325,8 @@ class RemoteSession:
 
     # -- metrics -------------------------------------------------------------------------------------------
     def _finished(self, reason: str, reply: _Reply, error: str | None = None) -> Finished:
-        return Finished(reason, "".join(reply.text), self._metrics(reply, live=False), error)  # type: ignore[arg-type]
+        return Finished(reason, "".join(reply.text), self._metrics(reply, live=False), error,  # type: ignore[arg-type]
+                        reasoning="".join(reply.reasoning))
 
     def _metrics(self, reply: _Reply, live: bool) -> Metrics:
         times = reply.token_times
@@ -328,4 +361,8 @@ class RemoteSession:
             device=self.remote.facts.device,
             precision=self.remote.facts.precision,
             unknown=tuple(unknown),
+            ttft_thought_s=reply.thought_times[0] - reply.t_submit if reply.thought_times else None,
+            ttft_answer_s=reply.answer_t - reply.t_submit if reply.answer_t is not None else None,
+            thinking_tokens=len(reply.thought_times),
+            thinking_s=(reply.thought_times[-1] - reply.thought_times[0]) if reply.thought_times else None,
         )

@@ -223,3 +223,26 @@ def test_base_urls_are_canonical_and_the_key_never_shows():
     assert spec.api_key == "sk-secret" and "sk-secret" not in repr(spec) and spec.host == "gpu-box:8000"
     assert RemoteSpec("http://localhost:11434/v1").base_url == "http://localhost:11434/v1"
     assert RemoteSpec("https://proxy.example/openai/v1").root == "https://proxy.example/openai"
+
+
+def test_a_servers_reasoning_content_arrives_as_the_thought(reasoning_model_dir):
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+    from tests.helpers.reasoning_model import expected_texts
+
+    thought, answer = expected_texts(reasoning_model_dir)
+    served, stop = start_server(load_model(LoadSpec(model=str(reasoning_model_dir), precision="fp32", device="cpu")))
+    try:
+        events, finished = run(RemoteSession(connect(RemoteSpec(served.url, "default", served.key))),
+                               SamplingConfig(temperature=0.0, max_new_tokens=64))
+    finally:
+        stop()
+    assert finished.reason == "eos" and finished.text == answer and finished.reasoning.strip() == thought
+    tokens = [e for e in events if isinstance(e, Token)]
+    parts = [t.part for t in tokens]
+    assert parts == sorted(parts, reverse=True) and parts[0] == "reasoning" and "answer" in parts  # thought first
+    assert "".join(t.reasoning for t in tokens).strip() == thought and "".join(t.text for t in tokens) == answer
+    m = finished.metrics
+    assert m.thinking_tokens == parts.count("reasoning") > 0
+    assert m.ttft_thought_s is not None and m.ttft_answer_s is not None and m.ttft_thought_s <= m.ttft_answer_s
+    assert m.ttft_s == m.ttft_thought_s  # the first token of anything, as a local reply counts it
