@@ -71,6 +71,10 @@ class ToolPlan:
         body = text.strip()
         if not body.startswith(TOOL_OPEN):
             return None
+        end = body.rfind(TOOL_CLOSE)
+        tail = body[end + len(TOOL_CLOSE):].strip() if end >= 0 else ""
+        if end >= 0 and (tail.startswith(TOOL_OPEN) or TOOL_OPEN.startswith(tail)):
+            body = body[: end + len(TOOL_CLOSE)]  # a reply cut at its budget inside a further call: keep the whole ones
         found = _CALL.findall(body)
         if not found or _CALL.sub("", body).strip():
             return None
@@ -86,8 +90,10 @@ class ToolPlan:
             arguments = call.get("arguments", {})
             if isinstance(arguments, str):  # some models write the arguments as a JSON string, as the API sends them
                 arguments = loads_or(arguments, arguments)
-            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                          "function": {"name": call["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}})
+            function = {"name": call["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}
+            if any(made["function"] == function for made in calls):
+                continue  # a small model forced to call may repeat the same call until its budget: once is enough
+            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": function})
         return calls
 
 

@@ -159,3 +159,6 @@ def test_auto_streams_text_at_once_and_holds_back_a_call():
     assert plan.parse(whole)[0]["function"] == {"name": "get_time", "arguments": '{"zone": "UTC"}'}
     assert plan.parse("It is noon. " + whole) is None  # text first: a reply, not a call
     assert plan.parse('<tool_call>{"name": "rm_rf"}</tool_call>') is None  # no such tool
+    # Cut at the budget while repeating the same call: the whole calls count, each once.
+    repeated = plan.parse(whole + "\n" + whole + '\n<tool_call>{"name": "get_t')
+    assert [c["function"] for c in repeated] == [{"name": "get_time", "arguments": '{"zone": "UTC"}'}]
