@@ -7,12 +7,14 @@ can follow it allows only them.
 
 Overlap with the forward pass: ``advance(token)`` hands the next step's mask to a worker thread (llguidance drops
 the GIL while it computes) and returns at once, so the mask is built while the model computes the next logits;
-``mask_`` then waits for it (usually it is ready) and applies it in place. ``stats`` holds what that cost: the
+``mask_`` then waits for it (usually it is ready) and applies it in place (``MIAOHUI_MASK_OVERLAP=0``: built in
+``mask_`` instead, on the decode thread; the first mask of a reply always is). ``stats`` holds what that cost: the
 compute time on the worker and the time the decode loop actually waited (the cost on the critical path).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -28,6 +30,9 @@ from engine.constrain.spec import ConstraintError, ConstraintSpec, check_spec
 _TOKENIZERS: "weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], Any]]" = weakref.WeakKeyDictionary()
 _TOKENIZERS_LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
+# Build the next mask during the forward (default). MIAOHUI_MASK_OVERLAP=0 builds it on the decode thread instead: the
+# bench compares both (docs/BENCHMARK.md, "Structured output"; on 2 idle cores 0.17 vs 0.29 ms per token).
+OVERLAP = os.environ.get("MIAOHUI_MASK_OVERLAP", "1") != "0"
 MASK_THREADS = 4  # masks built at once; a mask is ~1 ms of one core, so more would only queue on the cores
 
 
@@ -75,7 +80,7 @@ class TokenConstraint:
             raise ConstraintError(f"the {spec.kind.replace('_', ' ')} cannot be used: {self._matcher.get_error()}")
         self._words = (self._tok.vocab_size + 31) // 32
         self._bits = np.full(self._words, -1, dtype=np.int32)  # llguidance writes one bit per token here
-        self._pending: Future | None = _pool().submit(self._fill)
+        self._pending: Future | None = None
         self.stats = MaskStats()
 
     @property
@@ -91,10 +96,11 @@ class TokenConstraint:
     def mask_(self, scores: torch.Tensor) -> None:
         """Set the disallowed entries of ``scores`` (1, vocab) to -inf, in place."""
         t = time.perf_counter()
-        if self._pending is None:
-            self._pending = _pool().submit(self._fill)
-        self.stats.compute_s += self._pending.result()
-        self._pending = None
+        if self._pending is None:  # not started during the forward (see OVERLAP): build it now, on this thread
+            self.stats.compute_s += self._fill()
+        else:
+            self.stats.compute_s += self._pending.result()
+            self._pending = None
         allowed = np.unpackbits(self._bits.view(np.uint8), bitorder="little")  # (32 * words,) of 0/1
         vocab = scores.shape[-1]
         n = min(vocab, allowed.shape[0])
@@ -109,5 +115,5 @@ class TokenConstraint:
         """Follow the chosen token and start building the next mask (overlapped with the next forward)."""
         if not self._matcher.consume_token(token_id):
             raise ConstraintError(f"the constraint refused token {token_id}: {self._matcher.get_error()}")
-        if not self._matcher.is_stopped():
+        if OVERLAP and not self._matcher.is_stopped():
             self._pending = _pool().submit(self._fill)
