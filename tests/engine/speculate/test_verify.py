@@ -50,3 +50,19 @@ def test_fast_verify_is_bit_identical_to_decode(tiny_model_dir, precision):
     assert torch.equal(check.verify(more), expected)
     end = len(prompt) + len(more)
     assert torch.equal(check._k[:, :, :end], step._k[:, :, :end]) and torch.equal(check._v[:, :, :end], step._v[:, :, :end])
+
+
+@pytest.mark.default_model
+def test_fast_verify_is_bit_identical_on_the_default_model(default_model_dir):
+    """SmolLM2's 576 x 1536 down projection rounds rows differently when batched: verify must not batch it."""
+    loaded = load_model(LoadSpec(model=str(default_model_dir), precision="bf16", device="cpu"))
+    for prompt_len in (100, 300):  # decode's SDPA, then its fp32 attention past EXACT_ATTENTION_POSITIONS
+        step, check = FastRunner(loaded.model), FastRunner(loaded.model)
+        for runner in (step, check):
+            for _ in runner.prefill(list(range(1000, 1000 + prompt_len))):
+                pass
+        more = [5, 6, 7, 8, 9]
+        expected = torch.cat([step.decode(t) for t in more])
+        assert torch.equal(check.verify(more), expected)
+        end = prompt_len + len(more)
+        assert torch.equal(check._k[:, :, :end], step._k[:, :, :end])
