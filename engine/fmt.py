@@ -66,6 +66,14 @@ def first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def format_rate(bytes_per_s: float | None) -> str:
+    """A bandwidth in GB/s, decimal as bandwidths are quoted (sizes stay binary: ``format_bytes``); two decimals
+    below 10 GB/s, where a busy machine's decode lives. None or 0 reads as "—"."""
+    if not bytes_per_s:
+        return "—"
+    return f"{bytes_per_s / 1e9:.2f} GB/s" if bytes_per_s < 10e9 else f"{bytes_per_s / 1e9:.1f} GB/s"
+
+
 def format_bytes(value: float | None, digits: int = 1) -> str:
     """Bytes in the largest binary unit that keeps the number at least 1 ("22.5 MiB"); exact below 1 KiB.
 

@@ -20,7 +20,7 @@ from app.library.background import TaskRunner, error_line
 from app.engine_texts import engine_text
 from app.library.tables import read_only_table
 from engine.bench import roofline
-from engine.fmt import format_bytes
+from engine.fmt import format_bytes, format_rate
 from engine.library import curated, fit
 from engine.library.curated import Recommendation
 
@@ -109,8 +109,8 @@ class RecommendedTab(QWidget):
                 item.setToolTip(f"{r.model.repo}\n{e.summary()}" if column in (0, 3) else text)
                 self.table.setItem(row, column, item)
         if self.bandwidth:
-            self.bandwidth_note.setText(self.tr("Speeds use this machine's measured memory bandwidth, {rate}/s.")
-                                        .format(rate=format_bytes(int(self.bandwidth["read_bytes_s"]))))
+            self.bandwidth_note.setText(self.tr("Speeds use this machine's measured memory bandwidth, {rate}.")
+                                        .format(rate=format_rate(self.bandwidth["read_bytes_s"])))
         else:
             self.bandwidth_note.setText(self.tr("The memory bandwidth has not been measured on this machine yet: "
                                                 "press “Measure bandwidth” to see how fast each model can decode."))

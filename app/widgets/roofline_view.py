@@ -20,7 +20,7 @@ from app.widgets import accessibility
 from app.widgets.metric_help import explain
 from engine.bench import roofline as rl
 from engine.errors import EngineError
-from engine.fmt import format_bytes
+from engine.fmt import format_bytes, format_rate
 
 ROWS = (("roofline_bytes", QT_TRANSLATE_NOOP("RooflineView", "Bytes read per token")),
         ("roofline_achieved", QT_TRANSLATE_NOOP("RooflineView", "Achieved bandwidth")),
@@ -30,14 +30,6 @@ ROWS = (("roofline_bytes", QT_TRANSLATE_NOOP("RooflineView", "Bytes read per tok
 VERDICT_TEXTS = {"bandwidth-bound": QT_TRANSLATE_NOOP("RooflineView", "bandwidth-bound"),
                  "overhead-bound": QT_TRANSLATE_NOOP("RooflineView", "overhead-bound"),
                  "machine busy": QT_TRANSLATE_NOOP("RooflineView", "machine busy")}
-
-
-def gb_s(value: float | None) -> str:
-    """Bytes per second as GB/s (decimal, as bandwidths are quoted); two decimals below 10 GB/s, where a busy
-    machine's decode lives."""
-    if not value:
-        return "—"
-    return f"{value / 1e9:.2f} GB/s" if value < 10e9 else f"{value / 1e9:.1f} GB/s"
 
 
 def _sources(loaded: Any, force: bool) -> tuple[int, dict[str, Any]] | None:
@@ -170,7 +162,7 @@ class RooflineView(QWidget):
         v = self.values
         local = self._weights is not None and not (self._metrics is not None and getattr(self._metrics, "unknown", ()))
         if self._task is None:
-            v["roofline_bandwidth"].setText(gb_s(self._bandwidth))
+            v["roofline_bandwidth"].setText(format_rate(self._bandwidth))
         if not local:
             self._figures = None
             for key in ("roofline_bytes", "roofline_achieved", "roofline_ceiling", "roofline_verdict"):
@@ -185,7 +177,7 @@ class RooflineView(QWidget):
             total=format_bytes(figures.bytes_per_token), weights=format_bytes(figures.weights_bytes),
             kv=format_bytes(figures.kv_bytes)))
         share = figures.share
-        v["roofline_achieved"].setText(gb_s(figures.achieved_bytes_s) + (
+        v["roofline_achieved"].setText(format_rate(figures.achieved_bytes_s) + (
             self.tr(" ({share} % of measured)").format(share=f"{100 * share:.0f}") if share is not None else ""))
         ceiling = figures.ceiling_tok_s
         v["roofline_ceiling"].setText("—" if ceiling is None else f"{ceiling:.0f} tok/s")

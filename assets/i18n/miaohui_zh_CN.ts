@@ -2179,8 +2179,8 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
         <translation>公开</translation>
     </message>
     <message>
-        <source>Speeds use this machine&apos;s measured memory bandwidth, {rate}/s.</source>
-        <translation>速度按本机实测的内存带宽 {rate}/s 计算。</translation>
+        <source>Speeds use this machine&apos;s measured memory bandwidth, {rate}.</source>
+        <translation>速度按本机实测的内存带宽 {rate} 计算。</translation>
     </message>
     <message>
         <source>The memory bandwidth has not been measured on this machine yet: press “Measure bandwidth” to see how fast each model can decode.</source>

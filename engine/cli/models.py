@@ -26,7 +26,7 @@ from typing import Any
 from engine import paths
 from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError, ModelNotFoundError, printable
-from engine.fmt import format_bytes
+from engine.fmt import format_bytes, format_rate
 from engine.inputs import PRECISIONS
 
 SORTS = ("downloads", "likes", "recent", "trending")
@@ -197,7 +197,7 @@ def _recommended(args: argparse.Namespace) -> int:
     measured = roofline.measure_and_store(memory.device, force=args.remeasure)
     ranked = curated.recommend(memory, float(measured["read_bytes_s"]))
     lines = [f"for this machine: {format_bytes(memory.free_bytes)} free ({memory.device}), memory bandwidth "
-             f"{format_bytes(int(measured['read_bytes_s']))}/s; judged at {curated.RECOMMEND_CONTEXT:,} tokens",
+             f"{format_rate(measured['read_bytes_s'])}; judged at {curated.RECOMMEND_CONTEXT:,} tokens",
              f"  {'model':<38} {'weights':>16}  {'fits?':<12} {'ceiling':>10}  good for"]
     for r in ranked:
         e = r.estimate

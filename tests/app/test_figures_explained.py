@@ -16,7 +16,8 @@ from app.widgets import metric_help
 from app.widgets.lab_tab import LabTab
 from app.widgets.model_bar import ModelBar
 from app.widgets.perf_panel import PerfPanel
-from app.widgets.roofline_view import VERDICT_TEXTS, gb_s
+from app.widgets.roofline_view import VERDICT_TEXTS
+from engine.fmt import format_rate as gb_s
 from app.widgets.settings_dialog import SettingsDialog
 from engine.bench import roofline
 from engine.fmt import format_bytes
