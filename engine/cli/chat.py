@@ -73,10 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.mcp:  # the model may call the tools of the MCP servers the user named (engine.cli.tool_chat)
             return tool_chat.run(session, messages, config, args,
                                  lambda start: replies.print_reply(start, facts, args.json))
-        if args.json:  # the decode's roofline: the bandwidth measured once per device (data folder), the CPU watched
-            from engine.bench import roofline
-            bandwidth = roofline.measure_and_store(facts.device)["read_bytes_s"]
-            weights, watch = roofline.weights_read_per_token(loaded), roofline.CpuWatch()
+        if args.json:  # the decode's roofline beside the metrics
             return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, True,
-                                       lambda m: roofline.roofline(weights, m, bandwidth, watch.others_share()))
+                                       replies.local_roofline(loaded))
     return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, args.json)

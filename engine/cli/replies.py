@@ -85,9 +85,19 @@ def result_json(finished: Any, facts: Any, roofline: Callable[[Any], Any] | None
         data["error"] = finished.error
     data.update(finished.metrics.to_dict())
     data["model"] = facts.to_dict()
-    if roofline is not None:
-        data["roofline"] = roofline(finished.metrics).to_dict()
+    # Always the key, so a local and a remote run have the same shape: null where the memory is not this machine's.
+    data["roofline"] = roofline(finished.metrics).to_dict() if roofline is not None else None
     return data
+
+
+def local_roofline(loaded: Any) -> Callable[[Any], Any]:
+    """``result_json``'s ``roofline`` for a reply of ``loaded`` (chat and complete): the device's bandwidth measured
+    once and kept in the data folder (``engine.bench.roofline``), the other processes' CPU time watched from now."""
+    from engine.bench import roofline  # torch: only once a model is loaded
+
+    bandwidth = roofline.measure_and_store(loaded.facts.device)["read_bytes_s"]
+    weights, watch = roofline.weights_read_per_token(loaded), roofline.CpuWatch()
+    return lambda metrics: roofline.roofline(weights, metrics, bandwidth, watch.others_share())
 
 
 def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

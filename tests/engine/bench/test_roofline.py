@@ -78,7 +78,8 @@ def test_chat_json_carries_the_roofline(tiny_model_dir, home, capsys):
         r["bytes_per_token"] * data["decode_tok_s"])
     assert r["bandwidth_bytes_s"] == roofline.stored_bandwidth("cpu")["read_bytes_s"]  # measured once, kept
     assert r["ceiling_tok_s"] == pytest.approx(r["bandwidth_bytes_s"] / r["bytes_per_token"])
-    assert r["verdict"] in roofline.VERDICTS and 0.0 <= r["others_cpu_share"] <= 1.0
+    share = r["others_cpu_share"]  # unknown (None) only for a reply too short to watch (under 50 ms)
+    assert r["verdict"] in roofline.VERDICTS and ((share is None and data["e2e_s"] < 0.05) or 0.0 <= share <= 1.0)
 
 
 @pytest.mark.parametrize("precision", ["int8", "int4"])

@@ -81,6 +81,7 @@ def test_json_has_exactly_chats_keys(tiny_model_dir, base_dir, home, capsys):
     assert set(data["model"]) == set(chat_data["model"])
     assert data["prompt_tokens"] > 0 and data["finish_reason"] == "length"
     assert data["kv_cache_bytes"] == data["kv_cache_bytes_formula"] > 0
+    assert data["roofline"]["kv_bytes"] == data["kv_cache_bytes"] and data["roofline"]["weights_bytes"] > 0
 
 
 def test_a_template_less_gguf_completes_from_stdin(base_gguf, home):

@@ -1,7 +1,8 @@
 """Which runner a model gets, and why, as ``engine info`` (text and --json) and ``engine chat --json`` report it
 (``ModelFacts.runner`` / ``runner_reason``, from engine/generate/runners.py's ``choose_runner``): fast for the
 families of engine/generate/families.py, plain with a named reason for a family the fast step does not know,
-here a random-weight Gemma 2 model (soft-capped logits) built from transformers' own config class."""
+here a random-weight Gemma (1) model built from transformers' own config class (Gemma 2 and 3 are on the
+fast path now)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ from tests.helpers.tiny_model import build_tiny_tokenizer
 @pytest.fixture(scope="module")
 def gemma_dir(tmp_path_factory) -> Path:
     import torch
-    from transformers import Gemma2Config, Gemma2ForCausalLM, GenerationConfig
+    from transformers import GemmaConfig, GemmaForCausalLM, GenerationConfig
 
-    folder = tmp_path_factory.mktemp("gemma2")
+    folder = tmp_path_factory.mktemp("gemma")
     tokenizer = build_tiny_tokenizer()
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = Gemma2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
-                          sliding_window=16, bos_token_id=tokenizer.convert_tokens_to_ids("<|im_start|>"),
+    config = GemmaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
+                         bos_token_id=tokenizer.convert_tokens_to_ids("<|im_start|>"),
                           eos_token_id=eos, pad_token_id=eos)
     torch.manual_seed(0)
-    model = Gemma2ForCausalLM(config).eval()
+    model = GemmaForCausalLM(config).eval()
     model.generation_config = GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=eos, pad_token_id=eos)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
@@ -48,19 +49,20 @@ def test_info_says_the_fast_runner_for_a_fast_path_family(tiny_model_dir, capsys
     assert code == 0 and "\n  runner              fast\n" in out
 
 
-def test_info_and_chat_json_say_plain_and_why_for_gemma2(gemma_dir, capsys):
+def test_info_and_chat_json_say_plain_and_why_for_gemma(gemma_dir, capsys):
     code, out, err = _run(capsys, "info", "--model", str(gemma_dir), "--precision", "fp32", "--json")
     assert code == 0, err
     card = json.loads(out)
     assert card["runner"] == "plain"
-    assert card["runner_reason"] == "model_type gemma2 not on the fast path yet: attention and final-logit soft-capping"
+    assert card["runner_reason"] == ("model_type gemma not on the fast path yet: not wired to the Gemma 3 step (no post "
+                                     "norms, no q/k norms)")
     code, out, _ = _run(capsys, "info", "--model", str(gemma_dir), "--precision", "fp32")
-    assert "  runner              plain: model_type gemma2 not on the fast path yet" in out
+    assert "  runner              plain: model_type gemma not on the fast path yet" in out
     code, out, err = _run(capsys, "chat", "--model", str(gemma_dir), "--precision", "fp32", "--prompt", "Hello",
                           "--max-new-tokens", "3", "--json")
     assert code == 0, err
     reply = json.loads(out)
-    assert reply["model"]["runner"] == "plain" and "gemma2" in reply["model"]["runner_reason"]
+    assert reply["model"]["runner"] == "plain" and "gemma" in reply["model"]["runner_reason"]
 
 
 def test_chat_json_says_fast_for_a_fast_path_family(tiny_model_dir, capsys):

@@ -50,10 +50,10 @@ def test_unsupported_models_fall_back_to_the_plain_runner(tmp_path, tiny_fp32):
 
 def test_a_family_not_on_the_fast_path_says_so_by_name(tiny_fp32, monkeypatch):
     """The reason names the model_type and what the step lacks for it: what engine info and chat --json show."""
-    monkeypatch.setattr(tiny_fp32.model.config, "model_type", "gemma2")
+    monkeypatch.setattr(tiny_fp32.model.config, "model_type", "qwen2_moe")
     choice = choose_runner(tiny_fp32.model, True)
     assert choice.runner == "plain" and choice.reason.kind is RefusalKind.FAMILY
-    assert str(choice.reason) == "model_type gemma2 not on the fast path yet: attention and final-logit soft-capping"
+    assert str(choice.reason) == "model_type qwen2_moe not on the fast path yet: mixture-of-experts layers"
     monkeypatch.setattr(tiny_fp32.model.config, "model_type", "made_up")
     assert refusal(tiny_fp32.model) == Refusal(RefusalKind.FAMILY, "model_type made_up not on the fast path yet")
 

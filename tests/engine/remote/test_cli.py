@@ -22,6 +22,7 @@ def test_the_json_of_a_remote_run_has_the_keys_of_a_local_run(server, tiny_model
     rc_remote, remote = chat_json(capsys, "--base-url", server.url, "--api-key", server.key)
     assert rc_local == rc_remote == 0
     assert set(remote) == set(local) and set(remote["model"]) == set(local["model"])
+    assert remote["roofline"] is None and local["roofline"]["bytes_per_token"] > 0  # a server's memory is not ours
     assert remote["text"] == local["text"]  # the same tiny model, greedy, behind the server
     assert remote["generated_tokens"] == local["generated_tokens"] == 6 and remote["finish_reason"] == "length"
     assert remote["prompt_tokens"] == local["prompt_tokens"] and remote["ttft_s"] > 0
