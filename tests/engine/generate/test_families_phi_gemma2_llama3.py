@@ -20,15 +20,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import GenerationConfig
 
 from engine.generate.fastpath import FastRunner
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
+from tests.helpers.family_models import build_family
 from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
-from tests.helpers.tiny_model import build_tiny_tokenizer
 
 DECODE_STEPS = 64
 LONGROPE_ORIGINAL = 48  # Phi-4-mini's 4,096 scaled down: a 29-token prompt's decode steps cross it
@@ -104,19 +103,7 @@ FAMILIES = {"phi3-mini": _phi3_mini, "phi4-mini": _phi4_mini, "gemma2": _gemma2,
 
 
 def _build(folder: Path, family: str, seed: int = 0) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tiny_tokenizer()
-    bos, eos = tokenizer.convert_tokens_to_ids("<|im_start|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
-    torch.manual_seed(seed)
-    model = FAMILIES[family](len(tokenizer), bos, eos).eval()
-    with torch.no_grad():  # random norm weights: the defaults (ones, or Gemma's zeros) would hide their use
-        for name, param in model.named_parameters():
-            if name.endswith("bias") or "norm" in name:
-                param.add_(torch.randn_like(param) * 0.5)
-    model.generation_config = GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=eos)
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_family(folder, FAMILIES[family], seed)
 
 
 @pytest.fixture(scope="module")
