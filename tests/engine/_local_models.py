@@ -1,6 +1,6 @@
 """Test helpers that lay out models the way users have them: a GGUF file, a Hugging Face cache.
 
-``write_llama_gguf`` turns a (tiny) Llama safetensors folder into a llama.cpp-style GGUF with its
+``gguf_writer`` starts a GGUF with an architecture's header and a tokenizer; ``write_llama_gguf`` turns a (tiny) Llama safetensors folder into a llama.cpp-style GGUF with its
 byte-level BPE tokenizer and chat template, so the loader's GGUF path runs on real bytes.
 ``add_to_hf_cache`` copies a folder into the hub cache layout (``models--org--name/snapshots/<rev>``
 plus ``refs/main``) that huggingface_hub resolves offline.
@@ -20,6 +20,39 @@ def _permute_for_gguf(weight, heads: int):
     return weight.reshape(heads, 2, weight.shape[0] // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
+def gguf_writer(dest: Path, arch: str, cfg, tokenizer, *, pre: str, rope_dims: int | None = None):
+    """A ``gguf.GGUFWriter`` at ``dest`` holding the header llama.cpp's converter writes for ``arch``: the
+    architecture numbers of transformers config ``cfg`` and ``tokenizer``'s byte-level BPE vocabulary, merges,
+    special ids and chat template (``pre``: its pre-tokenizer name). The caller adds the tensors."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(dest), arch)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    if rope_dims is not None:
+        writer.add_rope_dimension_count(rope_dims)
+    writer.add_vocab_size(cfg.vocab_size)
+    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+    specials = set(tokenizer.all_special_tokens) | {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if token in specials else 1 for token in tokens])  # 3: control token
+    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
+    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in merges])
+    writer.add_bos_token_id(cfg.bos_token_id)
+    writer.add_eos_token_id(cfg.eos_token_id)
+    writer.add_pad_token_id(cfg.pad_token_id if cfg.pad_token_id is not None else cfg.eos_token_id)
+    writer.add_chat_template(tokenizer.chat_template)
+    return writer
+
+
 def write_llama_gguf(source: Path, dest: Path, projections: str = "F32", embedding: str = "F32") -> Path:
     """Write the Llama model in ``source`` (safetensors folder) as one GGUF file at ``dest``: F32, or its
     projections (q, k, v, o, gate, up, down) and token embedding quantized to the named GGUF types
@@ -32,29 +65,7 @@ def write_llama_gguf(source: Path, dest: Path, projections: str = "F32", embeddi
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
     cfg = model.config
-    writer = gguf.GGUFWriter(str(dest), "llama")
-    writer.add_block_count(cfg.num_hidden_layers)
-    writer.add_context_length(cfg.max_position_embeddings)
-    writer.add_embedding_length(cfg.hidden_size)
-    writer.add_feed_forward_length(cfg.intermediate_size)
-    writer.add_head_count(cfg.num_attention_heads)
-    writer.add_head_count_kv(cfg.num_key_value_heads)
-    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
-    writer.add_rope_dimension_count(cfg.head_dim)
-    writer.add_vocab_size(cfg.vocab_size)
-    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
-    specials = set(tokenizer.all_special_tokens) | {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if token in specials else 1 for token in tokens])  # 3: control token
-    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
-    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in merges])
-    writer.add_bos_token_id(cfg.bos_token_id)
-    writer.add_eos_token_id(cfg.eos_token_id)
-    writer.add_pad_token_id(cfg.pad_token_id)
-    writer.add_chat_template(tokenizer.chat_template)
+    writer = gguf_writer(dest, "llama", cfg, tokenizer, pre="default", rope_dims=cfg.head_dim)
     state = {name: tensor.numpy() for name, tensor in model.state_dict().items()}
     add_tensor = writer.add_tensor
 

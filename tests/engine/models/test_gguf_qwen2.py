@@ -10,7 +10,6 @@ and its logits stay within the int4 kernel's rounding of the same file dequantiz
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import gguf
@@ -25,6 +24,7 @@ from engine.generate.runners import choose_runner
 from engine.inputs import LoadSpec
 from engine.models.gguf_quant import GGUFFile, auto_precision
 from engine.models.loader import load_model
+from tests.engine._local_models import gguf_writer
 from tests.helpers.reference_forward import random_prompt
 from tests.helpers.tiny_model import build_tiny_tokenizer
 
@@ -48,28 +48,7 @@ def _write_qwen2_gguf(dest: Path) -> tuple[Path, dict[str, np.ndarray]]:
     model.generation_config = GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=eos)
     state = {name: tensor.detach().numpy().copy() for name, tensor in model.state_dict().items()}
 
-    writer = gguf.GGUFWriter(str(dest), "qwen2")
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_head_count_kv(config.num_key_value_heads)
-    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
-    writer.add_vocab_size(config.vocab_size)
-    tokens = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
-    specials = set(tokenizer.all_special_tokens) | {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if token in specials else 1 for token in tokens])
-    merges = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
-    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in merges])
-    writer.add_bos_token_id(bos)
-    writer.add_eos_token_id(eos)
-    writer.add_pad_token_id(eos)
-    writer.add_chat_template(tokenizer.chat_template)
+    writer = gguf_writer(dest, "qwen2", config, tokenizer, pre="qwen2")
 
     def q4(name: str, data: np.ndarray) -> None:
         writer.add_tensor(name, quantize(data, gguf.GGMLQuantizationType.Q4_0), raw_dtype=gguf.GGMLQuantizationType.Q4_0)
