@@ -28,3 +28,16 @@ def build_family(folder: Path, make: Callable[[int, int, int], Any], seed: int =
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_families(root: Path, families: dict[str, Callable[[int, int, int], Any]]) -> dict[str, Path]:
+    """``build_family`` for each named family, in a folder of its name under ``root``."""
+    return {name: build_family(root / name, make) for name, make in families.items()}
+
+
+def load_cpu(folder: Path, precision: str) -> Any:
+    """The saved model loaded by the engine on the CPU in ``precision``."""
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+
+    return load_model(LoadSpec(model=str(folder), precision=precision, device="cpu"))

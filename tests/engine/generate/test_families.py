@@ -17,7 +17,7 @@ from engine.generate.runner import ModelRunner
 from engine.generate.runners import choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
-from tests.helpers.family_models import build_family
+from tests.helpers.family_models import build_families, build_family, load_cpu
 from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
 
 DECODE_STEPS = 40
@@ -80,12 +80,10 @@ def _build(folder: Path, family: str, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("families")
-    return {family: _build(root / family, family) for family in FAMILIES}
+    return build_families(tmp_path_factory.mktemp("families"), FAMILIES)
 
 
-def _load(folder: Path, precision: str):
-    return load_model(LoadSpec(model=str(folder), precision=precision, device="cpu"))
+_load = load_cpu
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

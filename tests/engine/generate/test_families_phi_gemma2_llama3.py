@@ -24,9 +24,7 @@ import torch
 from engine.generate.fastpath import FastRunner
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import choose_runner, make_runner
-from engine.inputs import LoadSpec
-from engine.models.loader import load_model
-from tests.helpers.family_models import build_family
+from tests.helpers.family_models import build_families, load_cpu
 from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
 
 DECODE_STEPS = 64
@@ -102,18 +100,12 @@ FAMILIES = {"phi3-mini": _phi3_mini, "phi4-mini": _phi4_mini, "gemma2": _gemma2,
             "llama-dynamic": _llama_dynamic}
 
 
-def _build(folder: Path, family: str, seed: int = 0) -> Path:
-    return build_family(folder, FAMILIES[family], seed)
-
-
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("families_more")
-    return {family: _build(root / family, family) for family in FAMILIES}
+    return build_families(tmp_path_factory.mktemp("families_more"), FAMILIES)
 
 
-def _load(folder: Path, precision: str):
-    return load_model(LoadSpec(model=str(folder), precision=precision, device="cpu"))
+_load = load_cpu
 
 
 def _max_delta(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
