@@ -6,9 +6,11 @@ commands, and one line saying so). Safe by default: it listens on 127.0.0.1; any
 (``--api-key`` or the ``MIAOHUI_API_KEY`` environment variable, which keeps the key out of the process list);
 requests naming another site in their ``Host`` are refused unless ``--allowed-host`` names it
 (``engine.serve.guard``). Bad input (an API key that is not printable ASCII: no HTTP client could send it), a
-port that cannot be bound or a model that cannot be loaded: one line on stderr, exit status 2. Owns
-argument parsing only; the server is ``engine.serve``, imported when the command runs so
-``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
+port that cannot be bound, a model or ``--speculative`` value that cannot serve: one line on stderr, exit status 2.
+``--speculative prompt-lookup|draft:MODEL|self`` is parsed as ``engine chat`` parses it (``SpeculationConfig.parse``)
+and serves one request at a time (drafts verify one sequence per forward): one line says so rather than refusing
+the default ``--parallel``. Owns argument parsing only; the server is ``engine.serve``, imported when the command
+runs so ``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import sys
 
 from engine.cli import MODEL_HELP
 from engine.cli.remote_args import ENV_KEY
-from engine.errors import EngineError, printable
-from engine.inputs import DEVICES, PRECISIONS
+from engine.errors import BadInputError, EngineError, printable
+from engine.inputs import DEVICES, PRECISIONS, SpeculationConfig
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 32  # engine.serve.worker.DEFAULT_MAX_QUEUE
@@ -54,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                         help="also answer requests addressed to the host name NAME (repeatable; loopback names and IP "
                              "addresses always are; others are refused, against DNS rebinding)")
+    parser.add_argument("--speculative", default=None, metavar="prompt-lookup|draft:MODEL|self",
+                        help="speculative decoding, as engine chat's (greedy: same text); serves one request at a time")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
 
@@ -72,6 +76,10 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
         return f"--sessions must be at least 1 (got {args.sessions})"
     if not 1 <= args.parallel <= MAX_PARALLEL:
         return f"--parallel must be between 1 and {MAX_PARALLEL} (got {args.parallel})"
+    try:
+        speculation(args)
+    except BadInputError as exc:
+        return f"--speculative: {exc}"
     if api_key is not None and not api_key.strip():
         return "the API key is empty"
     if api_key is not None and not _sendable(api_key):
@@ -84,6 +92,11 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
         return (f"refusing to listen on {printable(args.host)} without an API key: anyone who can reach it could use "
                 f"the model; pass --api-key (or set {ENV_KEY}), or keep the default --host 127.0.0.1")
     return None
+
+
+def speculation(args: argparse.Namespace) -> SpeculationConfig | None:
+    """The ``--speculative`` asked for (``BadInputError`` for a value ``engine chat`` would refuse too)."""
+    return SpeculationConfig.parse(args.speculative) if args.speculative is not None else None
 
 
 def _sendable(text: str) -> bool:
@@ -131,7 +144,8 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
     worker = None
     try:
         loaded = load_model(spec)
-        worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions, parallel=args.parallel).start()
+        worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions, parallel=args.parallel,
+                        speculation=speculation(args)).start()
         if worker.batching_refused:
             print(f"serving one request at a time: {worker.batching_refused}", file=sys.stderr, flush=True)
         app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)

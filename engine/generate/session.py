@@ -86,16 +86,18 @@ class ChatSession:
 
     def __init__(self, loaded: Any, *, runner_factory: RunnerFactory = make_runner,
                  clock: Callable[[], float] = time.perf_counter, reserve_threads: int = 0,
-                 speculation: SpeculationConfig | None = None) -> None:
+                 speculation: SpeculationConfig | None = None, drafter: Any = None) -> None:
         self.loaded = loaded
         # Speculative decoding (engine/speculate): its drafter is built now, so a draft model that cannot serve
         # (DraftModelError, another vocabulary) is refused before any reply.
         self.speculation = speculation
         self._drafter = None
+        # ``drafter``: one already built for ``speculation`` (a server's sessions share one, used one at a time: it
+        # re-syncs to each history it is given), so a draft model or int4 copy is not loaded once per session.
         if speculation is not None:
             from engine.speculate.drafters import build_drafter  # lazy: the drafters build on this module
 
-            self._drafter = build_drafter(loaded, speculation)
+            self._drafter = drafter if drafter is not None else build_drafter(loaded, speculation)
         self._reserve_threads = max(0, int(reserve_threads))
         self._runner_factory = runner_factory
         self._clock = clock

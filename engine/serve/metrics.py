@@ -20,6 +20,11 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
 - ``miaohui:kv_cache_bytes`` (gauge): measured bytes of the filled KV caches the server holds (every kept
   session); ``miaohui:kv_cache_usage_perc``: those bytes over the most the sessions can hold (each at the
   model's full context), 0..1 - vLLM's "fraction of the KV cache in use".
+- ``vllm:spec_decode_num_drafts`` / ``vllm:spec_decode_num_draft_tokens`` / ``vllm:spec_decode_num_accepted_tokens``
+  (counters, exposed with ``_total``; ``miaohui:`` copies too), vLLM v1's names: decode steps that had a draft,
+  tokens drafted, drafted tokens the model accepted, summed over each request's ``Metrics`` when it ends
+  (``engine serve --speculative``; 0 without). Acceptance rate = accepted / draft tokens, as vLLM's dashboards
+  compute it. vLLM's per-position counter is left out: a request's ``Metrics`` does not count by position.
 
 Thread-safe (prometheus_client's own locks): the worker thread records, the HTTP side renders.
 """
@@ -80,6 +85,11 @@ class ServerMetrics:
         self._lock = threading.Lock()
         self.kv_bytes = gauge("kv_cache_bytes", "Bytes of the filled KV caches held")
         self.kv_usage = gauge("kv_cache_usage_perc", "KV cache bytes held over the most the sessions can hold (0..1)")
+        self._spec = tuple(tuple(Counter(prefix + "spec_decode_" + name, doc, label, registry=self.registry)
+                                 .labels(model_name) for prefix in (VLLM_PREFIX, PREFIX)) for name, doc in (
+            ("num_drafts", "Speculative decode steps that had a draft"),
+            ("num_draft_tokens", "Tokens drafted for speculative decoding"),
+            ("num_accepted_tokens", "Drafted tokens the model accepted")))
 
     # -- recording (worker thread) ------------------------------------------------------------
     def queued(self, waiting: int) -> None:
@@ -118,6 +128,12 @@ class ServerMetrics:
         self._success.labels(self._model_name, reason).inc()
         if e2e_s is not None:
             self.e2e.observe(max(0.0, e2e_s))
+
+    def speculated(self, drafts: int, draft_tokens: int, accepted_tokens: int) -> None:
+        """A request's speculation counts (``engine.events.Metrics``), added when it ends."""
+        for counters, value in zip(self._spec, (drafts, draft_tokens, accepted_tokens)):
+            for counter in counters:
+                counter.inc(max(0, value))
 
     def kv(self, held_bytes: int) -> None:
         self.kv_bytes.set(held_bytes)

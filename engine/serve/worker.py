@@ -31,7 +31,9 @@ model. The calls never overlap. An executor that can no longer run a call (its t
 and a session of its own, their forward passes batched by one ``engine.serve.batching.BatchEngine`` thread (one
 decode forward per step for all of them, prefill in chunks between). A model the batched step cannot run, or an
 ``executor`` (the window: its engine thread serves one call at a time), keeps one at a time, and says so in the
-log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the path described above.
+log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the path described above. ``speculation``
+(``engine serve --speculative``): every session decodes speculatively with one shared drafter, built at start (a
+draft model that cannot serve is refused then); drafts verify one sequence per forward: one request at a time.
 
 Owns the queue, the budget rule and the event translation; the HTTP shapes are ``engine.serve.responses``'.
 Budget rule: the reply may use the context left after the whole prompt (``max_new_tokens`` lowers it). A
@@ -59,7 +61,7 @@ from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
 from engine.generate.context import build_prompt
 from engine.generate.session import ChatSession
-from engine.inputs import SamplingConfig
+from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.serve.batching import BatchEngine, batching_refusal
 from engine.serve.metrics import ServerMetrics
 from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
@@ -168,7 +170,8 @@ class Worker:
 
     def __init__(self, loaded: Any, *, max_queue: int = DEFAULT_MAX_QUEUE, sessions: int = DEFAULT_SIZE,
                  model_id: str | None = None, metrics: ServerMetrics | None = None,
-                 executor: Executor = run_here, parallel: int = 1) -> None:
+                 executor: Executor = run_here, parallel: int = 1,
+                 speculation: SpeculationConfig | None = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         if parallel < 1:
@@ -179,11 +182,17 @@ class Worker:
         self.max_queue = max_queue
         self.context_max = facts.context_length or _UNKNOWN_CONTEXT
         full_context_bytes = facts.kv_bytes_per_token * (facts.context_length or 0)
+        drafter = None  # built first: a draft model that cannot serve is then the only line said
+        if speculation is not None:
+            from engine.speculate.drafters import build_drafter  # lazy, as ChatSession imports it
+
+            drafter = build_drafter(loaded, speculation)
         self._engine: BatchEngine | None = None
         self.batching_refused: str | None = None  # why ``parallel`` > 1 was asked for and not granted
         if parallel > 1:
             self.batching_refused = ("an executor serves one call at a time" if executor is not run_here
-                                     else batching_refusal(loaded))
+                                     else "speculative decoding verifies one sequence's drafts per forward"
+                                     if speculation is not None else batching_refusal(loaded))
             if self.batching_refused is None:
                 self._engine = BatchEngine(parallel)
                 self._engine.prepare(loaded)
@@ -195,7 +204,7 @@ class Worker:
         self.metrics.parallel.set(self.parallel)
         engine = self._engine
         self._pool = SessionPool((lambda: ChatSession(loaded, runner_factory=engine.runner_factory)) if engine
-                                 else (lambda: ChatSession(loaded)), sessions)
+                                 else (lambda: ChatSession(loaded, speculation=speculation, drafter=drafter)), sessions)
         self._free = threading.BoundedSemaphore(self.parallel)  # places for requests in flight
         self._routed_slot = threading.local()  # the slot the job on this thread routed to (released after it)
         self._eos = frozenset(loaded.eos_token_ids)
@@ -422,6 +431,7 @@ class Worker:
         self._routed_slot.slot = None  # remember/forget freed it: another request may have it already
         self.metrics.kv(self._pool.kv_bytes)
         m = finished.metrics
+        self.metrics.speculated(m.drafts, m.draft_tokens, m.accepted_tokens)
         self._emit(job, Reply(reason, matcher.text, m, finished.error, finished.reasoning))
         return Record(job.id, reason, m.prompt_tokens, m.reused_tokens, m.generated_tokens)
 
