@@ -25,10 +25,10 @@ from engine.library import curated, fit
 from engine.library.curated import Recommendation
 
 
-def _rank(bandwidth_device: str | None = None, remeasure: bool = False) -> tuple[list[Recommendation], dict | None]:
+def _rank(remeasure: bool = False) -> tuple[list[Recommendation], dict | None]:
     """Off the GUI thread: this machine's memory, the stored (or newly measured) bandwidth, the ranking."""
     memory = fit.machine_memory()
-    device = bandwidth_device or memory.device
+    device = memory.device
     measured = roofline.measure_and_store(device, force=True) if remeasure else roofline.stored_bandwidth(device)
     bandwidth = float(measured["read_bytes_s"]) if measured else None
     return curated.recommend(memory, bandwidth), measured

@@ -128,12 +128,9 @@ def precision_for(memory: fit.Memory) -> str:
 def judge(model: Curated, memory: fit.Memory, bandwidth: float | None,
           context: int = RECOMMEND_CONTEXT) -> Recommendation:
     """``model``'s fit and decode ceiling on ``memory`` (bandwidth in bytes/s, or None)."""
-    precision = precision_for(memory)
-    arch = model.arch
-    if arch.precision_problem(precision) is not None:  # the fit arithmetic cannot size it so: judge it in bf16
-        precision = "bf16"
-    estimate = fit.estimate(arch, model=model.repo, context=min(context, arch.context_length), precision=precision,
-                            memory=memory)
+    arch = model.arch  # every entry is sized in int4 and bf16 (tests/engine/library/test_curated.py)
+    estimate = fit.estimate(arch, model=model.repo, context=min(context, arch.context_length),
+                            precision=precision_for(memory), memory=memory)
     per_token = estimate.weights_bytes + estimate.kv_bytes
     ceiling = bandwidth / per_token if bandwidth else None
     return Recommendation(model, estimate, per_token, ceiling)
