@@ -1,6 +1,6 @@
 """Why ``auto`` loaded a model in the precision it did, in the user's language: the model bar's and card's line.
 
-Reads ``ModelFacts.auto_choice`` (engine/models/auto_quant.py: the fastest of int4/int8 whose teacher-forced
+Reads ``ModelFacts.auto_choice`` (engine/quant/auto_quant.py: the fastest of int4/int8 whose teacher-forced
 agreement with the float model meets its bar). Owns the wording only; the rule and the figures are the engine's.
 """
 

@@ -3,7 +3,7 @@ what to load (``LoadSpec``) and how to sample (``SamplingConfig``). The loader, 
 all use these; a bad value raises ``BadInputError`` (one line) when the object is built.
 
 Two families of quantized weights, named for what they are:
-- ``int8`` / ``int4``: weight-only quantization on torch's native kernels (``engine/models/quant.py``): fewer
+- ``int8`` / ``int4``: weight-only quantization on torch's native kernels (``engine/quant/quant.py``): fewer
   bytes per weight to read, so decoding one token is faster — the reason to pick them.
 - ``bnb-int8`` (LLM.int8()), ``nf4``, ``fp4``: bitsandbytes. They save memory and load checkpoints
   already quantized with bitsandbytes, but their kernels are built for training and memory, not for
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from engine.errors import BadInputError
 
 FLOATS = ("fp32", "bf16", "fp16")
-NATIVE_QUANTIZED = ("int8", "int4")  # engine/models/quant.py
+NATIVE_QUANTIZED = ("int8", "int4")  # engine/quant/quant.py
 BNB_QUANTIZED = ("bnb-int8", "nf4", "fp4")  # bitsandbytes through transformers' BitsAndBytesConfig
 PRECISIONS = ("auto",) + FLOATS + NATIVE_QUANTIZED + BNB_QUANTIZED
 
@@ -57,7 +57,7 @@ class LoadSpec:
     allow_remote_code: bool = False  # running a model folder's own Python is opt-in (Fault 10)
     # bnb-int8/nf4/fp4: dtype of the 4-bit matmuls and of every unquantised part (embeddings, norms,
     # activations, hence the KV cache). None: the device's float dtype (bf16 where native, else fp32).
-    # int8/int4 always compute in bf16 on a CPU: their kernels' fast path (engine/models/quant.py).
+    # int8/int4 always compute in bf16 on a CPU: their kernels' fast path (engine/quant/quant.py).
     bnb_compute_dtype: str | None = None
     bnb_double_quant: bool = True  # quantise the 4-bit scales too: ~0.4 bit/param less, negligible cost
     offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory

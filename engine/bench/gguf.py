@@ -3,7 +3,7 @@
 One process (or one per ``--stage``), the fast path for every variant, the same prompt and greedy settings:
 
 - ``gguf-int4``: the kept GGUF (``engine.models.fetch.default_gguf``) loaded with ``auto``, its Q4_1 blocks
-  taken as int4 as they are (``engine/models/gguf_quant.py``);
+  taken as int4 as they are (``engine/quant/gguf_quant.py``);
 - ``st-int4``: the safetensors copy (the same GGUF dequantized to bf16 at fetch) quantized to int4;
 - ``bf16``: the safetensors copy in bf16, the baseline of every ratio.
 
@@ -12,7 +12,7 @@ quantized-weight cache emptied first) and warm (a cache hit). A ``gguf-bf16`` lo
 dequantizing the GGUF, nothing more) says how much of gguf-int4's load is transformers' own GGUF reading.
 Decode tok/s and the ~500-token prompt's TTFT are medians over ``--reps`` repetitions, variants rotated
 (``engine.bench.core``), and the best of them (a shared machine's noise only slows a run down); quality is teacher-forced top-1 agreement with bf16 and perplexity on the
-fixed text (``engine.models.quality``). Prints one JSON object; docs/BENCHMARK.md ("GGUF weights kept 4-bit")
+fixed text (``engine.quant.quality``). Prints one JSON object; docs/BENCHMARK.md ("GGUF weights kept 4-bit")
 quotes a run. Never asserts a speed. Owns this comparison only.
 """
 
@@ -29,12 +29,12 @@ from typing import Any
 import torch
 
 from engine.bench import core
-from engine.models.quality import agreement, predict, quality_ids
+from engine.quant.quality import agreement, predict, quality_ids
 from engine.bench.run import machine_description
 from engine.bench.scenarios import build_prompts, make_plan, precision_scenarios
 from engine.bench.variants import Engine, fast_factory
 from engine.inputs import LoadSpec
-from engine.models import quant_cache
+from engine.quant import quant_cache
 from engine.models.fetch import default_gguf, find_default_model
 from engine.models.loader import load_model
 

@@ -9,7 +9,7 @@ apart, variants alternated within each repetition, medians and ratios variant ÷
 derived from them: greedy tokens equal to the baseline's, follow-up reuse share, KV cache on vs off,
 achieved bandwidth vs this machine's bandwidth measured in the same run (``engine.bench.membw``, the roofline
 share), the matrix products' own time per token, other precisions' decode and their teacher-forced quality
-(``engine.models.quality``), and what the machine is. Returns the JSON object whose shape
+(``engine.quant.quality``), and what the machine is. Returns the JSON object whose shape
 ``engine.bench.report`` names and docs/BENCHMARK.md documents. Never asserts a speed.
 
 Does not parse arguments or print (``engine.cli.bench``), does not format (``engine.bench.report``);
@@ -35,7 +35,7 @@ from engine.bench import core
 from engine.bench.membw import measure_bandwidth
 from engine.bench.roofline import weights_read_per_token
 from engine.bench.peer import INSTALL_HINT, NAME as PEER_NAME, PeerError, PeerProcess, gguf_for, installed
-from engine.models.quality import Predictions, agreement, predict, quality_ids
+from engine.quant.quality import Predictions, agreement, predict, quality_ids
 from engine.bench.report import METRICS, SCHEMA
 from engine.bench.scenarios import (Plan, build_prompts, chosen_scenarios, count_tokens, make_plan,
                                     precision_scenarios, scenarios)

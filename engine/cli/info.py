@@ -40,7 +40,7 @@ def estimate_weights_bytes(params: int, shapes: list[tuple[int, int]], double_qu
 
     ``shapes`` are the (out, in) of the linear layers bitsandbytes quantises. bnb-int8 adds one fp32
     scale per output row; 4-bit adds one absmax per 64 weights (fp32, or 8-bit plus one fp32 per
-    256 blocks when double-quantised). Native int8 (engine/models/quant.py) adds one bf16 scale per row;
+    256 blocks when double-quantised). Native int8 (engine/quant/quant.py) adds one bf16 scale per row;
     int4 a bf16 scale and zero per group of 32; both also keep the output projection and the
     embedding (one table when tied, so the estimate may count it twice when untied) in int8.
     """

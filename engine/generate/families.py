@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from engine.models.quant import QuantizedLinear
+from engine.quant.quant import QuantizedLinear
 
 
 class RefusalKind(enum.Enum):

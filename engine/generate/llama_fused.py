@@ -8,7 +8,7 @@ duplicated), the per-operation math a decoder layer is made of (``rms_norm``, Ge
 ``rotate`` for RoPE, ``project`` through a dense or quantized weight and its bias, ``embed`` / ``embed_row``),
 each written to match transformers' operation for operation, and the eager decode step's faster pieces that
 are not exact (``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which
-says which of them a model's decode step uses. Weight-only int8/int4 models (``engine/models/quant.py``)
+says which of them a model's decode step uses. Weight-only int8/int4 models (``engine/quant/quant.py``)
 arrive already fused by ``quantize_model`` and are used as they are.
 
 Which models qualify, and why one does not, is ``engine.generate.families`` (``refusal``; ``unsupported_reason``
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.generate.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
-from engine.models.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
+from engine.quant.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 
 # A projection: a dense (out, in) weight, or a module (quantized) called on (n, in) activations.
 Projection = Any
@@ -135,7 +135,7 @@ def _fuse(linears: Sequence[torch.nn.Module]) -> tuple[Projection, torch.Tensor 
         fused = linears[0].fused if isinstance(linears[0], ProjectionSlice) else None
         if fused is None or not all(isinstance(lin, ProjectionSlice) and lin.fused is fused for lin in linears) \
                 or linears[-1].end != fused.out_features:
-            raise ValueError("quantized projections not fused by engine.models.quant.quantize_model")
+            raise ValueError("quantized projections not fused by engine.quant.quant.quantize_model")
         return fused, fused.bias
     weight = torch.cat([lin.weight.detach() for lin in linears], dim=0).contiguous()
     biased = any(lin.bias is not None for lin in linears)

@@ -87,7 +87,7 @@ def run_precision_ab(model: str, cancel: threading.Event, *, precisions: Sequenc
         rows=tuple(rows), series=series, summary=summary, flags=tuple(flags),
         notes=(f"prompt: {prompt!r}; greedy, {max_new_tokens} new tokens; a warm-up reply per precision is excluded",
                "each precision is loaded, measured and released before the next one loads",
-               "int8/int4 read fewer bytes per weight, so each decoded token is faster (engine/models/quant.py); "
+               "int8/int4 read fewer bytes per weight, so each decoded token is faster (engine/quant/quant.py); "
                "bitsandbytes' bnb-int8/nf4 save memory but decode slower on a CPU"),
         model=model, elapsed_s=time.perf_counter() - started)
 

@@ -12,7 +12,7 @@ Two parameter counts, both always given:
   for qwen3 and gemma3_text), a final norm ``d``, and ``V·d`` more for an output head only when ``tie_word_embeddings`` is false. A GGUF header
   also gives the stored count, the sum of its tensors' elements, which wins when present.
 
-Bytes per precision follow what the loader builds (``engine/models/quant.py``, transformers' bitsandbytes):
+Bytes per precision follow what the loader builds (``engine/quant/quant.py``, transformers' bitsandbytes):
 fp32 4 and bf16/fp16 2 bytes a parameter; ``int8`` 1 byte per projection weight plus a bf16 scale per output row,
 output head (and an untied embedding) int8 too; ``int4`` half a byte plus a bf16 scale and zero per group of 32,
 head int8; ``bnb-int8`` 1 byte plus an fp32 scale per row, embeddings and head in the compute dtype; ``nf4`` /

@@ -13,7 +13,7 @@ Free memory is ``psutil.virtual_memory().available`` for the CPU, or ``torch.cud
 when torch is already imported and a CUDA GPU is there (this module never imports torch itself, so the window
 and the CLI can use it without loading torch). Precision ``auto`` is the loader's rule: bf16 on a GPU that has
 it, and on a CPU bf16 where native else fp32 (``engine/cpu.py``, asked only when torch is loaded; bf16 is assumed
-otherwise). On a CPU ``auto`` may then keep int4 or int8 (engine/models/auto_quant.py), but only after the
+otherwise). On a CPU ``auto`` may then keep int4 or int8 (engine/quant/auto_quant.py), but only after the
 float weights were read, so the float figure is the one that says whether the load fits.
 ``architecture_of(path)`` reads an installed model's numbers from its ``config.json`` or its GGUF header.
 Owns the verdict and its numbers; the measured figures after a load are ``engine.models.model.ModelFacts``'.

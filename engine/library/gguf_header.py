@@ -8,7 +8,7 @@ header parses, so a local file is read only that far and a remote one is fetched
 are done here, with the gguf package's tables for value types and quantization block sizes.
 
 The one GGUF header reader: the library's fit estimate, the loader's structural check (``engine.models.safety``:
-every tensor's data inside the file) and the block loader (``engine.models.gguf_quant.GGUFFile``, which parses
+every tensor's data inside the file) and the block loader (``engine.quant.gguf_quant.GGUFFile``, which parses
 its memory-mapped file here) all read headers through ``parse``. Owns parsing only.
 """
 

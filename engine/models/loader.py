@@ -27,7 +27,8 @@ from huggingface_hub import constants
 
 from engine import paths
 from engine.models import config_check
-from engine.models import quantize_step, safety, template_meta
+from engine.models import safety, template_meta
+from engine.quant import quantize_step
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, DataDirError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.models.facts import build_facts, end_token_ids
@@ -36,7 +37,7 @@ from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, LoadSpec
 from engine.fmt import one_line
 from engine.models.fetch import find_default_model
 
-# torch and transformers, and engine.cpu and engine.models.quant_cache (which import torch), are imported inside
+# torch and transformers, and engine.cpu and engine.quant.quant_cache (which import torch), are imported inside
 # the functions that use them: importing the loader loads no torch (~2 s), so a damaged file or config is
 # refused in about a second, before torch is imported (tests/engine/cli/test_info.py,
 # tests/engine/models/test_config_check.py). Every real load then pays for them once.
@@ -200,8 +201,8 @@ def resolve_precision(precision: str, device: str, estimated_params: int,
                       free_cuda_bytes: Callable[[], int] | None = None) -> str:
     """Apply the ``auto`` rule before the weights are read: the device's float type (nf4 on a CUDA GPU too small
     for 16-bit weights); explicit precisions pass through. On a CPU, once the float weights are in memory,
-    ``auto`` may still take int4 or int8 by their quality (engine/models/auto_quant.py), and a GGUF keeps its
-    bits (engine/models/gguf_quant.py)."""
+    ``auto`` may still take int4 or int8 by their quality (engine/quant/auto_quant.py), and a GGUF keeps its
+    bits (engine/quant/gguf_quant.py)."""
     if precision != "auto":
         return precision
     if device != "cuda":
@@ -386,7 +387,7 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     precision = resolve_precision(spec.precision, device, estimated)
     gguf = None
     if source.gguf_file:  # its blocks are read for int8/int4, and `auto` on a CPU keeps Q4_*/Q8_0 bits
-        from engine.models import gguf_quant  # lazy: see the note after the imports
+        from engine.quant import gguf_quant  # lazy: see the note after the imports
 
         gguf = gguf_quant.GGUFFile(source.folder / source.gguf_file)
         if spec.precision == "auto" and device == "cpu":

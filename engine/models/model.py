@@ -14,7 +14,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class AutoChoice:
-    """Why ``auto`` picked a quantized precision on a CPU (engine/models/auto_quant.py).
+    """Why ``auto`` picked a quantized precision on a CPU (engine/quant/auto_quant.py).
 
     ``agreement`` is the teacher-forced top-1 agreement with the float model on the fixed quality text,
     ``bar`` the least ``precision`` had to reach; ``rejected`` the faster candidates that missed their bar,
@@ -50,7 +50,7 @@ class ModelFacts:
     kv_dtype_bytes: int  # bytes per element of the KV cache (activations dtype)
     device_map: dict[str, str] | None = field(default=None)  # accelerate split, when offloading
     # How the weights were read when that is worth a line: a GGUF's blocks kept or dequantized
-    # (engine/models/gguf_quant.py). Empty otherwise.
+    # (engine/quant/gguf_quant.py). Empty otherwise.
     load_note: str = ""
     auto_choice: AutoChoice | None = None  # set when `auto` weighed int4/int8 against the quality bar
     # The runner a conversation with a KV cache gets (engine/generate/runners.py): "fast" or "plain", and for

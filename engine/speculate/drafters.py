@@ -5,7 +5,7 @@
 - ``ModelDrafter``: a smaller model with the same tokenizer drafting greedily or by sampling from its own
   (equally processed) distribution over its own KV cache, which rolls back in place to what was accepted.
 - the same ``ModelDrafter`` over the loaded model's int4 copy (``int4_copy``: self-speculation, the copy built by
-  ``engine.models.quant``), drafting for its bf16/fp16/fp32 or int8 weights.
+  ``engine.quant.quant``), drafting for its bf16/fp16/fp32 or int8 weights.
 
 ``build_drafter`` makes the one a ``SpeculationConfig`` names and refuses, with a ``DraftModelError`` line, a draft
 model whose vocabulary is not the target's. Owns drafting only: acceptance is ``engine.speculate.accept``'s, the
@@ -150,15 +150,15 @@ def check_vocabularies(target: Any, draft: Any, draft_name: str) -> None:
 
 
 def int4_copy(loaded: Any) -> Any:
-    """The loaded model's int4 twin for self-speculation, quantized by ``engine.models.quant`` (through its cache)."""
+    """The loaded model's int4 twin for self-speculation, quantized by ``engine.quant.quant`` (through its cache)."""
     facts = loaded.facts
     if not str(facts.device).startswith("cpu"):
         raise DraftModelError("self-speculation drafts with int4, whose kernels are CPU-only: load with --device cpu")
     if facts.precision == "int4":
         raise DraftModelError("self-speculation needs bf16, fp16, fp32 or int8 weights: this model is int4 already")
     if facts.precision in FLOATS:
-        from engine.models.quant import quantize_model  # lazy: quantization is only needed here
-        from engine.models.quant_cache import quantize_cached
+        from engine.quant.quant import quantize_model  # lazy: quantization is only needed here
+        from engine.quant.quant_cache import quantize_cached
 
         model = copy.deepcopy(loaded.model).to(torch.bfloat16)  # int4's kernels take bf16 activations
         # The cache is keyed by the weight files: without any (a GGUF, a model built in memory) quantize directly.

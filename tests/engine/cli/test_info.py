@@ -127,7 +127,7 @@ def test_info_default_model_json(default_model_dir, capsys):
     estimates = card["weights_bytes_estimates"]
     assert estimates["bf16"] == 2 * card["params"] and estimates["nf4"] < estimates["bnb-int8"] < estimates["bf16"]
     assert estimates["int4"] < estimates["int8"] < estimates["bf16"]
-    # engine/models/quant.py's resident bytes, measured: 134,959,744 (int8) and 94,835,584 (int4)
+    # engine/quant/quant.py's resident bytes, measured: 134,959,744 (int8) and 94,835,584 (int4)
     assert estimates["int8"] == pytest.approx(134_959_744, rel=0.02)
     assert estimates["int4"] == pytest.approx(94_835_584, rel=0.02)
 

@@ -1,5 +1,5 @@
 """A Qwen2-shaped config (q/k/v biases) offers int8 and int4 in the library like a bias-free one: the loader keeps
-biases dense beside the quantized kernels (engine/models/quant.py), so the fit estimate must not refuse them."""
+biases dense beside the quantized kernels (engine/quant/quant.py), so the fit estimate must not refuse them."""
 
 from __future__ import annotations
 

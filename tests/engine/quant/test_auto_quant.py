@@ -10,9 +10,9 @@ import pytest
 from engine.generate.session import ChatSession
 from engine.events import Finished, Message
 from engine.inputs import LoadSpec, SamplingConfig
-from engine.models import auto_quant
+from engine.quant import auto_quant
 from engine.models.loader import load_model
-from engine.models.quant_cache import cache_folder
+from engine.quant.quant_cache import cache_folder
 
 
 def _verdicts() -> list[Path]:

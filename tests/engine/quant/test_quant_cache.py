@@ -1,4 +1,4 @@
-"""The int8/int4 weight cache (engine/models/quant_cache.py): a second load reads it, and a stale or damaged
+"""The int8/int4 weight cache (engine/quant/quant_cache.py): a second load reads it, and a stale or damaged
 file is rebuilt, never trusted."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from engine.models import quant_cache
+from engine.quant import quant_cache
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from engine.models.quant_cache import cache_folder, cache_key
+from engine.quant.quant_cache import cache_folder, cache_key
 
 HIT = "quantized weights from the cache"
 

@@ -169,7 +169,7 @@ class Int4Linear(QuantizedLinear):
     def from_codes(cls, q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, group: int = INT4_GROUP_SIZE,
                    dtype: torch.dtype = torch.bfloat16) -> "Int4Linear":
         """From 0..15 codes (out, in) and per-group (out, in/group) ``scale`` and ``zero`` of the kernel's
-        ``w = (q - 8) · scale + zero``: how ``engine/models/gguf_quant.py`` brings a GGUF's 4-bit blocks."""
+        ``w = (q - 8) · scale + zero``: how ``engine/quant/gguf_quant.py`` brings a GGUF's 4-bit blocks."""
         out_features, in_features = q.shape
         if in_features % group or out_features % 16:
             raise ValueError(f"int4 needs in % {group} == 0 and out % 16 == 0, got {tuple(q.shape)}")
@@ -335,7 +335,7 @@ def quantize_model(model: Any, scheme: str, group: int = INT4_GROUP_SIZE,
                    make: Maker | None = None) -> dict[str, QuantizedLinear]:
     """Replace a Llama-family model's projections, lm_head and embedding with quantized modules, in place.
 
-    ``make`` builds each module (default: quantize the dense weight; ``engine/models/quant_cache.py`` passes one
+    ``make`` builds each module (default: quantize the dense weight; ``engine/quant/quant_cache.py`` passes one
     that reads them from a cache). Returns the modules by key, for the cache to save. The dense weights
     are released as each is replaced, so peak memory is the dense model plus one layer. Projection biases
     (Qwen2's q/k/v, Llama's ``attention_bias``/``mlp_bias``) are kept dense on the quantized module, fused like

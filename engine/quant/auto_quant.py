@@ -3,19 +3,19 @@
 Decoding one token reads every weight once, so fewer bytes per weight decode faster: int4 holds ~0.35× and
 int8 ~0.5× bf16's bytes and decode ~2.3× and ~1.5× faster on the fast path (docs/BENCHMARK.md). Rounding can
 hurt a model, though, so ``auto`` takes a candidate only when its teacher-forced top-1 agreement with the float
-model on a fixed text (engine/models/quality.py, ``PROBE_TOKENS`` tokens) meets ``QUALITY_BARS`` (int4 ≥ 90%,
+model on a fixed text (engine/quant/quality.py, ``PROBE_TOKENS`` tokens) meets ``QUALITY_BARS`` (int4 ≥ 90%,
 int8 ≥ 98%), trying the faster one first, and keeps the float type when neither does.
 
 The verdict is measured at a model's first ``auto`` load (one float forward pass, one quantization, which
-engine/models/quant_cache.py keeps, and one quantized pass) and remembered in a small JSON file beside that
+engine/quant/quant_cache.py keeps, and one quantized pass) and remembered in a small JSON file beside that
 cache, named by the same key (source files, precision, group, torch, CPU kernels): later loads go straight to
 the cached weights. A damaged or foreign verdict file is measured again, never trusted.
 
 Not applied (``eligible`` is False): devices other than the CPU (the int kernels are CPU kernels), models
 under ``MIN_PARAMS`` (their weights fit in the CPU's caches, so fewer bytes buy nothing, and the tiny test
-model stays float), GGUF files (they keep their own bits: engine/models/gguf_quant.py), checkpoints whose
+model stays float), GGUF files (they keep their own bits: engine/quant/gguf_quant.py), checkpoints whose
 weights are not plain safetensors, and torch builds without the CPU int4 kernel. Owns the rule and the
-verdict file; quantizing is engine/models/quant_cache.py's, loading engine/models/loader.py's.
+verdict file; quantizing is engine/quant/quant_cache.py's, loading engine/models/loader.py's.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch
 
 from engine.models.model import AutoChoice
 from engine.paths import replace_text
-from engine.models.quality import Predictions, agreement, predict, quality_ids
-from engine.models.quant_cache import cache_folder, cache_key, quantize_cached
+from engine.quant.quality import Predictions, agreement, predict, quality_ids
+from engine.quant.quant_cache import cache_folder, cache_key, quantize_cached
 
 log = logging.getLogger(__name__)
 

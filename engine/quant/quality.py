@@ -4,7 +4,7 @@ On one fixed text of ``QUALITY_TOKENS`` tokens, every position's next-token pred
 single forward pass (teacher forcing: the model always sees the true text, so one early difference
 cannot snowball as it would in free generation). Agreement is the share of positions whose argmax
 equals the reference precision's; perplexity is exp(mean negative log-likelihood of the true next
-token). Used by ``python -m engine bench`` and by ``auto``'s quality bar (``engine/models/auto_quant.py``);
+token). Used by ``python -m engine bench`` and by ``auto``'s quality bar (``engine/quant/auto_quant.py``);
 owns neither loading nor reporting.
 """
 

@@ -1,4 +1,4 @@
-"""A Qwen2-shaped GGUF (q/k/v biases beside 4-bit projections) loaded natively (engine/models/gguf_quant.py).
+"""A Qwen2-shaped GGUF (q/k/v biases beside 4-bit projections) loaded natively (engine/quant/gguf_quant.py).
 
 The file is written here from a random-weight Qwen2 model built from transformers' Qwen2Config (Qwen2.5-0.5B's
 ratios, scaled down; tied head as that model has it) with gguf's own writer and quantizer, as llama.cpp's
@@ -22,7 +22,7 @@ from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 from engine.generate.fastpath import FastRunner
 from engine.generate.runners import choose_runner
 from engine.inputs import LoadSpec
-from engine.models.gguf_quant import GGUFFile, auto_precision
+from engine.quant.gguf_quant import GGUFFile, auto_precision
 from engine.models.loader import load_model
 from tests.engine._local_models import gguf_writer
 from tests.helpers.reference_forward import random_prompt

@@ -1,8 +1,8 @@
 """The quantizing step of a load, after the float weights are in memory: int8/int4 asked for, or ``auto``'s bar.
 
-``native`` rewrites the model with the int kernels' weights (engine/models/quant.py): a GGUF's from its own
-blocks (engine/models/gguf_quant.py), else from the cache of an earlier load when it has them
-(engine/models/quant_cache.py). ``auto`` applies ``auto``'s quality bar (engine/models/auto_quant.py).
+``native`` rewrites the model with the int kernels' weights (engine/quant/quant.py): a GGUF's from its own
+blocks (engine/quant/gguf_quant.py), else from the cache of an earlier load when it has them
+(engine/quant/quant_cache.py). ``auto`` applies ``auto``'s quality bar (engine/quant/auto_quant.py).
 Owns the choice between those paths and their one-line errors; engine/models/loader.py owns the load around
 them. Importing this module loads no torch, for the same reason as the loader (see its note after the
 imports): the modules that do are imported inside the functions.
@@ -22,12 +22,12 @@ def native(model: Any, precision: str, device: str, folder: Path, gguf_file: str
     """Quantize ``model`` in place to ``precision`` (int8 | int4). Returns (from the cache, load note)."""
     if device != "cpu":
         raise BadInputError(f"{precision} uses torch's CPU kernels: use --device cpu, or bnb-int8 / nf4 on a GPU")
-    from engine.models.quant_cache import quantize_cached  # lazy: torch
+    from engine.quant.quant_cache import quantize_cached  # lazy: torch
 
     files = [folder / gguf_file] if gguf_file else sorted(folder.glob("*.safetensors"))
     try:
         if gguf is not None:
-            from engine.models.gguf_quant import quantize_from_gguf  # lazy: torch and gguf
+            from engine.quant.gguf_quant import quantize_from_gguf  # lazy: torch and gguf
 
             note = quantize_from_gguf(model, precision, gguf)
             if note is not None:
@@ -41,7 +41,7 @@ def native(model: Any, precision: str, device: str, folder: Path, gguf_file: str
 def auto(model: Any, tokenizer: Any, folder: Path, device: str, estimated_params: int, float_name: str,
          reload: Callable[[], Any], measuring: Callable[[], None]) -> tuple[Any, AutoChoice | None]:
     """The model to use and why ``auto`` chose its precision, or (model, None) when the bar does not apply."""
-    from engine.models import auto_quant  # lazy: torch
+    from engine.quant import auto_quant  # lazy: torch
 
     files = sorted(folder.glob("*.safetensors"))
     if not auto_quant.eligible(device, estimated_params, files):

@@ -1,4 +1,4 @@
-"""Weight-only int8/int4 (engine/models/quant.py): numerics against dense references, both kernel paths, the
+"""Weight-only int8/int4 (engine/quant/quant.py): numerics against dense references, both kernel paths, the
 packed-layout detection, and int8/int4 models through the loader, the fast path and the plain path."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from engine.generate.fastpath import FastRunner
 from engine.generate.llama_fused import unsupported_reason
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from engine.models.quant import (Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, _unpack, int4_codes,
+from engine.quant.quant import (Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, _unpack, int4_codes,
                                  quantize_model)
 from engine.generate.runner import ModelRunner
 
@@ -83,7 +83,7 @@ def test_kernel_rows_and_dequantized_rows_give_the_same_products(kind):
 
 def test_int4_layout_is_recognised_on_the_avx2_kernels_too():
     """The CPU packing differs by kernel build (64-row blocks on AVX-512, 32 on AVX2): force AVX2."""
-    code = ("import torch; from engine.models.quant import Int4Linear\n"
+    code = ("import torch; from engine.quant.quant import Int4Linear\n"
             "w = torch.randn(192, 64).to(torch.bfloat16); q = Int4Linear.from_dense(w)\n"
             "x = torch.randn(20, 64).to(torch.bfloat16)\n"
             "d = (q(x).float() - torch.cat([q(x[i:i+1]) for i in range(20)]).float()).abs().max().item()\n"

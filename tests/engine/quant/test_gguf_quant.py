@@ -1,4 +1,4 @@
-"""engine.models.gguf_quant: a GGUF's 4-bit and 8-bit blocks loaded as int4/int8 without a float round trip.
+"""engine.quant.gguf_quant: a GGUF's 4-bit and 8-bit blocks loaded as int4/int8 without a float round trip.
 
 Exactness of the block mapping on random blocks, the tensor table against gguf's own reader, a tiny Llama
 GGUF loaded as int4 against the same file dequantized to fp32 by transformers, what ``auto`` picks and says,
@@ -22,14 +22,14 @@ from gguf.quants import quantize
 from engine.events import Finished, Message
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
-from engine.models import gguf_quant
+from engine.quant import gguf_quant
 from engine.models.fetch import MARKER, ModelSource, default_gguf, fetch_default
-from engine.models.gguf_quant import (QT, GGUFFile, auto_precision, dequantize, int4_from_blocks, int4_from_codes)
+from engine.quant.gguf_quant import (QT, GGUFFile, auto_precision, dequantize, int4_from_blocks, int4_from_codes)
 from engine.models.loader import load_model
-from engine.models.quant import Int4Linear, Int8Linear, _unpack
+from engine.quant.quant import Int4Linear, Int8Linear, _unpack
 from tests.engine._local_models import write_llama_gguf
 
-# The int4 kernel computes in bf16 activations with bf16 scales (engine/models/quant.py): logits of the tiny
+# The int4 kernel computes in bf16 activations with bf16 scales (engine/quant/quant.py): logits of the tiny
 # model from the file's own blocks stay within this of the fp32 dequantized model's (measured ~0.01 of ~1.4).
 LOGIT_TOLERANCE = 0.05
 
@@ -152,7 +152,7 @@ def test_auto_keeps_4_and_8_bit_blocks_only_of_a_layout_it_knows(tmp_path, types
     tensors = {f"blk.0.{name}.weight": (weight, QT[types[i % len(types)]])
                for i, name in enumerate(gguf_quant.PROJECTIONS)}
     assert auto_precision(GGUFFile(_write_matrices(tmp_path / "m.gguf", tensors))) == expected
-    # F32 biases on q/k/v (Qwen2's layout) are kept beside the kernel (tests/engine/models/test_gguf_qwen2.py)
+    # F32 biases on q/k/v (Qwen2's layout) are kept beside the kernel (tests/engine/quant/test_gguf_qwen2.py)
     with_bias = dict(tensors, **{"blk.0.attn_q.bias": (np.zeros((1, 256), np.float32), QT.F32)})
     assert auto_precision(GGUFFile(_write_matrices(tmp_path / "b.gguf", with_bias))) == expected
     # A bias in a block type, or a projection missing (an MoE's experts): the float rule.

@@ -1,6 +1,6 @@
 """int8/int4 weights cached on disk, so a second load skips quantizing.
 
-After ``engine/models/quant.py`` quantizes a model, its packed weights are written to one safetensors file in
+After ``engine/quant/quant.py`` quantizes a model, its packed weights are written to one safetensors file in
 ``<data dir>/cache/quantized/`` (not beside the model: a model folder may be read-only or part of the
 Hugging Face cache). The file's name is a hash of everything its contents depend on:
 
@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 from engine import paths
 from engine.errors import EngineError
 from engine.inputs import INT4_GROUP_SIZE
-from engine.models.quant import Int4Linear, Int8Linear, QuantizedLinear, projection_groups, quantize_model
+from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear, projection_groups, quantize_model
 
 log = logging.getLogger(__name__)
 

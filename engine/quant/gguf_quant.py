@@ -1,7 +1,7 @@
 """A GGUF's weights loaded as what they are: its 4-bit blocks become int4 weights, its Q8_0 blocks int8.
 
 transformers loads a GGUF by dequantizing every tensor to float; the int8/int4 path
-(``engine/models/quant.py``) would then quantize those floats again, rounding twice. Here the loader's
+(``engine/quant/quant.py``) would then quantize those floats again, rounding twice. Here the loader's
 float model is only the skeleton: each projection is rebuilt from the file's own blocks.
 
 - ``Q4_0`` (``w = (q - 8)·d``), ``Q4_1`` (``w = q·d + m``) and ``Q4_K`` (blocks of 32 inside 256-weight
@@ -9,7 +9,7 @@ float model is only the skeleton: each projection is rebuilt from the file's own
   it computes ``w = (q - 8)·scale + zero``, so the 4-bit codes are kept as they are and
   ``scale = d``, ``zero = 0`` (Q4_0); ``scale = d``, ``zero = m + 8·d`` (Q4_1);
   ``scale = d·sc``, ``zero = 8·d·sc - dmin·mn`` (Q4_K). Exact in fp32; the kernel keeps scales and zeros
-  in bf16 (its fast path), which rounds them to 8 significant bits (tests/engine/models/test_gguf_quant.py).
+  in bf16 (its fast path), which rounds them to 8 significant bits (tests/engine/quant/test_gguf_quant.py).
 - ``Q8_0`` has one scale per block of 32, the int8 kernel one per output row: its values are re-scaled to
   the row's largest step (exactly what quantizing the dequantized row per channel gives), an error of at
   most half that step per weight, and none in a row's largest-scaled blocks.
@@ -28,7 +28,7 @@ match (an unknown processor, layout or name) falls back to quantizing the dequan
 
 Owns reading a GGUF's block bytes (its header through ``engine.library.gguf_header``), the block → kernel mapping, the precision ``auto``
 keeps for a GGUF (``auto_precision``) and the note. Not the modules or the model rewrite
-(``engine/models/quant.py``), nor loading (``engine/models/loader.py``).
+(``engine/quant/quant.py``), nor loading (``engine/models/loader.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from engine.inputs import INT4_GROUP_SIZE
 from engine.library.gguf_header import NeedMoreBytes, parse
-from engine.models.quant import Int4Linear, Int8Linear, QuantizedLinear, int4_codes, projection_groups, quantize_model
+from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear, int4_codes, projection_groups, quantize_model
 
 log = logging.getLogger(__name__)
 
