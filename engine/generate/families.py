@@ -8,7 +8,8 @@ shares one decoder step: pre-norm RMSNorm, RoPE, grouped-query attention, a gate
 head; what differs is switched on by the checkpoint itself (q/k/v biases, Qwen2; any projection biases,
 Llama's ``attention_bias``/``mlp_bias``; partial rotary and longrope's short/long frequencies, Phi-3/4) or by
 the family (per-head q/k RMSNorm before RoPE, Qwen3 and Gemma 3; Gemma 2/3's norms, scaled embeddings, GeGLU
-and sliding-window layers; Gemma 2's soft-capping; Phi-3's fused qkv_proj / gate_up_proj checkpoints).
+and sliding-window layers; Gemma 2's soft-capping; Phi-3's fused qkv_proj / gate_up_proj checkpoints; one window on
+every layer, Phi-3 and Mistral).
 
 Does not own the fused weights or the maths (``engine.generate.llama_fused``), the runner
 (``engine.generate.fastpath``) or the choice between runners (``engine.generate.runners``).
@@ -64,13 +65,15 @@ class Family:
     softcap: bool = False
     # Phi-3: the checkpoint stores q|k|v as one ``qkv_proj`` and gate|up as one ``gate_up_proj``.
     fused_checkpoint: bool = False
+    # Phi-3, Mistral: a config's ``sliding_window`` slides every layer (transformers' mask for them does).
+    window_every_layer: bool = False
 
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
-    Family("llama"), Family("mistral"), Family("qwen2"), Family("qwen3", qk_norm=True),
+    Family("llama"), Family("mistral", window_every_layer=True), Family("qwen2"), Family("qwen3", qk_norm=True),
     Family("gemma3_text", qk_norm=True, gemma=True, layer_ropes=True),
     Family("gemma2", gemma=True, softcap=True),
-    Family("phi3", fused_checkpoint=True))}
+    Family("phi3", fused_checkpoint=True, window_every_layer=True))}
 
 # Families people run that the step does not compute yet, and the first thing it lacks for each.
 NOT_YET: dict[str, str] = {
@@ -122,8 +125,9 @@ def unsupported_reason(model: Any) -> str | None:
 
 
 def _feature_problem(config: Any, family: Family) -> str | None:
-    if family.fused_checkpoint:
-        # Phi-3 slides every layer by one window when its config has one (transformers' mask then slides all)
+    if family.window_every_layer:
+        # Phi-3 and Mistral slide every layer by one window when their config has one (transformers' mask then
+        # slides all)
         if getattr(config, "layer_types", None) and set(config.layer_types) != {"full_attention"}:
             return f"layer types {sorted(set(config.layer_types))}"
     # Qwen2/3 configs keep a sliding_window size with use_sliding_window false (then it is None here);

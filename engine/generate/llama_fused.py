@@ -180,9 +180,9 @@ def weights_for(model: Any) -> FusedWeights:
         layer_types = list(getattr(config, "layer_types", None) or []) if gemma else []
         layer_ropes = family is not None and family.layer_ropes
         rope_kinds: tuple[str | None, ...] = tuple(sorted(set(layer_types))) if layer_ropes else (None,)
-        # Phi-3 with a sliding_window slides every layer (transformers' mask does); Gemma by layer type.
-        every_window = int(config.sliding_window) if fused_checkpoint and getattr(config, "sliding_window", None) \
-            else None
+        # Phi-3 and Mistral with a sliding_window slide every layer (transformers' mask does); Gemma by layer type.
+        every_window = int(config.sliding_window) if family is not None and family.window_every_layer \
+            and getattr(config, "sliding_window", None) else None
         layers = []
         with torch.no_grad():
             for index, layer in enumerate(inner.layers):
