@@ -181,6 +181,46 @@ class ModelRunner:
                     allocated += storage.nbytes()
         return filled, allocated
 
+    # -- snapshots (engine.generate.kv_snapshot) ---------------------------------------------------
+    def export_kv(self, n: int | None = None) -> dict[str, torch.Tensor]:
+        """The cache's rows of the first ``n`` positions (default: all): "k.<layer>" and "v.<layer>", each
+        (1, kv_heads, n, head_dim), views of the live cache (copy to keep). Empty when there is no cache or it
+        cannot be put back exactly (sliding-window or recurrent layers)."""
+        self._heal()
+        if self._cache is None or not self._ids or not getattr(self._cache, "is_croppable", True):
+            return {}
+        n = len(self._ids) if n is None else max(0, min(n, len(self._ids)))
+        rows: dict[str, torch.Tensor] = {}
+        for index, layer in enumerate(getattr(self._cache, "layers", ())):
+            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+            if not isinstance(keys, torch.Tensor) or not isinstance(values, torch.Tensor) \
+                    or keys.shape[-2] != len(self._ids):
+                return {}
+            rows[f"k.{index}"], rows[f"v.{index}"] = keys[:, :, :n], values[:, :, :n]
+        return rows
+
+    def import_kv(self, ids: Sequence[int], rows: dict[str, torch.Tensor]) -> None:
+        """Hold ``ids`` with ``rows`` (``export_kv``'s names and shapes) in place of what is cached; ``ValueError``,
+        nothing changed, when they do not fit (another layout, layer count, length or dtype)."""
+        layers = len(rows) // 2
+        names = {f"{kind}.{i}" for kind in "kv" for i in range(layers)}
+        dtype = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
+        if not self.use_kv_cache or not ids or set(rows) != names or layers != _layer_count(self.model) \
+                or any(t.dim() != 4 or t.shape[-2] != len(ids) or t.dtype != dtype for t in rows.values()):
+            raise ValueError("KV rows do not fit this cache")
+        self.reset()
+        if not getattr(self._cache, "is_croppable", True):
+            raise ValueError("this model's cache cannot be restored exactly (sliding-window or recurrent layers)")
+        with torch.inference_mode():
+            for index in range(layers):
+                self._cache.update(rows[f"k.{index}"].to(self.device), rows[f"v.{index}"].to(self.device), index)
+        self._ids = [int(i) for i in ids]
+
     def sync(self) -> None:
         sync(self.device)
+
+
+def _layer_count(model: Any) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.num_hidden_layers)
 

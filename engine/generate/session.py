@@ -8,7 +8,9 @@ Owns the generation loop and its bookkeeping: reuse of the KV cache across turns
 tokens after the common prefix with what the cache holds are computed; an edited or regenerated
 history crops the cache back to that prefix), stop tokens, cancel, the finish reason, the metrics
 (docs/DESIGN.md §Metrics) and turning failures into a ``Finished(reason="error")`` that leaves the
-session usable. Prompt rendering and trimming are ``engine.generate.context``'s, token choice is
+session usable. ``snapshot()`` / ``restore(snapshot)`` take the cache out and put it back (a conversation reopened
+after a restart, another session's shared prefix: ``engine.generate.kv_snapshot``, ``engine.generate.kv_rows``).
+Prompt rendering and trimming are ``engine.generate.context``'s, token choice is
 ``engine.generate.sampling``'s (speculative steps, given a ``SpeculationConfig``, ``engine.speculate``'s), forward
 passes and cache internals are the runner's (``engine.generate.runners``
 chooses it).
@@ -37,6 +39,8 @@ from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, S
 from engine.generate.reasoning import (ReasoningSplitter, check_template_kwargs, continuation_text, opens_thought,
                                       reasoning_format, reasoning_metrics)
 from engine.generate.runners import Runner, make_runner
+from engine.generate.kv_rows import export_rows, import_rows, kv_precision, runner_kind
+from engine.generate.kv_snapshot import KVIdentity, KVSnapshot, StaleKVError, identity_of
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate import loop as speculate
@@ -121,6 +125,41 @@ class ChatSession:
         """Forget the cache (a new conversation reuses nothing)."""
         if self._runner is not None:
             self._runner.reset()
+
+    # -- KV snapshots (engine.generate.kv_snapshot) -------------------------------------------------
+    def kv_identity(self) -> KVIdentity:
+        """What a snapshot must have been computed by to restore here: this model, its precision, the KV precision
+        of the cached runner (built now if there is none yet)."""
+        return identity_of(self.loaded, kv_precision(self._runner_for(True)))
+
+    def snapshot(self, n: int | None = None) -> KVSnapshot | None:
+        """The ids the cache holds (the first ``n``) and their rows, or None when there are none or the runner cannot
+        export them exactly. The rows are views of the live cache: save or import them before this session's next
+        reply."""
+        runner = self._runner
+        if runner is None or not runner.use_kv_cache or not runner.cached_len:
+            return None
+        rows = export_rows(runner, n)
+        if not rows:
+            return None
+        count = runner.cached_len if n is None else max(0, min(n, runner.cached_len))
+        return KVSnapshot(tuple(runner.cached_ids[:count]), rows, runner_kind(runner), self.kv_identity().kv_precision)
+
+    def restore(self, snapshot: KVSnapshot) -> None:
+        """Hold ``snapshot``'s ids and rows in place of the cache: the next prompt reuses its longest common token
+        prefix with them, exactly as if this session had computed them. ``StaleKVError`` (the cache then empty) when
+        this session's runner cannot take them: another runner's layout, another KV precision."""
+        runner = self._runner_for(True)
+        identity = self.kv_identity()
+        if snapshot.kv_precision != identity.kv_precision:
+            runner.reset()
+            raise StaleKVError(f"a {snapshot.kv_precision} KV snapshot for a {identity.kv_precision} cache")
+        try:
+            import_rows(runner, snapshot.ids, snapshot.tensors)
+        except (ValueError, RuntimeError) as exc:
+            runner.reset()
+            raise StaleKVError(f"this runner cannot take a {snapshot.runner} runner's KV snapshot: "
+                               f"{one_line(exc)}") from None
 
     def _runner_for(self, use_kv_cache: bool) -> Runner:
         if self._runner is None or self._runner.use_kv_cache != use_kv_cache:

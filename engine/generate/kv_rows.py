@@ -1,0 +1,84 @@
+"""A runner's KV rows out and back in: what a snapshot (``engine.generate.kv_snapshot``) or another session's shared
+prefix (``engine.serve``) is made of.
+
+``export_rows(runner, n)`` gives the rows of the first ``n`` cached positions by name, as views of the live cache
+(valid until the runner's next forward: copy or import them before); ``import_rows(runner, ids, rows)`` makes a
+runner hold ``ids`` with those rows in place of its cache, bit for bit what it would have computed, so the next
+prompt reuses the common prefix exactly as an in-memory reuse would. Layouts:
+
+- the fast runner (``engine.generate.fastpath.FastRunner``, dense cache): "k" and "v", each (layers, kv_heads, n,
+  head_dim), read from and copied into its preallocated buffers (as ``engine.generate.batched`` reads them: kept
+  out of ``fastpath`` so that module stays the forward passes' alone). An 8-bit cache (``kv_precision="int8"``) is
+  not exported: its scales' layout is its own module's, so such a session is simply recomputed on reopen;
+- the plain runner (``engine.generate.runner.ModelRunner``): "k.<layer>"/"v.<layer>", its own ``export_kv`` /
+  ``import_kv`` (the one module that touches transformers' cache internals).
+
+A ``SlotRunner`` (``engine.serve.batching``) is looked through to the runner it wraps. Owns no file format.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from engine.generate.fastpath import FastRunner
+from engine.generate.kv_snapshot import dtype_name
+
+
+def _inner(runner: Any) -> Any:
+    return getattr(runner, "inner", runner)
+
+
+def runner_kind(runner: Any) -> str:
+    """"fast" or "plain": whose layout ``export_rows`` gives and ``import_rows`` takes."""
+    return "fast" if isinstance(_inner(runner), FastRunner) else "plain"
+
+
+def _dense(runner: FastRunner) -> bool:
+    return getattr(runner, "_kv8", None) is None and getattr(runner, "kv_precision", "auto") in ("auto", None)
+
+
+def kv_precision(runner: Any) -> str | None:
+    """The element type the runner's cache holds (bf16, fp32, int8...), None when the runner does not say."""
+    inner = _inner(runner)
+    if isinstance(inner, FastRunner):
+        return dtype_name(inner._k.dtype) if _dense(inner) else str(getattr(inner, "kv_precision", "int8"))
+    return None
+
+
+def export_rows(runner: Any, n: int | None = None) -> dict[str, torch.Tensor]:
+    """The rows of the first ``n`` cached positions (default: all), views of the live cache; {} when the runner
+    cannot give them exactly (no cache, an 8-bit cache, sliding or recurrent layers in the plain runner)."""
+    inner = _inner(runner)
+    if isinstance(inner, FastRunner):
+        if not _dense(inner):
+            return {}
+        count = len(inner._ids) if n is None else max(0, min(n, len(inner._ids)))
+        return {"k": inner._k[:, :, :count], "v": inner._v[:, :, :count]}
+    export = getattr(inner, "export_kv", None)
+    return export(n) if export is not None else {}
+
+
+def import_rows(runner: Any, ids: Sequence[int], rows: dict[str, torch.Tensor]) -> None:
+    """Make ``runner`` hold ``ids`` with ``rows`` (``export_rows``' layout for its kind, any device) in place of what
+    it caches. ``ValueError``, the cache unchanged, when they do not fit (another layout, geometry or dtype)."""
+    inner = _inner(runner)
+    if not isinstance(inner, FastRunner):
+        if not hasattr(inner, "import_kv"):
+            raise ValueError("this runner cannot restore KV rows")
+        inner.import_kv(ids, rows)
+        return
+    if not _dense(inner):
+        raise ValueError("an 8-bit KV cache does not restore snapshots")
+    w, n = inner._w, len(ids)
+    shape = (len(w.layers), w.kv_heads, n, w.head_dim)
+    if set(rows) != {"k", "v"} or any(tuple(t.shape) != shape or t.dtype != inner._k.dtype for t in rows.values()):
+        raise ValueError("KV rows do not fit this cache: "
+                         f"{[(name, tuple(t.shape), str(t.dtype)) for name, t in rows.items()]}, not {shape}")
+    inner._ensure(n)
+    with torch.inference_mode():
+        inner._k[:, :, :n].copy_(rows["k"])
+        inner._v[:, :, :n].copy_(rows["v"])
+    inner._ids = [int(i) for i in ids]
+    inner._dirty = False

@@ -1,0 +1,181 @@
+"""A folder of KV snapshots within a byte budget: ``KVStore``, least recently used deleted first.
+
+Each file is one snapshot (``engine.generate.kv_snapshot``'s format) under a key: the window keys a conversation's
+cache by its conversation id (``<data dir>/kv/<id>.kv``), ``engine serve --kv-store DIR`` by a hash of the token
+ids it holds. ``save`` writes atomically, then deletes the least recently used files (by modification time, which
+``load`` refreshes) until the folder fits ``budget_bytes``; the file just written is kept even alone over budget
+only if it fits by itself, else it is deleted too (a budget is a promise about the disk). ``load`` returns the
+snapshot or None when there is none; a file that is stale or damaged is deleted and its ``KVSnapshotError`` raised,
+so the caller can say so once and recompute. ``best(ids)`` finds the file sharing the longest token prefix with
+``ids``, from the files' headers (read once per file version, never trusted for more than choosing: the load
+checks everything). ``used_bytes`` and ``clear`` are what Settings shows and does.
+
+Plain files and a lock: safe for the threads of one process; two processes sharing a folder at most redo work
+(a file replaced or deleted under a reader is a damaged or missing snapshot, discarded). Owns the folder's
+policy; not the format (``kv_snapshot``) or when a snapshot is taken (the session's owner).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from engine.generate.context import common_prefix
+from engine.generate.kv_snapshot import (KVIdentity, KVSnapshot, KVSnapshotError, asdict_identity, load_snapshot,
+                                         read_header, save_snapshot)
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".kv"
+DEFAULT_BUDGET_BYTES = 2 << 30  # 2 GiB: about 90,000 tokens of the default model's bf16 cache
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def key_for_ids(ids: Sequence[int]) -> str:
+    """A file key for a cache that holds ``ids`` (the server's: it has no conversation ids)."""
+    return "p-" + hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """One file of the folder: its key, size and last use (mtime, seconds)."""
+
+    key: str
+    path: Path
+    bytes: int
+    used_at: float
+
+
+class KVStore:
+    """Snapshots in ``folder`` (created on first save), at most ``budget_bytes`` of them on disk."""
+
+    def __init__(self, folder: Path, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+        self.folder = Path(folder)
+        self.budget_bytes = max(0, int(budget_bytes))
+        self._lock = threading.RLock()
+        self._headers: dict[Path, tuple[tuple[int, int], dict]] = {}  # path -> ((mtime_ns, size), header)
+
+    def path_for(self, key: str) -> Path:
+        """The file of ``key``; a key that is not a plain name is hashed (no path tricks)."""
+        name = key if _SAFE_KEY.match(key) else "h-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+        return self.folder / f"{name}{SUFFIX}"
+
+    # -- writing ----------------------------------------------------------------------------------
+    def save(self, key: str, snapshot: KVSnapshot, identity: KVIdentity) -> Path | None:
+        """Write ``snapshot`` under ``key``, then keep the folder within budget; the path, or None when the snapshot
+        alone is over the budget (nothing kept). ``OSError`` when the folder cannot be written."""
+        with self._lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = save_snapshot(self.path_for(key), snapshot, identity)
+            self.evict()
+            return path if path.exists() else None
+
+    def evict(self, budget_bytes: int | None = None) -> int:
+        """Delete the least recently used files until the folder holds at most the budget; bytes freed."""
+        budget = self.budget_bytes if budget_bytes is None else budget_bytes
+        with self._lock:
+            entries = sorted(self.entries(), key=lambda e: e.used_at)
+            total = sum(e.bytes for e in entries)
+            freed = 0
+            for entry in entries:
+                if total <= budget:
+                    break
+                if self._delete(entry.path):
+                    total -= entry.bytes
+                    freed += entry.bytes
+            return freed
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._delete(self.path_for(key))
+
+    def clear(self) -> int:
+        """Delete every snapshot; bytes freed."""
+        return self.evict(0)
+
+    def _delete(self, path: Path) -> bool:
+        self._headers.pop(path, None)
+        try:
+            path.unlink()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            log.warning("cannot delete KV snapshot %s: %s", path.name, exc)
+            return False
+
+    # -- reading ----------------------------------------------------------------------------------
+    def entries(self) -> list[StoredEntry]:
+        """The snapshot files, most recently used last."""
+        found = []
+        try:
+            paths = list(self.folder.glob(f"*{SUFFIX}"))
+        except OSError:
+            return []
+        for path in paths:
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            found.append(StoredEntry(path.name[:-len(SUFFIX)], path, stat.st_size, stat.st_mtime))
+        return sorted(found, key=lambda e: e.used_at)
+
+    def used_bytes(self) -> int:
+        return sum(e.bytes for e in self.entries())
+
+    def load(self, key: str, identity: KVIdentity) -> KVSnapshot | None:
+        """The snapshot under ``key`` (marked used), None when there is none; a stale or damaged one is deleted and
+        its ``KVSnapshotError`` raised."""
+        return self._load(self.path_for(key), identity)
+
+    def _load(self, path: Path, identity: KVIdentity) -> KVSnapshot | None:
+        with self._lock:
+            if not path.exists():
+                return None
+            try:
+                snapshot = load_snapshot(path, identity)
+            except KVSnapshotError:
+                self._delete(path)
+                raise
+            try:
+                os.utime(path)  # last use: what eviction orders by
+            except OSError:
+                pass
+            return snapshot
+
+    def best(self, ids: Sequence[int], identity: KVIdentity) -> tuple[str, int]:
+        """(key, tokens) of the file of ``identity``'s model sharing the longest token prefix with ``ids``;
+        ("", 0) when none shares any."""
+        wanted = asdict_identity(identity)
+        best_key, best_len = "", 0
+        with self._lock:
+            for entry in self.entries():
+                header = self._header(entry.path)
+                if header is None or header.get("identity") != wanted:
+                    continue
+                common = common_prefix(header["ids"], ids)
+                if common > best_len:
+                    best_key, best_len = entry.key, common
+        return best_key, best_len
+
+    def _header(self, path: Path) -> dict | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        version = (stat.st_ino, stat.st_size)  # not mtime: load() refreshes it; a rewrite is a new inode
+        known = self._headers.get(path)
+        if known is not None and known[0] == version:
+            return known[1]
+        try:
+            header = read_header(path)
+        except KVSnapshotError:
+            return None  # found damaged when (if) it is loaded
+        self._headers[path] = (version, header)
+        return header

@@ -1,0 +1,146 @@
+"""KV snapshots on the tiny model: a session's cache written to a file and read back into another session.
+
+A restored session must answer exactly as the one that never left memory; a file that is damaged (a flipped
+byte, truncated, not a snapshot) or stale (another model, another precision, another runner) is refused with a
+typed error, so the caller discards it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine.events import Finished, Message, Started, Token
+from engine.generate.kv_snapshot import (DamagedKVError, KVSnapshotError, StaleKVError, identity_of, load_snapshot,
+                                         read_header, save_snapshot)
+from engine.generate.runners import make_runner
+from engine.generate.session import ChatSession
+from engine.inputs import LoadSpec, SamplingConfig
+from engine.models.loader import load_model
+
+GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=10)
+FIRST = [Message("system", "You are Miaohui."), Message("user", "What is the capital of France?")]
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_dir):
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
+
+
+def plain_factory(loaded, use_kv_cache):
+    from engine.generate.runner import ModelRunner
+
+    runner = ModelRunner(loaded.model, use_kv_cache)
+    return runner
+
+
+def turn(session: ChatSession, messages) -> tuple[Started, list[int], Finished]:
+    events = list(session.generate(messages, GREEDY))
+    started = events[0]
+    assert isinstance(started, Started) and isinstance(events[-1], Finished)
+    assert events[-1].error is None
+    return started, [e.token_id for e in events if isinstance(e, Token)], events[-1]
+
+
+def conversation(session: ChatSession) -> list[Message]:
+    """The first turn on ``session``, then the messages of a second turn that continues it."""
+    _, _, done = turn(session, FIRST)
+    return [*FIRST, Message("assistant", done.text), Message("user", "And of Italy?")]
+
+
+@pytest.mark.parametrize("factory", [make_runner, plain_factory], ids=["fast", "plain"])
+def test_a_restored_session_replies_exactly_as_one_that_stayed_in_memory(loaded, tmp_path, factory):
+    stayed = ChatSession(loaded, runner_factory=factory)
+    second = conversation(stayed)
+    snapshot = stayed.snapshot()
+    assert snapshot is not None and snapshot.ids == stayed.cached_ids()
+    path = save_snapshot(tmp_path / "chat.kv", snapshot, identity_of(loaded))
+    assert read_header(path)["ids"] == list(snapshot.ids)
+
+    reopened = ChatSession(loaded, runner_factory=factory)
+    reopened.restore(load_snapshot(path, identity_of(loaded)))
+    assert reopened.cached_ids() == stayed.cached_ids()
+
+    started_mem, ids_mem, _ = turn(stayed, second)
+    started_disk, ids_disk, _ = turn(reopened, second)
+    assert started_disk.reused_tokens == started_mem.reused_tokens > len(FIRST)
+    assert ids_disk == ids_mem
+
+
+def test_a_snapshot_restores_into_a_session_that_already_holds_another_conversation(loaded, tmp_path):
+    source = ChatSession(loaded)
+    second = conversation(source)
+    path = save_snapshot(tmp_path / "a.kv", source.snapshot(), identity_of(loaded))
+    busy = ChatSession(loaded)
+    turn(busy, [Message("user", "Something else entirely, and longer than the other one was.")])
+    busy.restore(load_snapshot(path, identity_of(loaded)))
+    fresh = ChatSession(loaded)
+    fresh.restore(load_snapshot(path, identity_of(loaded)))
+    assert turn(busy, second)[1] == turn(fresh, second)[1]
+
+
+@pytest.fixture
+def saved(loaded, tmp_path):
+    session = ChatSession(loaded)
+    conversation(session)
+    return save_snapshot(tmp_path / "chat.kv", session.snapshot(), identity_of(loaded))
+
+
+@pytest.mark.parametrize("where", [0, 9, 40, 60, 0.5, -1], ids=["magic", "checksum", "header-length", "header",
+                                                                "payload", "last-byte"])
+def test_a_flipped_byte_anywhere_is_refused(loaded, saved, where):
+    data = bytearray(saved.read_bytes())
+    index = int(len(data) * where) if isinstance(where, float) else where
+    data[index] ^= 0x10
+    saved.write_bytes(bytes(data))
+    with pytest.raises(KVSnapshotError):
+        load_snapshot(saved, identity_of(loaded))
+
+
+@pytest.mark.parametrize("keep", [0, 5, 44, 0.5, -1], ids=["empty", "in-magic", "in-header", "half", "one-short"])
+def test_a_truncated_file_is_damaged(loaded, saved, keep):
+    data = saved.read_bytes()
+    saved.write_bytes(data[:int(len(data) * keep) if isinstance(keep, float) else keep])
+    with pytest.raises(DamagedKVError):
+        load_snapshot(saved, identity_of(loaded))
+
+
+def test_a_file_that_is_no_snapshot_is_damaged(loaded, tmp_path):
+    path = tmp_path / "notes.kv"
+    path.write_text("just some text that happens to sit where a snapshot should")
+    with pytest.raises(DamagedKVError):
+        load_snapshot(path, identity_of(loaded))
+    with pytest.raises(DamagedKVError):
+        load_snapshot(tmp_path / "missing.kv", identity_of(loaded))
+
+
+def test_another_model_is_stale(saved, tmp_path):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    other = load_model(LoadSpec(model=str(build_tiny_model(tmp_path / "other", seed=1)), precision="fp32",
+                                device="cpu"))
+    with pytest.raises(StaleKVError):
+        load_snapshot(saved, identity_of(other))
+
+
+def test_another_precision_or_kv_precision_is_stale(loaded, saved, tiny_model_dir):
+    bf16 = load_model(LoadSpec(model=str(tiny_model_dir), precision="bf16", device="cpu"))
+    assert identity_of(bf16) != identity_of(loaded)
+    with pytest.raises(StaleKVError):
+        load_snapshot(saved, identity_of(bf16))
+    with pytest.raises(StaleKVError):
+        load_snapshot(saved, dataclasses.replace(identity_of(loaded), kv_precision="int8"))
+
+
+def test_a_plain_runners_snapshot_does_not_restore_into_a_fast_one(loaded, tmp_path):
+    plain = ChatSession(loaded, runner_factory=plain_factory)
+    conversation(plain)
+    path = save_snapshot(tmp_path / "plain.kv", plain.snapshot(), identity_of(loaded))
+    fast = ChatSession(loaded)
+    with pytest.raises(StaleKVError):
+        fast.restore(load_snapshot(path, identity_of(loaded)))
+    assert fast.cached_ids() == ()
+
+
+def test_an_empty_session_has_no_snapshot(loaded):
+    assert ChatSession(loaded).snapshot() is None
