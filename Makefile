@@ -30,7 +30,7 @@ $(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(TEST_STAMP)
 
-# The interface's compiled translations (app/i18n.py loads them), rebuilt only when their .ts source changed.
+# The interface's compiled translations (app/ui/i18n.py loads them), rebuilt only when their .ts source changed.
 assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
 	bash packaging/i18n.sh build
 

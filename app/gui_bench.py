@@ -20,7 +20,7 @@ import subprocess
 import sys
 from typing import Any
 
-from app.settings import ChatSettings
+from app.state.settings import ChatSettings
 
 # A prompt the default model answers at length, so both paths run to --max-new-tokens: one thread's and two
 # threads' float sums differ in the last bits, and a reply that stops at its end token could then stop at a

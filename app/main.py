@@ -4,13 +4,13 @@
 Reads top to bottom: parse arguments → check the GUI toolkit is importable (one plain line if
 not) → the data folder (unusable: the window opens with history in memory and says why; a scripted
 run prints one line and exits 2) → logging and the excepthook (a bug becomes a dialog, never a
-silent death) → QApplication, settings, history, the interface language (``app.i18n``: its
-translators go in before any widget is made), the theme (``app.theme``: the appearance setting, then the system's
+silent death) → QApplication, settings, history, the interface language (``app.ui.i18n``: its
+translators go in before any widget is made), the theme (``app.ui.theme``: the appearance setting, then the system's
 colour scheme followed live) → the window → run. ``--self-test`` and ``--screenshot`` run
 offscreen with throwaway settings and history and no log file, so they change no file of the user's: load
 the model, send one message, wait for the streamed reply, check the panel showed TTFT, tok/s and KV bytes,
 print a JSON report (and save a PNG).
-Owns startup and the scripted runs; the window's behaviour lives in ``app.mainwindow``.
+Owns startup and the scripted runs; the window's behaviour lives in ``app.window.mainwindow``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ try:  # everything that needs PySide6: without it, main() says so in one plain l
     from PySide6.QtWidgets import QApplication, QMessageBox
     from shiboken6 import delete as delete_now
 
-    from app import i18n, theme
-    from app import settings as app_settings
-    from app.single_instance import SingleInstance
+    from app.runtime.single_instance import SingleInstance
+    from app.state import settings as app_settings
+    from app.ui import i18n, theme
 except ImportError as _qt_error:
     QT_MISSING: ImportError | None = _qt_error
 else:
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     # --version, --help and the one-line refusals above need not wait for (measured: --version 2.3 s -> 0.2 s).
     from pyqtgraph.util.garbage_collector import GarbageCollector
 
-    from app.mainwindow import MainWindow
+    from app.window.mainwindow import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName(app_settings.ORGANISATION)

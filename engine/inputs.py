@@ -86,7 +86,7 @@ SAMPLING_LIMITS: dict[str, tuple[float | None, float | None]] = {
     "repetition_penalty": (0.0, 10.0),
     "max_new_tokens": (1, None),
 }
-# The window's spin boxes (``app/settings.py``, ``app/widgets/settings_dialog.py``): each inside SAMPLING_LIMITS,
+# The window's spin boxes (``app/state/settings.py``, ``app/widgets/settings_dialog.py``): each inside SAMPLING_LIMITS,
 # tighter where a spin box needs finite ends (QSpinBox holds a C int) or a step it can show (top_p 0.01), and
 # repetition_penalty from 0.5, below which a penalty rewards repeating. The seed's -1 means "a fresh one each
 # reply" (``SamplingConfig.seed`` None).
@@ -107,7 +107,7 @@ CLI_DEFAULT_SEED = 0
 class SamplingConfig:
     """Per-request generation settings. Invalid values raise ``BadInputError`` on construction.
 
-    Its defaults are THE defaults of the window (``app.settings.ChatSettings``) and the command lines
+    Its defaults are THE defaults of the window (``app.state.settings.ChatSettings``) and the command lines
     (``engine.cli.replies``), so one prompt gets the same kind of answer from both. They are low: the small
     default model (SmolLM2-135M-Instruct, whose model card recommends a low temperature) rambles when sampled
     hot and loops on one phrase without a repetition penalty; a mild 1.1 stops that without bending its wording

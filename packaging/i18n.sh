@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# packaging/i18n.sh — the interface's translations (app/i18n.py loads them): what `make i18n` runs.
+# packaging/i18n.sh — the interface's translations (app/ui/i18n.py loads them): what `make i18n` runs.
 #
 #   bash packaging/i18n.sh            update the .ts sources from the code, then build the .qm files
 #   bash packaging/i18n.sh update     only pyside6-lupdate: app/**/*.py -> assets/i18n/miaohui_<lang>.ts

@@ -2,7 +2,7 @@
 
 A notice is its English line (it is a ``str``: logs, tests and the CLI read it as it is) that also carries its
 kind and the values written into it, so the window says it in the interface's language by its kind
-(``app.engine_texts.history_text``), never by reading the English. A value that is itself worded (why a file
+(``app.ui.engine_texts.history_text``), never by reading the English. A value that is itself worded (why a file
 is damaged, why it cannot be written) is a notice too; what SQLite or the OS said in English goes to the log.
 Owns the wording and ``reason_for`` (an exception as one of the reasons); plain Python, no Qt, no SQL.
 """
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 class NoticeKind(enum.Enum):
-    """Each kind's value is its English wording, its values as ``{name}`` fields (``app.engine_texts`` lists the
+    """Each kind's value is its English wording, its values as ``{name}`` fields (``app.ui.engine_texts`` lists the
     same texts for translation; a test keeps the two equal)."""
 
     SALVAGED = ("History file was damaged ({problem}); a copy is kept at {copy}. Recovered {conversations} "

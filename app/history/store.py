@@ -51,7 +51,7 @@ from engine.paths import history_path
 log = logging.getLogger(__name__)
 
 DEFAULT_TITLE = "New chat"
-MODEL_KEY = "model"  # in a conversation's settings: the model it replies with (``app.conversation_model``)
+MODEL_KEY = "model"  # in a conversation's settings: the model it replies with (``app.window.conversation_model``)
 _TITLE_MAX = 48
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from app.library.background import TaskRunner, error_line
-from app.throttle import Throttle
+from app.runtime.background import TaskRunner, error_line
+from app.ui.throttle import Throttle
 from engine.errors import CancelledError
 from engine.fmt import format_bytes
 from engine.library import download

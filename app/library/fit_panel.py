@@ -21,8 +21,8 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPushButton, QSpinBox, QTableWidgetItem,
                                QToolButton, QVBoxLayout, QWidget)
 
-from app import theme
 from app.library.tables import read_only_table
+from app.ui import theme
 from engine.errors import EngineError
 from engine.fmt import format_bytes
 from engine.library import fit

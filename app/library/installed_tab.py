@@ -18,8 +18,8 @@ from PySide6.QtCore import Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QPushButton, QTableWidgetItem, QVBoxLayout, QWidget
 
-from app.library.background import error_line
 from app.library.tables import read_only_table
+from app.runtime.background import error_line
 from engine import paths
 from engine.errors import EngineError
 from engine.fmt import format_bytes

@@ -18,10 +18,10 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QTableWidgetItem, QVBoxLayout, QWidget
 
-from app import theme
-from app.library.background import TaskRunner, error_line
 from app.library.fit_panel import FitPanel
 from app.library.tables import read_only_table
+from app.runtime.background import TaskRunner, error_line
+from app.ui import theme
 from engine import paths
 from engine.errors import EngineError
 from engine.fmt import format_bytes

@@ -16,9 +16,9 @@ from __future__ import annotations
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTableWidgetItem, QVBoxLayout, QWidget
 
-from app.library.background import TaskRunner, error_line
-from app.engine_texts import engine_text
 from app.library.tables import read_only_table
+from app.runtime.background import TaskRunner, error_line
+from app.ui.engine_texts import engine_text
 from engine.bench import roofline
 from engine.fmt import format_bytes, format_rate
 from engine.library import curated, fit

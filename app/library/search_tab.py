@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea, QSplitter,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.library.background import TaskRunner, error_line
 from app.library.model_page import ModelPagePanel
 from app.library.tables import read_only_table
+from app.runtime.background import TaskRunner, error_line
 from engine.library import hub
 from engine.library.access import DEFAULT_ENDPOINT, HubUnreachableError, Unreachable
 from engine.library.hub import SearchPage

@@ -1,7 +1,7 @@
 """The conversation as a column of message bubbles, with one reply that can grow while it streams.
 
 Owns the display of messages: user text shown exactly as typed, replies rendered as Markdown
-(``app.markdown_view``), a footer of figures under each reply, and per-message actions (edit a user
+(``app.ui.markdown_view``), a footer of figures under each reply, and per-message actions (edit a user
 message, regenerate or continue the last reply, fork the conversation at any saved message). Streaming
 touches only the reply being written, so a 200-message chat streams as fast as an empty one. Owns no
 persistence and no generation: it emits requests and the window acts on them.
@@ -25,11 +25,11 @@ from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QTimer, Sign
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
-from app import theme as themes
-from app.chat_messages import ShownMessage
-from app.markdown_view import MessageBrowser
-from app.throttle import Throttle
-from app.widgets import accessibility
+from app.state.chat_messages import ShownMessage
+from app.ui import theme as themes
+from app.ui import accessibility
+from app.ui.markdown_view import MessageBrowser
+from app.ui.throttle import Throttle
 from app.widgets.thinking_section import ThinkingSection
 
 __all__ = ["ChatView", "MessageWidget", "ShownMessage"]

@@ -9,7 +9,7 @@ and the continuation, with its finish reason and performance record. A model wit
 from its files' metadata when the model bar asks for it (``engine.models.template_meta``: before its weights load,
 which takes a minute for a large GGUF), else from its tokenizer once loaded: the window says chat is off for it and
 opens this view.
-Owns no generation (``app.bridge``) and no SQL (``app.history.store``).
+Owns no generation (``app.runtime.bridge``) and no SQL (``app.history.store``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from app.history.perf import PerfRecord
+from app.history.store import StoreError
 from engine.errors import EngineError
+from engine.errors import BadInputError
 from engine.models.loader import resolve_source
 from engine.models.template_meta import has_chat_template
-from app.history.store import StoreError
-from engine.errors import BadInputError
 
 SESSION_ID = -1  # the worker's session for Complete text: no conversation id is negative
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
 
 from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
 from app.history.store import DEFAULT_TITLE, HistoryStore, StoreError
-from app.widgets import accessibility
+from app.ui import accessibility
 from engine.errors import printable
 from engine.paths import replace_text
 

@@ -27,10 +27,10 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
                                QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
-from app import theme
-from app.engine_texts import engine_text
-from app.widgets import accessibility
-from app.widgets.lab_names import human, humanize
+from app.ui import theme
+from app.ui import accessibility
+from app.ui.engine_texts import engine_text
+from app.ui.lab_names import human, humanize
 from engine.fmt import outside_text
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png

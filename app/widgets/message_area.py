@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QToolButton, QWidget
 
-from app.widgets import accessibility
+from app.ui import accessibility
 
 INFO_TIMEOUT_MS = 8000  # info fades; warnings and errors stay until dismissed or replaced
 

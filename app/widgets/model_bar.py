@@ -2,7 +2,7 @@
 
 Owns the choice widgets and the list of models offered: the models ``engine.models.catalog.list_local_models()``
 finds (the default model, the data dir's models folder, the local Hugging Face cache) and the recently
-opened ones (QSettings, via ``app.settings``). "Open model…" takes a folder or a ``.gguf``
+opened ones (QSettings, via ``app.state.settings``). "Open model…" takes a folder or a ``.gguf``
 file. It loads nothing itself: it emits ``load_requested`` and the window has the model loaded.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QWidget
 
-from app.precision_reason import auto_reason
-from app.settings import Settings
-from app.widgets import accessibility
+from app.state.settings import Settings
+from app.ui import accessibility
+from app.ui.precision_reason import auto_reason
 from engine.inputs import DEVICES, PRECISIONS
 from engine.models.catalog import choice_for_path, list_local_models
 
@@ -55,7 +55,7 @@ class ModelBar(QWidget):
     Signals:
         load_requested(str, str, str): model argument (``"default"``, a folder, a .gguf), precision, device.
 
-    "Connect to server…" hands over to ``app.remote_source`` (attached to this bar's window on first use), which
+    "Connect to server…" hands over to ``app.window.remote_source`` (attached to this bar's window on first use), which
     asks for an OpenAI-compatible server and has its model loaded.
     """
 
@@ -184,7 +184,7 @@ class ModelBar(QWidget):
 
     @Slot()
     def on_connect_clicked(self) -> None:
-        from app.remote_source import attach  # here: a chat with local models never needs it
+        from app.window.remote_source import attach  # here: a chat with local models never needs it
 
         attach(self.window()).open_dialog()
 

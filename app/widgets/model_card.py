@@ -16,10 +16,10 @@ from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from app.precision_reason import auto_reason
-from app.widgets import accessibility
-from engine.models.model import ModelFacts
+from app.ui import accessibility
+from app.ui.precision_reason import auto_reason
 from engine.fmt import format_bytes, outside_text
+from engine.models.model import ModelFacts
 
 
 def fmt_count(value: int) -> str:

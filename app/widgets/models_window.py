@@ -23,13 +23,13 @@ from PySide6.QtCore import QCoreApplication, Qt, Signal, Slot
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QCheckBox, QDialog, QHBoxLayout, QLabel, QTabWidget, QVBoxLayout, QWidget
 
-from app.library.background import TaskRunner
 from app.library.download_panel import DownloadPanel
 from app.library.installed_tab import InstalledTab
 from app.library.recommended_tab import RecommendedTab
 from app.library.search_tab import SearchTab
-from app.settings import Settings
-from app.widgets import accessibility
+from app.runtime.background import TaskRunner
+from app.state.settings import Settings
+from app.ui import accessibility
 from app.widgets.message_area import MessageArea
 from engine.errors import EngineError
 from engine.library.access import resolve_endpoint

@@ -9,7 +9,7 @@ and its own TTFT, or "not reported by this server" (``show_server``). Chart redr
 and follow every coalesced stats update. Reads Metrics/ModelFacts attributes only; computes nothing
 the engine measured (the "now" decode rate is the inverse mean of the last few measured gaps).
 Every figure's accessible name says what it is and its value ("Time to first token: 86 ms"), the chart's
-description its latest and slowest gap; the chart takes the theme's colours again when it changes (``app.theme``).
+description its latest and slowest gap; the chart takes the theme's colours again when it changes (``app.ui.theme``).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, QSizePolicy, QVBoxLayout,
                                QWidget)
 
-from app import theme as themes
 from app.history.perf import PerfRecord
-from app.throttle import Throttle
-from app.widgets import accessibility
-from app.widgets.metric_help import explain
+from app.runtime.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
+from app.ui import theme as themes
+from app.ui import accessibility
+from app.ui.metric_help import explain
+from app.ui.throttle import Throttle
 from app.widgets.roofline_view import RooflineView
 from app.widgets.ttft_view import TtftView
-from app.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
 from engine.fmt import format_bytes, outside_text
 
 RECENT_GAPS = 8  # "decode now" averages this many inter-token gaps: steady, yet follows a slowdown quickly
@@ -65,7 +65,7 @@ class _Value(QLabel):
     def __init__(self, text: str, caption: str, help_text: str = "") -> None:
         super().__init__("")
         self._caption = caption
-        self._help = help_text  # what the figure is (app.widgets.metric_help), under the value in its tooltip
+        self._help = help_text  # what the figure is (app.ui.metric_help), under the value in its tooltip
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWordWrap(True)
         # Ignored: the label never asks for more width than the form gives it; it wraps instead.

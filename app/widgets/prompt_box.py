@@ -1,6 +1,6 @@
 """The prompt box (Enter sends, Shift+Enter starts a new line) and the composer around it: the prompt,
 Send and Stop, the line that says a message is being edited, with Cancel edit, and under the prompt the
-forecast of what sending it will use and cost (``app.prompt_meter`` measures it).
+forecast of what sending it will use and cost (``app.window.prompt_meter`` measures it).
 
 Owns the text field's key handling and the composer's layout only; the window decides what a submission,
 Stop and Cancel edit do.
@@ -12,7 +12,7 @@ from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from app.widgets import accessibility
+from app.ui import accessibility
 
 MAX_LINES_SHOWN = 8  # the box grows with its text up to this, then scrolls
 EDITING_TEXT = QT_TRANSLATE_NOOP("Composer", "Editing a message: Send replaces it and every later message.")
@@ -91,7 +91,7 @@ class Composer(QWidget):
         buttons.addStretch(1)
         prompt_row.addLayout(buttons)
         layout.addLayout(prompt_row)
-        # What sending the message being written will use and cost (filled by app.prompt_meter), and a warning.
+        # What sending the message being written will use and cost (filled by app.window.prompt_meter), and a warning.
         self.forecast_label = QLabel("")
         self.forecast_label.setObjectName("footer")
         self.forecast_warning = QLabel("")

@@ -2,13 +2,13 @@
 
 Asks for the server's base URL and, optionally, its API key; lists the server's models (``GET /v1/models``, on a
 thread of its own, never the GUI thread) and lets the user pick one. ``spec()`` is the ``RemoteSpec`` to connect
-to; the dialog connects nothing itself (``app.remote_source`` has the worker do it).
+to; the dialog connects nothing itself (``app.window.remote_source`` has the worker do it).
 
-The key: the field shows it masked. "Remember the key" keeps it between runs (``app.api_keys``): in the system
+The key: the field shows it masked. "Remember the key" keeps it between runs (``app.state.api_keys``): in the system
 keyring when there is one (ticked by default, the keyring named); with none, the box reads "stored unencrypted in
 the settings file", is unticked by default and a warning says what that means. Unticked, the key lives in memory
 until Miaohui closes. It never goes to the history, exports or logs. The dialog stores nothing itself:
-``remember_key()`` is the user's answer, ``app.remote_source`` acts on it once the connection worked.
+``remember_key()`` is the user's answer, ``app.window.remote_source`` acts on it once the connection worked.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
-from app.api_keys import KeyringInfo
-from app.widgets import accessibility
+from app.state.api_keys import KeyringInfo
+from app.ui import accessibility
 from engine.fmt import one_line, outside_text
 from engine.remote import RemoteError, RemoteSpec, list_models
 

@@ -16,8 +16,8 @@ from typing import Any
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QObject, Qt, Slot
 from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from app.widgets import accessibility
-from app.widgets.metric_help import explain
+from app.ui import accessibility
+from app.ui.metric_help import explain
 from engine.bench import roofline as rl
 from engine.errors import EngineError
 from engine.fmt import format_bytes, format_rate

@@ -2,9 +2,9 @@
 
 Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, top-k, repetition
 penalty, max new tokens, seed, KV cache on/off), the language (English / 简体中文 / the system's, applied
-at the next start: ``app.i18n``) and the appearance (light / dark / the system's, applied at once: ``app.theme``),
-and writes them through ``app.settings.Settings`` (QSettings) on OK.
-Value ranges are ``app.settings.RANGES`` (``engine.inputs.SAMPLING_RANGES``), inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
+at the next start: ``app.ui.i18n``) and the appearance (light / dark / the system's, applied at once: ``app.ui.theme``),
+and writes them through ``app.state.settings.Settings`` (QSettings) on OK.
+Value ranges are ``app.state.settings.RANGES`` (``engine.inputs.SAMPLING_RANGES``), inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
 never has to refuse what this dialog lets through, and every value ``Settings`` reads back fits a spin box.
 Owns no generation.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from app import theme
-from app.settings import RANGES, ChatSettings, Settings
-from app.widgets import accessibility
+from app.state.settings import RANGES, ChatSettings, Settings
+from app.ui import theme
+from app.ui import accessibility
 
 
 class SettingsDialog(QDialog):

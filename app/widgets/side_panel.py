@@ -13,7 +13,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QDockWidget, QTabWidget, QWidget
 
-from app.widgets import accessibility
+from app.ui import accessibility
 from app.widgets.lab_tab import LabTab
 from app.widgets.model_card import ModelCard
 from app.widgets.perf_panel import PerfPanel

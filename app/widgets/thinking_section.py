@@ -17,7 +17,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QCheckBox, QFrame, QToolButton, QVBoxLayout, QWidget
 
-from app.markdown_view import MessageBrowser
+from app.ui.markdown_view import MessageBrowser
 
 
 class ThinkingSection(QFrame):

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from app.widgets import accessibility
+from app.ui import accessibility
 
 MAX_ROWS = 4096  # a reply longer than this keeps its newest tokens; the table stays responsive
 

@@ -17,8 +17,8 @@ from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
-from app.engine_texts import engine_text
-from app.widgets import accessibility
+from app.ui import accessibility
+from app.ui.engine_texts import engine_text
 from engine.lab.tokenview import TokenView, token_view
 
 DEBOUNCE_MS = 300  # re-tokenise after the user pauses typing, not on every keystroke

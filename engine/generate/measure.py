@@ -4,7 +4,7 @@ Renders and trims the conversation exactly as the next reply will (``engine.gene
 and compares the ids with what a KV cache holds, the way ``ChatSession`` reuses it, so the GUI can say
 while the user types how many tokens the message is, how much of the context the turn will use, how many
 tokens prefill must compute, and whether old messages will be left out. Plain counts cross back
-(``PromptMeasure``); the forecast arithmetic on them is the GUI's (``app.forecast``). Owns no model, no
+(``PromptMeasure``); the forecast arithmetic on them is the GUI's (``app.window.forecast``). Owns no model, no
 cache and no generation; runs on the thread that owns the model.
 """
 

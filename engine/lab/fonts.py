@@ -5,7 +5,7 @@ installed later (``apt-get install fonts-noto-cjk`` after a first start, as the 
 it, so Chinese chart labels render as boxes. ``refresh_cjk_fonts()`` asks fontconfig for the font files that
 cover Chinese, adds those matplotlib's list lacks (``FontManager.addfont``) and saves the list again
 (``font_manager.json_dump``), so the next start reads it whole. Without fontconfig (Windows, macOS without it)
-nothing is checked. Owns only that; which face a chart uses is ``engine.lab.charts``' and ``app.i18n``'s.
+nothing is checked. Owns only that; which face a chart uses is ``engine.lab.charts``' and ``app.ui.i18n``'s.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ tests).
 Which thread serves: everything that touches the model (tokenizer, sessions, KV caches) is one call per job,
 ``_serve(job)``, and the ``executor`` makes it. By default it is made on the worker's own thread, which then
 owns the model. A program whose model already has an owning thread (the window's engine thread, see
-``app.api_serving``) passes an executor that runs the call there and returns its ``Record``: this thread then
+``app.runtime.api_serving``) passes an executor that runs the call there and returns its ``Record``: this thread then
 only keeps the queue, and API requests wait in line with the program's own work instead of racing it for the
 model. The calls never overlap. An executor that can no longer run a call (its thread is stopping) raises
 ``WorkerClosedError`` instead: the job is answered as cancelled, nothing generated.

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 from PySide6.QtCore import QSettings
 
-from app.settings import ChatSettings, Settings, use_ini_folder
+from app.state.settings import ChatSettings, Settings, use_ini_folder
 from engine.inputs import LoadSpec
 from tests.helpers.faults import FaultyRunner
 
@@ -47,7 +47,7 @@ def store(tmp_path: Path) -> Iterator[object]:
 @pytest.fixture
 def make_window(qtbot, settings, store, tiny_model_dir):
     """Build the real main window; ``loaded=True`` also loads the tiny model through the bridge."""
-    from app.mainwindow import MainWindow
+    from app.window.mainwindow import MainWindow
 
     windows = []
 
@@ -82,7 +82,7 @@ def loaded_bridge(qtbot, home, tiny_model_dir):
     """A real Bridge with the tiny model loaded on its worker thread; shut down (bounded) afterwards."""
     import torch
 
-    from app.bridge import Bridge
+    from app.runtime.bridge import Bridge
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # shared CI cores: one thread avoids oversubscription stalls
@@ -139,8 +139,8 @@ class _HeldDecode(FaultyRunner):
 @pytest.fixture
 def plan(monkeypatch) -> _Plan:
     """Route the bridge's sessions through a runner factory that applies ``plan`` (armed per reply)."""
-    import engine.generate.session
     from engine.generate.runners import make_runner
+    import engine.generate.session
 
     armed = _Plan()
     real_session = engine.generate.session.ChatSession
@@ -170,7 +170,7 @@ def plan(monkeypatch) -> _Plan:
 @pytest.fixture
 def styled(qapp):
     """The app's own style sheet (bold, larger figures), as main() applies it; restored after."""
-    from app import theme
+    from app.ui import theme
 
     before = qapp.styleSheet(), qapp.palette()
     theme.apply(qapp, dark=False)

@@ -25,7 +25,7 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
-from app.bridge import LoadFailure
+from app.runtime.bridge import LoadFailure
 from engine.errors import ErrorKind
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window,  # noqa: F401
                                      plan, send_and_wait, settings, store)
@@ -49,7 +49,7 @@ def _start_long_reply(qtbot, window, plan, text: str = "Hello") -> list:
 
 
 def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_window, store, monkeypatch, plan):
-    monkeypatch.setattr("app.controller.SAVE_INTERVAL_MS", 100)  # streaming saves, sooner than the real 2 s
+    monkeypatch.setattr("app.window.controller.SAVE_INTERVAL_MS", 100)  # streaming saves, sooner than the real 2 s
     window = make_window(max_new_tokens=200)
     order = _start_long_reply(qtbot, window, plan)
     cid = window.current_conversation()
@@ -407,8 +407,8 @@ def test_fault_14_history_longer_than_the_context_drops_oldest_turns_with_a_noti
 
 
 def test_fault_12_damaged_history_file_the_window_starts_and_says_so(qtbot, settings, tmp_path):
-    from app.mainwindow import MainWindow
     from app.history.store import HistoryStore
+    from app.window.mainwindow import MainWindow
 
     path = tmp_path / "damaged" / "history.sqlite3"
     path.parent.mkdir()
@@ -451,9 +451,9 @@ def test_fault_13_newer_history_is_shown_read_only_chat_goes_on_and_the_file_is_
     import hashlib
     import sqlite3
 
-    from app.mainwindow import MainWindow
     from app.history.schema import SCHEMA_VERSION
     from app.history.store import HistoryStore
+    from app.window.mainwindow import MainWindow
 
     path = tmp_path / "future" / "history.sqlite3"
     path.parent.mkdir()
@@ -499,9 +499,9 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
 
     from PySide6.QtCore import QTimer
 
-    from app.main import main
-    from app.mainwindow import MainWindow
     from app.history.store import HistoryStore
+    from app.main import main
+    from app.window.mainwindow import MainWindow
     from engine.paths import history_path
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
@@ -510,7 +510,7 @@ def test_fault_2_closing_the_app_during_a_reply_exits_0_and_keeps_the_partial_re
     # main() builds Settings() from QSettings' default file, which depends on the application's names: hand
     # it this test's settings instead. (It used to read the defaults: a long system prompt that left the
     # tiny model room for only 16 tokens, so the reply could end before the window closed.)
-    monkeypatch.setattr("app.settings.Settings", lambda *_a, **_k: settings)
+    monkeypatch.setattr("app.state.settings.Settings", lambda *_a, **_k: settings)
     plan.hold_decode_after = 16  # the reply is still running when the window closes, however fast this CPU
     steps: list[str] = []
     earlier = list(qapp.topLevelWidgets())

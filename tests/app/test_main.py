@@ -127,11 +127,11 @@ _STUCK_ENGINE_RUN = """
 import sys, threading, time
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-import app.mainwindow, engine.models.loader
+import app.window.mainwindow, engine.models.loader
 from app.main import main
-from app.mainwindow import MainWindow
+from app.window.mainwindow import MainWindow
 
-app.mainwindow.SHUTDOWN_WAIT_MS = 300
+app.window.mainwindow.SHUTDOWN_WAIT_MS = 300
 stuck = threading.Event()
 
 def load_model(*_args, **_kwargs):  # never polls its cancel flag, like a forward stuck in a C call
@@ -186,7 +186,7 @@ def _user_env(tmp_path: Path) -> dict[str, str]:
 
 _WRITE_USER_SETTINGS = """
 from PySide6.QtCore import QByteArray
-from app.settings import ChatSettings, Settings
+from app.state.settings import ChatSettings, Settings
 settings = Settings()  # the user's own store, as the app opens it
 settings.set_chat(ChatSettings(system_prompt="Mine.", temperature=1.3, top_k=7, max_new_tokens=999, seed=4242))
 settings.set_model_choice("/my/model", "bf16", "cpu")
@@ -250,7 +250,7 @@ import json, sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 from app.main import main
-from app.mainwindow import MainWindow
+from app.window.mainwindow import MainWindow
 
 qt_app = QApplication(sys.argv[:1])  # before the timer: main() uses this one
 seen = {}

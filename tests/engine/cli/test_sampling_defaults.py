@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import RANGES, ChatSettings
+from app.state.settings import RANGES, ChatSettings
 from engine.cli import replies
 from engine.errors import BadInputError
 from engine.inputs import CLI_DEFAULT_SEED, SAMPLING_LIMITS, SAMPLING_RANGES, SamplingConfig

@@ -1,0 +1,305 @@
+"""The bridge between the GUI thread and the engine: one worker QObject on one QThread.
+
+Owns the worker thread, the cancel flags and the coalescing of streamed events into ~30 GUI updates a
+second. The GUI calls ``Bridge`` methods with the engine's validated inputs (``LoadSpec``,
+``SamplingConfig``, ``Message``) and receives its signals; it never waits on the worker and never sees a
+tensor. Jobs (load, generate, lab tasks: typed, see ``app.runtime.worker``) run one after another on the worker
+thread, which keeps the loaded model and a bounded few chat sessions.
+
+Cancel is a ``threading.Event`` per job that the engine polls every decode step and between prefill
+chunks: a queued slot could not reach a worker busy in a loop. ``stop()`` sets the flags of every
+job not yet finished.
+
+Generation events travel in a lock-protected buffer, in order; a GUI-side timer (and a wake-up
+signal for the rare Started/Finished events) drains it, so tokens arrive as a coalesced text delta
+plus the Token events for the inspector, and the stats as their latest snapshot.
+
+Does not own what the window does with the events (``app.window.controller``, ``app.window.mainwindow``), nor any engine logic.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+from typing import Sequence
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+
+from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob, ReplyStarted, ServeJob,
+                                TaskFn, TaskJob, Worker)
+from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
+from engine.generate.measure import PromptMeasure, measure_prompt
+from engine.inputs import LoadSpec, SamplingConfig
+from engine.remote import RemoteSpec
+
+__all__ = ["Bridge", "LoadFailure", "ReplyStarted", "TaskFn"]
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_MS = 33  # ~30 Hz: faster than the eye reads, slow enough that a 500 tok/s model cannot flood Qt
+
+# Engine threads that ignored their cancel past shutdown's bounded wait (stuck in a long C call), with
+# their workers. Kept here, never destroyed: Qt aborts the process when a running QThread is destroyed,
+# which would happen as soon as the Bridge (a child of the window) went. ``app.main`` then ends the
+# process with ``os._exit`` once history is closed.
+_ABANDONED: list[tuple[QThread, QObject]] = []
+
+
+class Bridge(QObject):
+    """The GUI's handle on the engine. Lives in the GUI thread; owns one QThread and its worker.
+
+    Signals:
+        load_progressed(str, float): a load reached a stage (name, fraction 0..1 of the whole load).
+        model_loaded(object): a load succeeded; the argument is the model's ``ModelFacts``.
+        load_failed(object): a load failed or was cancelled: its ``LoadFailure`` (kind, one line for the
+            user, the spec). A previously loaded model stays loaded.
+        generation_started(object): a reply's ``ReplyStarted`` (the engine's ``Started`` and whether the
+            conversation's KV cache had been evicted, so its whole prompt is prefilled again).
+        prefill_progressed(int, int): prompt tokens computed so far and in all (once per prefill chunk),
+            so a long prompt shows progress before its first token.
+        tokens_received(str, list): text generated since the last flush and the ``Token`` events it
+            came from (for the token inspector); at most ~30 per second.
+        stats_updated(object): the latest ``Metrics`` snapshot while a reply streams (coalesced).
+        generation_finished(object): the ``Finished`` event; always exactly once per accepted
+            ``generate()``, after every ``tokens_received`` of that reply.
+        task_finished(int, object): a ``submit_task`` id and the function's result.
+        task_failed(int, str): a ``submit_task`` id and a one-line error.
+        busy_changed(bool): the worker became busy (a job is running or queued) or idle. The API server's
+            requests (``post_serve_job``) do not count: a reply asked for meanwhile waits behind them.
+        closing(): ``shutdown`` began; whoever posts jobs from another thread stops now, before the thread does.
+    """
+
+    load_progressed = Signal(str, float)
+    model_loaded = Signal(object)
+    load_failed = Signal(object)
+    generation_started = Signal(object)
+    prefill_progressed = Signal(int, int)
+    tokens_received = Signal(str, list)
+    stats_updated = Signal(object)
+    generation_finished = Signal(object)
+    task_finished = Signal(int, object)
+    task_failed = Signal(int, str)
+    busy_changed = Signal(bool)
+    closing = Signal()
+
+    _job_requested = Signal(object)  # internal: queued to the worker thread
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._ids = itertools.count(1)
+        self._jobs: dict[int, QueuedJob] = {}  # not yet finished, in submission order
+        self._buffer = EventBuffer()
+        self._pending: collections.deque[object] = collections.deque()  # taken from the buffer, not yet emitted
+        self._finishes = 0  # Finished events emitted so far
+        self._thread = QThread()
+        self._thread.setObjectName("miaohui-engine")
+        self._worker = Worker(self._buffer)
+        self._worker.moveToThread(self._thread)
+        self._job_requested.connect(self._worker.on_job_requested)
+        self._worker.job_finished.connect(self.on_worker_job_finished)
+        self._worker.events_pending.connect(self.on_worker_events_pending)
+        self._worker.load_progressed.connect(self.load_progressed)
+        self._worker.model_loaded.connect(self.on_worker_model_loaded)
+        self._worker.load_failed.connect(self.load_failed)
+        self._worker.task_finished.connect(self.task_finished)
+        self._worker.task_failed.connect(self.task_failed)
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
+        self._flush_timer.timeout.connect(self.on_flush_timer_expired)
+        self._facts: object | None = None
+        self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
+        self._closed = False
+        self._thread.start()
+
+    # -- public API ---------------------------------------------------------------------------------
+    @property
+    def facts(self) -> object | None:
+        """ModelFacts of the loaded model, or None."""
+        return self._facts
+
+    def is_busy(self) -> bool:
+        return bool(self._jobs)
+
+    def is_generating(self) -> bool:
+        """True from an accepted ``generate()`` until its ``generation_finished`` was emitted."""
+        return any(queued.generating for queued in self._jobs.values())
+
+    def load(self, spec: LoadSpec | RemoteSpec) -> int:
+        """Load ``spec``'s model (a ``RemoteSpec``: connect to a server's). Cancels a running reply first: a new
+        model drops every conversation's session; and a server still connecting, which would be replaced at once
+        (a server that never answers must not hold up the model asked for next). Returns the job id (0 after
+        shutdown)."""
+        for queued in self._jobs.values():
+            if isinstance(queued.job, GenerateJob) or (isinstance(queued.job, LoadJob)
+                                                       and isinstance(queued.job.spec, RemoteSpec)):
+                queued.cancel.set()
+        return self._submit(LoadJob(spec))
+
+    def generate(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig,
+                 template_kwargs: dict | None = None, partial: Message | None = None) -> bool:
+        """Stream a reply to ``messages`` (the whole conversation) sampled with ``config``, in the session
+        kept for ``conversation_id``. Refused (returns False) while another reply is running or queued,
+        so a Send pressed many times yields one reply. ``template_kwargs`` and ``partial``: ``ChatSession.generate``'s
+        (enable_thinking; the reply cut at its length limit, continued)."""
+        if self.is_generating() or self._closed:
+            return False
+        self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None),
+                                 template_kwargs, partial))
+        return True
+
+    def complete(self, session_id: int, text: str, config: SamplingConfig) -> bool:
+        """Stream a continuation of ``text`` (Complete text: no chat template) in session ``session_id``, with the
+        events of ``generate``; refused (False) as ``generate`` is, while another reply runs."""
+        if self.is_generating() or self._closed:
+            return False
+        self._submit(GenerateJob(session_id, (), config, text=text))
+        return True
+
+    def note_fork(self, fork_id: int, origin_id: int) -> None:
+        """Conversation ``fork_id`` was forked from ``origin_id``: its first reply may take over the session
+        the worker keeps for the origin (their shared history is in its KV cache; the origin then prefills
+        again on its next reply)."""
+        self._forks[fork_id] = origin_id
+
+    def measure_prompt(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig) -> int:
+        """Measure on the worker what replying to ``messages`` (the last one: the message being written) would
+        compute, as ``conversation_id``'s next reply (``engine.generate.measure.PromptMeasure``); the result
+        comes by ``task_finished`` with the returned id, like ``submit_task``'s."""
+        sessions, origin, messages = self._worker.sessions, self._forks.get(conversation_id), tuple(messages)
+
+        def measure(loaded: object, cancel: object) -> PromptMeasure:  # runs on the worker, where sessions live
+            cached = sessions.cached_ids(conversation_id, origin, config.use_kv_cache)
+            return measure_prompt(loaded, messages, config.max_new_tokens, cached, cancel)  # type: ignore[arg-type]
+
+        return self.submit_task(measure)  # type: ignore[arg-type]
+
+    def submit_task(self, fn: TaskFn) -> int:
+        """Run ``fn(loaded_model, cancel_event)`` on the worker thread; the result comes by
+        ``task_finished`` (or ``task_failed``) with the returned id."""
+        return self._submit(TaskJob(fn))
+
+    def post_serve_job(self, job: ServeJob) -> bool:
+        """Queue an API request on the worker, behind the jobs already queued; callable from any thread (a
+        signal queued across threads). False after shutdown began: it would never run."""
+        if self._closed:
+            return False
+        self._job_requested.emit(QueuedJob(0, job))  # id 0: none of the GUI's jobs, so not in its bookkeeping
+        return True
+
+    def stop(self) -> None:
+        """Cancel every job not yet finished; safe to call any number of times, from the GUI thread."""
+        for queued in self._jobs.values():
+            queued.cancel.set()
+
+    def shutdown(self, timeout_ms: int = 5000) -> bool:
+        """Cancel everything, stop the thread and wait for it at most ``timeout_ms``. True if it ended.
+
+        Truthful on every call: a repeated call waits no more but reports whether the thread has ended
+        by now (the caller decides from it whether the process may exit normally, see ``app.main``).
+        A thread that did not end is kept referenced for the rest of the process (``_ABANDONED``):
+        destroying a running QThread aborts the process.
+        """
+        if self._closed:
+            return not self._thread.isRunning()
+        self.closing.emit()
+        self._closed = True
+        self.stop()
+        self._thread.quit()
+        finished = self._thread.wait(timeout_ms)
+        self._flush_timer.stop()
+        if finished:
+            self._worker.release()
+        else:
+            log.error("engine thread did not stop within %d ms", timeout_ms)
+            _ABANDONED.append((self._thread, self._worker))
+        return finished
+
+    def flush_pending(self) -> None:
+        """Deliver buffered events now (after ``shutdown``, so a closing window still sees its Finished)."""
+        self._drain()
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _submit(self, job: Job) -> int:
+        if self._closed:
+            return 0
+        queued = QueuedJob(next(self._ids), job)
+        was_busy = self.is_busy()
+        self._jobs[queued.job_id] = queued
+        if isinstance(job, GenerateJob):
+            self._flush_timer.start()
+        self._job_requested.emit(queued)
+        if not was_busy:
+            self.busy_changed.emit(True)
+        return queued.job_id
+
+    @Slot(object)
+    def on_worker_model_loaded(self, facts: object) -> None:
+        self._facts = facts
+        self.model_loaded.emit(facts)
+
+    @Slot(int)
+    def on_worker_job_finished(self, job_id: int) -> None:
+        if job_id not in self._jobs:
+            return  # an API request's (post_serve_job): the GUI's state did not change
+        queued = self._jobs.pop(job_id)
+        if isinstance(queued.job, GenerateJob):
+            self._drain()  # everything the job buffered reaches the GUI before it is reported idle
+            if not self.is_generating():
+                self._flush_timer.stop()
+        if not self._jobs:
+            self.busy_changed.emit(False)
+
+    @Slot()
+    def on_worker_events_pending(self) -> None:
+        self._drain()
+
+    @Slot()
+    def on_flush_timer_expired(self) -> None:
+        self._drain()
+
+    def _drain(self) -> None:
+        # Re-entrant: a slot connected to one of these signals may close the window, whose shutdown
+        # drains again. Events wait in ``self._pending`` rather than a local list, so the nested call
+        # delivers what the outer one had taken (a Finished included) and the outer one then stops.
+        self._pending.extend(self._buffer.take())
+        text: list[str] = []
+        tokens: list[object] = []
+        stats: object | None = None
+
+        def emit_stream() -> None:
+            nonlocal stats
+            finishes_before = self._finishes
+            if tokens:
+                delta, batch = "".join(text), list(tokens)
+                text.clear()
+                tokens.clear()
+                self.tokens_received.emit(delta, batch)
+            if stats is not None:
+                snapshot, stats = stats, None
+                if self._finishes == finishes_before:  # a nested drain finished the reply: this is stale
+                    self.stats_updated.emit(snapshot)
+
+        while self._pending:
+            event = self._pending[0]
+            if isinstance(event, (Started, Finished)) and (tokens or stats is not None):
+                emit_stream()  # the stream before it goes first; a nested drain may deliver the event itself
+                continue
+            self._pending.popleft()
+            if isinstance(event, Token):
+                text.append(event.text)
+                tokens.append(event)
+            elif isinstance(event, Stats):
+                stats = event.metrics
+            elif isinstance(event, Started):
+                self.generation_started.emit(event)
+            elif isinstance(event, PrefillProgress):
+                self.prefill_progressed.emit(event.done, event.total)
+            elif isinstance(event, Finished):
+                for queued in self._jobs.values():  # jobs run in order: the first unreported one just ended
+                    if queued.generating:
+                        queued.reported = True
+                        break
+                self._finishes += 1
+                self.generation_finished.emit(event)
+        emit_stream()

@@ -1,0 +1,61 @@
+"""A conversation's messages as the chat controller keeps and reports them: ``ChatMessage``, ``FinishedReply``,
+and ``ShownMessage``, what one bubble of ``app.widgets.chat_view`` shows of a message.
+
+Plain frozen data between ``app.window.controller`` (which builds them from the history store and the bridge) and the
+window (which shows them). Owns no behaviour beyond the footer's wording, which is ``PerfRecord``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.history.perf import PerfRecord
+from engine.events import Metrics
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of the open conversation as the store keeps it (``message_id`` None when unsaved)."""
+
+    role: str  # "user" | "assistant"
+    text: str
+    message_id: int | None = None
+    finish_reason: str | None = None  # None while streaming, and for the user's messages
+    perf: PerfRecord | None = None
+    reasoning: str = ""  # a reasoning model's thought, shown collapsed above the answer
+
+    @property
+    def footer(self) -> str:
+        """The figures shown under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 12 tokens · KV 2.9 MiB``."""
+        return self.perf.footer() if self.perf is not None else ""
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    """What a bubble shows (the store's ids travel with it so edits can cut the history there)."""
+
+    role: str  # "user" | "assistant"
+    text: str
+    message_id: int | None = None
+    footer: str = ""
+    finish_reason: str | None = None
+    reasoning: str = ""  # a reasoning model's thought: the bubble's collapsed "Thinking…" section
+    thinking_tokens: int | None = None
+    thinking_s: float | None = None
+
+    @classmethod
+    def of(cls, m: ChatMessage) -> ShownMessage:
+        """What the bubble of the controller's ``m`` shows."""
+        perf = m.perf
+        return cls(m.role, m.text, m.message_id, m.footer, m.finish_reason, m.reasoning,
+                   perf.thinking_tokens if perf else None, perf.thinking_s if perf else None)
+
+
+@dataclass(frozen=True)
+class FinishedReply:
+    """A reply that ended, as saved."""
+
+    message: ChatMessage  # its whole text, store id, finish reason and performance record
+    metrics: Metrics | None  # the engine's final figures; None when no token came
+    shown: bool  # it belongs to the conversation open now (another one may have been opened meanwhile)
+    kept: bool  # False: it failed before any text and was removed from the conversation

@@ -1,0 +1,345 @@
+"""User settings remembered between runs, backed by QSettings (organisation "Miaohui", app "miaohui").
+
+Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the interface
+language and appearance (light / dark / the system's), the model selection (model, precision, device; or the
+server last connected to; its API key only when there is no system keyring and the user ticked "Remember the key
+(stored unencrypted…)", ``app.state.api_keys``), the recently opened models, whether and on which port the window
+serves its model, and the window layout. It does not own history (``app.history.store``) or any widget.
+
+Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
+data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
+list where a string belongs, NaN, a seed past 2^31), and one bad value must not stop the app from
+starting or make every reply fail. An unusable value reads as its default, with one logged warning.
+
+Scripted runs and tests use ``Settings.in_file`` (an INI file of their own), never the user's store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings
+
+from app.ui.i18n import LANGUAGES
+from app.ui.theme import APPEARANCES
+from engine.inputs import DEVICES, PRECISIONS, SAMPLING_RANGES, LoadSpec, SamplingConfig
+from engine.remote.spec import RemoteSpec
+
+log = logging.getLogger(__name__)
+
+ORGANISATION = "Miaohui"
+APPLICATION = "miaohui"
+MAX_RECENT_MODELS = 8
+TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
+SERVE_PORT = 8000  # the window's API server: engine serve's default port, so clients' settings carry over
+# Inclusive bounds of each numeric ChatSettings field: engine.inputs' (the settings dialog's spin boxes use the
+# same ones, since a stored value outside them could not be shown), each inside what SamplingConfig accepts.
+RANGES = SAMPLING_RANGES
+_DEFAULTS = SamplingConfig()  # THE sampling defaults (engine/inputs.py says why they are low)
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """What the settings dialog edits: a conversation's system prompt and its ``sampling_config()``."""
+
+    system_prompt: str = "You are a helpful assistant."
+    temperature: float = _DEFAULTS.temperature
+    top_p: float = _DEFAULTS.top_p
+    top_k: int = _DEFAULTS.top_k
+    repetition_penalty: float = _DEFAULTS.repetition_penalty
+    max_new_tokens: int = _DEFAULTS.max_new_tokens
+    seed: int = -1  # -1: a fresh random seed per reply; otherwise replies are reproducible
+    use_kv_cache: bool = _DEFAULTS.use_kv_cache  # off recomputes the whole prefix every step: slow, the lesson
+    thinking: bool = True  # a reasoning model whose template takes enable_thinking thinks first (its default)
+
+    def stored(self) -> dict[str, Any]:
+        """These settings as a conversation's history row keeps them (the system prompt has its own column);
+        ``chat_from_stored`` reads them back."""
+        stored = asdict(self)
+        del stored["system_prompt"]
+        return stored
+
+    def sampling_config(self) -> SamplingConfig:
+        """The engine's sampling settings for a reply; raises ``BadInputError`` (one line) on a value it refuses."""
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                              repetition_penalty=self.repetition_penalty, max_new_tokens=self.max_new_tokens,
+                              seed=None if self.seed < 0 else self.seed, use_kv_cache=self.use_kv_cache,
+                              top_logprobs=TOP_CANDIDATES)
+
+
+def use_ini_folder(folder: Path) -> None:
+    """Store settings made by ``QSettings()`` (no names given) as INI files under ``folder`` (tests).
+
+    It does not move ``Settings()``'s store: ``QSettings(organisation, application)`` always uses the
+    native format (on Linux ``~/.config/Miaohui/miaohui.conf``). Use ``Settings.in_file`` for that.
+    """
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
+        QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
+
+
+class _Unusable(Exception):
+    """A stored value that cannot be read as its setting; the caller falls back to the default."""
+
+
+def _parse(value: Any, default: Any, bounds: tuple[float, float] | None = None) -> Any:
+    """``value`` as read from QSettings (INI files give strings), as ``default``'s type; else ``_Unusable``."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise _Unusable
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise _Unusable
+        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+            raise _Unusable
+        try:  # int("1.5") fails on purpose: a whole-number setting holding a fraction was not written by us
+            number = int(value) if isinstance(default, int) else float(value)
+        except (ValueError, OverflowError):  # also NaN, inf and int() of a 5000-digit string
+            raise _Unusable from None
+        if not math.isfinite(number) or (bounds is not None and not bounds[0] <= number <= bounds[1]):
+            raise _Unusable
+        return number
+    if isinstance(value, str):
+        return value
+    raise _Unusable
+
+
+def chat_from_stored(system_prompt: Any, stored: Any, defaults: ChatSettings) -> ChatSettings:
+    """A conversation's own settings as saved in its history row, each value checked like a QSettings
+    value; a missing or unusable one (an older row, a damaged file) takes its value from ``defaults``."""
+    values: dict[str, Any] = {}
+    stored = stored if isinstance(stored, dict) else {}
+    for f in fields(ChatSettings):
+        default = getattr(defaults, f.name)
+        raw = system_prompt if f.name == "system_prompt" else stored.get(f.name)
+        if raw is None:
+            continue
+        try:
+            values[f.name] = _parse(raw, default, RANGES.get(f.name))
+        except _Unusable:
+            log.warning("conversation setting %s=%r is unusable; using %r", f.name, raw, default)
+    return replace(defaults, **values)
+
+
+class Settings:
+    """Typed access to the application's QSettings; every getter returns a valid value."""
+
+    def __init__(self, qsettings: QSettings | None = None) -> None:
+        self._q = qsettings or QSettings(ORGANISATION, APPLICATION)
+        self._warned: set[str] = set()  # keys already reported: chat() runs on every send
+
+    @classmethod
+    def in_file(cls, path: Path) -> Settings:
+        """Settings kept in the INI file ``path`` (created on the first write), apart from the user's."""
+        return cls(QSettings(str(path), QSettings.Format.IniFormat))
+
+    def _read(self, key: str, default: Any, bounds: tuple[float, float] | None = None) -> Any:
+        value = self._q.value(key)
+        if value is None:  # never written, or written as @Invalid()
+            return default
+        try:
+            return _parse(value, default, bounds)
+        except _Unusable:
+            self._warn(key, value, default)
+            return default
+
+    def _warn(self, key: str, value: Any, default: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            shown = repr(value)
+            log.warning("setting %s in %s is unusable (%s); using %r", key, self._q.fileName(),
+                        shown if len(shown) <= 80 else shown[:77] + "...", default)
+
+    # -- generation -----------------------------------------------------------------------------
+    def chat(self) -> ChatSettings:
+        defaults = ChatSettings()
+        values = {f.name: self._read(f"chat/{f.name}", getattr(defaults, f.name), RANGES.get(f.name))
+                  for f in fields(ChatSettings)}
+        return replace(defaults, **values)
+
+    def set_chat(self, chat: ChatSettings) -> None:
+        for key, value in asdict(chat).items():
+            self._q.setValue(f"chat/{key}", value)
+        self._q.sync()
+
+    # -- model selection ------------------------------------------------------------------------
+    def model_choice(self) -> tuple[str, str, str]:
+        """(model, precision, device) last loaded; "default"/"auto"/"auto" at first run."""
+        model = self._read("model/model", "default")
+        if not model.strip() or "\0" in model:
+            self._warn("model/model", model, "default")
+            model = "default"
+        precision = self._read("model/precision", "auto")
+        if precision not in PRECISIONS:
+            self._warn("model/precision", precision, "auto")
+            precision = "auto"
+        device = self._read("model/device", "auto")
+        if device not in DEVICES:
+            self._warn("model/device", device, "auto")
+            device = "auto"
+        return model, precision, device
+
+    def set_model_choice(self, model: str, precision: str, device: str) -> None:
+        self._q.setValue("model/model", model)
+        self._q.setValue("model/precision", precision)
+        self._q.setValue("model/device", device)
+        self._q.sync()
+
+    def remember_load(self, spec: LoadSpec | RemoteSpec) -> None:
+        """Remember what the user loads: a local model's choice, or a server's base URL and model name — never
+        its API key here (``app.state.api_keys`` keeps it in the system keyring, or where the user asked)."""
+        if isinstance(spec, RemoteSpec):
+            self._q.setValue("remote/base_url", spec.base_url)
+            self._q.setValue("remote/model", spec.model)
+            self._q.sync()
+        else:
+            self.set_model_choice(spec.model, spec.precision, spec.device)
+
+    def remote_choice(self) -> tuple[str, str]:
+        """(base URL, model name) of the server last connected to; ("", "") before the first."""
+        url, model = (self._read(key, "") for key in ("remote/base_url", "remote/model"))
+        return (url, model) if "\0" not in url + model else ("", "")
+
+    def remembered_api_key(self, base_url: str) -> str | None:
+        """The API key the user asked to keep in this file, unencrypted, for ``base_url`` (``app.state.api_keys``:
+        only when there is no system keyring); None when there is none."""
+        key = self._remembered_api_keys().get(base_url)
+        return key if isinstance(key, str) and key and "\0" not in key else None
+
+    def set_remembered_api_key(self, base_url: str, key: str | None) -> None:
+        """Keep ``key`` for ``base_url`` in this file (None: remove it)."""
+        keys = self._remembered_api_keys()
+        if key is None and base_url not in keys:
+            return
+        if key is None:
+            del keys[base_url]
+        else:
+            keys[base_url] = key
+        if keys:
+            self._q.setValue("remote/api_keys", json.dumps(keys))
+        else:
+            self._q.remove("remote/api_keys")
+        self._q.sync()
+
+    def _remembered_api_keys(self) -> dict[str, Any]:
+        try:
+            keys = json.loads(str(self._q.value("remote/api_keys", "{}")))
+        except ValueError:
+            return {}
+        return keys if isinstance(keys, dict) else {}
+
+    def recent_models(self) -> list[str]:
+        """Model paths opened lately, newest first: strings only, each once, at most MAX_RECENT_MODELS."""
+        value = self._q.value("model/recent")
+        if value is None:
+            return []
+        if isinstance(value, str):  # INI files store a one-element list as a plain string
+            value = [value] if value else []
+        if not isinstance(value, (list, tuple)):
+            self._warn("model/recent", value, [])
+            return []
+        kept = [v for v in value if isinstance(v, str) and v.strip() and "\0" not in v]
+        if len(kept) != len(value):
+            self._warn("model/recent", value, kept)
+        return list(dict.fromkeys(kept))[:MAX_RECENT_MODELS]
+
+    def add_recent_model(self, path: str) -> None:
+        recent = [path] + [p for p in self.recent_models() if p != path]
+        self._q.setValue("model/recent", recent[:MAX_RECENT_MODELS])
+        self._q.sync()
+
+    # -- window ---------------------------------------------------------------------------------
+    def window_state(self) -> tuple[QByteArray | None, QByteArray | None]:
+        geometry = self._q.value("window/geometry")
+        state = self._q.value("window/state")
+        return (geometry if isinstance(geometry, QByteArray) else None,
+                state if isinstance(state, QByteArray) else None)
+
+    def set_window_state(self, geometry: QByteArray, state: QByteArray) -> None:
+        self._q.setValue("window/geometry", geometry)
+        self._q.setValue("window/state", state)
+        self._q.sync()
+
+    def last_conversation(self) -> int | None:
+        value = self._q.value("history/last_conversation")
+        if value is None:
+            return None
+        try:
+            return _parse(value, 0, (1, 2**63 - 1))  # a SQLite rowid
+        except _Unusable:
+            self._warn("history/last_conversation", value, None)
+            return None
+
+    def set_last_conversation(self, cid: int | None) -> None:
+        if cid is None:
+            self._q.remove("history/last_conversation")
+        else:
+            self._q.setValue("history/last_conversation", cid)
+        self._q.sync()
+
+    # -- model library ----------------------------------------------------------------------------
+    def allow_downloads(self) -> bool:
+        """Whether the Models window may reach Hugging Face; off unless the user turned it on."""
+        return self._read("library/allow_downloads", False)
+
+    def set_allow_downloads(self, allowed: bool) -> None:
+        self._q.setValue("library/allow_downloads", bool(allowed))
+        self._q.sync()
+
+    # -- serving the window's model (app.runtime.api_serving) ---------------------------------------------
+    def serve_enabled(self) -> bool:
+        """Whether the window serves its model over the OpenAI API; off unless the user turned it on (it then
+        starts again with the next window, since it was on when the last one closed)."""
+        return self._read("serve/enabled", False)
+
+    def set_serve_enabled(self, enabled: bool) -> None:
+        self._q.setValue("serve/enabled", bool(enabled))
+        self._q.sync()
+
+    def serve_port(self) -> int:
+        """The TCP port of the window's API server on 127.0.0.1 (8000, as ``engine serve``; 0: any free one)."""
+        return self._read("serve/port", SERVE_PORT, (0, 65535))
+
+    def set_serve_port(self, port: int) -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"the port must be between 0 and 65535, not {port}")
+        self._q.setValue("serve/port", int(port))
+        self._q.sync()
+
+    # -- interface --------------------------------------------------------------------------------
+    def language(self) -> str:
+        """The interface language: "system" (follow the system's; the default), "en" or "zh_CN" (``app.ui.i18n``)."""
+        language = self._read("ui/language", "system")
+        if language not in LANGUAGES:
+            self._warn("ui/language", language, "system")
+            return "system"
+        return language
+
+    def appearance(self) -> str:
+        """Light or dark: "system" (follow the system's colour scheme, live; the default), "light" or "dark"."""
+        appearance = self._read("ui/appearance", "system")
+        if appearance not in APPEARANCES:
+            self._warn("ui/appearance", appearance, "system")
+            return "system"
+        return appearance
+
+    def set_appearance(self, appearance: str) -> None:
+        if appearance not in APPEARANCES:
+            raise ValueError(f"appearance must be one of {', '.join(APPEARANCES)}, not {appearance!r}")
+        self._q.setValue("ui/appearance", appearance)
+
+    def set_language(self, language: str) -> None:
+        if language not in LANGUAGES:
+            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, not {language!r}")
+        self._q.setValue("ui/language", language)
+        self._q.sync()

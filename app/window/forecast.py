@@ -1,0 +1,67 @@
+"""The arithmetic of the forecast shown while typing: what sending the message will cost.
+
+``forecast`` turns the counts the engine measured for the turn being written (``engine.generate.measure``:
+the message's tokens, the whole prompt's, the prefix its KV cache already holds, the messages trimming
+leaves out, the reply budget left) and the prefill rate measured on this machine into the figures the
+composer shows: the context used, the tokens prefill must compute, the time to first token that takes,
+and the warning to give before sending. Pure: counts and rates in, numbers out; the wording is the
+window's (``app.window.prompt_meter``), so it can be translated.
+
+The TTFT forecast is prefill only: (prompt tokens the KV cache does not hold) ÷ (prefill tokens per
+second of the last reply). Rendering the template and the first sampling step add a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEFT_OUT = "left_out"  # the send leaves out the oldest messages to fit the context
+REPLY_CUT = "reply_cut"  # the context has less room for the reply than the max new tokens setting
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What sending the message being written will use and cost."""
+
+    text_tokens: int  # the message alone
+    context_tokens: int  # the prompt the turn computes over: system + kept history + the message
+    context_max: int  # the model's context length (0: unknown)
+    reused_tokens: int  # of the prompt, already in the KV cache
+    new_tokens: int  # of the prompt, prefill must compute
+    ttft_s: float | None  # forecast time to first token; None until a reply measured the prefill rate
+    left_out: int  # oldest messages the send leaves out
+    reply_budget: int  # max new tokens the reply keeps
+    reply_cut: bool  # the reply budget was lowered to the room left in the context
+
+    @property
+    def context_fraction(self) -> float | None:
+        """Share of the context the prompt uses, or None when the model does not say its context length."""
+        return self.context_tokens / self.context_max if self.context_max > 0 else None
+
+    @property
+    def warning(self) -> tuple[str, int] | None:
+        """What to warn about before sending: (``LEFT_OUT``, messages left out), else (``REPLY_CUT``, the reply's
+        room in tokens), else None."""
+        if self.left_out > 0:
+            return LEFT_OUT, self.left_out
+        if self.reply_cut:
+            return REPLY_CUT, self.reply_budget
+        return None
+
+
+def forecast(text_tokens: int, prompt_tokens: int, cached_tokens: int, context_max: int,
+             prefill_tok_s: float | None, dropped_turns: int = 0, reply_budget: int = 0,
+             asked_budget: int = 0) -> Forecast:
+    """The figures for a turn whose rendered, trimmed prompt is ``prompt_tokens`` long, of which the KV cache
+    holds the first ``cached_tokens``, on a machine whose last reply prefilled at ``prefill_tok_s`` (None or
+    not positive: not measured yet). ``dropped_turns`` and ``reply_budget`` are what trimming decided;
+    ``asked_budget`` the max new tokens setting (the reply is cut when the budget left is lower)."""
+    prompt_tokens = max(0, prompt_tokens)
+    # The last prompt token is always computed (its logits choose the first reply token), as ChatSession does.
+    reused = max(0, min(cached_tokens, prompt_tokens - 1))
+    new = prompt_tokens - reused
+    rate = prefill_tok_s if prefill_tok_s is not None and prefill_tok_s > 0 else None
+    return Forecast(text_tokens=max(0, text_tokens), context_tokens=prompt_tokens, context_max=max(0, context_max),
+                    reused_tokens=reused, new_tokens=new, ttft_s=new / rate if rate is not None else None,
+                    left_out=max(0, dropped_turns), reply_budget=max(0, reply_budget),
+                    reply_cut=0 <= reply_budget < asked_budget)

@@ -1,0 +1,193 @@
+"""The figures under the prompt while the user types: ``PromptMeter``.
+
+After a pause in typing (``DEBOUNCE_MS``), the turn that sending the text would start is measured on the
+worker thread (``Bridge.measure_prompt``: the message's tokens, the whole trimmed prompt, the prefix the
+conversation's KV cache holds, what trimming leaves out), never on the GUI thread; ``app.window.forecast`` turns
+those counts and the prefill rate the last reply measured into the figures, and the composer shows them
+with a warning before a send that would leave old messages out of the context. Only the newest request
+is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
+never collects a queue of stale measurements. Owns the wording and when to measure; no SQL, no inference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app.window.forecast import LEFT_OUT, Forecast, forecast
+from engine.errors import BadInputError
+from engine.events import Message
+from engine.generate.measure import PromptMeasure
+
+
+class MeterHost(Protocol):
+    """What the meter uses of the main window (a protocol, so this module does not import the window)."""
+
+    controller: Any
+    composer: Any
+    bridge: Any
+
+
+DEBOUNCE_MS = 300  # measure after the user pauses typing, not on every keystroke
+# A prefill of a few tokens (a short follow-up on a reused cache) measures per-call overhead, not throughput:
+# its rate replaces the one kept only when there is none yet.
+MIN_RATE_TOKENS = 16
+NO_SESSION = -1  # an unsaved conversation: the worker keeps no session for it
+
+
+def n(value: int) -> str:
+    """A count as it reads in every language: ``1,234``."""
+    return f"{value:,}"
+
+
+def duration(seconds: float) -> str:
+    """``45 ms`` under a second, else ``1.2 s`` (units are not translated)."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+class PromptMeter(QObject):
+    """Measures the prompt being written and shows what sending it will use and cost, in the window's composer.
+
+    Signals:
+        forecast_shown(object): the ``Forecast`` now shown (None: the figures were cleared).
+    """
+
+    forecast_shown = Signal(object)
+
+    def __init__(self, window: MeterHost) -> None:
+        super().__init__(window)
+        self._controller, self._bridge, self._composer = window.controller, window.bridge, window.composer
+        self.forecast: Forecast | None = None  # what is shown
+        self.prefill_tok_s: float | None = None  # measured on this machine by a reply of the loaded model
+        self._editing: int | None = None
+        self._pending = 0  # the measurement on the worker (task id), 0 when none
+        self._stale = False  # the text or the conversation changed while it was measured
+        self._asked = 0  # max new tokens of the request measured
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self.measure)
+        c = self._controller
+        self._composer.prompt.textChanged.connect(self.schedule)
+        c.conversation_shown.connect(self.schedule)
+        c.editing_changed.connect(self.on_controller_editing_changed)
+        c.reply_finished.connect(self.on_controller_reply_finished)
+        c.model_ready.connect(self.on_controller_model_ready)
+        self._bridge.task_finished.connect(self.on_bridge_task_finished)
+        self._bridge.task_failed.connect(self.on_bridge_task_failed)
+
+    @Slot()
+    def schedule(self, *_args: Any) -> None:
+        """Measure again after the usual pause (an emptied prompt, e.g. just sent, clears the figures at once)."""
+        if self._composer.prompt.document().isEmpty():
+            self.measure()
+        else:
+            self._timer.start()
+
+    @Slot()
+    def measure(self) -> int:
+        """Measure the text in the prompt now; the task id, or 0 when nothing was submitted."""
+        self._timer.stop()
+        c = self._controller
+        text = self._composer.prompt.toPlainText()
+        # A model on a server (its facts say ``remote``) has no tokenizer here: nothing to measure before sending.
+        if not text.strip() or c.facts is None or getattr(c.facts, "remote", False):
+            self._show(None)
+            self._stale = self._pending != 0  # an answer on its way is for other text
+            return 0
+        if self._pending:
+            self._stale = True  # measured again once the one on the worker is back
+            return 0
+        try:
+            config = c.chat_settings().sampling_config()
+        except BadInputError:
+            self._show(None)  # Send will say what is wrong with the settings
+            return 0
+        messages = c.conversation_for_engine(self._editing) + [Message("user", text)]
+        cid = c.conversation_id
+        self._asked, self._stale = config.max_new_tokens, False
+        self._pending = self._bridge.measure_prompt(cid if cid is not None else NO_SESSION, messages, config)
+        return self._pending
+
+    # -- slots --------------------------------------------------------------------------------------
+    @Slot(object)
+    def on_controller_editing_changed(self, index: int | None) -> None:
+        self._editing = index
+        self.schedule()
+
+    @Slot(object)
+    def on_controller_reply_finished(self, finished: Any) -> None:
+        metrics = finished.metrics
+        rate = metrics.prefill_tok_s if metrics is not None else None
+        if rate and (metrics.prefill_tokens >= MIN_RATE_TOKENS or self.prefill_tok_s is None):
+            self.prefill_tok_s = rate
+        self.schedule()  # the cache now holds this turn
+
+    @Slot(object)
+    def on_controller_model_ready(self, _facts: object) -> None:
+        self.prefill_tok_s = None  # another model (or device): the rate measured is not its
+        self.schedule()
+
+    @Slot(int, object)
+    def on_bridge_task_finished(self, task_id: int, result: object) -> None:
+        if task_id != self._pending or not task_id:
+            return
+        self._pending = 0
+        if self._stale:
+            self.measure()
+        elif isinstance(result, PromptMeasure):
+            self._show(forecast(result.text_tokens, result.prompt_tokens, result.cached_tokens, result.context_max,
+                                self.prefill_tok_s, result.dropped_turns, result.reply_budget, self._asked))
+
+    @Slot(int, str)
+    def on_bridge_task_failed(self, task_id: int, message: str) -> None:
+        if task_id != self._pending or not task_id:
+            return
+        self._pending = 0
+        if self._stale or message == "cancelled":  # Stop cancels every job, this one with them
+            self.schedule()
+            return
+        self.forecast = None
+        self._composer.show_forecast("", "⚠ " + message)  # e.g. the message cannot fit the context at all
+        self.forecast_shown.emit(None)
+
+    # -- wording ------------------------------------------------------------------------------------
+    def _show(self, f: Forecast | None) -> None:
+        self.forecast = f
+        if f is None:
+            self._composer.show_forecast("")
+            self.forecast_shown.emit(None)
+            return
+        figures = [self.tr("message: %1 tokens").replace("%1", n(f.text_tokens))]
+        if f.context_fraction is not None:
+            figures.append(self.tr("context after sending: %1 of %2 tokens (%3%)").replace("%1", n(f.context_tokens))
+                           .replace("%2", n(f.context_max)).replace("%3", f"{100 * f.context_fraction:.0f}"))
+        else:
+            figures.append(self.tr("context after sending: %1 tokens").replace("%1", n(f.context_tokens)))
+        if f.ttft_s is not None:
+            figures.append(self.tr("TTFT forecast: %1").replace("%1", duration(f.ttft_s)))
+            details = (self.tr("Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); at "
+                               "%3 tok/s, the prefill rate this machine measured on the last reply, that takes "
+                               "about %4.")
+                       .replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens))
+                       .replace("%3", f"{self.prefill_tok_s:,.0f}").replace("%4", duration(f.ttft_s)))
+        else:
+            figures.append(self.tr("TTFT forecast after the first reply"))
+            details = (self.tr("Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); "
+                               "how long that takes is forecast once a reply has measured this machine's prefill "
+                               "rate.").replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens)))
+        self._composer.show_forecast(" · ".join(figures), self._warning(f), details)
+        self.forecast_shown.emit(f)
+
+    def _warning(self, f: Forecast) -> str:
+        warning = f.warning
+        if warning is None:
+            return ""
+        kind, count = warning
+        if kind == LEFT_OUT:
+            text = (self.tr("Sending this leaves out the oldest message to fit the %2-token context.") if count == 1
+                    else self.tr("Sending this leaves out the %1 oldest messages to fit the %2-token context."))
+            return "⚠ " + text.replace("%1", n(count)).replace("%2", n(f.context_max))
+        return "⚠ " + (self.tr("The context leaves room for only %1 tokens of reply (max new tokens: %2).")
+                       .replace("%1", n(count)).replace("%2", n(self._asked)))

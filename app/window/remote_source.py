@@ -1,0 +1,171 @@
+"""The model source "OpenAI-compatible server", wired into the window: ``RemoteSource`` (``attach(window)``).
+
+"Connect to server…" (the model bar, which attaches this to its window on first use) opens
+``app.widgets.remote_dialog.RemoteDialog``; its ``RemoteSpec`` is loaded like a local model (``ChatController.load``
+-> the worker's ``LoadJob``, which lists the server's models and checks the name; replies then stream from
+``engine.remote.RemoteSession`` on the same worker, into the same conversation, history and footers). While a
+server's model is loaded, this reads the server's ``/metrics`` after each reply (on a thread of its own) and shows
+its KV-cache usage and its own TTFT in the performance panel, or "not reported by this server".
+
+The API key lives in this object's memory for the session (per base URL, so reopening the dialog does not ask
+again) and in the worker's ``RemoteSpec``; ``Settings.remember_load`` keeps the URL and model name. Once a connection
+with a key worked, the dialog's "Remember the key" decides whether ``app.state.api_keys`` keeps it between runs (the
+system keyring, or the settings file when there is none and the user asked) or forgets a kept one.
+Owns no widget but the dialog it opens; runs no inference.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
+
+from app.state.api_keys import ApiKeys
+from engine.fmt import outside_text
+from engine.paths import DEFAULT_MODEL_NAME
+from engine.remote import RemoteError, RemoteSpec, ServerFigures, read_server_metrics
+
+__all__ = ["RemoteSource", "RemoteSpec", "attach", "loaded_note"]
+
+
+def loaded_note(facts: Any) -> str:
+    """The notice when a model is ready: a local model's size and place, or the server and model connected to."""
+    translate = QCoreApplication.translate  # this name: lupdate reads a bare tr(a, b) as tr(text, comment)
+    if getattr(facts, "remote", False):
+        return translate("ChatController", "Connected to {name} at {url}.").format(name=outside_text(facts.name),
+                                                                                   url=facts.source)
+    note = translate("ChatController", "Loaded {name}: {m} M parameters, {precision} on {device}.").format(
+        name=facts.name, m=f"{facts.params / 1e6:.1f}", precision=facts.precision, device=facts.device)
+    if facts.name == DEFAULT_MODEL_NAME:  # a new user's first model cannot really answer: say where real ones are
+        note += " " + translate("ChatController", "It is here to watch the engine work, not for answers: "
+                                "Models… → Recommended lists real chat models ranked for this machine.")
+    return note
+
+
+def attach(window: Any) -> RemoteSource:
+    """The window's ``RemoteSource``, made on first use (a child of the window: it goes with it)."""
+    found = window.findChild(RemoteSource)
+    return found if found is not None else RemoteSource(window)
+
+
+class RemoteSource(QObject):
+    """Connects the window to servers. ``window`` is the ``MainWindow`` (its controller, bridge, model bar, panel).
+
+    Signals:
+        server_read(object): a reading of the server's ``/metrics`` was shown (its ``ServerFigures``, reduced to
+            the requests since the previous reading; None: the server has no ``/metrics``).
+    """
+
+    server_read = Signal(object)
+    _reading_done = Signal(int, object)  # internal: (reading number, ServerFigures | None) from the reader thread
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self._window = window
+        self._keys: dict[str, str] = {}  # base URL -> API key, this session only
+        self.api_keys = ApiKeys(window.settings)  # the ones kept between runs (the keyring is looked up on first use)
+        self._remember: dict[str, bool] = {}  # base URL -> the dialog's "Remember the key" when it was accepted
+        self._pending: RemoteSpec | None = None  # asked for, not connected yet
+        self._spec: RemoteSpec | None = None  # the server whose model is loaded now
+        self._model = ""
+        self._previous: ServerFigures | None = None
+        self._reading = 0
+        self.dialog: Any = None
+        self._reading_done.connect(self.on_reading_done)
+        window.bridge.model_loaded.connect(self.on_bridge_model_loaded)
+        window.bridge.generation_finished.connect(self.on_bridge_generation_finished)
+
+    @property
+    def spec(self) -> RemoteSpec | None:
+        """The server whose model is loaded (None: a local model, or none)."""
+        return self._spec
+
+    # -- connecting -------------------------------------------------------------------------------------------
+    @Slot()
+    def open_dialog(self) -> None:
+        """Ask for a server and a model (non-modal: the chat stays usable); connect when accepted."""
+        from app.widgets.remote_dialog import RemoteDialog  # here: only a user who connects needs it
+
+        if self.dialog is not None:
+            self.dialog.close()
+        url, model = self._window.settings.remote_choice()
+        kept = self.api_keys.load(url) if url else None
+        self.dialog = RemoteDialog(url, model, self._keys.get(url) or kept, self._window,
+                                   keyring=self.api_keys.info(), remembered=kept is not None)
+        self.dialog.accepted.connect(self.on_dialog_accepted)
+        self.dialog.open()
+
+    @Slot()
+    def on_dialog_accepted(self) -> None:
+        try:
+            spec = self.dialog.spec()
+        except RemoteError as exc:
+            self._window.messages.show_message(str(exc), "error")
+            return
+        self._remember[spec.base_url] = self.dialog.remember_key()
+        self.connect_to(spec)
+
+    def connect_to(self, spec: RemoteSpec) -> None:
+        """Load ``spec``'s model as the chat's model (the worker lists the server's models and checks the name)."""
+        if spec.api_key:
+            self._keys[spec.base_url] = spec.api_key
+        self._pending = spec
+        self._window.load_progress.setValue(0)
+        self._window.status_state.setText(self.tr("connecting"))
+        self._window.controller.load(spec)
+
+    # -- what the window shows --------------------------------------------------------------------------------
+    @Slot(object)
+    def on_bridge_model_loaded(self, facts: Any) -> None:
+        panel = self._window.perf_panel
+        if not getattr(facts, "remote", False):
+            self._spec = None
+            panel.show_server(None, remote=False)
+            return
+        pending = self._pending if self._pending is not None and self._pending.base_url == facts.source else None
+        self._spec, self._model, self._previous = pending, facts.name, None
+        if pending is not None:
+            self._keep_key(pending)
+        self._read()
+
+    def _keep_key(self, spec: RemoteSpec) -> None:
+        """After a connection worked: keep its key between runs, or forget a kept one, as the dialog was answered
+        (a connection made without the dialog changes nothing)."""
+        remember = self._remember.pop(spec.base_url, None)
+        if remember is None:
+            return
+        if remember and spec.api_key:
+            failure = self.api_keys.store(spec.base_url, spec.api_key, in_settings=True)
+            if failure:
+                self._window.messages.show_message(failure, "warning")
+        elif not remember:
+            self.api_keys.forget(spec.base_url)
+
+    @Slot(object)
+    def on_bridge_generation_finished(self, _finished: Any) -> None:
+        if self._spec is not None:
+            self._read()
+
+    def _read(self) -> None:
+        """Read the server's ``/metrics`` on a thread; the result comes back to the GUI thread to be shown."""
+        spec, model = self._spec, self._model
+        if spec is None:
+            return
+        self._reading += 1
+        reading, done = self._reading, self._reading_done
+
+        def work() -> None:
+            done.emit(reading, read_server_metrics(spec, model))
+
+        threading.Thread(target=work, name="miaohui-server-metrics", daemon=True).start()
+
+    @Slot(int, object)
+    def on_reading_done(self, reading: int, figures: ServerFigures | None) -> None:
+        if reading != self._reading or self._spec is None:
+            return  # a later reading was asked for, or the server's model is gone
+        shown = figures.since(self._previous) if figures is not None else None
+        if figures is not None:
+            self._previous = figures
+        self._window.perf_panel.show_server(shown)
+        self.server_read.emit(shown)

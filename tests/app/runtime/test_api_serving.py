@@ -1,0 +1,302 @@
+"""The window serves its loaded model over the OpenAI API (Chat → "Serve this model (OpenAI API)"): the real window
+on the tiny model, uvicorn on an ephemeral port of 127.0.0.1, the official ``openai`` client. Off by default; the
+status bar shows the address and the requests served; a chat turn and an API request submitted together both
+complete (one engine thread runs both); no model, or a model on another server: 503; off or closed: the port
+refuses connections; a port in use: one line, and the toggle stays off."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from typing import Any
+
+import openai
+import pytest
+from PySide6.QtCore import QThread
+
+from engine.remote import RemoteSpec
+from engine.serve.worker import Worker
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, plan, send_and_wait,  # noqa: F401
+                                     settings, store)
+from tests.helpers.openai_wire import WireServer
+
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
+
+LIVENESS_S = 60  # only a guard against a hung server, never a measurement
+QUESTION = [{"role": "user", "content": "What is a KV cache?"}]
+
+
+def serve(qtbot, window, *, loaded: bool = True) -> str:
+    """Turn serving on, as a user does, on a port the system picks; returns the API's base URL."""
+    api = window.api_serving
+    window.settings.set_serve_port(0)
+    if loaded:
+        with qtbot.waitSignal(api.model_served, timeout=LOAD_TIMEOUT_MS, check_params_cb=bool):
+            api.action.trigger()
+    else:
+        with qtbot.waitSignal(api.serving_changed, timeout=LOAD_TIMEOUT_MS):
+            api.action.trigger()
+    assert api.serving and api.action.isChecked()
+    return api.url
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=LIVENESS_S)  # loopback: no key
+
+
+def post(port: int, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LIVENESS_S)
+    try:
+        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_the_openai_client_streams_from_the_window_and_the_status_bar_counts_it(qtbot, make_window, settings):
+    window = make_window()
+    api = window.api_serving
+    assert not api.action.isChecked() and not api.serving and api.label.isHidden()  # off by default
+    assert not settings.serve_enabled()
+    url = serve(qtbot, window)
+    port = api.port
+    assert url == f"http://127.0.0.1:{port}/v1" and settings.serve_enabled()
+    assert api.label.isVisible() and api.label.text() == f"API {url} · 0 requests served"
+
+    chunks = list(client(url).chat.completions.create(model="default", messages=QUESTION, stream=True, max_tokens=6,
+                                                      temperature=0))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].choices[0].finish_reason == "length"
+    qtbot.waitUntil(lambda: api.label.text() == f"API {url} · 1 request served", timeout=REPLY_TIMEOUT_MS)
+    assert [m.id for m in client(url).models.list().data] == [window.controller.facts.name]
+    whole = client(url).chat.completions.create(model=window.controller.facts.name, messages=QUESTION, max_tokens=6,
+                                                temperature=0)
+    assert whole.choices[0].message.content == streamed and whole.usage.completion_tokens == 6
+    qtbot.waitUntil(lambda: api.label.text() == f"API {url} · 2 requests served", timeout=REPLY_TIMEOUT_MS)
+
+    api.action.trigger()  # off
+    assert not api.serving and not api.action.isChecked() and api.label.isHidden() and not settings.serve_enabled()
+    assert refused(port)
+    assert send_and_wait(qtbot, window, "Still here?") == "length"  # the chat goes on as before
+
+
+def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, make_window, monkeypatch):
+    serving_threads: list[str] = []
+    real_serve = Worker._serve
+
+    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
+        serving_threads.append(QThread.currentThread().objectName())
+        return real_serve(self, job)
+
+    monkeypatch.setattr(Worker, "_serve", spy)
+    window = make_window()
+    url = serve(qtbot, window)
+    raw = client(url).completions.with_raw_response.create(model="default", prompt="Once upon a time", max_tokens=4,
+                                                           temperature=0, echo=True)
+    assert raw.headers["x-miaohui-completion-mode"] == "raw"
+    whole = raw.parse().choices[0].text
+    chunks = list(client(url).completions.create(model="default", prompt="Once upon a time", max_tokens=4,
+                                                 temperature=0, stream=True))
+    assert whole == "Once upon a time" + "".join(c.choices[0].text for c in chunks if c.choices)
+    assert serving_threads == ["miaohui-engine"] * 2  # the thread that owns the model, as a chat request is
+
+
+def test_a_chat_turn_and_an_api_request_submitted_together_both_complete(qtbot, make_window, store, monkeypatch):
+    serving_threads: list[str] = []
+    real_serve = Worker._serve
+
+    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
+        serving_threads.append(QThread.currentThread().objectName())
+        return real_serve(self, job)
+
+    monkeypatch.setattr(Worker, "_serve", spy)
+    window = make_window(max_new_tokens=8)
+    url = serve(qtbot, window)
+    api_alone = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=8, temperature=0)
+    assert send_and_wait(qtbot, window, "Tell me more") == "length"
+    chat_alone = window.chat.messages()[-1].text
+    window.on_new_chat_triggered()
+
+    # The engine thread is held by a task, so both arrive while it is busy and wait in its one queue.
+    gate = threading.Event()
+    window.bridge.submit_task(lambda _loaded, _cancel: gate.wait(LIVENESS_S))
+    results: dict[str, Any] = {}
+
+    def api_client() -> None:
+        try:
+            results["reply"] = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=8,
+                                                                   temperature=0)
+        except Exception as exc:  # noqa: BLE001  (reported by the assertion below)
+            results["error"] = exc
+
+    thread = threading.Thread(target=api_client)
+    thread.start()
+    queue_worker = api._current[1] if (api := window.api_serving)._current else None
+    assert queue_worker is not None
+    qtbot.waitUntil(lambda: queue_worker.running, timeout=REPLY_TIMEOUT_MS)  # handed to the engine thread
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
+        assert window.send("Tell me more")
+        assert window.is_generating() and not window.send_button.isEnabled()  # Send waits its turn
+        gate.set()
+    thread.join(LIVENESS_S)
+    assert "error" not in results, results.get("error")
+    assert done.args == ["length"]
+    assert results["reply"].choices[0].message.content == api_alone.choices[0].message.content
+    assert results["reply"].usage.completion_tokens == 8
+    cid = window.current_conversation()
+    rows = store.messages(cid)
+    assert [r.role for r in rows] == ["user", "assistant"] and rows[1].text == chat_alone
+    assert rows[1].perf is not None and rows[1].perf.generated_tokens == 8
+    qtbot.waitUntil(lambda: api.label.text().endswith("· 2 requests served"), timeout=REPLY_TIMEOUT_MS)
+    assert serving_threads == ["miaohui-engine"] * 2  # the chat's own engine thread: the one that owns the model
+
+
+def test_no_model_is_a_503_until_one_is_loaded_then_it_is_served(qtbot, make_window, tiny_model_dir):
+    window = make_window(loaded=False)
+    api = window.api_serving
+    url = serve(qtbot, window, loaded=False)
+    status, body = post(api.port, "/v1/chat/completions", {"messages": QUESTION, "max_tokens": 3})
+    assert status == 503
+    assert body["error"]["type"] == "server_error" and "no model is loaded" in body["error"]["message"]
+    with pytest.raises(openai.InternalServerError) as error:
+        client(url).models.list()
+    assert error.value.status_code == 503
+
+    with qtbot.waitSignal(api.model_served, timeout=LOAD_TIMEOUT_MS, check_params_cb=bool) as served:
+        window.load_model(str(tiny_model_dir), "fp32", "cpu")
+    assert served.args == [window.controller.facts.name]
+    reply = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=3, temperature=0)
+    assert reply.choices[0].finish_reason == "length" and reply.model == window.controller.facts.name
+
+
+def test_a_model_on_another_server_is_not_served_again(qtbot, make_window):
+    window = make_window()
+    api = window.api_serving
+    serve(qtbot, window)
+    with WireServer("ok") as wire:
+        with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+            window.controller.load(RemoteSpec(wire.url))
+        qtbot.waitUntil(lambda: "another server" in window.messages.label.text(), timeout=REPLY_TIMEOUT_MS)
+        status, body = post(api.port, "/v1/chat/completions", {"messages": QUESTION, "max_tokens": 3})
+        assert status == 503 and "runs on another server" in body["error"]["message"]
+        assert wire.requests == []  # nothing was relayed to it
+
+
+def test_a_port_in_use_is_one_line_and_the_toggle_stays_off(qtbot, make_window, settings):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        window = make_window(loaded=False)
+        settings.set_serve_port(port)
+        window.api_serving.action.trigger()
+        assert not window.api_serving.serving and not window.api_serving.action.isChecked()
+        assert not settings.serve_enabled() and window.api_serving.label.isHidden()
+        shown = window.messages.label.text()
+        assert window.messages.level == "error" and f"127.0.0.1:{port}" in shown and "\n" not in shown
+    finally:
+        taken.close()
+
+
+def test_closing_the_window_stops_serving_and_the_next_window_serves_again(qtbot, make_window, settings):
+    window = make_window()
+    serve(qtbot, window)
+    port = window.api_serving.port
+    window.close()
+    assert refused(port) and not window.api_serving.serving
+    assert settings.serve_enabled()  # closing is not turning it off: it was on when the window closed
+    again = make_window(loaded=False)
+    assert again.api_serving.serving and again.api_serving.action.isChecked()
+    status, body = post(again.api_serving.port, "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+    assert status == 503 and "no model is loaded" in body["error"]["message"]
+
+
+def test_turning_it_off_mid_stream_cancels_the_request_and_frees_the_window(qtbot, make_window, plan, monkeypatch):
+    import engine.generate.session
+    import engine.serve.worker
+
+    # The server's sessions go through the plan too: its reply holds after two tokens until it is cancelled.
+    monkeypatch.setattr(engine.serve.worker, "ChatSession", engine.generate.session.ChatSession)
+    window = make_window(max_new_tokens=4)
+    url = serve(qtbot, window)
+    port = window.api_serving.port
+    plan.hold_decode_after = 2
+    stream = client(url).chat.completions.create(model="default", messages=QUESTION, stream=True, max_tokens=100,
+                                                 temperature=0)
+    chunks = [next(iter(stream))]  # the role chunk: the request runs on the engine thread, held mid-reply
+    queue_worker = window.api_serving._current[1]
+    window.api_serving.action.trigger()  # off: its cancel ends the held reply
+    try:
+        chunks += list(stream)
+    except openai.APIError:
+        pass  # the connection may close before the stream's end: either way it ends, cut short
+    assert queue_worker.recent[-1].finish_reason == "cancelled" and refused(port)
+    assert queue_worker.recent[-1].completion_tokens < 100
+    assert window.api_serving.label.isHidden()
+    plan.hold_decode_after = 0
+    assert send_and_wait(qtbot, window, "Still here?") == "length"  # the engine thread is free
+
+
+def test_the_serve_settings_default_to_off_on_8000_and_refuse_bad_values(tmp_path):
+    from app.state.settings import Settings
+
+    stored = Settings.in_file(tmp_path / "s.ini")
+    assert stored.serve_enabled() is False and stored.serve_port() == 8000
+    stored.set_serve_port(8080)
+    stored.set_serve_enabled(True)
+    again = Settings.in_file(tmp_path / "s.ini")
+    assert again.serve_enabled() is True and again.serve_port() == 8080
+    for bad in ("99999", "-1", "eighty", "80.5"):
+        again._q.setValue("serve/port", bad)
+        assert again.serve_port() == 8000
+    with pytest.raises(ValueError):
+        again.set_serve_port(70000)
+
+
+def _raw_post(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LIVENESS_S)
+    try:
+        conn.putrequest("POST", "/v1/chat/completions", skip_host="Host" in headers)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            conn.putheader(name, value)
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("loaded", [True, False])
+def test_a_web_page_cannot_use_the_windows_server(qtbot, make_window, loaded):
+    window = make_window(loaded=loaded)
+    url = serve(qtbot, window, loaded=loaded)
+    port = window.api_serving.port
+    body = json.dumps({"messages": QUESTION, "max_tokens": 2}).encode()
+    # DNS rebinding: a page on attacker.example re-resolved to 127.0.0.1 sends its own name as the Host.
+    status, answer = _raw_post(port, body, {"Host": f"attacker.example:{port}", "Content-Type": "application/json"})
+    assert status == 421 and answer["error"]["code"] == "host_not_allowed"
+    # A text/plain body: a cross-site POST a page may send without a preflight.
+    status, answer = _raw_post(port, body, {"Content-Type": "text/plain;charset=UTF-8"})
+    assert status == 415 and answer["error"]["code"] == "unsupported_media_type"
+    if loaded:
+        assert window.api_serving.label.text().endswith("· 0 requests served")  # neither reached the model
+        reply = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=2, temperature=0)
+        assert reply.choices[0].finish_reason == "length"
+    else:
+        status, answer = _raw_post(port, body, {"Content-Type": "application/json"})
+        assert status == 503 and answer["error"]["code"] == "model_not_available"

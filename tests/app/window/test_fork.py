@@ -1,0 +1,102 @@
+"""Fork a conversation at any message: the real window on the tiny model, and the worker's session hand-over."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.history.store import StoreError
+from app.runtime.worker import SessionCache
+from tests.app._gui_fixtures import (REPLY_TIMEOUT_MS, greedy, make_window, send_and_wait, settings,  # noqa: F401
+                                     store)
+
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
+
+
+class _Session:
+    def __init__(self, ids: tuple[int, ...] = ()) -> None:
+        self.ids = ids
+
+    def cached_ids(self, use_kv_cache: bool = True) -> tuple[int, ...]:
+        return self.ids if use_kv_cache else ()
+
+
+def test_a_forks_first_turn_takes_over_the_origins_session_which_then_counts_as_evicted():
+    cache = SessionCache()
+    origin, _ = cache.take(1, lambda: _Session((5, 6, 7)))
+    assert cache.cached_ids(2, 1, True) == (5, 6, 7) and cache.cached_ids(2, 1, False) == ()  # the forecast's view
+    assert cache.cached_ids(2, None, True) == () and cache.kept() == [1]  # reading moves nothing
+    session, evicted = cache.take(2, _Session, prefix_from=1)
+    assert session is origin and not evicted and cache.kept() == [2]
+    again, evicted = cache.take(1, _Session)
+    assert again is not origin and evicted  # its next reply prefills again, and the panel says why
+    own, _ = cache.take(2, _Session, prefix_from=1)
+    assert own is origin  # a fork with a session of its own keeps it
+    fresh, evicted = cache.take(3, _Session, prefix_from=99)  # the origin's session is gone (a new model)
+    assert fresh not in (origin, again) and not evicted
+
+
+def test_fork_from_here_opens_a_copy_whose_first_turn_reuses_the_shared_kv_cache(qtbot, make_window, settings,
+                                                                              store):
+    window = make_window(max_new_tokens=6)
+    settings.set_chat(replace(greedy(6), system_prompt="Answer briefly.", seed=7))
+    window.apply_settings()  # no conversation open yet: this starts the next one
+    send_and_wait(qtbot, window, "What is the capital of France?")
+    send_and_wait(qtbot, window, "Hello, how are you today?")
+    cid = window.current_conversation()
+    original = [(r.id, r.role, r.text, r.finish_reason) for r in store.messages(cid)]
+    assert all(not w._buttons["fork"].isHidden() for w in window.chat.widgets())  # offered on every saved message
+
+    with qtbot.waitSignal(window.forker.forked, timeout=5000) as forked:
+        window.chat.widgets()[1]._buttons["fork"].click()  # the first reply
+    new = forked.args[0]
+    assert forked.args == [new, cid] and window.current_conversation() == new != cid
+    assert window.conversations.current_id() == new
+    row, source = store.get_conversation(new), store.get_conversation(cid)
+    assert row.title == f"{source.title} (fork)" and row.system_prompt == "Answer briefly."
+    assert row.settings == source.settings and row.settings["seed"] == 7
+    assert (window.chat_settings().system_prompt, window.chat_settings().seed) == ("Answer briefly.", 7)  # in use
+    assert [(m.role, m.text) for m in window.chat.messages()] == [(r[1], r[2]) for r in original[:2]]
+
+    # While typing, the forecast already counts the original's cache (the fork's first turn will take it over).
+    starts = []
+    window.bridge.generation_started.connect(starts.append)
+    with qtbot.waitSignal(window.prompt_meter.forecast_shown, timeout=REPLY_TIMEOUT_MS,
+                          check_params_cb=lambda f: f is not None) as shown:
+        qtbot.keyClicks(window.prompt, "What is a KV cache?")
+    predicted = shown.args[0].reused_tokens
+    assert predicted > 0
+    assert send_and_wait(qtbot, window, window.prompt.toPlainText()) == "length"
+    assert starts[-1].reused_tokens == predicted and not starts[-1].kv_evicted
+    assert window.last_metrics.reused_tokens == predicted > 0  # the shared prefix was not computed again
+    assert [(r.role, r.text) for r in store.messages(new)][:2] == [(r[1], r[2]) for r in original[:2]]
+    assert len(store.messages(new)) == 4
+    assert [(r.id, r.role, r.text, r.finish_reason) for r in store.messages(cid)] == original  # unchanged
+
+    # The original goes on correctly: its session went to the fork, so its whole prompt is computed again (said
+    # so), and it replies exactly as a conversation the worker never saw would.
+    window.conversations.conversation_selected.emit(cid)  # the user picks the original in the list
+    assert window.current_conversation() == cid
+    assert send_and_wait(qtbot, window, "And Paris?") == "length"
+    assert starts[-1].kv_evicted and starts[-1].reused_tokens == 0
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)
+    asked = window.controller.conversation_for_engine(len(window.controller.messages()) - 1)
+    with qtbot.waitSignal(window.bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as fresh:
+        assert window.bridge.generate(10_000, asked, window.chat_settings().sampling_config())
+    assert fresh.args[0].text == store.messages(cid)[-1].text
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)
+
+
+def test_a_fork_the_history_refuses_says_why_and_changes_nothing(qtbot, make_window, store, monkeypatch):
+    window = make_window(max_new_tokens=4)
+    send_and_wait(qtbot, window, "Hello")
+    cid = window.current_conversation()
+
+    def refuse(*_args, **_kwargs):
+        raise StoreError("history cannot be written (read-only file)")
+
+    monkeypatch.setattr(store, "fork_conversation", refuse)
+    assert window.forker.fork(0) is None
+    assert "Could not fork this chat: history cannot be written" in window.messages.text()
+    assert window.current_conversation() == cid and [c.id for c in store.list_conversations()] == [cid]
