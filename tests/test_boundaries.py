@@ -145,3 +145,41 @@ def test_docs_and_comments_cite_only_files_inside_the_repository():
     found += [f"README.md:{number}" for number, line in enumerate((ROOT / "README.md").read_text().splitlines(), 1)
               if any(word in line for word in outside)]
     assert found == []
+
+
+# ---------------------------------------------------------------- app/'s floors (issue 30: each imports only those below)
+
+# Bottom to top. A module may import its own floor and the floors below it, never one above: widgets know nothing of
+# the window that lays them out, the runtime nothing of the widgets that show its results, the plain data nothing of
+# Qt's views. The package app itself (its loose modules: the entry points) is the top floor.
+APP_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("app.history",),  # the conversation store: plain Python and SQLite
+    ("app.ui",),  # texts, theme, i18n, throttle, Markdown, accessibility: what every view shares
+    ("app.state",),  # settings, API keys, the chat's messages as data
+    ("app.runtime",),  # the worker thread, its bridge, background work, serving, single instance
+    ("app.widgets", "app.library"),  # the views (the Models window's pages too)
+    ("app.window",),  # the main window, its controller and the helpers it constructs and connects
+    ("app",),  # the entry points
+)
+APP_TOP_MODULES = {"app", "app.__main__", "app.main", "app.gui_bench", "app.platform_check"}
+
+
+def _app_floor(module: str) -> int:
+    for level, packages in enumerate(APP_FLOORS):
+        if any(module == package or module.startswith(package + ".") for package in packages if package != "app"):
+            return level
+    return len(APP_FLOORS) - 1
+
+
+def test_app_modules_live_in_a_floor_or_are_entry_points():
+    loose = sorted(name for name in _project_modules() if name.startswith("app")
+                   and _app_floor(name) == len(APP_FLOORS) - 1 and name not in APP_TOP_MODULES)
+    assert loose == []
+
+
+def test_each_app_module_imports_only_its_floor_or_those_below():
+    modules = _project_modules()
+    upward = [f"{name} imports {target}" for name, path in sorted(modules.items()) if name.startswith("app")
+              for target in sorted(_project_imports(path, modules))
+              if target.startswith("app") and _app_floor(target) > _app_floor(name)]
+    assert upward == []

@@ -54,12 +54,12 @@ class ModelBar(QWidget):
 
     Signals:
         load_requested(str, str, str): model argument (``"default"``, a folder, a .gguf), precision, device.
-
-    "Connect to server…" hands over to ``app.window.remote_source`` (attached to this bar's window on first use), which
-    asks for an OpenAI-compatible server and has its model loaded.
+        connect_requested(): "Connect to server…" was chosen (the window hands it to ``app.window.remote_source``,
+            which asks for an OpenAI-compatible server and has its model loaded).
     """
 
     load_requested = Signal(str, str, str)
+    connect_requested = Signal()
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -184,9 +184,7 @@ class ModelBar(QWidget):
 
     @Slot()
     def on_connect_clicked(self) -> None:
-        from app.window.remote_source import attach  # here: a chat with local models never needs it
-
-        attach(self.window()).open_dialog()
+        self.connect_requested.emit()
 
     @Slot()
     def on_open_folder_triggered(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QObject, Slot
 
 from app.history.store import MODEL_KEY, StoreError
+from app.window.remote_source import RemoteSource
 from engine.errors import EngineError
 from engine.inputs import DEVICES, PRECISIONS, LoadSpec
 from engine.models.catalog import list_local_models
@@ -92,9 +93,10 @@ class ModelRestorer(QObject):
     Emits no signal of its own: what it does shows as the controller's load and the window's messages.
     """
 
-    def __init__(self, window: RestorerHost) -> None:
+    def __init__(self, window: RestorerHost, remote: RemoteSource) -> None:
         super().__init__(window)  # type: ignore[arg-type]  (the window is reached as the parent: no reference cycle)
         self._controller = controller = window.controller
+        self._remote = remote  # a conversation with a server's model connects through it
         self._wanted: tuple[int, ModelRecord] | None = None  # a restore waiting for a reply or a load to end
         controller.conversation_shown.connect(self.on_controller_conversation_shown)
         controller.message_added.connect(self.on_controller_message_added)
@@ -176,9 +178,7 @@ class ModelRestorer(QObject):
     def _connect(self, record: ModelRecord) -> None:
         """A server's model: connected to again, with the key of the server connected to now if it is the same, else
         the one remembered for it (none: a server that wants one refuses, said as any failed load is)."""
-        from app.window.remote_source import attach  # here: a chat with local models never needs it
-
-        source = attach(self._window)
+        source = self._remote
         key = (source.spec.api_key if source.spec is not None and source.spec.base_url == record.base_url
                else source.api_keys.load(record.base_url))
         try:

@@ -32,7 +32,7 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import conversation_model, fork, prompt_meter
+from app.window import conversation_model, fork, prompt_meter, remote_source
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from engine.errors import BadInputError
 from engine.fmt import outside_text
@@ -67,6 +67,7 @@ class MainWindow(QMainWindow):
         self._closed = False
         self.models_window: Any = None  # the Models window (app/widgets/models_window.py), built when first opened
         self._build()
+        self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
         self._update_state()
@@ -160,7 +161,7 @@ class MainWindow(QMainWindow):
         return action
 
     def _connect(self) -> None:
-        c, b, self.model_restorer = self.controller, self.bridge, conversation_model.ModelRestorer(self)  # per chat
+        c, b, self.model_restorer = self.controller, self.bridge, conversation_model.ModelRestorer(self, self.remote_source)
         c.conversation_shown.connect(self.on_controller_conversation_shown)
         c.message_added.connect(self.on_controller_message_added)
         c.messages_removed.connect(self.chat.remove_from)
@@ -183,6 +184,7 @@ class MainWindow(QMainWindow):
         b.stats_updated.connect(self.perf_panel.show_metrics)
         b.busy_changed.connect(self._update_state)  # the state itself is the controller's
         self.model_bar.load_requested.connect(self.on_model_load_requested)
+        self.model_bar.connect_requested.connect(self.remote_source.open_dialog)
         self.send_button.clicked.connect(self.on_send_clicked)
         self.prompt.submitted.connect(self.on_send_clicked)
         # The Tokenizer tab shows how the prompt being written is cut (it debounces and tokenises on the worker).

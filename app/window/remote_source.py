@@ -1,6 +1,7 @@
-"""The model source "OpenAI-compatible server", wired into the window: ``RemoteSource`` (``attach(window)``).
+"""The model source "OpenAI-compatible server", wired into the window: ``RemoteSource``.
 
-"Connect to server…" (the model bar, which attaches this to its window on first use) opens
+The main window constructs one and connects the model bar's ``connect_requested`` ("Connect to server…") to its
+``open_dialog``, which opens
 ``app.widgets.remote_dialog.RemoteDialog``; its ``RemoteSpec`` is loaded like a local model (``ChatController.load``
 -> the worker's ``LoadJob``, which lists the server's models and checks the name; replies then stream from
 ``engine.remote.RemoteSession`` on the same worker, into the same conversation, history and footers). While a
@@ -26,7 +27,7 @@ from engine.fmt import outside_text
 from engine.paths import DEFAULT_MODEL_NAME
 from engine.remote import RemoteError, RemoteSpec, ServerFigures, read_server_metrics
 
-__all__ = ["RemoteSource", "RemoteSpec", "attach", "loaded_note"]
+__all__ = ["RemoteSource", "RemoteSpec", "loaded_note"]
 
 
 def loaded_note(facts: Any) -> str:
@@ -43,14 +44,9 @@ def loaded_note(facts: Any) -> str:
     return note
 
 
-def attach(window: Any) -> RemoteSource:
-    """The window's ``RemoteSource``, made on first use (a child of the window: it goes with it)."""
-    found = window.findChild(RemoteSource)
-    return found if found is not None else RemoteSource(window)
-
-
 class RemoteSource(QObject):
-    """Connects the window to servers. ``window`` is the ``MainWindow`` (its controller, bridge, model bar, panel).
+    """Connects the window to servers. ``window`` is the ``MainWindow`` (its settings, controller, bridge, messages,
+    status bar and performance panel), which constructs one and is its parent (reached as the parent: no cycle).
 
     Signals:
         server_read(object): a reading of the server's ``/metrics`` was shown (its ``ServerFigures``, reduced to
@@ -62,7 +58,6 @@ class RemoteSource(QObject):
 
     def __init__(self, window: Any) -> None:
         super().__init__(window)
-        self._window = window
         self._keys: dict[str, str] = {}  # base URL -> API key, this session only
         self.api_keys = ApiKeys(window.settings)  # the ones kept between runs (the keyring is looked up on first use)
         self._remember: dict[str, bool] = {}  # base URL -> the dialog's "Remember the key" when it was accepted
@@ -75,6 +70,10 @@ class RemoteSource(QObject):
         self._reading_done.connect(self.on_reading_done)
         window.bridge.model_loaded.connect(self.on_bridge_model_loaded)
         window.bridge.generation_finished.connect(self.on_bridge_generation_finished)
+
+    @property
+    def _window(self) -> Any:
+        return self.parent()
 
     @property
     def spec(self) -> RemoteSpec | None:

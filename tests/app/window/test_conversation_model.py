@@ -133,7 +133,6 @@ def test_a_record_round_trips_and_compares_by_how_the_model_was_asked_for():
 def test_a_conversation_held_with_a_servers_model_connects_to_it_again(qtbot, make_window, tiny_model_dir, no_keyring):
     from engine.inputs import LoadSpec
     from engine.models.loader import load_model
-    from app.window.remote_source import attach
     from engine.remote import RemoteSpec
     from tests.engine.serve.conftest import start_server
 
@@ -143,7 +142,7 @@ def test_a_conversation_held_with_a_servers_model_connects_to_it_again(qtbot, ma
         window.on_new_chat_triggered()
         remote = window.current_conversation()
         with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
-            attach(window).connect_to(RemoteSpec(served.url + "/v1"))
+            window.remote_source.connect_to(RemoteSpec(served.url + "/v1"))
         assert send_and_wait(qtbot, window, "hello server") == "length"
         assert _record(window, remote).base_url == served.url + "/v1"
         local = _chat_with(qtbot, window, "local")  # a new chat; then the local model again, recorded with it

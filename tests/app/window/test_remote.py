@@ -15,7 +15,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.history.export import perf_to_csv, to_json, to_markdown
-from app.window.remote_source import attach
 from engine.errors import ErrorKind
 from engine.fmt import outside_text
 from engine.inputs import LoadSpec
@@ -49,7 +48,7 @@ def connect_through_the_dialog(qtbot, window, url: str, key: str = "", remember:
     """What a user does: Connect to server…, the address and key (ticking "Remember the key" or not), List models,
     Connect."""
     qtbot.mouseClick(window.model_bar.connect_button, Qt.MouseButton.LeftButton)
-    source = attach(window)
+    source = window.remote_source
     dialog = source.dialog
     assert dialog is not None and dialog.isVisible() and not dialog.connect_button.isEnabled()
     dialog.url_edit.setText(url)
@@ -143,7 +142,7 @@ def test_a_stream_cut_mid_reply_keeps_the_partial_reply_and_says_why_in_one_line
 
 def test_lab_work_that_needs_the_weights_says_it_needs_a_local_model(qtbot, make_window, server):
     window = make_window(loaded=False)
-    source = attach(window)
+    source = window.remote_source
     with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
         source.connect_to(RemoteSpec(server.url, "default", SECRET))
     with qtbot.waitSignal(window.bridge.task_failed, timeout=LOAD_TIMEOUT_MS) as failed:
@@ -211,7 +210,7 @@ def _wait_until_it_waits(qtbot, silent: SilentServer) -> None:
 
 def test_a_server_that_never_answers_holds_neither_the_engine_nor_the_local_model(qtbot, make_window, tiny_model_dir):
     window = make_window(loaded=False)
-    source = attach(window)
+    source = window.remote_source
     forever = {"connect_timeout_s": 600.0, "answer_timeout_s": 600.0}  # only a cancel can end this connect
     with SilentServer() as silent:
         source.connect_to(RemoteSpec(silent.url, "", **forever))
@@ -236,14 +235,14 @@ def test_connecting_to_a_server_that_never_answers_gives_up_within_seconds_with_
     window = make_window(loaded=False)
     with SilentServer() as silent:
         qtbot.mouseClick(window.model_bar.connect_button, Qt.MouseButton.LeftButton)
-        dialog = attach(window).dialog
+        dialog = window.remote_source.dialog
         dialog.url_edit.setText(silent.url)
         with qtbot.waitSignal(dialog.listing_done, timeout=60_000):  # the default timeouts: seconds, not minutes
             qtbot.mouseClick(dialog.list_button, Qt.MouseButton.LeftButton)
         assert "did not answer in time" in dialog.status.text() and not dialog.connect_button.isEnabled()
         dialog.close()
         with qtbot.waitSignal(window.bridge.load_failed, timeout=60_000) as failed:
-            attach(window).connect_to(RemoteSpec(silent.url, ""))
+            window.remote_source.connect_to(RemoteSpec(silent.url, ""))
     assert "did not answer in time" in failed.args[0].message and "\n" not in window.messages.text()
 
 
