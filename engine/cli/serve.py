@@ -9,7 +9,8 @@ requests naming another site in their ``Host`` are refused unless ``--allowed-ho
 port that cannot be bound, a model or ``--speculative`` value that cannot serve: one line on stderr, exit status 2.
 ``--speculative prompt-lookup|draft:MODEL|self`` is parsed as ``engine chat`` parses it (``SpeculationConfig.parse``)
 and serves one request at a time (drafts verify one sequence per forward): one line says so rather than refusing
-the default ``--parallel``. Owns argument parsing only; the server is ``engine.serve``, imported when the command
+the default ``--parallel``. ``--kv-store DIR`` keeps the conversations' KV caches across restarts
+(``engine.serve.prefix``; ``--kv-store-mb`` bounds the folder). Owns argument parsing only; the server is ``engine.serve``, imported when the command
 runs so ``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from engine.cli import MODEL_HELP
 from engine.cli.remote_args import ENV_KEY
@@ -30,6 +32,7 @@ DEFAULT_MAX_BODY_BYTES = 4 << 20  # engine.serve.app.DEFAULT_MAX_BODY_BYTES
 DEFAULT_SESSIONS = 4  # engine.serve.sessions.DEFAULT_SIZE
 DEFAULT_PARALLEL = 4  # engine.serve.batching.DEFAULT_PARALLEL
 MAX_PARALLEL = 64  # engine.serve.batching.MAX_PARALLEL
+DEFAULT_KV_STORE_MB = 2048  # engine.generate.kv_store.DEFAULT_BUDGET_BYTES
 SERVER_PACKAGES = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
 
 
@@ -58,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "addresses always are; others are refused, against DNS rebinding)")
     parser.add_argument("--speculative", default=None, metavar="prompt-lookup|draft:MODEL|self",
                         help="speculative decoding, as engine chat's (greedy: same text); serves one request at a time")
+    parser.add_argument("--kv-store", default=None, metavar="DIR",
+                        help="save the conversations' KV caches in DIR when the server stops (and when another "
+                             "conversation takes their place) and reuse them after a restart; default: none")
+    parser.add_argument("--kv-store-mb", type=int, default=DEFAULT_KV_STORE_MB,
+                        help=f"most MiB --kv-store keeps, least recently used deleted first (default {DEFAULT_KV_STORE_MB})")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
 
@@ -76,6 +84,11 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
         return f"--sessions must be at least 1 (got {args.sessions})"
     if not 1 <= args.parallel <= MAX_PARALLEL:
         return f"--parallel must be between 1 and {MAX_PARALLEL} (got {args.parallel})"
+    if args.kv_store_mb < 1:
+        return f"--kv-store-mb must be at least 1 (got {args.kv_store_mb})"
+    if args.kv_store is not None and (not args.kv_store.strip() or os.path.exists(args.kv_store)
+                                      and not os.path.isdir(args.kv_store)):
+        return f"--kv-store takes a folder (got {printable(args.kv_store)!r}, which is not one)"
     try:
         speculation(args)
     except BadInputError as exc:
@@ -144,8 +157,13 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
     worker = None
     try:
         loaded = load_model(spec)
+        store = None
+        if args.kv_store is not None:
+            from engine.generate.kv_store import KVStore
+
+            store = KVStore(Path(args.kv_store).expanduser(), args.kv_store_mb << 20)
         worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions, parallel=args.parallel,
-                        speculation=speculation(args)).start()
+                        speculation=speculation(args), kv_store=store).start()
         if worker.batching_refused:
             print(f"serving one request at a time: {worker.batching_refused}", file=sys.stderr, flush=True)
         app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)

@@ -11,7 +11,12 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
 - ``miaohui:prompt_tokens_total`` / ``miaohui:generation_tokens_total`` (counters): prompt tokens of every
   request (reused ones included, as vLLM counts them) and generated tokens (end token included);
   ``miaohui:prefix_cache_queries_total`` / ``miaohui:prefix_cache_hits_total``: prompt tokens looked up in,
-  and found in, a KV cache kept from an earlier request; ``miaohui:request_success_total{finished_reason}``.
+  and found in, a KV cache kept from an earlier request (the same two under vLLM v1's names too,
+  ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``, counted in tokens as vLLM counts them);
+  ``miaohui:prefix_cache_shared_tokens_total``: of the hits, those copied from another conversation's cache (a
+  shared system prompt, ``engine.serve.prefix``); ``miaohui:kv_store_loaded_tokens_total`` /
+  ``miaohui:kv_store_discarded_total`` / ``miaohui:kv_store_bytes``: with ``--kv-store``, hits read from a saved
+  cache, saved caches deleted as stale or damaged, and the folder's size; ``miaohui:request_success_total{finished_reason}``.
 - ``miaohui:num_requests_running`` / ``miaohui:num_requests_waiting`` (gauges): requests being generated (at
   most ``--parallel`` of them) and the queue behind them; the same two under vLLM's own names too,
   ``vllm:num_requests_running`` / ``vllm:num_requests_waiting``, which vLLM's dashboards and autoscalers read.
@@ -19,7 +24,8 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
   model cannot be batched (its runner is not the fast path's) and requests are served one at a time.
 - ``miaohui:kv_cache_bytes`` (gauge): measured bytes of the filled KV caches the server holds (every kept
   session); ``miaohui:kv_cache_usage_perc``: those bytes over the most the sessions can hold (each at the
-  model's full context), 0..1 - vLLM's "fraction of the KV cache in use".
+  model's full context), 0..1 - vLLM's "fraction of the KV cache in use", also as ``vllm:kv_cache_usage_perc``. vLLM's
+  block counts are left out: each session's cache is one contiguous buffer, not blocks (``engine.serve.prefix``).
 - ``vllm:spec_decode_num_drafts`` / ``vllm:spec_decode_num_draft_tokens`` / ``vllm:spec_decode_num_accepted_tokens``
   (counters, exposed with ``_total``; ``miaohui:`` copies too), vLLM v1's names: decode steps that had a draft,
   tokens drafted, drafted tokens the model accepted, summed over each request's ``Metrics`` when it ends
@@ -72,6 +78,14 @@ class ServerMetrics:
         self.generation_tokens = counter("generation_tokens_total", "Generated tokens of all requests")
         self.prefix_queries = counter("prefix_cache_queries_total", "Prompt tokens looked up in a kept KV cache")
         self.prefix_hits = counter("prefix_cache_hits_total", "Prompt tokens found in a kept KV cache")
+        self._vllm_prefix = tuple(Counter(VLLM_PREFIX + name, doc, label, registry=self.registry).labels(model_name)
+                                  for name, doc in (("prefix_cache_queries", "Prefix cache queries, in tokens"),
+                                                    ("prefix_cache_hits", "Prefix cache hits, in tokens")))
+        self.prefix_shared = counter("prefix_cache_shared_tokens_total",
+                                     "Prompt tokens copied from another conversation's KV cache").inc
+        self.store_loaded = counter("kv_store_loaded_tokens_total", "Prompt tokens read from a saved KV cache").inc
+        self._store_discarded = counter("kv_store_discarded_total", "Saved KV caches deleted as stale or damaged")
+        self.store_bytes = gauge("kv_store_bytes", "Bytes of the saved KV caches (--kv-store)").set
         self._success = Counter(PREFIX + "request_success_total", "Finished requests by finish reason",
                                 ("model_name", "finished_reason"), registry=self.registry)
         self._model_name = model_name
@@ -85,6 +99,7 @@ class ServerMetrics:
         self._lock = threading.Lock()
         self.kv_bytes = gauge("kv_cache_bytes", "Bytes of the filled KV caches held")
         self.kv_usage = gauge("kv_cache_usage_perc", "KV cache bytes held over the most the sessions can hold (0..1)")
+        self._vllm_kv_usage = gauge("kv_cache_usage_perc", "KV cache usage (0..1)", VLLM_PREFIX)
         self._spec = tuple(tuple(Counter(prefix + "spec_decode_" + name, doc, label, registry=self.registry)
                                  .labels(model_name) for prefix in (VLLM_PREFIX, PREFIX)) for name, doc in (
             ("num_drafts", "Speculative decode steps that had a draft"),
@@ -114,6 +129,11 @@ class ServerMetrics:
         self.prompt_tokens.inc(prompt_tokens)
         self.prefix_queries.inc(prompt_tokens)
         self.prefix_hits.inc(reused_tokens)
+        self._vllm_prefix[0].inc(prompt_tokens)
+        self._vllm_prefix[1].inc(reused_tokens)
+
+    def store_discarded(self) -> None:
+        self._store_discarded.inc()
 
     def token(self, gap_s: float | None, ttft_s: float | None) -> None:
         """One generated token: ``ttft_s`` for the first, ``gap_s`` for the others."""
@@ -137,7 +157,9 @@ class ServerMetrics:
 
     def kv(self, held_bytes: int) -> None:
         self.kv_bytes.set(held_bytes)
-        self.kv_usage.set(min(1.0, held_bytes / self.kv_capacity_bytes) if self.kv_capacity_bytes else 0.0)
+        usage = min(1.0, held_bytes / self.kv_capacity_bytes) if self.kv_capacity_bytes else 0.0
+        self.kv_usage.set(usage)
+        self._vllm_kv_usage.set(usage)
 
     # -- reading (HTTP side) ------------------------------------------------------------------
     def render(self) -> bytes:

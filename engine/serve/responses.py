@@ -7,7 +7,8 @@ temperature, top-k and top-p; the raw softmax when greedy) and the best candidat
 (as vLLM writes it: JSON has no -infinity). ``bytes`` are the UTF-8 bytes of the token's text as the
 tokenizer decodes it alone. The end token gets no entry (it adds no text). Usage counts every generated
 token, the end token included, as vLLM counts them; ``prompt_tokens_details.cached_tokens`` is the prompt
-tokens reused from a KV cache kept from an earlier request.
+tokens reused from a KV cache kept from an earlier request: the same conversation's, another one's shared prefix
+(a common system prompt), or one saved before a restart (``engine.serve.prefix``).
 """
 
 from __future__ import annotations

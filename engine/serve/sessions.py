@@ -14,7 +14,8 @@ tokens that match.
 Thread-safe: with ``engine serve --parallel N`` up to N requests route at once, each from its own thread. A
 slot is ``busy`` from ``route`` until ``release``: a session generates for one request at a time, so a busy
 slot is never routed to (the pool holds at least N slots). Owns routing and the slots' KV byte counts; the
-cache itself is the session's.
+cache itself is the session's. ``borrow`` lends an idle slot whose cache shares the most leading tokens with a
+prompt, for ``engine.serve.prefix`` to copy them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from engine.events import Message
+from engine.generate.context import common_prefix
 
 DEFAULT_SIZE = 4
 
@@ -93,6 +95,22 @@ class SessionPool:
             best.uses += 1
             best.busy = True
             return best
+
+    def borrow(self, ids: Sequence[int], exclude: Slot) -> tuple[Slot, int] | None:
+        """The idle slot (not ``exclude``) whose session caches the longest token prefix of ``ids``, and that length;
+        marked busy until ``release`` (its rows are being copied: ``engine.serve.prefix``). None when none shares any."""
+        with self._lock:
+            best: Slot | None = None
+            best_len = 0
+            for slot in self.slots:
+                if slot is not exclude and not slot.busy:
+                    common = common_prefix(slot.session.cached_ids(), ids)
+                    if common > best_len:
+                        best, best_len = slot, common
+            if best is None:
+                return None
+            best.busy = True
+            return best, best_len
 
     def release(self, slot: Slot) -> None:
         """The request that routed to ``slot`` has ended without ``remember`` or ``forget`` (it could not start)."""

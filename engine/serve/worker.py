@@ -35,7 +35,8 @@ log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the path desc
 (``engine serve --speculative``): every session decodes speculatively with one shared drafter, built at start (a
 draft model that cannot serve is refused then); drafts verify one sequence per forward: one request at a time.
 
-Owns the queue, the budget rule and the event translation; the HTTP shapes are ``engine.serve.responses``'.
+Owns the queue, the budget rule and the event translation; prefixes shared between requests and kept across
+restarts are ``engine.serve.prefix``', the HTTP shapes ``engine.serve.responses``'.
 Budget rule: the reply may use the context left after the whole prompt (``max_new_tokens`` lowers it). A
 conversation that does not fit whole is refused (``ContextTooLongError``, a 400) rather than silently
 trimmed as the window trims it: an API client manages its own history.
@@ -59,11 +60,12 @@ from engine.constrain.matcher import TokenConstraint
 from engine.errors import CancelledError, ContextTooLongError, EngineError
 from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
-from engine.generate.context import build_prompt
+from engine.generate.context import build_prompt, build_text_prompt
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.serve.batching import BatchEngine, batching_refusal
 from engine.serve.metrics import ServerMetrics
+from engine.serve.prefix import PrefixCache
 from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
 from engine.serve.stops import StopMatcher
 
@@ -171,7 +173,7 @@ class Worker:
     def __init__(self, loaded: Any, *, max_queue: int = DEFAULT_MAX_QUEUE, sessions: int = DEFAULT_SIZE,
                  model_id: str | None = None, metrics: ServerMetrics | None = None,
                  executor: Executor = run_here, parallel: int = 1,
-                 speculation: SpeculationConfig | None = None) -> None:
+                 speculation: SpeculationConfig | None = None, kv_store: Any = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         if parallel < 1:
@@ -205,6 +207,7 @@ class Worker:
         engine = self._engine
         self._pool = SessionPool((lambda: ChatSession(loaded, runner_factory=engine.runner_factory)) if engine
                                  else (lambda: ChatSession(loaded, speculation=speculation, drafter=drafter)), sessions)
+        self.prefix = PrefixCache(self._pool, self.metrics, kv_store)
         self._free = threading.BoundedSemaphore(self.parallel)  # places for requests in flight
         self._routed_slot = threading.local()  # the slot the job on this thread routed to (released after it)
         self._eos = frozenset(loaded.eos_token_ids)
@@ -285,6 +288,8 @@ class Worker:
                 threading.Thread(target=self._run, args=(job,), name="miaohui-serve-request", daemon=True).start()
         for _ in range(self.parallel):  # the requests still in flight (cancelled by close) end first
             self._free.acquire(timeout=30)
+        if self._executor is run_here:  # this thread owns the sessions now (an executor's thread may be gone)
+            self.prefix.save_all()
         # Closed: whoever still waits hears that their request was cancelled.
         while True:
             try:
@@ -337,15 +342,15 @@ class Worker:
             job.gone = True
             job.cancel.set()
 
-    def _budget(self, job: Job) -> SamplingConfig:
-        """The job's config with its reply budget: what the context has left after the whole prompt."""
+    def _budget(self, job: Job) -> tuple[SamplingConfig, tuple[int, ...]]:
+        """The job's config with its reply budget (what the context has left after the whole prompt), and the prompt."""
         prompt = build_prompt(self.loaded.tokenizer, job.messages, self.context_max, 1, job.cancel,
                               job.template_kwargs)
         if prompt.dropped_turns:
             raise ContextTooLongError(f"the conversation does not fit in this model's context of {self.context_max} "
                                       "tokens: drop its oldest turns or shorten it")
         room = self.context_max - len(prompt.ids)
-        return dataclasses.replace(job.config, max_new_tokens=max(1, min(job.config.max_new_tokens, room)))
+        return dataclasses.replace(job.config, max_new_tokens=max(1, min(job.config.max_new_tokens, room))), prompt.ids
 
     def _serve(self, job: Job) -> Record:
         try:
@@ -367,8 +372,9 @@ class Worker:
             return Record(job.id, "cancelled", 0, 0, 0)
         try:
             if job.text is None:
-                config = self._budget(job)
+                config, ids = self._budget(job)
                 slot = self._route(job.messages)
+                self.prefix.prepare(slot, ids)
                 constraint = None
                 if job.constraint is not None:
                     constraint = TokenConstraint(job.constraint, self.loaded.tokenizer, self.loaded.eos_token_ids)
@@ -377,6 +383,7 @@ class Worker:
             else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
                 config = job.config
                 slot = self._route(_routed(job))
+                self.prefix.prepare(slot, build_text_prompt(self.loaded.tokenizer, job.text, self.context_max, 1).ids)
                 events = slot.session.complete(job.text, config, job.cancel)
         except CancelledError:
             self._emit(job, Reply("cancelled", "", Metrics()))

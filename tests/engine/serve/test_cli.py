@@ -57,6 +57,8 @@ def test_a_public_address_without_a_key_is_refused_with_one_line():
     (("--allowed-host", "http://box.lan/"), "--allowed-host takes a host name"),
     (("--allowed-host", ""), "--allowed-host takes a host name"),
     (("--port", "0", "--model", "/no/such/model"), ""),
+    (("--kv-store-mb", "0"), "--kv-store-mb must be at least 1"),
+    (("--kv-store", __file__), "--kv-store takes a folder"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, monkeypatch, argv, words):
     code, out, err = _run(capsys, monkeypatch, *argv)
@@ -94,6 +96,9 @@ def test_the_commands_defaults_are_the_servers():
     from engine.serve import batching
 
     assert (serve.DEFAULT_PARALLEL, serve.MAX_PARALLEL) == (batching.DEFAULT_PARALLEL, batching.MAX_PARALLEL)
+    from engine.generate import kv_store
+
+    assert serve.DEFAULT_KV_STORE_MB << 20 == kv_store.DEFAULT_BUDGET_BYTES
 
 
 def test_serves_the_model_until_interrupted(tiny_model_dir):

@@ -1,0 +1,199 @@
+"""Prefix sharing across sessions and KV persistence across restarts, through a real ``engine serve`` (the tiny
+model, uvicorn on an ephemeral port) and the official ``openai`` client: ``usage.prompt_tokens_details.cached_tokens``
+and vLLM's ``/metrics`` counters report the reuse; a reply built on copied or reloaded rows equals one computed
+from scratch."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.generate.kv_store import KVStore
+from engine.generate.session import ChatSession
+from engine.events import Finished, Message
+from engine.inputs import SamplingConfig
+from engine.serve.app import create_app
+from engine.serve.server import BackgroundServer
+from engine.serve.worker import Worker
+from tests.engine.serve.conftest import KEY, Served
+
+SYSTEM = ("You are Miaohui, a careful assistant. Answer briefly, in plain words, and say so when you do not know. "
+          "The KV cache stores keys and values so decode does not recompute them.")
+TOKENS = 8
+
+
+def start(loaded, **options):
+    worker = Worker(loaded, **options).start()
+    http = BackgroundServer(create_app(worker, api_key=KEY)).start()
+    served = Served(http.url, worker, http.port, KEY)
+
+    def stop():
+        http.stop()
+        worker.close()
+
+    return served, stop
+
+
+def ask(served: Served, messages: list[dict]):
+    response = served.client().chat.completions.create(model=served.worker.model_id, messages=messages, temperature=0,
+                                                       max_tokens=TOKENS)
+    return response.choices[0].message.content, response.usage.prompt_tokens_details.cached_tokens, response.usage
+
+
+def from_scratch(loaded, messages: list[dict]) -> str:
+    """The reply a fresh session computes for ``messages``, nothing reused."""
+    config = SamplingConfig(temperature=0.0, max_new_tokens=TOKENS)
+    events = list(ChatSession(loaded).generate([Message(m["role"], m["content"]) for m in messages], config))
+    assert isinstance(events[-1], Finished)
+    return events[-1].text
+
+
+def n_tokens(loaded, messages: list[dict]) -> int:
+    """Tokens of ``messages`` as the chat template renders them (no generation prompt)."""
+    text = loaded.tokenizer.apply_chat_template(messages, tokenize=False)
+    return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def counter(served: Served, name: str) -> float:
+    status, _, body = served.raw("GET", "/metrics", key=None)
+    assert status == 200
+    match = re.search(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", body.decode(), re.M)
+    assert match, f"{name} missing from /metrics"
+    return float(match.group(1))
+
+
+@pytest.fixture
+def served(tiny_loaded):
+    served, stop = start(tiny_loaded, sessions=4)
+    yield served
+    stop()
+
+
+def test_a_shared_system_prompt_is_copied_from_another_session_not_recomputed(served, tiny_loaded):
+    first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+    second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why is decode memory bound?"}]
+    _, cached_first, usage_first = ask(served, first)
+    assert cached_first == 0
+    text, cached, usage = ask(served, second)
+    system_tokens = n_tokens(tiny_loaded, [{"role": "system", "content": SYSTEM}])
+    assert system_tokens - 2 <= cached < usage.prompt_tokens  # the system turn's tokens, not the question
+    assert text == from_scratch(tiny_loaded, second)
+    assert counter(served, "vllm:prefix_cache_hits_total") == cached
+    assert counter(served, "vllm:prefix_cache_queries_total") == usage_first.prompt_tokens + usage.prompt_tokens
+    assert counter(served, "miaohui:prefix_cache_shared_tokens_total") == cached
+
+
+def test_prefix_cache_counters_use_vllms_names(served):
+    ask(served, [{"role": "user", "content": "Hello there"}])
+    ask(served, [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "Hi"},
+                 {"role": "user", "content": "Again"}])
+    queries = counter(served, "vllm:prefix_cache_queries_total")
+    hits = counter(served, "vllm:prefix_cache_hits_total")
+    assert queries == counter(served, "miaohui:prefix_cache_queries_total") > hits > 0
+    assert 0 < counter(served, "vllm:kv_cache_usage_perc") <= 1
+
+
+def test_a_conversation_reopened_after_a_restart_reuses_its_saved_cache(tiny_loaded, tmp_path):
+    store_dir = tmp_path / "kv"
+    turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+    served, stop = start(tiny_loaded, kv_store=KVStore(store_dir))
+    try:
+        reply, _, _ = ask(served, turn1)
+    finally:
+        stop()  # closing the server saves what its sessions hold
+    assert len(KVStore(store_dir).entries()) == 1
+    turn2 = [*turn1, {"role": "assistant", "content": reply}, {"role": "user", "content": "And a prefill?"}]
+    served, stop = start(tiny_loaded, kv_store=KVStore(store_dir))
+    try:
+        text, cached, usage = ask(served, turn2)
+        assert counter(served, "miaohui:kv_store_loaded_tokens_total") >= cached
+    finally:
+        stop()
+    assert cached > n_tokens(tiny_loaded, turn1) - 4
+    assert text == from_scratch(tiny_loaded, turn2)
+
+
+def test_a_damaged_saved_cache_is_discarded_and_the_reply_recomputed(tiny_loaded, tmp_path):
+    store_dir = tmp_path / "kv"
+    turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+    served, stop = start(tiny_loaded, kv_store=KVStore(store_dir))
+    try:
+        reply, _, _ = ask(served, turn1)
+    finally:
+        stop()
+    (entry,) = KVStore(store_dir).entries()
+    data = bytearray(entry.path.read_bytes())
+    data[-100] ^= 0x40
+    entry.path.write_bytes(bytes(data))
+    turn2 = [*turn1, {"role": "assistant", "content": reply}, {"role": "user", "content": "And a prefill?"}]
+    served, stop = start(tiny_loaded, kv_store=KVStore(store_dir))
+    try:
+        text, cached, _ = ask(served, turn2)
+        assert counter(served, "miaohui:kv_store_discarded_total") == 1
+    finally:
+        stop()
+    assert cached == 0
+    assert text == from_scratch(tiny_loaded, turn2)
+    assert all(e.path != entry.path or e.bytes != len(data) for e in KVStore(store_dir).entries())
+
+
+def _serve_process(model_dir, store_dir):
+    """``python -m engine serve --kv-store`` in a process of its own; (process, base URL)."""
+    import os
+    import queue
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "MIAOHUI_API_KEY"}
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", str(model_dir), "--precision", "fp32",
+                             "--device", "cpu", "--port", "0", "--kv-store", str(store_dir)],
+                            cwd=Path(__file__).resolve().parents[3], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    while True:
+        found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/v1)", lines.get(timeout=120))
+        if found:
+            return proc, found.group(1)
+
+
+def _stop(proc) -> None:
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=60) in (0, 130)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_engine_serve_kv_store_survives_a_real_restart(tiny_model_dir, tiny_loaded, tmp_path):
+    import openai
+
+    store_dir = tmp_path / "kv"
+    turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+
+    def chat(url, messages):
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=60)
+        response = client.chat.completions.create(model="default", messages=messages, temperature=0, max_tokens=TOKENS)
+        return response.choices[0].message.content, response.usage.prompt_tokens_details.cached_tokens
+
+    proc, url = _serve_process(tiny_model_dir, store_dir)
+    try:
+        reply, _ = chat(url, turn1)
+    finally:
+        _stop(proc)
+    assert [e.path.suffix for e in KVStore(store_dir).entries()] == [".kv"]
+    turn2 = [*turn1, {"role": "assistant", "content": reply}, {"role": "user", "content": "And a prefill?"}]
+    proc, url = _serve_process(tiny_model_dir, store_dir)
+    try:
+        text, cached = chat(url, turn2)
+    finally:
+        _stop(proc)
+    assert cached > n_tokens(tiny_loaded, turn1) - 4
+    assert text == from_scratch(tiny_loaded, turn2)
