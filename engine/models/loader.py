@@ -2,8 +2,9 @@
 
 Owns source resolution (the default model, a local folder, a single ``.gguf`` file, a model installed in the
 models folder by its name or repo id (``engine.library.installed``), a repo id already in the local Hugging Face
-cache), precision and device resolution (``auto`` rules,
-bitsandbytes configs, accelerate CPU offload), load progress and cancel, and turning every load
+cache), device resolution, the load around the precision ``engine.quant.precision.choose_precision`` picks (asked
+once per load; ``auto``'s quality step runs inside it on the float weights read here), bitsandbytes configs,
+accelerate CPU offload, load progress and cancel, and turning every load
 failure into one ``EngineError`` with nothing half-loaded kept.
 
 Does not own file-safety checks (``engine.models.safety`` runs them before anything is deserialised),
@@ -29,10 +30,11 @@ from engine import paths
 from engine.models import config_check
 from engine.models import safety, template_meta
 from engine.quant import quantize_step
+from engine.quant.precision import Machine, ModelWeights, choose_precision, device_float_name
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, DataDirError, EngineError,
                            EngineOutOfMemoryError, ModelNotFoundError)
 from engine.models.facts import build_facts, end_token_ids
-from engine.models.model import LoadedModel
+from engine.models.model import AutoChoice, LoadedModel
 from engine.inputs import BNB_QUANTIZED, NATIVE_QUANTIZED, LoadSpec
 from engine.fmt import one_line
 from engine.models.fetch import find_default_model
@@ -171,13 +173,6 @@ def _hf_cache_snapshot(repo_id: str) -> Path:
 # ---------------------------------------------------------------- precision and device
 
 
-def cpu_has_native_bf16() -> bool:
-    """True when the engine treats this CPU as computing bf16 natively (``engine/cpu.py``; overridable)."""
-    from engine import cpu  # lazy: see the note after the imports
-
-    return cpu.native_bf16()
-
-
 def resolve_device(device: str) -> str:
     import torch  # lazy: see the note after the imports
 
@@ -186,32 +181,6 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise BadInputError("device cuda asked for but no CUDA GPU is available: use --device cpu")
     return device
-
-
-def _float_dtype_name(device: str) -> str:
-    """The float dtype a device computes fastest in: bf16 where native, else fp32 (fp16 on old GPUs)."""
-    import torch  # lazy: see the note after the imports
-
-    if device == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "bf16" if cpu_has_native_bf16() else "fp32"
-
-
-def resolve_precision(precision: str, device: str, estimated_params: int,
-                      free_cuda_bytes: Callable[[], int] | None = None) -> str:
-    """Apply the ``auto`` rule before the weights are read: the device's float type (nf4 on a CUDA GPU too small
-    for 16-bit weights); explicit precisions pass through. On a CPU, once the float weights are in memory,
-    ``auto`` may still take int4 or int8 by their quality (engine/quant/auto_quant.py), and a GGUF keeps its
-    bits (engine/quant/gguf_quant.py)."""
-    if precision != "auto":
-        return precision
-    if device != "cuda":
-        return _float_dtype_name(device)
-    import torch  # lazy: see the note after the imports
-
-    free = free_cuda_bytes() if free_cuda_bytes else torch.cuda.mem_get_info()[0]
-    # 16-bit weights plus a fifth for activations, KV cache and allocator slack.
-    return _float_dtype_name(device) if estimated_params * 2 * 1.2 <= free else "nf4"
 
 
 def _torch_dtype(name: str) -> Any:
@@ -335,9 +304,9 @@ def _read_config(source: ResolvedSource, spec: LoadSpec) -> Any:
 def activation_dtype_name(spec: LoadSpec, device: str, precision: str) -> str:
     """dtype of unquantised parts (embeddings, norms) and activations, hence of the KV cache."""
     if precision in NATIVE_QUANTIZED:
-        return "bf16" if device == "cpu" else _float_dtype_name(device)
+        return "bf16" if device == "cpu" else device_float_name(device)
     if precision in BNB_QUANTIZED:
-        return spec.bnb_compute_dtype or _float_dtype_name(device)
+        return spec.bnb_compute_dtype or device_float_name(device)
     return precision
 
 
@@ -384,50 +353,65 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         config_check.check_config_values(text.to_dict(), source.folder / source.gguf_file)
     estimated = report.param_count or _config_param_estimate(config)
-    precision = resolve_precision(spec.precision, device, estimated)
     gguf = None
-    if source.gguf_file:  # its blocks are read for int8/int4, and `auto` on a CPU keeps Q4_*/Q8_0 bits
+    if source.gguf_file:  # its blocks are read for int8/int4, and `auto` on a CPU may keep its Q4_*/Q8_0 bits
         from engine.quant import gguf_quant  # lazy: see the note after the imports
 
         gguf = gguf_quant.GGUFFile(source.folder / source.gguf_file)
-        if spec.precision == "auto" and device == "cpu":
-            precision = gguf_quant.auto_precision(gguf) or precision
     _check_cancel(cancel)
+    files = sorted(source.folder.glob("*.safetensors")) if gguf is None else []
+    weights = ModelWeights(estimated, "gguf" if gguf is not None else "safetensors" if files else "other",
+                           gguf_quant.blocks_precision(gguf) if gguf is not None else None)
 
-    kwargs = model_kwargs(spec, source, device, precision)
-    kwargs["config"] = config
-    float_name = activation_dtype_name(spec, device, precision)
-
-    progress(LoadProgress("loading weights", 0.2))
-    if precision in BNB_QUANTIZED:
-        # bitsandbytes quantises each weight as it is read: loading and quantising are one pass.
-        progress(LoadProgress("quantizing", 0.3))
-    weights_started.set()
-    model = from_pretrained(str(source.folder), **kwargs)
-    model.eval()
-    _check_cancel(cancel)
-    note = gguf_quant.float_note(gguf, float_name) if gguf is not None else ""
-    if precision in NATIVE_QUANTIZED:
-        progress(LoadProgress("quantizing", 0.6))
-        from_cache, note = quantize_step.native(model, precision, device, source.folder, source.gguf_file, gguf)
-        if from_cache:
-            progress(LoadProgress("quantized weights from the cache", 0.8))
+    def read_weights(precision: str) -> Any:
+        kwargs = model_kwargs(spec, source, device, precision)
+        progress(LoadProgress("loading weights", 0.2))
+        if precision in BNB_QUANTIZED:
+            # bitsandbytes quantises each weight as it is read: loading and quantising are one pass.
+            progress(LoadProgress("quantizing", 0.3))
+        weights_started.set()
+        model = from_pretrained(str(source.folder), config=config, **kwargs).eval()
         _check_cancel(cancel)
+        return model
 
-    progress(LoadProgress("loading tokenizer", 0.85))
-    tok_kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
-    if source.gguf_file:
-        tok_kwargs["gguf_file"] = source.gguf_file
-    tokenizer = tokenizer_from_pretrained(str(source.folder), **tok_kwargs)
-    _check_cancel(cancel)
-    auto_choice = None
-    if spec.precision == "auto" and gguf is None and precision not in QUANTIZED:
-        model, auto_choice = quantize_step.auto(  # the fastest precision meeting the quality bar
-            model, tokenizer, source.folder, device, estimated, float_name,
-            lambda: from_pretrained(str(source.folder), **kwargs).eval(),
+    def read_tokenizer() -> Any:
+        progress(LoadProgress("loading tokenizer", 0.85))
+        tok_kwargs: dict[str, Any] = dict(local_files_only=True, trust_remote_code=spec.allow_remote_code)
+        if source.gguf_file:
+            tok_kwargs["gguf_file"] = source.gguf_file
+        tokenizer = tokenizer_from_pretrained(str(source.folder), **tok_kwargs)
+        _check_cancel(cancel)
+        return tokenizer
+
+    held: list[Any] = []  # the model and tokenizer ``auto``'s quality step loaded
+
+    def quality(float_name: str) -> AutoChoice:  # the float weights, then the fastest candidate meeting its bar
+        model, tokenizer = read_weights(float_name), read_tokenizer()
+        kwargs = model_kwargs(spec, source, device, float_name)
+        model, verdict = quantize_step.auto(
+            model, tokenizer, files, float_name,
+            lambda: from_pretrained(str(source.folder), config=config, **kwargs).eval(),
             lambda: progress(LoadProgress("checking quantized quality", 0.9)))
-        precision = auto_choice.precision if auto_choice else precision
+        held[:] = [model, tokenizer]
         _check_cancel(cancel)
+        return verdict
+
+    choice = choose_precision(spec.precision, Machine.detect(device), weights, quality)  # the one decision
+    precision = choice.precision
+    float_name = choice.float_name if held else activation_dtype_name(spec, device, precision)
+    note = gguf_quant.float_note(gguf, float_name) if gguf is not None else ""
+    if held:
+        model, tokenizer = held
+    else:
+        model = read_weights(precision)
+        if precision in NATIVE_QUANTIZED:
+            progress(LoadProgress("quantizing", 0.6))
+            from_cache, note = quantize_step.native(model, precision, device, source.folder, source.gguf_file, gguf)
+            if from_cache:
+                progress(LoadProgress("quantized weights from the cache", 0.8))
+            _check_cancel(cancel)
+        tokenizer = read_tokenizer()
+    auto_choice = choice.verdict
 
     origin = str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder))
     if note:
@@ -444,6 +428,6 @@ def _config_param_estimate(config: Any) -> int:
     return vocab * d + 12 * layers * d * d
 
 
-__all__ = ["LoadProgress", "ResolvedSource", "load_model", "resolve_source", "resolve_precision",
-           "resolve_device", "hf_cache_dir", "cpu_has_native_bf16", "bnb_config", "model_kwargs",
+__all__ = ["LoadProgress", "ResolvedSource", "load_model", "resolve_source",
+           "resolve_device", "hf_cache_dir", "bnb_config", "model_kwargs",
            "activation_dtype_name", "QUANTIZED"]

@@ -3,18 +3,17 @@
 Decoding one token reads every weight once, so fewer bytes per weight decode faster: int4 holds ~0.35× and
 int8 ~0.5× bf16's bytes and decode ~2.3× and ~1.5× faster on the fast path (docs/BENCHMARK.md). Rounding can
 hurt a model, though, so ``auto`` takes a candidate only when its teacher-forced top-1 agreement with the float
-model on a fixed text (engine/quant/quality.py, ``PROBE_TOKENS`` tokens) meets ``QUALITY_BARS`` (int4 ≥ 90%,
-int8 ≥ 98%), trying the faster one first, and keeps the float type when neither does.
+model on a fixed text (engine/quant/quality.py, ``PROBE_TOKENS`` tokens) meets its bar
+(engine/quant/precision.py's ``QUALITY_BARS``: int4 ≥ 90%, int8 ≥ 98%), trying the faster one first, and keeps
+the float type when neither does.
 
 The verdict is measured at a model's first ``auto`` load (one float forward pass, one quantization, which
 engine/quant/quant_cache.py keeps, and one quantized pass) and remembered in a small JSON file beside that
 cache, named by the same key (source files, precision, group, torch, CPU kernels): later loads go straight to
 the cached weights. A damaged or foreign verdict file is measured again, never trusted.
 
-Not applied (``eligible`` is False): devices other than the CPU (the int kernels are CPU kernels), models
-under ``MIN_PARAMS`` (their weights fit in the CPU's caches, so fewer bytes buy nothing, and the tiny test
-model stays float), GGUF files (they keep their own bits: engine/quant/gguf_quant.py), checkpoints whose
-weights are not plain safetensors, and torch builds without the CPU int4 kernel. Owns the rule and the
+When the bar applies at all (a CPU, plain safetensors, at least ``MIN_PARAMS`` parameters, the int4 kernel)
+is engine/quant/precision.py's policy, which calls ``choose`` through the loader. Owns the measurement and the
 verdict file; quantizing is engine/quant/quant_cache.py's, loading engine/models/loader.py's.
 """
 
@@ -25,26 +24,16 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import torch
-
 from engine.models.model import AutoChoice
+from engine.quant import precision as policy
 from engine.paths import replace_text
 from engine.quant.quality import Predictions, agreement, predict, quality_ids
 from engine.quant.quant_cache import cache_folder, cache_key, quantize_cached
 
 log = logging.getLogger(__name__)
 
-QUALITY_BARS = {"int4": 0.90, "int8": 0.98}  # the least top-1 agreement with the float model, fastest first
 PROBE_TOKENS = 256  # enough positions for a stable share (±2% at 256), cheap next to the load itself
-MIN_PARAMS = 50_000_000
 _VERDICT_FORMAT = 1
-
-
-def eligible(device: str, estimated_params: int, weight_files: Sequence[Path]) -> bool:
-    """Whether ``auto`` weighs int4/int8 for this load (see the module docstring for why not)."""
-    return (device == "cpu" and estimated_params >= MIN_PARAMS and bool(weight_files)
-            and all(path.suffix == ".safetensors" for path in weight_files)
-            and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"))
 
 
 def choose(model: Any, tokenizer: Any, weight_files: Sequence[Path], reference: str,
@@ -58,7 +47,7 @@ def choose(model: Any, tokenizer: Any, weight_files: Sequence[Path], reference: 
     ids: list[int] | None = None
     base: Predictions | None = None
     rejected: list[tuple[str, float]] = []
-    for precision, bar in QUALITY_BARS.items():
+    for precision, bar in policy.QUALITY_BARS.items():
         remembered = _read_verdict(weight_files, precision)
         if remembered is not None and remembered < bar:
             rejected.append((precision, remembered))
@@ -112,4 +101,4 @@ def _write_verdict(weight_files: Sequence[Path], precision: str, value: float) -
         log.warning("could not remember the %s quality verdict: %s", precision, exc)
 
 
-__all__ = ["QUALITY_BARS", "PROBE_TOKENS", "MIN_PARAMS", "eligible", "choose"]
+__all__ = ["PROBE_TOKENS", "choose"]

@@ -27,7 +27,8 @@ lm_head rebuilt from the blocks are compared with transformers' dequantized weig
 match (an unknown processor, layout or name) falls back to quantizing the dequantized weights, as before.
 
 Owns reading a GGUF's block bytes (its header through ``engine.library.gguf_header``), the block → kernel mapping, the precision ``auto``
-keeps for a GGUF (``auto_precision``) and the note. Not the modules or the model rewrite
+kernel a GGUF's blocks map onto as they are (``blocks_precision``, by engine/quant/precision.py's rule, which
+decides when ``auto`` keeps them) and the note. Not the modules or the model rewrite
 (``engine/quant/quant.py``), nor loading (``engine/models/loader.py``).
 """
 
@@ -47,16 +48,17 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from engine.inputs import INT4_GROUP_SIZE
 from engine.library.gguf_header import NeedMoreBytes, parse
+from engine.quant import precision
 from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear, int4_codes, projection_groups, quantize_model
 
 log = logging.getLogger(__name__)
 
 QT = GGMLQuantizationType
-INT4_EXACT = (QT.Q4_0, QT.Q4_1, QT.Q4_K)  # kept as int4, codes unchanged
-INT8_BLOCKS = (QT.Q8_0,)  # kept as int8, re-scaled per row
+INT4_EXACT = tuple(QT[name] for name in sorted(precision.INT4_BLOCKS))  # kept as int4, codes unchanged
+INT8_BLOCKS = tuple(QT[name] for name in sorted(precision.INT8_BLOCKS))  # kept as int8, re-scaled per row
 _FLOATS = (QT.F32, QT.F16, QT.BF16)
 _HEAD_ROWS_CHECKED = 1024  # of the lm_head's (vocabulary) rows compared with transformers' at each load
-PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+PROJECTIONS = precision.GGUF_PROJECTIONS
 
 
 @dataclass(frozen=True)
@@ -168,32 +170,13 @@ def int4_from_codes(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
 # ---------------------------------------------------------------- the precision and the note
 
 
-def auto_precision(file: GGUFFile) -> str | None:
-    """What ``auto`` keeps for this file: int4 when every projection is Q4_0/Q4_1/Q4_K, int8 when every one is
-    Q8_0, else None (the device's float type, dequantized). Only for the layout ``quantize_from_gguf`` and
-    the fast path know, read from the file: every layer's seven projections (biases in a float type beside
-    them), and a tensor processor that only reorders rows; any other model keeps the float rule."""
-    types = file.projection_types()
-    if not _mappable(file, sum(types.values())):
-        return None
-    if set(types) <= {t.name for t in INT4_EXACT}:
-        return "int4"
-    if set(types) <= {t.name for t in INT8_BLOCKS}:
-        return "int8"
-    return None
-
-
-def _mappable(file: GGUFFile, projections: int) -> bool:
-    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, LlamaTensorProcessor, TensorProcessor
-
+def blocks_precision(file: GGUFFile) -> str | None:
+    """The int kernel this file's projection blocks map onto as they are (int4 | int8), or None:
+    ``engine.quant.precision.gguf_blocks`` over its tensor table."""
     arch = file.architecture
-    layers = file.metadata.get(f"{arch}.block_count")
-    # biases are kept as they are (fp32): only one in a block type would need a float round trip
-    quantized_biases = any(t.name.startswith("blk.") and t.name.endswith(".bias") and t.name.split(".")[2] in PROJECTIONS
-                           and t.qtype not in _FLOATS for t in file.tensors.values())
-    return (isinstance(layers, int) and layers > 0 and projections == len(PROJECTIONS) * layers
-            and not quantized_biases
-            and TENSOR_PROCESSORS.get(arch, TensorProcessor) in (TensorProcessor, LlamaTensorProcessor))
+    biases = [t.qtype.name for t in file.tensors.values()
+              if t.name.startswith("blk.") and t.name.endswith(".bias") and t.name.split(".")[2] in PROJECTIONS]
+    return precision.gguf_blocks(file.projection_types(), file.metadata.get(f"{arch}.block_count"), biases, arch)
 
 
 def float_note(file: GGUFFile, float_name: str) -> str:
@@ -366,5 +349,5 @@ def _check(model: Any, precision: str, source: _Source, group: int) -> None:
             raise ValueError(f"{key} differs from transformers' weights")
 
 
-__all__ = ["GGUFFile", "GGUFTensor", "INT4_EXACT", "INT8_BLOCKS", "auto_precision", "float_note", "int4_from_blocks",
+__all__ = ["GGUFFile", "GGUFTensor", "INT4_EXACT", "INT8_BLOCKS", "blocks_precision", "float_note", "int4_from_blocks",
            "int4_from_codes", "dequantize", "quantize_from_gguf"]

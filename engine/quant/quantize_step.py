@@ -2,7 +2,8 @@
 
 ``native`` rewrites the model with the int kernels' weights (engine/quant/quant.py): a GGUF's from its own
 blocks (engine/quant/gguf_quant.py), else from the cache of an earlier load when it has them
-(engine/quant/quant_cache.py). ``auto`` applies ``auto``'s quality bar (engine/quant/auto_quant.py).
+(engine/quant/quant_cache.py). ``auto`` applies ``auto``'s quality bar (engine/quant/auto_quant.py) where
+engine/quant/precision.py's policy says it applies.
 Owns the choice between those paths and their one-line errors; engine/models/loader.py owns the load around
 them. Importing this module loads no torch, for the same reason as the loader (see its note after the
 imports): the modules that do are imported inside the functions.
@@ -38,14 +39,12 @@ def native(model: Any, precision: str, device: str, folder: Path, gguf_file: str
         raise BadInputError(f"cannot load this model in {precision}: {exc}") from None
 
 
-def auto(model: Any, tokenizer: Any, folder: Path, device: str, estimated_params: int, float_name: str,
-         reload: Callable[[], Any], measuring: Callable[[], None]) -> tuple[Any, AutoChoice | None]:
-    """The model to use and why ``auto`` chose its precision, or (model, None) when the bar does not apply."""
+def auto(model: Any, tokenizer: Any, files: list[Path], float_name: str, reload: Callable[[], Any],
+         measuring: Callable[[], None]) -> tuple[Any, AutoChoice]:
+    """``auto``'s quality step, where engine/quant/precision.py's policy applies it: the model to use (``model``
+    quantized, or ``reload()``'s float weights) and the verdict."""
     from engine.quant import auto_quant  # lazy: torch
 
-    files = sorted(folder.glob("*.safetensors"))
-    if not auto_quant.eligible(device, estimated_params, files):
-        return model, None
     return auto_quant.choose(model, tokenizer, files, float_name, reload, measuring)
 
 

@@ -10,7 +10,8 @@ import torch
 from engine import cpu
 from engine.errors import BadInputError
 from engine.generate.fastpath import FastRunner
-from engine.models.loader import cpu_has_native_bf16, load_model, resolve_precision
+from engine.models.loader import load_model
+from engine.quant.precision import Machine, ModelWeights, choose_precision, device_float_name
 from engine.inputs import LoadSpec
 
 
@@ -30,7 +31,7 @@ def test_override_values(monkeypatch, raw, forced):
     monkeypatch.setenv(cpu.OVERRIDE_ENV, raw)
     assert cpu.forced_native_bf16() is forced
     expected = cpu.hardware_native_bf16() if forced is None else forced
-    assert cpu.native_bf16() is expected and cpu_has_native_bf16() is expected
+    assert cpu.native_bf16() is expected and (device_float_name("cpu") == "bf16") is expected
 
 
 def test_a_misspelt_override_is_a_one_line_error(monkeypatch):
@@ -42,8 +43,9 @@ def test_a_misspelt_override_is_a_one_line_error(monkeypatch):
 @pytest.mark.parametrize("forced", [True, False])
 def test_auto_precision_follows_the_capability(monkeypatch, forced):
     monkeypatch.setenv(cpu.OVERRIDE_ENV, "1" if forced else "0")
-    assert resolve_precision("auto", "cpu", 10**8) == ("bf16" if forced else "fp32")
-    assert resolve_precision("fp16", "cpu", 10**8) == "fp16"  # explicit precisions pass through
+    small = ModelWeights(10**6, "safetensors")  # under the quality bar's size floor: the float rule alone
+    assert choose_precision("auto", Machine.detect("cpu"), small).precision == ("bf16" if forced else "fp32")
+    assert choose_precision("fp16", Machine.detect("cpu"), small).precision == "fp16"  # explicit: as asked
 
 
 @pytest.mark.parametrize("forced", [True, False])

@@ -16,8 +16,7 @@ import engine.models.loader
 from engine.errors import (BadInputError, CancelledError, CorruptModelError, EngineOutOfMemoryError,
                            ModelNotFoundError)
 from engine.models.facts import count_params, weights_bytes
-from engine.models.loader import (LoadProgress, ResolvedSource, bnb_config, load_model, model_kwargs,
-                                  resolve_precision)
+from engine.models.loader import LoadProgress, ResolvedSource, bnb_config, load_model, model_kwargs
 from engine.inputs import LoadSpec
 from tests.engine._local_models import add_to_hf_cache, write_llama_gguf
 
@@ -154,22 +153,6 @@ def test_missing_folder_not_found(tmp_path, monkeypatch):
     with pytest.raises(ModelNotFoundError):
         load_model(LoadSpec(model=str(tmp_path / "nope")))
     assert not (tmp_path / "home").exists()  # a path is not looked up as an installed name: no data folder made
-
-
-def test_auto_precision_rules(monkeypatch):
-    monkeypatch.setattr(engine.models.loader, "cpu_has_native_bf16", lambda: True)
-    assert resolve_precision("auto", "cpu", 10**8) == "bf16"
-    monkeypatch.setattr(engine.models.loader, "cpu_has_native_bf16", lambda: False)
-    assert resolve_precision("auto", "cpu", 10**8) == "fp32"
-    assert resolve_precision("int8", "cpu", 10**8) == "int8"
-
-
-@pytest.mark.cuda
-def test_auto_precision_on_cuda_falls_back_to_nf4():
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    assert resolve_precision("auto", "cuda", 10**9, free_cuda_bytes=lambda: 10**12) in ("bf16", "fp16")
-    assert resolve_precision("auto", "cuda", 10**9, free_cuda_bytes=lambda: 10**9) == "nf4"
 
 
 @pytest.mark.default_model

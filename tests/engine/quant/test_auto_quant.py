@@ -10,7 +10,7 @@ import pytest
 from engine.generate.session import ChatSession
 from engine.events import Finished, Message
 from engine.inputs import LoadSpec, SamplingConfig
-from engine.quant import auto_quant
+from engine.quant import precision
 from engine.models.loader import load_model
 from engine.quant.quant_cache import cache_folder
 
@@ -24,7 +24,7 @@ def test_default_model_auto_on_cpu_is_int4_by_its_measured_agreement_and_remembe
     choice = first.facts.auto_choice
     assert first.facts.precision == "int4" and choice is not None
     assert choice.precision == "int4" and choice.reference in ("bf16", "fp32") and choice.measured_now
-    assert choice.bar == auto_quant.QUALITY_BARS["int4"] <= choice.agreement <= 1.0 and choice.rejected == ()
+    assert choice.bar == precision.QUALITY_BARS["int4"] <= choice.agreement <= 1.0 and choice.rejected == ()
     [verdict] = _verdicts()
     assert json.loads(verdict.read_text())["agreement"] == choice.agreement
     events = list(ChatSession(first).generate([Message("user", "What is the capital of France?")],
@@ -42,12 +42,12 @@ def test_default_model_auto_on_cpu_is_int4_by_its_measured_agreement_and_remembe
 @pytest.fixture
 def tiny_counts(monkeypatch):
     """The tiny model is below MIN_PARAMS (its weights fit in the CPU's caches): let the bar apply to it."""
-    monkeypatch.setattr(auto_quant, "MIN_PARAMS", 0)
+    monkeypatch.setattr(precision, "MIN_PARAMS", 0)
 
 
 def test_a_candidate_missing_its_bar_is_rejected_and_the_next_one_starts_from_float_weights(
         tiny_model_dir, home, tiny_counts, monkeypatch):
-    monkeypatch.setattr(auto_quant, "QUALITY_BARS", {"int4": 1.01, "int8": 0.0})  # int4 cannot reach 101%
+    monkeypatch.setattr(precision, "QUALITY_BARS", {"int4": 1.01, "int8": 0.0})  # int4 cannot reach 101%
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
     choice = loaded.facts.auto_choice
     assert loaded.facts.precision == "int8" and choice.precision == "int8" and choice.measured_now
@@ -57,7 +57,7 @@ def test_a_candidate_missing_its_bar_is_rejected_and_the_next_one_starts_from_fl
 
 
 def test_every_candidate_missing_keeps_the_float_type(tiny_model_dir, home, tiny_counts, monkeypatch):
-    monkeypatch.setattr(auto_quant, "QUALITY_BARS", {"int4": 1.01, "int8": 1.01})
+    monkeypatch.setattr(precision, "QUALITY_BARS", {"int4": 1.01, "int8": 1.01})
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
     assert loaded.facts.precision in ("bf16", "fp32")
     assert loaded.facts.auto_choice.precision == loaded.facts.precision
@@ -75,16 +75,6 @@ def test_a_damaged_verdict_is_measured_again_never_trusted(tiny_model_dir, home,
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
     assert loaded.facts.auto_choice.measured_now
     assert all(0.0 <= json.loads(p.read_text())["agreement"] <= 1.0 for p in _verdicts())
-
-
-def test_the_bar_applies_only_to_plain_safetensors_on_a_cpu_above_the_size_floor(tiny_model_dir, tmp_path):
-    files = sorted(tiny_model_dir.glob("*.safetensors"))
-    big = auto_quant.MIN_PARAMS
-    assert auto_quant.eligible("cpu", big, files)
-    assert not auto_quant.eligible("cuda", big, files)  # the int kernels are CPU kernels
-    assert not auto_quant.eligible("cpu", big - 1, files)
-    assert not auto_quant.eligible("cpu", big, [])
-    assert not auto_quant.eligible("cpu", big, [tmp_path / "model.gguf"])
 
 
 def test_explicit_precisions_and_small_models_skip_the_bar(tiny_model_dir, home):

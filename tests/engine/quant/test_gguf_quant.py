@@ -24,7 +24,7 @@ from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.quant import gguf_quant
 from engine.models.fetch import MARKER, ModelSource, default_gguf, fetch_default
-from engine.quant.gguf_quant import (QT, GGUFFile, auto_precision, dequantize, int4_from_blocks, int4_from_codes)
+from engine.quant.gguf_quant import (QT, GGUFFile, blocks_precision, dequantize, int4_from_blocks, int4_from_codes)
 from engine.models.loader import load_model
 from engine.quant.quant import Int4Linear, Int8Linear, _unpack
 from tests.engine._local_models import write_llama_gguf
@@ -138,7 +138,7 @@ def test_tensor_table_and_blocks_match_ggufs_own_reader(tmp_path):
         assert mine.qtype == tensor.tensor_type
         assert np.array_equal(ours.raw(tensor.name), np.asarray(tensor.data).reshape(ours.raw(tensor.name).shape))
     assert ours.projection_types() == {"Q4_0": 1, "Q4_1": 1}
-    assert auto_precision(ours) is None  # 2 of a layer's 7 projections: not a layout the int4 path knows
+    assert blocks_precision(ours) is None  # 2 of a layer's 7 projections: not a layout the int4 path knows
     q, scale, zero = int4_from_blocks(ours.raw("blk.0.ffn_up.weight"), QT.Q4_1)
     up = next(t for t in theirs.tensors if t.name == "blk.0.ffn_up.weight")
     expected = gguf_dequantize(np.asarray(up.data), QT.Q4_1)
@@ -151,15 +151,15 @@ def test_auto_keeps_4_and_8_bit_blocks_only_of_a_layout_it_knows(tmp_path, types
     weight = np.random.default_rng(3).standard_normal((256, 256)).astype(np.float32)
     tensors = {f"blk.0.{name}.weight": (weight, QT[types[i % len(types)]])
                for i, name in enumerate(gguf_quant.PROJECTIONS)}
-    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "m.gguf", tensors))) == expected
+    assert blocks_precision(GGUFFile(_write_matrices(tmp_path / "m.gguf", tensors))) == expected
     # F32 biases on q/k/v (Qwen2's layout) are kept beside the kernel (tests/engine/quant/test_gguf_qwen2.py)
     with_bias = dict(tensors, **{"blk.0.attn_q.bias": (np.zeros((1, 256), np.float32), QT.F32)})
-    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "b.gguf", with_bias))) == expected
+    assert blocks_precision(GGUFFile(_write_matrices(tmp_path / "b.gguf", with_bias))) == expected
     # A bias in a block type, or a projection missing (an MoE's experts): the float rule.
     block_bias = dict(tensors, **{"blk.0.attn_q.bias": (np.ones((1, 256), np.float32), QT.Q8_0)})
-    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "q.gguf", block_bias))) is None
+    assert blocks_precision(GGUFFile(_write_matrices(tmp_path / "q.gguf", block_bias))) is None
     tensors.pop("blk.0.ffn_up.weight")
-    assert auto_precision(GGUFFile(_write_matrices(tmp_path / "p.gguf", tensors))) is None
+    assert blocks_precision(GGUFFile(_write_matrices(tmp_path / "p.gguf", tensors))) is None
 
 
 # ---------------------------------------------------------------- a tiny Llama GGUF

@@ -22,7 +22,7 @@ from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 from engine.generate.fastpath import FastRunner
 from engine.generate.runners import choose_runner
 from engine.inputs import LoadSpec
-from engine.quant.gguf_quant import GGUFFile, auto_precision
+from engine.quant.gguf_quant import GGUFFile, blocks_precision
 from engine.models.loader import load_model
 from tests.engine._local_models import gguf_writer
 from tests.helpers.reference_forward import random_prompt
@@ -81,7 +81,7 @@ def qwen2_gguf(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
 
 def test_auto_keeps_a_biased_qwen2_ggufs_4bit_blocks(qwen2_gguf):
     path, _ = qwen2_gguf
-    assert auto_precision(GGUFFile(path)) == "int4"
+    assert blocks_precision(GGUFFile(path)) == "int4"
 
 
 def test_qwen2_gguf_loads_as_int4_with_its_fp32_biases_on_the_fast_path(qwen2_gguf, home):

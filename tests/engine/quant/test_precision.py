@@ -8,6 +8,7 @@ tests/engine/quant/test_auto_quant.py's and test_gguf_quant.py's.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ import pytest
 from engine import cpu
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
-from engine.quant import auto_quant
+from engine.models.model import AutoChoice
+from engine.quant import precision
+from engine.quant.precision import Machine, ModelWeights, PrecisionChoice, Reason, choose_precision
 from tests.engine._local_models import write_llama_gguf
 
 FLOAT = "float"  # the CPU's float type: bf16 where native, else fp32
@@ -54,9 +57,9 @@ DECISIONS = [
 def test_each_load_ends_in_todays_precision(tiny_model_dir, tmp_path, home, monkeypatch, kind, asked, lowered, bars,
                                             expected, verdict):
     if lowered:
-        monkeypatch.setattr(auto_quant, "MIN_PARAMS", 0)
+        monkeypatch.setattr(precision, "MIN_PARAMS", 0)
     if bars is not None:
-        monkeypatch.setattr(auto_quant, "QUALITY_BARS", bars)
+        monkeypatch.setattr(precision, "QUALITY_BARS", bars)
     loaded = load_model(LoadSpec(model=str(_source(kind, tiny_model_dir, tmp_path)), precision=asked, device="cpu"))
     float_name = _cpu_float()
     assert loaded.facts.precision == (float_name if expected == FLOAT else expected)
@@ -66,3 +69,108 @@ def test_each_load_ends_in_todays_precision(tiny_model_dir, tmp_path, home, monk
     else:
         assert choice is not None and choice.precision == (float_name if verdict == FLOAT else verdict)
         assert choice.reference == float_name
+
+
+def test_the_loader_asks_the_policy_once_and_reports_its_verdict(tiny_model_dir, home, monkeypatch):
+    import engine.models.loader as loader
+
+    asked: list[PrecisionChoice] = []
+
+    def counting(*args, **kwargs) -> PrecisionChoice:
+        asked.append(choose_precision(*args, **kwargs))
+        return asked[-1]
+
+    monkeypatch.setattr(loader, "choose_precision", counting)
+    monkeypatch.setattr(precision, "MIN_PARAMS", 0)
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
+    [choice] = asked
+    assert choice.reason is Reason.QUALITY_MET and choice.precision == loaded.facts.precision == "int4"
+    assert choice.verdict == loaded.facts.auto_choice and choice.float_name == _cpu_float()
+
+
+# ---------------------------------------------------------------- the policy alone (no load)
+
+CPU = Machine("cpu", "bf16")
+BIG = ModelWeights(precision.MIN_PARAMS, "safetensors")
+
+
+def test_explicit_precisions_pass_through_everywhere():
+    for machine in (CPU, Machine("cuda", "fp16", free_bytes=1)):
+        choice = choose_precision("fp32", machine, BIG)
+        assert (choice.precision, choice.reason) == ("fp32", Reason.ASKED)
+
+
+def test_cpu_auto_is_its_float_type_under_the_size_floor_or_without_the_kernel_or_safetensors():
+    small = ModelWeights(precision.MIN_PARAMS - 1, "safetensors")
+    no_kernel = Machine("cpu", "bf16", int4_kernel=False)
+    for machine, weights in ((CPU, small), (Machine("cpu", "fp32"), small), (no_kernel, BIG),
+                             (CPU, ModelWeights(precision.MIN_PARAMS, "other"))):
+        choice = choose_precision("auto", machine, weights, quality=lambda _f: pytest.fail("measured"))
+        assert (choice.precision, choice.reason) == (machine.float_name, Reason.DEVICE_FLOAT)
+
+
+def test_cpu_auto_over_the_floor_measures_once_and_takes_the_verdict():
+    calls: list[str] = []
+
+    def quality(float_name: str) -> AutoChoice:
+        calls.append(float_name)
+        return AutoChoice("int8", float_name, 0.99, 0.98, (("int4", 0.5),), measured_now=True)
+
+    choice = choose_precision("auto", CPU, BIG, quality)
+    assert calls == ["bf16"] and (choice.precision, choice.reason) == ("int8", Reason.QUALITY_MET)
+    assert choice.verdict.rejected == (("int4", 0.5),) and "99.0% ≥ 98%" in choice.describe()
+    missed = choose_precision("auto", CPU, BIG, lambda f: AutoChoice(f, f, None, None, (("int4", 0.5), ("int8", 0.9))))
+    assert (missed.precision, missed.reason) == ("bf16", Reason.QUALITY_MISSED)
+
+
+def test_without_a_measurement_the_fastest_candidate_is_assumed_and_said():
+    choice = choose_precision("auto", CPU, BIG)
+    assert (choice.precision, choice.reason, choice.bar) == ("int4", Reason.QUALITY_UNMEASURED, 0.90)
+    assert choice.describe().startswith("int4: what auto loads on this CPU when its top-1 agreement with bf16 reaches 90%")
+
+
+def test_a_gguf_keeps_its_blocks_on_a_cpu_only():
+    q4 = ModelWeights(precision.MIN_PARAMS, "gguf", "int4")
+    assert (choose_precision("auto", CPU, q4).precision, choose_precision("auto", CPU, q4).reason) == \
+        ("int4", Reason.GGUF_BLOCKS)
+    assert choose_precision("auto", CPU, ModelWeights(10**9, "gguf", None)).reason is Reason.DEVICE_FLOAT
+    assert choose_precision("auto", Machine("cuda", "bf16", free_bytes=10**12), q4).precision == "bf16"
+
+
+def test_cuda_auto_is_nf4_when_16_bit_weights_and_a_fifth_exceed_the_free_memory():
+    weights = ModelWeights(10**9, "safetensors")  # 2.4e9 bytes at 16 bits with a fifth
+    roomy = choose_precision("auto", Machine("cuda", "bf16", free_bytes=2_400_000_000), weights)
+    assert (roomy.precision, roomy.reason) == ("bf16", Reason.DEVICE_FLOAT)
+    tight = choose_precision("auto", Machine("cuda", "fp16", free_bytes=2_399_999_999), weights)
+    assert (tight.precision, tight.reason, tight.needed_bytes) == ("nf4", Reason.SMALL_GPU, 2_400_000_000)
+    assert tight.describe().startswith("nf4: 16-bit weights and a fifth (2,400,000,000 bytes) exceed")
+
+
+def test_gguf_block_rule():
+    layers = 2
+    q4 = Counter({"Q4_0": 10, "Q4_K": 4})
+    assert precision.gguf_blocks(q4, layers, [], "llama") == "int4"
+    assert precision.gguf_blocks(Counter({"Q8_0": 14}), layers, ["F32"], "qwen2") == "int8"
+    assert precision.gguf_blocks(Counter({"Q4_0": 13, "Q6_K": 1}), layers, [], "llama") is None  # a mixed file
+    assert precision.gguf_blocks(q4, 3, [], "llama") is None  # not seven projections per layer
+    assert precision.gguf_blocks(q4, layers, ["Q8_0"], "llama") is None  # a bias in blocks
+    assert precision.gguf_blocks(q4, layers, [], "gemma2") is None  # transformers' Gemma processor changes tensors
+
+
+@pytest.mark.default_model
+def test_the_default_models_files_decide_as_its_loads_do(default_model_dir):
+    """Without loading: the safetensors are over the size floor (int4 by the bar, measured at the first load:
+    tests/engine/quant/test_auto_quant.py), and the GGUF's Q4_1 blocks are kept (test_gguf_quant.py)."""
+    from engine.models import safety
+    from engine.models.fetch import default_gguf
+    from engine.quant.gguf_quant import GGUFFile, blocks_precision
+
+    params = safety.check_source(default_model_dir).param_count
+    choice = choose_precision("auto", Machine.detect("cpu"), ModelWeights(params, "safetensors"))
+    assert (choice.precision, choice.reason) == ("int4", Reason.QUALITY_UNMEASURED)
+    gguf_file = default_gguf(default_model_dir)
+    if gguf_file is not None:
+        kept = blocks_precision(GGUFFile(gguf_file))
+        assert kept == "int4"
+        assert choose_precision("auto", Machine.detect("cpu"), ModelWeights(params, "gguf", kept)).reason \
+            is Reason.GGUF_BLOCKS
