@@ -183,3 +183,18 @@ def test_each_app_module_imports_only_its_floor_or_those_below():
               for target in sorted(_project_imports(path, modules))
               if target.startswith("app") and _app_floor(target) > _app_floor(name)]
     assert upward == []
+
+
+def test_only_the_runtime_floor_starts_threads_in_the_app():
+    # One way to run background work (issue 30): app.runtime's worker thread and TaskRunner. A view that needs work
+    # off the GUI thread submits it there instead of starting a thread of its own.
+    starts = ("Thread", "QThread", "QThreadPool", "QRunnable", "ThreadPoolExecutor")
+    found = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        if path.is_relative_to(ROOT / "app" / "runtime"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if name in starts:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert found == []

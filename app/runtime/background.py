@@ -1,19 +1,27 @@
-"""Running ``engine.library`` calls off the GUI thread: a small private thread pool whose results come back
-as queued signals to the GUI thread.
+"""The app's one way to run background work other than the engine's own (that is ``app.runtime.bridge``'s worker
+thread): ``TaskRunner``, whose results come back as queued signals to the GUI thread. The Models window's
+``engine.library`` calls, a server's model list (``app.widgets.remote_dialog``) and its ``/metrics`` readings
+(``app.window.remote_source``) all run through it.
 
-``TaskRunner.submit(fn, on_done, on_failed, on_progress)`` runs ``fn`` on a pool thread; ``on_done(result)``
-or ``on_failed(exc)`` then runs on the GUI thread. With ``with_report=True`` ``fn`` gets one argument,
-``report(value)``, to send progress to ``on_progress``; every report is delivered, in order, before the result
-(the receiver rate-limits its redraws). ``error_line(exc)`` turns any exception into the one line the window
-shows (an ``EngineError``'s own message; anything else its type and first line, with the traceback logged,
-never shown).
+``TaskRunner.submit(fn, on_done, on_failed, on_progress)`` runs ``fn`` on one of the runner's threads;
+``on_done(result)`` or ``on_failed(exc)`` then runs on the GUI thread (a QObject's slot: not at all once that object
+is gone). With ``with_report=True`` ``fn`` gets one argument, ``report(value)``, to send progress to
+``on_progress``; every report is delivered, in order, before the result (the receiver rate-limits its redraws).
+``error_line(exc)`` turns any exception into the one line the window shows (an ``EngineError``'s own message;
+anything else its type and first line, with the traceback logged, never shown).
 
-Owns the threads and the hand-over to the GUI thread; not what runs (the tabs decide) nor how it looks.
+The threads: by default a private ``QThreadPool`` (``max_threads`` at once, the rest queued), which ``wait`` waits
+for and which is waited for when the runner goes (a download pauses before the app quits). ``daemon=True`` runs each
+task on a daemon thread instead, never waited for: for calls that only wait on the network, own nothing and carry
+their own timeouts (a server that never answers must not hold the window's closing).
+
+Owns the threads and the hand-over to the GUI thread; not what runs (its callers decide) nor how it looks.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
@@ -55,7 +63,7 @@ class _Task(QRunnable):
             result = self._fn(self._report) if self._with_report else self._fn()
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line in the window
             if not isinstance(exc, EngineError):
-                log.error("model library task failed", exc_info=True)
+                log.error("background task failed", exc_info=True)
             self._relay.failed.emit(exc)
         else:
             self._relay.done.emit(result)
@@ -64,10 +72,12 @@ class _Task(QRunnable):
 
 
 class TaskRunner(QObject):
-    """A private pool for the Models window; ``busy()`` while any task's result is still to be delivered."""
+    """Runs tasks off the GUI thread; ``busy()`` while any task's result is still to be delivered."""
 
-    def __init__(self, parent: QObject | None = None, max_threads: int = MAX_THREADS) -> None:
+    def __init__(self, parent: QObject | None = None, max_threads: int = MAX_THREADS, daemon: bool = False,
+                 name: str = "miaohui-background") -> None:
         super().__init__(parent)
+        self._daemon, self._name = daemon, name
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(max_threads)
         self._live: set[_Relay] = set()  # kept until delivered: a queued signal needs its sender alive
@@ -82,7 +92,11 @@ class TaskRunner(QObject):
         relay.failed.connect(self._on_delivered)
         if on_progress is not None:
             relay.progress.connect(on_progress)
-        self._pool.start(_Task(fn, relay, with_report))
+        task = _Task(fn, relay, with_report)
+        if self._daemon:
+            threading.Thread(target=task.run, name=self._name, daemon=True).start()
+        else:
+            self._pool.start(task)
 
     @Slot(object)
     def _on_delivered(self, _value: object) -> None:
@@ -95,5 +109,5 @@ class TaskRunner(QObject):
         return bool(self._live)
 
     def wait(self, timeout_ms: int) -> bool:
-        """Wait for the running tasks; True when none is left."""
+        """Wait for the running tasks (daemon ones never); True when none is left."""
         return self._pool.waitForDone(timeout_ms)

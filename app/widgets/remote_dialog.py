@@ -1,8 +1,8 @@
 """The "Connect to server" dialog: a model source that is an OpenAI-compatible server.
 
-Asks for the server's base URL and, optionally, its API key; lists the server's models (``GET /v1/models``, on a
-thread of its own, never the GUI thread) and lets the user pick one. ``spec()`` is the ``RemoteSpec`` to connect
-to; the dialog connects nothing itself (``app.window.remote_source`` has the worker do it).
+Asks for the server's base URL and, optionally, its API key; lists the server's models (``GET /v1/models``, off the
+GUI thread through ``app.runtime.background``) and lets the user pick one. ``spec()`` is the ``RemoteSpec`` to
+connect to; the dialog connects nothing itself (``app.window.remote_source`` has the worker do it).
 
 The key: the field shows it masked. "Remember the key" keeps it between runs (``app.state.api_keys``): in the system
 keyring when there is one (ticked by default, the keyring named); with none, the box reads "stored unencrypted in
@@ -13,13 +13,14 @@ until Miaohui closes. It never goes to the history, exports or logs. The dialog 
 
 from __future__ import annotations
 
-import threading
+from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
+from app.runtime.background import TaskRunner, error_line
 from app.state.api_keys import KeyringInfo
 from app.ui import accessibility
 from engine.fmt import one_line, outside_text
@@ -28,12 +29,13 @@ from engine.remote import RemoteError, RemoteSpec, list_models
 EXAMPLE_URL = "http://127.0.0.1:8000/v1"
 
 
-class _Relay(QObject):
-    """Carries a listing's result from its thread to the GUI thread (queued signals); parentless, so a dialog
-    closed meanwhile takes its connections with it and the late result goes nowhere."""
+@dataclass(frozen=True)
+class _Listing:
+    """How one listing ended: its request number, the served models, or the one line saying why there are none."""
 
-    listed = Signal(int, object)  # request number, tuple of ServedModel
-    failed = Signal(int, str)  # request number, one line
+    request: int
+    models: tuple = ()
+    error: str = ""
 
 
 class RemoteDialog(QDialog):
@@ -53,9 +55,7 @@ class RemoteDialog(QDialog):
         self.setMinimumWidth(520)
         self._wanted_model = model
         self._request = 0
-        self._relay = _Relay()
-        self._relay.listed.connect(self.on_relay_listed)
-        self._relay.failed.connect(self.on_relay_failed)
+        self._runner = TaskRunner(self, daemon=True, name="miaohui-list-models")  # ends by its timeouts, unwaited
 
         self.url_edit = QLineEdit(base_url)
         self.url_edit.setPlaceholderText(EXAMPLE_URL)
@@ -143,27 +143,31 @@ class RemoteDialog(QDialog):
             self.listing_done.emit()
             return
         self._request += 1
-        request, relay = self._request, self._relay
+        request = self._request
         self.status.setText(self.tr("Asking {url} for its models…").format(url=spec.base_url))
         self.list_button.setEnabled(False)
 
-        def work() -> None:
+        def work() -> _Listing:
             try:
-                listed = list_models(spec)
+                return _Listing(request, tuple(list_models(spec)))
             except RemoteError as exc:
-                relay.failed.emit(request, str(exc))
+                return _Listing(request, error=str(exc))
             except Exception as exc:  # noqa: BLE001 (a bug must still end the listing, as one line)
-                relay.failed.emit(request, one_line(exc, name_type=True))
-            else:
-                relay.listed.emit(request, listed)
+                return _Listing(request, error=one_line(exc, name_type=True))
 
-        threading.Thread(target=work, name="miaohui-list-models", daemon=True).start()
+        self._runner.submit(work, self.on_listing_ended, self.on_listing_failed)
 
     # -- slots ------------------------------------------------------------------------------------------------
-    @Slot(int, object)
-    def on_relay_listed(self, request: int, listed: Any) -> None:
-        if request != self._request:
+    @Slot(object)
+    def on_listing_ended(self, ended: _Listing) -> None:
+        if ended.request != self._request:
+            return  # a later listing was asked for
+        if ended.error:
+            self.list_button.setEnabled(True)
+            self._show_failure(ended.error)
+            self.listing_done.emit()
             return
+        listed = ended.models
         self.list_button.setEnabled(True)
         self.model_combo.clear()
         for served in listed:
@@ -176,13 +180,10 @@ class RemoteDialog(QDialog):
         self._update_buttons()
         self.listing_done.emit()
 
-    @Slot(int, str)
-    def on_relay_failed(self, request: int, message: str) -> None:
-        if request != self._request:
-            return
-        self.list_button.setEnabled(True)
-        self._show_failure(message)
-        self.listing_done.emit()
+    @Slot(object)
+    def on_listing_failed(self, exc: BaseException) -> None:
+        # Not reached: ``work`` turns every exception into its listing's line. Were it, the listing still ends.
+        self.on_listing_ended(_Listing(self._request, error=error_line(exc)))
 
     # -- internals --------------------------------------------------------------------------------------------
     def _show_failure(self, message: str) -> None:

@@ -5,7 +5,7 @@ The main window constructs one and connects the model bar's ``connect_requested`
 ``app.widgets.remote_dialog.RemoteDialog``; its ``RemoteSpec`` is loaded like a local model (``ChatController.load``
 -> the worker's ``LoadJob``, which lists the server's models and checks the name; replies then stream from
 ``engine.remote.RemoteSession`` on the same worker, into the same conversation, history and footers). While a
-server's model is loaded, this reads the server's ``/metrics`` after each reply (on a thread of its own) and shows
+server's model is loaded, this reads the server's ``/metrics`` after each reply (``app.runtime.background``) and shows
 its KV-cache usage and its own TTFT in the performance panel, or "not reported by this server".
 
 The API key lives in this object's memory for the session (per base URL, so reopening the dialog does not ask
@@ -17,11 +17,11 @@ Owns no widget but the dialog it opens; runs no inference.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
+from app.runtime.background import TaskRunner
 from app.state.api_keys import ApiKeys
 from engine.fmt import outside_text
 from engine.paths import DEFAULT_MODEL_NAME
@@ -54,7 +54,6 @@ class RemoteSource(QObject):
     """
 
     server_read = Signal(object)
-    _reading_done = Signal(int, object)  # internal: (reading number, ServerFigures | None) from the reader thread
 
     def __init__(self, window: Any) -> None:
         super().__init__(window)
@@ -66,8 +65,8 @@ class RemoteSource(QObject):
         self._model = ""
         self._previous: ServerFigures | None = None
         self._reading = 0
+        self._reader = TaskRunner(self, daemon=True, name="miaohui-server-metrics")  # each read has its own timeout
         self.dialog: Any = None
-        self._reading_done.connect(self.on_reading_done)
         window.bridge.model_loaded.connect(self.on_bridge_model_loaded)
         window.bridge.generation_finished.connect(self.on_bridge_generation_finished)
 
@@ -147,20 +146,23 @@ class RemoteSource(QObject):
             self._read()
 
     def _read(self) -> None:
-        """Read the server's ``/metrics`` on a thread; the result comes back to the GUI thread to be shown."""
+        """Read the server's ``/metrics`` off the GUI thread; the result comes back to the GUI thread to be shown."""
         spec, model = self._spec, self._model
         if spec is None:
             return
         self._reading += 1
-        reading, done = self._reading, self._reading_done
+        reading = self._reading
+        self._reader.submit(lambda: (reading, read_server_metrics(spec, model)), self.on_reading_done,
+                            self.on_reading_failed)
 
-        def work() -> None:
-            done.emit(reading, read_server_metrics(spec, model))
+    @Slot(object)
+    def on_reading_failed(self, _exc: BaseException) -> None:
+        # read_server_metrics answers None for whatever a server does wrong: this is a bug (the runner logged it).
+        self.on_reading_done((self._reading, None))  # shown as "not reported by this server"
 
-        threading.Thread(target=work, name="miaohui-server-metrics", daemon=True).start()
-
-    @Slot(int, object)
-    def on_reading_done(self, reading: int, figures: ServerFigures | None) -> None:
+    @Slot(object)
+    def on_reading_done(self, done: tuple[int, ServerFigures | None]) -> None:
+        reading, figures = done
         if reading != self._reading or self._spec is None:
             return  # a later reading was asked for, or the server's model is gone
         shown = figures.since(self._previous) if figures is not None else None
