@@ -1,4 +1,5 @@
-"""Conversation exports: Markdown for reading, JSON for keeping (with performance records), CSV for analysis.
+"""Conversation exports: Markdown for reading, JSON for keeping (with performance records and tool round-trips), CSV
+for analysis.
 
 Owns the three text formats and the file name suggested for an export (a conversation title made safe
 on every platform); it reads through ``app.history.store.HistoryStore`` and writes nothing to disk (the caller
@@ -40,6 +41,8 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
         lines += [f"## {message.role.capitalize()}", ""]
         if message.reasoning:  # a reasoning model's thought, folded as the window shows it
             lines += ["<details><summary>Thinking</summary>", "", message.reasoning, "", "</details>", ""]
+        if message.tool_calls:  # the round-trips before the answer, one line each, in the order they ran
+            lines += ["**Tool calls:**", ""] + [f"- `{call.line()}`" for call in message.tool_calls] + [""]
         lines += [message.text, ""]
         notes = [note for note in (_STOPPED.get(message.finish_reason or ""),
                                    message.perf.footer() if message.perf else "") if note]
@@ -58,6 +61,7 @@ def to_json(store: HistoryStore, cid: int) -> str:
                          "updated": iso(conv.updated), "system_prompt": conv.system_prompt,
                          "settings": conv.settings},
         "messages": [{"id": m.id, "role": m.role, "text": m.text, **({"reasoning": m.reasoning} if m.reasoning else {}),
+                      **({"tool_calls": [call.to_dict() for call in m.tool_calls]} if m.tool_calls else {}),
                       "created": iso(m.created),
                       "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None}
                      for m in store.messages(cid)],

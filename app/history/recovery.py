@@ -111,9 +111,11 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
                 conversations.add(cid)
             finish = row.get("finish_reason") if row.get("finish_reason") in FINISH_REASONS else None
             reasoning, _ = as_text(row.get("reasoning"))  # v3's column; an older file has none
-            conn.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (mid, cid, role, text, as_number(row.get("created")) or now, finish, reasoning or ""))
+            calls, _ = as_text(row.get("tool_calls"))  # v4's; a cell that is not a list of calls reads as none
+            conn.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning, "
+                         "tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (mid, cid, role, text, as_number(row.get("created")) or now, finish, reasoning or "",
+                          calls or "[]"))
             messages.add(mid)
         for _, row in tables["perf"].items():
             if row.get("message_id") in messages and isinstance(row.get("record"), str):

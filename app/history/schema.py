@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v3), the migration step from each older version, and the values a
+Owns the tables of the current version (v4), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -69,5 +69,12 @@ def _migrate_v2_to_v3(c: sqlite3.Connection) -> None:
     c.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
 
 
+def _migrate_v3_to_v4(c: sqlite3.Connection) -> None:
+    """v4 keeps a reply's tool round-trips with it (``messages.tool_calls``: a JSON list, ``app.history.tool_record``;
+    '[]' for every reply that called none)."""
+    c.execute("ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '[]'")
+
+
 # schema version -> the step that brings it to the next version
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3}
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
+                                                                3: _migrate_v3_to_v4}

@@ -36,7 +36,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Collection, Iterator
+from typing import Callable, Collection, Iterator, Sequence
 
 from app.history.lock import FolderBusyError, folder_lock
 from app.history.notices import HistoryNotice, NoticeKind, reason_for
@@ -46,6 +46,7 @@ from app.history.repair import aside_name, decode_text
 from app.history.rows import (CONVERSATION_COLUMNS, MESSAGE_COLUMNS, ConversationRow, MessageRow, conversation_from_row,
                               message_from_row)
 from app.history.schema import FINISH_REASONS, ROLES, SCHEMA_VERSION, create_or_migrate
+from app.history.tool_record import ToolCallRecord, records_to_json
 from engine.paths import history_path
 
 log = logging.getLogger(__name__)
@@ -272,9 +273,9 @@ class HistoryStore:
             name = _clean_text(title if title is not None else f"{row[0]} (fork)")
             new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings) "
                                 "VALUES (?, ?, ?, ?, ?)", (name, now, now, *row[1:])).lastrowid)
-            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning) SELECT ?, "
-                      "role, text, created, finish_reason, reasoning FROM messages WHERE conversation_id = ? AND id <= ? "
-                      "ORDER BY id",
+            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, tool_calls) "
+                      "SELECT ?, role, text, created, finish_reason, reasoning, tool_calls FROM messages "
+                      "WHERE conversation_id = ? AND id <= ? ORDER BY id",
                       (new, cid, mid))
             return new
 
@@ -362,9 +363,10 @@ class HistoryStore:
             return mid
 
     def update_message(self, mid: int, text: str, finish_reason: str | None = None,
-                       perf: PerfRecord | None = None, reasoning: str | None = None) -> None:
+                       perf: PerfRecord | None = None, reasoning: str | None = None,
+                       tool_calls: Sequence[ToolCallRecord] | None = None) -> None:
         """Replace a message's text and finish reason (streaming saves, final save); perf None keeps the old one,
-        and so does reasoning None (a thought, given: a reasoning model's reply)."""
+        and so do reasoning None (a thought, given: a reasoning model's reply) and tool_calls None."""
         _check(None, finish_reason)
         with self._write() as c:
             row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (mid,)).fetchone()
@@ -376,6 +378,9 @@ class HistoryStore:
                 c.execute("INSERT OR REPLACE INTO perf(message_id, record) VALUES (?, ?)", (mid, perf.to_json()))
             if reasoning is not None:
                 c.execute("UPDATE messages SET reasoning = ? WHERE id = ?", (_clean_text(reasoning), mid))
+            if tool_calls is not None:
+                c.execute("UPDATE messages SET tool_calls = ? WHERE id = ?", (_clean_text(records_to_json(tool_calls)),
+                                                                             mid))
             c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), row[0]))
 
     def delete_messages_from(self, cid: int, mid: int, known_ids: Collection[int] | None = None) -> None:
