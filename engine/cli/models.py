@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit = sub.add_parser("fit", parents=[common, net], help="will it fit: weights + KV cache against free memory")
     fit.add_argument("model", help="an installed model ('default', a name from `models list`, a path) or a Hub repo id")
     fit.add_argument("--context", type=int, default=None, help="tokens of context (default: 4096 or the model's)")
-    fit.add_argument("--precision", choices=PRECISIONS, default="auto")
+    fit.add_argument("--precision", choices=PRECISIONS, default="auto",
+                     help="judge this precision (default auto: what loading it with auto would use on this machine)")
     fit.add_argument("--file", default=None, help="which GGUF file of a Hub repo")
     recommended = sub.add_parser("recommended", parents=[common],
                                  help="real chat models to move to, ranked for this machine (no network)")
@@ -173,6 +174,7 @@ def _fit(args: argparse.Namespace) -> int:
     est = fit_mod.estimate(arch, model=name, context=args.context, precision=args.precision,
                            download_bytes=download_bytes)
     lines = [f"{name}: {est.summary()}",
+             f"  assumed     {est.precision_reason}",
              f"  parameters  {est.params:,}: {est.params_formula}",
              f"              seeds' estimate V·d + 12·L·d² = {est.params_estimate:,}",
              f"  KV cache    {est.kv_formula}",

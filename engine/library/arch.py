@@ -25,6 +25,7 @@ precisions are exact-ish there. Pure arithmetic: no torch, reads nothing.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,6 +34,7 @@ from engine.errors import CorruptModelError
 from engine.inputs import BNB_QUANTIZED, INT4_GROUP_SIZE, PRECISIONS
 from engine.library.gguf_header import ArrayInfo, GgufHeader
 from engine.models import config_check
+from engine.quant.precision import GGUF_PROJECTIONS
 
 LLAMA_LAYOUT = config_check.LLAMA_LAYOUT_TYPES
 # Families the exact count knows: the Llama layout's seven projections per layer, with Gemma 2/3's two more
@@ -69,6 +71,10 @@ class Architecture:
     stored_params: int | None = None  # GGUF: elements in the tensor table
     stored_bytes: int | None = None  # GGUF: bytes of the tensor data as quantized in the file
     file_quant: str | None = None  # GGUF: the type most elements are stored in
+    # GGUF: the decoder projections' types (type → how many) and their biases' types, for the precision ``auto``
+    # keeps (``engine.quant.precision.gguf_blocks``)
+    projection_types: tuple[tuple[str, int], ...] = ()
+    block_biases: tuple[str, ...] = ()
 
     @property
     def layout_known(self) -> bool:
@@ -270,4 +276,13 @@ def from_gguf(header: GgufHeader, where: str = "GGUF header") -> Architecture:
         qkv_bias="blk.0.attn_q.bias" in names, o_bias="blk.0.attn_output.bias" in names,
         mlp_bias="blk.0.ffn_up.bias" in names, qk_norm="blk.0.attn_q_norm.weight" in names,
         stored_params=header.elements or None, stored_bytes=header.tensor_bytes or None,
-        file_quant=max(counts, key=counts.__getitem__) if counts else None)
+        file_quant=max(counts, key=counts.__getitem__) if counts else None,
+        projection_types=tuple(sorted(Counter(t.quant for t in header.tensors
+                                              if _projection(t.name, "weight")).items())),
+        block_biases=tuple(sorted(t.quant for t in header.tensors if _projection(t.name, "bias"))))
+
+
+def _projection(name: str, part: str) -> bool:
+    """A decoder projection's ``part`` (weight | bias) in a GGUF: ``blk.<i>.<attn_q…ffn_down>.<part>``."""
+    pieces = name.split(".")
+    return len(pieces) == 4 and pieces[0] == "blk" and pieces[2] in GGUF_PROJECTIONS and pieces[3] == part

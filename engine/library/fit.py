@@ -11,10 +11,14 @@ it), a working-memory allowance, and the verdict against the free memory:
 
 Free memory is ``psutil.virtual_memory().available`` for the CPU, or ``torch.cuda.mem_get_info()``'s free bytes
 when torch is already imported and a CUDA GPU is there (this module never imports torch itself, so the window
-and the CLI can use it without loading torch). Precision ``auto`` is the loader's rule: bf16 on a GPU that has
-it, and on a CPU bf16 where native else fp32 (``engine/cpu.py``, asked only when torch is loaded; bf16 is assumed
-otherwise). On a CPU ``auto`` may then keep int4 or int8 (engine/quant/auto_quant.py), but only after the
-float weights were read, so the float figure is the one that says whether the load fits.
+and the CLI can use it without loading torch). Precision ``auto`` is judged in what the loader's ``auto`` loads
+on this machine, by the loader's own policy (``engine.quant.precision.choose_precision``, no weight read): on a
+GPU its float type, or nf4 when 16-bit weights would not fit; on a CPU a GGUF's Q4/Q8 blocks kept, int4 for
+safetensors over the quality bar's size floor (the verdict itself is measured at the first load: int8 or the
+float type when int4 misses its bar), else the CPU's float type (bf16 where native, asked of ``engine/cpu.py``
+only when torch is loaded; bf16 assumed otherwise). ``precision_reason`` says which and why. While it loads,
+an int4/int8 model briefly holds its float weights too (read, then quantized); the estimate is the model
+as it runs.
 ``architecture_of(path)`` reads an installed model's numbers from its ``config.json`` or its GGUF header.
 Owns the verdict and its numbers; the measured figures after a load are ``engine.models.model.ModelFacts``'.
 """
@@ -22,6 +26,7 @@ Owns the verdict and its numbers; the measured figures after a load are ``engine
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,7 @@ from engine.library import arch as arch_mod
 from engine.library.arch import Architecture
 from engine.library.gguf_header import read_file_header
 from engine.models import safety
+from engine.quant import precision as policy
 
 DEFAULT_CONTEXT = 4096
 WORKING_FRACTION = 0.10
@@ -91,6 +97,8 @@ class FitEstimate:
     verdict_rule: str
     per_precision: tuple[PrecisionFit, ...]
     download_bytes: int | None = None  # what a download of it would transfer, when known
+    precision_rule: str = ""  # why this precision: engine.quant.precision.Reason's value ("asked", "gguf blocks"…)
+    precision_reason: str = ""  # the same as one line for people
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -128,16 +136,16 @@ def machine_memory(device: str = "auto") -> Memory:
     return Memory("cpu", int(psutil.virtual_memory().available), "psutil.virtual_memory().available")
 
 
-def _auto_precision(memory: Memory) -> str:
-    """What the loader's ``auto`` picks on ``memory.device``: bf16 where native (assumed without torch loaded)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return "bf16"
-    if memory.device == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    from engine import cpu  # imports torch, which this process already has
-
-    return "bf16" if cpu.native_bf16() else "fp32"
+def choose(arch: Architecture, precision: str, memory: Memory) -> policy.PrecisionChoice:
+    """The precision a load of ``arch``'s model asked in ``precision`` would use on ``memory``'s device: the
+    loader's policy, fed from the config or GGUF header (``auto``'s quality verdict is not measured here)."""
+    machine = policy.Machine.assumed(memory.device, memory.free_bytes if memory.device == "cuda" else None)
+    if arch.source != "GGUF header":
+        return policy.choose_precision(precision, machine, policy.ModelWeights(arch.params, "safetensors"))
+    kept = None
+    if precision == "auto" and machine.device == "cpu":
+        kept = policy.gguf_blocks(Counter(dict(arch.projection_types)), arch.layers, arch.block_biases, arch.model_type)
+    return policy.choose_precision(precision, machine, policy.ModelWeights(arch.params, "gguf", kept))
 
 
 def _float_bytes(precision: str, bnb_float_bytes: int) -> int:
@@ -163,7 +171,8 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
     if limit and context > limit:
         raise BadInputError(f"context {context:,} is beyond the model's {limit:,} positions")
     memory = memory or machine_memory()
-    chosen = _auto_precision(memory) if precision == "auto" else precision
+    choice = choose(arch, precision, memory)
+    chosen = choice.precision
     per_precision = tuple(
         PrecisionFit(p, arch.weights_bytes(p, bnb_float_bytes), arch.kv_bytes_per_token(_float_bytes(p, bnb_float_bytes)),
                      arch.precision_problem(p) is None, arch.precision_problem(p) or "")
@@ -184,7 +193,8 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
         kv_bytes_per_token=per_token, kv_bytes=kv, kv_formula=kv_formula,
         kv_bytes_no_gqa=2 * arch.layers * context * arch.hidden_size * element, working_bytes=working,
         total_bytes=total, memory=memory, verdict=verdict(total, memory.free_bytes), verdict_rule=VERDICT_RULE,
-        per_precision=per_precision, download_bytes=download_bytes)
+        per_precision=per_precision, download_bytes=download_bytes, precision_rule=choice.reason.value,
+        precision_reason=choice.describe())
 
 
 def architecture_of(path: Path) -> Architecture:

@@ -53,6 +53,28 @@ def test_list_and_fit_work_offline(home, no_network, capsys, tiny_model_dir):
     assert no_network == []
 
 
+def test_fit_assumes_what_auto_loads_and_says_which(home, no_network, capsys, tiny_model_dir):
+    """Issue 30: without --precision, fit judges the precision `auto` would load here and names it and why."""
+    fit = _json(capsys, "fit", str(tiny_model_dir))
+    assert fit["precision_rule"] in ("device float", "small gpu")
+    assert fit["precision"] in ("bf16", "fp32", "fp16", "nf4")
+    assert fit["precision_reason"].startswith(f"{fit['precision']}: ")
+    code, out, err = _run(capsys, "fit", str(tiny_model_dir))
+    assert code == 0 and f"weights in {fit['precision']}" in out
+    assert f"  assumed     {fit['precision_reason']}" in out.splitlines()
+
+
+@pytest.mark.default_model
+def test_fit_of_the_default_model_assumes_the_int4_auto_loads(no_network, capsys, default_model_dir, monkeypatch):
+    monkeypatch.setenv("MIAOHUI_HOME", str(default_model_dir.parent.parent))
+    fit = _json(capsys, "fit", "default")
+    if fit["memory"]["device"] != "cpu":
+        pytest.skip("auto on a GPU is its float type (or nf4): the int4 rule is the CPU's")
+    assert (fit["precision"], fit["precision_rule"]) == ("int4", "quality unmeasured")
+    code, out, err = _run(capsys, "fit", "default")
+    assert code == 0 and "weights in int4" in out and "  assumed     int4: what auto loads on this CPU" in out
+
+
 @pytest.mark.default_model
 def test_fit_of_the_default_model_offline(no_network, capsys, default_model_dir, monkeypatch):
     monkeypatch.setenv("MIAOHUI_HOME", str(default_model_dir.parent.parent))

@@ -18,6 +18,7 @@ from engine.library.fit import FITS_FRACTION, Memory, architecture_of, estimate,
 from engine.library.gguf_header import parse, read_header
 from engine.models import safety
 from engine.models.loader import load_model
+from tests.engine._local_models import write_llama_gguf
 from tests.helpers.fake_hub import make_gguf
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,8 +88,9 @@ def test_gguf_header_gives_the_same_numbers_as_the_config(tiny_model_dir, tmp_pa
     from_config = architecture_of(tiny_model_dir)
     assert from_gguf.source == "GGUF header" and from_gguf.file_quant == "Q8_0"
     assert from_gguf.stored_params == from_config.params == 99_648
-    a = estimate(from_gguf, model="gguf", context=200, memory=PLENTY)
-    b = estimate(from_config, model="config", context=200, memory=PLENTY)
+    # (in one precision: `auto` itself differs, int8 for the GGUF's Q8_0 blocks, the float type for the config)
+    a = estimate(from_gguf, model="gguf", context=200, precision="bf16", memory=PLENTY)
+    b = estimate(from_config, model="config", context=200, precision="bf16", memory=PLENTY)
     assert [p.weights_bytes for p in a.per_precision] == [p.weights_bytes for p in b.per_precision]
     assert a.kv_bytes == b.kv_bytes and a.params_formula.startswith("sum of the GGUF header's tensor elements")
     # A folder holding one GGUF file is that file.
@@ -176,3 +178,39 @@ def test_the_library_imports_without_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "cpu"
+
+
+def test_auto_judges_what_the_loader_loads_and_says_why(tiny_model_dir, tmp_path, home):
+    """Issue 30: `auto`'s fit is judged in the precision `auto` loads on this machine, by the loader's own policy
+    (engine/quant/precision.py) and without loading: the tiny model's float type (under the quality bar's size
+    floor), a Q4_1 GGUF's 4-bit blocks kept as int4, a Q5_0 GGUF dequantized to the float type."""
+    for path in (tiny_model_dir, write_llama_gguf(tiny_model_dir, tmp_path / "t.Q4_1.gguf", "Q4_1", "Q8_0"),
+                 write_llama_gguf(tiny_model_dir, tmp_path / "t.Q5_0.gguf", "Q5_0", "F32")):
+        arch = architecture_of(path)
+        est = estimate(arch, model="t", memory=PLENTY)
+        loaded = load_model(LoadSpec(model=str(path), precision="auto", device="cpu"))
+        assert est.precision == loaded.facts.precision, path.name
+        assert est.weights_bytes == arch.weights_bytes(est.precision)
+        assert est.precision_reason.startswith(f"{est.precision}: ")
+    assert (est.precision_rule, estimate(architecture_of(tmp_path / "t.Q4_1.gguf"), model="t",
+                                         memory=PLENTY).precision_rule) == ("device float", "gguf blocks")
+    asked = estimate(architecture_of(tiny_model_dir), model="t", precision="fp16", memory=PLENTY)
+    assert (asked.precision, asked.precision_rule, asked.precision_reason) == ("fp16", "asked", "fp16: asked for")
+
+
+@pytest.mark.default_model
+def test_auto_on_the_default_model_is_the_int4_the_loader_loads(default_model_dir):
+    """The loader's `auto` loads the default model in int4 (its measured agreement meets the bar:
+    tests/engine/quant/test_auto_quant.py) and keeps its GGUF's Q4_1 blocks: the fit judges int4 for both, not bf16."""
+    from engine.models.fetch import default_gguf
+
+    arch = architecture_of(default_model_dir)
+    est = estimate(arch, model="default", memory=PLENTY)
+    assert (est.precision, est.precision_rule) == ("int4", "quality unmeasured")
+    assert est.weights_bytes == arch.weights_bytes("int4")
+    assert est.weights_bytes < estimate(arch, model="default", precision="bf16", memory=PLENTY).weights_bytes / 2
+    assert "reaches 90%" in est.precision_reason and "measured at the first load" in est.precision_reason
+    gguf_file = default_gguf(default_model_dir)
+    if gguf_file is not None:
+        kept = estimate(architecture_of(gguf_file), model="default gguf", memory=PLENTY)
+        assert (kept.precision, kept.precision_rule) == ("int4", "gguf blocks")

@@ -126,7 +126,8 @@ def test_cpu_auto_over_the_floor_measures_once_and_takes_the_verdict():
 def test_without_a_measurement_the_fastest_candidate_is_assumed_and_said():
     choice = choose_precision("auto", CPU, BIG)
     assert (choice.precision, choice.reason, choice.bar) == ("int4", Reason.QUALITY_UNMEASURED, 0.90)
-    assert choice.describe().startswith("int4: what auto loads on this CPU when its top-1 agreement with bf16 reaches 90%")
+    assert choice.describe().startswith("int4: what auto loads on this CPU when its top-1 agreement with bf16 "
+                                        "reaches 90%")
 
 
 def test_a_gguf_keeps_its_blocks_on_a_cpu_only():
