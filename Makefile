@@ -34,7 +34,13 @@ $(TEST_STAMP): $(STAMP)
 assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
 	bash packaging/i18n.sh build
 
-install: $(STAMP) $(QM)
+# The native int4 kernel (engine/quant/native.py), rebuilt when its source changed; without a compiler it says so
+# in one line and int4 runs on aten's kernel.
+NATIVE := engine/quant/build/miaohui_int4.so
+$(NATIVE): engine/quant/int4_sym.cpp | $(STAMP)
+	-$(PY) -m engine.quant.native
+
+install: $(STAMP) $(QM) $(NATIVE)
 	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC) $(TORCH_BUILD)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
 	$(PY) -m engine fetch
 

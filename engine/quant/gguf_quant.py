@@ -197,12 +197,13 @@ class _Source:
 
     def __init__(self, file: GGUFFile, model: Any) -> None:
         from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
-        from transformers.modeling_gguf_pytorch_utils import (TENSOR_PROCESSORS, LlamaTensorProcessor,
-                                                              TensorProcessor)
+        from transformers.modeling_gguf_pytorch_utils import (TENSOR_PROCESSORS, Gemma2TensorProcessor,
+                                                              LlamaTensorProcessor, TensorProcessor)
 
         arch = file.architecture
         processor_class = TENSOR_PROCESSORS.get(arch, TensorProcessor)
-        if processor_class not in (TensorProcessor, LlamaTensorProcessor):  # one that may do more than reorder rows
+        # Gemma 2/3's processor only takes 1 from the norm weights: projections pass through it unchanged.
+        if processor_class not in (TensorProcessor, LlamaTensorProcessor, Gemma2TensorProcessor):
             raise ValueError(f"transformers converts {arch} tensors with {processor_class.__name__}")
         found = [key for key, value in MODEL_ARCH_NAMES.items() if value == arch]
         if not found:
