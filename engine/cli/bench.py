@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-peer", action="store_true",
                         help="leave out the llama.cpp column (it runs where llama-cpp-python is installed: "
                              "`make bench-peer`)")
+    parser.add_argument("--families", nargs="?", const="all", default=None, metavar="NAMES",
+                        help="instead: engine int4 vs llama.cpp on random-weight Q4_0 GGUFs of the named shapes "
+                             "(comma-separated; default all: llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-0.6b, "
+                             "gemma-3-1b), built with the gguf package and kept in the data folder's cache")
+    parser.add_argument("--with-bf16", action="store_true",
+                        help="with --families: the engine in bf16 too, for the long prompt's TTFT ratio")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
@@ -48,10 +54,35 @@ def run(args: argparse.Namespace) -> int:
     # every other sub-command would otherwise pay for.
     from engine.bench.run import bench
 
+    if args.families is not None:
+        return _families(args)
     try:
         result = bench(args, _progress)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(to_json(result) if args.json else format_table(result))
+    return 0
+
+
+def _families(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from engine.bench.families import format_families, parse_names, run_families
+
+    try:
+        names = parse_names(args.families)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        result = run_families(names, args.tokens or 64, args.reps or 3, args.with_bf16, _progress)
+    except (EngineError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else format_families(result))
     return 0
