@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
                                      allow_remote_code=args.allow_remote_code), chat=True)
         # Torch loads here, after the load: a model refused from its files is refused before torch is imported.
         from engine.generate.session import ChatSession
-        session, facts = ChatSession(loaded, speculation=speculation), loaded.facts
+        session, facts = ChatSession(loaded, speculation=speculation), replies.reply_facts(loaded, config)
         if args.mcp:  # the model may call the tools of the MCP servers the user named (engine.cli.tool_chat)
             return tool_chat.run(session, messages, config, args,
                                  lambda start: replies.print_reply(start, facts, args.json))

@@ -75,5 +75,6 @@ def _run(args: argparse.Namespace) -> int:
                                  allow_remote_code=args.allow_remote_code))
     from engine.generate.session import ChatSession  # torch: after the load, as chat (see the docstring)
     session = ChatSession(loaded)
-    return replies.print_reply(lambda cancel: session.complete(text, config, cancel), loaded.facts, args.json,
+    facts = replies.reply_facts(loaded, config)  # --no-kv-cache: the plain runner
+    return replies.print_reply(lambda cancel: session.complete(text, config, cancel), facts, args.json,
                                replies.local_roofline(loaded) if args.json else None)

@@ -100,6 +100,19 @@ def local_roofline(loaded: Any) -> Callable[[Any], Any]:
     return lambda metrics: roofline.roofline(weights, metrics, bandwidth, watch.others_share())
 
 
+def reply_facts(loaded: Any, config: SamplingConfig) -> Any:
+    """``loaded.facts`` as a reply with ``config`` runs: without a KV cache (``--no-kv-cache``) every step runs on
+    the plain runner (``engine.generate.runners.choose_runner``), so ``runner`` / ``runner_reason`` say so."""
+    if config.use_kv_cache:
+        return loaded.facts
+    import dataclasses
+
+    from engine.generate.runners import choose_runner  # torch: only once a model is loaded
+
+    choice = choose_runner(loaded.model, use_kv_cache=False).to_dict()
+    return dataclasses.replace(loaded.facts, runner=choice["runner"], runner_reason=choice["runner_reason"])
+
+
 def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """``run(args)``, with an ``EngineError`` (bad input, a model that cannot load) as one line and status 2."""
     try:

@@ -80,3 +80,14 @@ def test_a_gemma3_text_model_reports_the_fast_runner(tmp_path, capsys):
     code, out, err = _run(capsys, "info", "--model", str(folder), "--precision", "fp32", "--json")
     assert code == 0, err
     assert (json.loads(out)["runner"], json.loads(out)["runner_reason"]) == ("fast", None)
+
+
+@pytest.mark.parametrize("command", ["chat", "complete"])
+def test_json_says_plain_and_why_when_no_kv_cache_is_asked_for(tiny_model_dir, capsys, command):
+    """--no-kv-cache recomputes the whole sequence on the plain runner (engine.generate.runners.choose_runner):
+    `model.runner` says that run's runner, not the one a cached conversation would get."""
+    code, out, err = _run(capsys, command, "--model", str(tiny_model_dir), "--precision", "fp32", "--prompt", "Hi",
+                          "--max-new-tokens", "3", "--no-kv-cache", "--json")
+    assert code == 0, err
+    model = json.loads(out)["model"]
+    assert (model["runner"], model["runner_reason"]) == ("plain", "no KV cache asked for")
