@@ -1,5 +1,5 @@
-"""Conversation exports: Markdown for reading, JSON for keeping (with performance records and tool round-trips), CSV
-for analysis.
+"""Conversation exports: Markdown for reading, JSON for keeping (with performance records, tool round-trips and a
+reply's versions), CSV for analysis.
 
 Owns the three text formats and the file name suggested for an export (a conversation title made safe
 on every platform); it reads through ``app.history.store.HistoryStore`` and writes nothing to disk (the caller
@@ -15,6 +15,7 @@ import re
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
 
+from app.history import versions
 from app.history.perf import PerfRecord
 from app.history.store import HistoryStore
 from engine.lab.results import spreadsheet_safe
@@ -37,6 +38,7 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
     lines = [f"# {conv.title}", "", f"*Miaohui · created {iso(conv.created)} · {conv.message_count} messages*", ""]
     if conv.system_prompt:
         lines += ["> **System prompt:** " + conv.system_prompt.replace("\n", "\n> "), ""]
+    turns = versions.turns(store, cid)  # replies with several versions: the one chosen is exported, its place said
     for message in store.messages(cid):
         lines += [f"## {message.role.capitalize()}", ""]
         if message.reasoning:  # a reasoning model's thought, folded as the window shows it
@@ -45,7 +47,9 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
             lines += ["**Tool calls:**", ""] + [f"- `{call.line()}`" for call in message.tool_calls] + [""]
         lines += [message.text, ""]
         notes = [note for note in (_STOPPED.get(message.finish_reason or ""),
-                                   message.perf.footer() if message.perf else "") if note]
+                                   message.perf.footer() if message.perf else "",
+                                   (f"version {turns[message.id].shown} of {turns[message.id].count}"
+                                    if message.id in turns else "")) if note]
         if notes:
             lines += [f"*{' · '.join(notes)}*", ""]
     return "\n".join(lines)
@@ -54,6 +58,7 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
 def to_json(store: HistoryStore, cid: int) -> str:
     """The whole conversation, settings and per-message performance records included, as pretty JSON."""
     conv = store.get_conversation(cid)
+    turns = versions.turns(store, cid)  # a reply's every version (the shown one marked) under "versions"
     document = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -63,10 +68,16 @@ def to_json(store: HistoryStore, cid: int) -> str:
         "messages": [{"id": m.id, "role": m.role, "text": m.text, **({"reasoning": m.reasoning} if m.reasoning else {}),
                       **({"tool_calls": [call.to_dict() for call in m.tool_calls]} if m.tool_calls else {}),
                       "created": iso(m.created),
-                      "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None}
+                      "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None,
+                      **({"versions": [_version(v) for v in versions.versions(store, m.id)]} if m.id in turns else {})}
                      for m in store.messages(cid)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def _version(v: versions.Version) -> dict:
+    return {"position": v.position, "shown": v.shown, "text": v.text, **({"reasoning": v.reasoning} if v.reasoning else {}),
+            "created": iso(v.created), "finish_reason": v.finish_reason, "perf": asdict(v.perf) if v.perf else None}
 
 
 def perf_to_csv(store: HistoryStore) -> str:

@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v4), the migration step from each older version, and the values a
+Owns the tables of the current version (v5), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -75,6 +75,15 @@ def _migrate_v3_to_v4(c: sqlite3.Connection) -> None:
     c.execute("ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '[]'")
 
 
+def _migrate_v4_to_v5(c: sqlite3.Connection) -> None:
+    """v5 keeps the replies a Regenerate replaced as versions of their turn (``app.history.versions``): each at its
+    place, with its own text, thought, tool round-trips, finish reason, time and performance record; the turn's shown
+    version stays the reply's own row. A turn is the message the reply answers: deleting it deletes its versions."""
+    c.execute("CREATE TABLE versions (turn_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE, "
+              "position INTEGER NOT NULL, text TEXT NOT NULL, reasoning TEXT NOT NULL DEFAULT '', created REAL NOT NULL, "
+              "finish_reason TEXT, record TEXT, tool_calls TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (turn_id, position))")
+
+
 # schema version -> the step that brings it to the next version
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
-                                                                3: _migrate_v3_to_v4}
+                                                                3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5}

@@ -21,6 +21,7 @@ def _v3_file(path):
     raw.execute("BEGIN")
     create_or_migrate(raw, 0)  # today's tables, then turned back into v3's by dropping v4's column
     raw.execute("ALTER TABLE messages DROP COLUMN tool_calls")
+    raw.execute("DROP TABLE versions")  # v5's (app.history.versions)
     raw.execute("PRAGMA user_version = 3")
     raw.execute("INSERT INTO conversations VALUES (1, 'old chat', 1.0, 2.0, '', '{}')")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning) "
@@ -36,7 +37,7 @@ def test_a_v3_history_opens_migrated_backed_up_and_keeps_every_row(tmp_path):
         assert list(tmp_path.glob("history.v3-backup-*.sqlite3"))
         assert [(m.text, m.reasoning, m.tool_calls) for m in store.messages(1)] == [("hi", "", ()),
                                                                                    ("hello", "hm", ())]
-        assert store._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert store._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_round_trips_are_saved_reopened_forked_and_exported(tmp_path):
