@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QSplitter, QToolBar, QVBoxLayout, QWidget
 
 from app.history.store import HistoryStore
 from app.runtime import api_serving
@@ -32,7 +32,7 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import conversation_model, fork, prompt_meter, remote_source
+from app.window import conversation_model, fork, prompt_meter, remote_code, remote_source
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from engine.errors import BadInputError
 from engine.fmt import outside_text
@@ -282,16 +282,9 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def on_controller_remote_code_offered(self, spec: LoadSpec) -> None:
-        """Ask, once per load, whether this model may run its own Python code; load it again if so.
-
-        The answer is not remembered: trusting a folder's code is a decision for each load, never a setting.
-        """
-        answer = QMessageBox.warning(
-            self, self.tr("Run this model's own code?"),
-            self.tr("{model}\n\nThis model ships Python code that would run on your computer with your permissions "
-                    "when it loads. Allow it only for a model from someone you trust.").format(model=spec.model),
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-        if answer == QMessageBox.StandardButton.Yes:
+        """Ask, once per load, whether this model may run its own Python code (``app.window.remote_code``); load it
+        again if so."""
+        if remote_code.allowed(self, spec):
             self._load(replace(spec, allow_remote_code=True))
 
     # -- bridge slots: what only the window shows ----------------------------------------------------
