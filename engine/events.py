@@ -65,6 +65,7 @@ class Token:
     top: tuple[TopCandidate, ...] = ()  # best candidates, most likely first; empty when top_logprobs == 0
     part: str = "answer"  # "reasoning" for a token of a reasoning model's thought (engine.generate.reasoning)
     reasoning: str = ""  # thought text this token adds (``text`` is then ""); markers are never shown
+    drafted: bool = False  # a speculative draft the model accepted (engine/speculate): no forward of its own
 
 
 @dataclass(frozen=True)

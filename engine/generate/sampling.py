@@ -37,6 +37,7 @@ class Choice:
     prob: float | None  # None when top_logprobs == 0 (nothing extra computed)
     top_ids: tuple[int, ...] = ()
     top_probs: tuple[float, ...] = ()
+    drafted: bool = False  # a speculative draft the model accepted (engine.speculate.loop sets it)
 
 
 def build_processors(config: SamplingConfig) -> LogitsProcessorList:

@@ -297,7 +297,8 @@ class ChatSession:
                                 for i, p in zip(choice.top_ids, choice.top_probs))
                     thought, answer = splitter.push(decoder.push(choice.token_id))
                     timeline.parts.append(splitter.part)
-                    yield Token(index, choice.token_id, answer, t, choice.prob, top, splitter.part, thought)
+                    yield Token(index, choice.token_id, answer, t, choice.prob, top, splitter.part, thought,
+                                choice.drafted)
                     if choice.token_id in self._eos:
                         reason = "eos"
                         break

@@ -9,12 +9,14 @@ drafted is a plain one-token decode, so prompt lookup without a match costs only
 The draft length adapts: two longer after a fully accepted draft, one past the accepted count after a
 rejection (within 1..``max_draft``). The off-switch: when the drafts of the last ``WINDOW`` steps kept fewer
 than ``off_below`` of their tokens, drafting pauses for ``PAUSE`` steps, doubling (to ``MAX_PAUSE``) each time it
-pays no better once resumed. Counts for the metrics: drafts, drafted and accepted tokens, target forwards.
+pays no better once resumed. Counts for the metrics: drafts, drafted and accepted tokens, target forwards. The
+kept drafts come back marked ``drafted`` (the window tints them).
 Owns no model and no text; the session (``engine.generate.session``) emits what ``step`` returns.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections import deque
 from dataclasses import dataclass
@@ -102,7 +104,8 @@ class Speculator:
         self.target.crop(before + 1 + kept)  # the chosen token and the kept drafts stay
         history.extend(tokens[:kept])
         self._learn(len(tokens), kept)
-        return list(verdict.choices)
+        choices = verdict.choices
+        return [dataclasses.replace(c, drafted=True) for c in choices[:kept]] + list(choices[kept:])
 
     def _learn(self, drafted: int, kept: int) -> None:
         self._drafts += 1
