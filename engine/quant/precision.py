@@ -117,6 +117,8 @@ class PrecisionChoice:
         if self.reason is Reason.QUALITY_MET and self.verdict is not None and self.verdict.agreement is not None:
             return (f"{self.precision}: auto's top-1 agreement with {self.float_name} "
                     f"{self.verdict.agreement:.1%} ≥ {self.verdict.bar:.0%}")
+        if self.reason is Reason.QUALITY_MISSED and self.verdict is not None and not self.verdict.rejected:
+            return f"{self.precision}: the int kernels cannot take this model's shapes"
         if self.reason is Reason.QUALITY_MISSED:
             return f"{self.precision}: no quantized candidate met its quality bar"
         return f"{self.precision}: auto's float type for this device"

@@ -121,6 +121,9 @@ def test_cpu_auto_over_the_floor_measures_once_and_takes_the_verdict():
     assert choice.verdict.rejected == (("int4", 0.5),) and "99.0% ≥ 98%" in choice.describe()
     missed = choose_precision("auto", CPU, BIG, lambda f: AutoChoice(f, f, None, None, (("int4", 0.5), ("int8", 0.9))))
     assert (missed.precision, missed.reason) == ("bf16", Reason.QUALITY_MISSED)
+    assert missed.describe() == "bf16: no quantized candidate met its quality bar"
+    shapes = choose_precision("auto", CPU, BIG, lambda f: AutoChoice(f, f, None, None))  # quant.py refused the shapes
+    assert shapes.reason is Reason.QUALITY_MISSED and "cannot take this model's shapes" in shapes.describe()
 
 
 def test_without_a_measurement_the_fastest_candidate_is_assumed_and_said():
