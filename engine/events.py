@@ -114,6 +114,12 @@ class Metrics:
     target_steps: int = 0
     acceptance_rate: float | None = None
     tokens_per_step: float | None = None
+    # Constrained decoding (engine/constrain: a JSON schema, a grammar): tokens chosen under a mask, the decode loop's
+    # time waiting for and applying their masks (the cost on its critical path) and llguidance's time building them
+    # (overlapped with the forwards), both summed over the reply; None when nothing was constrained.
+    masked_tokens: int = 0
+    mask_wait_s: float | None = None
+    mask_build_s: float | None = None
     unknown: tuple[str, ...] = ()  # names of the fields above that are not known (their value is a placeholder)
 
     def known(self, name: str) -> Any:

@@ -42,6 +42,8 @@ class ToolCallRecord:
 
     def line(self) -> str:
         """One line for Markdown: ``name(arguments) → result · 12 ms`` (✗ for a failure, "refused" when refused)."""
+        if not self.name:  # a server or tool that could not be used: its one line
+            return f"✗ {self.result}"
         mark = "refused:" if self.refused else ("→" if self.ok else "✗")
         result = " ".join(self.result.split())
         return f"{self.name}({self.arguments}) {mark} {result} · {self.ms:g} ms"

@@ -22,10 +22,11 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
+from app.runtime.tool_host import ReplyTools, ToolCallEvent
 from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob, ReplyStarted, ServeJob,
                                 TaskFn, TaskJob, Worker)
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
@@ -68,6 +69,10 @@ class Bridge(QObject):
         busy_changed(bool): the worker became busy (a job is running or queued) or idle. The API server's
             requests (``post_serve_job``) do not count: a reply asked for meanwhile waits behind them.
         closing(): ``shutdown`` began; whoever posts jobs from another thread stops now, before the thread does.
+        tool_call_updated(object): a ``ToolCallEvent`` of the reply being written (asked, running, done, a problem),
+            in order with its stream.
+        tool_confirmation_requested(object): a ``ConfirmRequest`` for a tool that may change something: ``answer``
+            it (the reply waits, or until stopped).
     """
 
     load_progressed = Signal(str, float)
@@ -82,6 +87,8 @@ class Bridge(QObject):
     task_failed = Signal(int, str)
     busy_changed = Signal(bool)
     closing = Signal()
+    tool_call_updated = Signal(object)
+    tool_confirmation_requested = Signal(object)
 
     _job_requested = Signal(object)  # internal: queued to the worker thread
 
@@ -104,6 +111,8 @@ class Bridge(QObject):
         self._worker.load_failed.connect(self.load_failed)
         self._worker.task_finished.connect(self.task_finished)
         self._worker.task_failed.connect(self.task_failed)
+        self._worker.tool_confirmation_requested.connect(self.tool_confirmation_requested)
+        self.reply_tools: Callable[[int], ReplyTools | None] = lambda _conversation_id: None  # set by the window
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
@@ -141,11 +150,12 @@ class Bridge(QObject):
         """Stream a reply to ``messages`` (the whole conversation) sampled with ``config``, in the session
         kept for ``conversation_id``. Refused (returns False) while another reply is running or queued,
         so a Send pressed many times yields one reply. ``template_kwargs`` and ``partial``: ``ChatSession.generate``'s
-        (enable_thinking; the reply cut at its length limit, continued)."""
+        (enable_thinking; the reply cut at its length limit, continued). The conversation's MCP tools and JSON schema:
+        ``reply_tools(conversation_id)`` (``app.window.tool_turns`` sets it; None: neither)."""
         if self.is_generating() or self._closed:
             return False
         self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None),
-                                 template_kwargs, partial))
+                                 template_kwargs, partial, tools=self.reply_tools(conversation_id)))
         return True
 
     def complete(self, session_id: int, text: str, config: SamplingConfig) -> bool:
@@ -293,6 +303,8 @@ class Bridge(QObject):
                 stats = event.metrics
             elif isinstance(event, Started):
                 self.generation_started.emit(event)
+            elif isinstance(event, ToolCallEvent):
+                self.tool_call_updated.emit(event)
             elif isinstance(event, PrefillProgress):
                 self.prefill_progressed.emit(event.done, event.total)
             elif isinstance(event, Finished):

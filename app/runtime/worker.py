@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
 from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
 from engine.fmt import one_line
@@ -62,6 +63,7 @@ class GenerateJob:
     template_kwargs: dict[str, Any] | None = None  # chat-template variables (enable_thinking); a local model's only
     partial: Message | None = None  # the reply cut at its length limit, continued where it stopped
     text: str | None = None  # Complete text: this document is continued raw (no chat template), ``messages`` unused
+    tools: ReplyTools | None = None  # the conversation's MCP tools and JSON schema (``app.runtime.tool_host``)
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,7 @@ class Worker(QObject):
         load_failed(object): the ``LoadFailure`` (the previous model, if any, stays loaded).
         task_finished(int, object): task id and fn's return value.
         task_failed(int, str): task id and the one-line error.
+        tool_confirmation_requested(object): a ``ConfirmRequest``: the reply waits until it is answered (or stopped).
     """
 
     job_finished = Signal(int)
@@ -213,11 +216,13 @@ class Worker(QObject):
     load_failed = Signal(object)
     task_finished = Signal(int, object)
     task_failed = Signal(int, str)
+    tool_confirmation_requested = Signal(object)
 
     def __init__(self, buffer: EventBuffer) -> None:
         super().__init__()
         self._buffer = buffer
         self._loaded: LoadedModel | RemoteModel | None = None
+        self.tools = ToolHost(self._finish, self._ask)  # the MCP hub, beside the model; a call's events go as Finished's
         self.sessions = SessionCache()
 
     @Slot(object)
@@ -241,6 +246,7 @@ class Worker(QObject):
         """Drop the model and sessions (called after the thread stopped, so no job is running)."""
         self.sessions.clear()
         self._loaded = None
+        self.tools.close()
 
     def _load(self, job: LoadJob, cancel: threading.Event) -> None:
         def progress(p: model_loader.LoadProgress) -> None:
@@ -294,6 +300,8 @@ class Worker(QObject):
                 if isinstance(loaded, RemoteModel):
                     raise BadInputError("Complete text needs a model loaded here, not a server's")
                 events = session.complete(job.text, job.config, cancel=cancel)
+            elif job.tools is not None and (job.tools.uses_tools or job.tools.json_schema):
+                events = self.tools.events(session, job.messages, job.config, job.tools, cancel, **extra)
             else:
                 events = session.generate(job.messages, job.config, cancel=cancel, **extra)
             finished = False
@@ -316,9 +324,12 @@ class Worker(QObject):
             log.error("unexpected generation failure:\n%s", traceback.format_exc())
             self._finish(finished_without_run("error", f"generation failed: {one_line(exc, name_type=True)}"))
 
-    def _finish(self, event: Finished) -> None:
+    def _finish(self, event: object) -> None:
         self._buffer.put(event)
         self.events_pending.emit()
+
+    def _ask(self, request: ConfirmRequest) -> None:
+        self.tool_confirmation_requested.emit(request)
 
     def _task(self, job_id: int, job: TaskJob, cancel: threading.Event) -> None:
         if cancel.is_set():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.history.perf import PerfRecord
+from app.history.tool_record import ToolCallRecord
 from engine.events import Metrics
 
 
@@ -23,6 +24,7 @@ class ChatMessage:
     finish_reason: str | None = None  # None while streaming, and for the user's messages
     perf: PerfRecord | None = None
     reasoning: str = ""  # a reasoning model's thought, shown collapsed above the answer
+    tool_calls: tuple[ToolCallRecord, ...] = ()  # the tools it called while replying, as saved
 
     @property
     def footer(self) -> str:
@@ -42,13 +44,14 @@ class ShownMessage:
     reasoning: str = ""  # a reasoning model's thought: the bubble's collapsed "Thinking…" section
     thinking_tokens: int | None = None
     thinking_s: float | None = None
+    tool_calls: tuple[ToolCallRecord, ...] = ()  # the bubble's tool-call blocks (``app.widgets.tool_call_view``)
 
     @classmethod
     def of(cls, m: ChatMessage) -> ShownMessage:
         """What the bubble of the controller's ``m`` shows."""
         perf = m.perf
         return cls(m.role, m.text, m.message_id, m.footer, m.finish_reason, m.reasoning,
-                   perf.thinking_tokens if perf else None, perf.thinking_s if perf else None)
+                   perf.thinking_tokens if perf else None, perf.thinking_s if perf else None, m.tool_calls)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,9 @@ SERVE_PORT = 8000  # the window's API server: engine serve's default port, so cl
 RANGES = SAMPLING_RANGES
 _DEFAULTS = SamplingConfig()  # THE sampling defaults (engine/inputs.py says why they are low)
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+PER_CONVERSATION = ("tools", "tool_choice", "json_schema")
+TOOL_CHOICES = ("auto", "required")
+MAX_MCP_SERVERS = 16
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,12 @@ class ChatSettings:
     seed: int = -1  # -1: a fresh random seed per reply; otherwise replies are reproducible
     use_kv_cache: bool = _DEFAULTS.use_kv_cache  # off recomputes the whole prefix every step: slow, the lesson
     thinking: bool = True  # a reasoning model whose template takes enable_thinking thinks first (its default)
+    # This conversation's own (``PER_CONVERSATION``: never a default for new ones, never in QSettings): the MCP tools
+    # the user enabled for it (by name), whether its first reply must call one, and "answer as JSON matching this
+    # schema" (the schema's text; "" off).
+    tools: tuple[str, ...] = ()
+    tool_choice: str = "auto"  # auto | required
+    json_schema: str = ""
 
     def stored(self) -> dict[str, Any]:
         """These settings as a conversation's history row keeps them (the system prompt has its own column);
@@ -119,16 +128,27 @@ def chat_from_stored(system_prompt: Any, stored: Any, defaults: ChatSettings) ->
     value; a missing or unusable one (an older row, a damaged file) takes its value from ``defaults``."""
     values: dict[str, Any] = {}
     stored = stored if isinstance(stored, dict) else {}
+    tools = stored.get("tools")
+    if isinstance(tools, list) and all(isinstance(name, str) for name in tools):
+        values["tools"] = tuple(dict.fromkeys(tools))
     for f in fields(ChatSettings):
         default = getattr(defaults, f.name)
         raw = system_prompt if f.name == "system_prompt" else stored.get(f.name)
-        if raw is None:
+        if raw is None or f.name == "tools":
             continue
         try:
             values[f.name] = _parse(raw, default, RANGES.get(f.name))
         except _Unusable:
             log.warning("conversation setting %s=%r is unusable; using %r", f.name, raw, default)
+    if values.get("tool_choice", "auto") not in TOOL_CHOICES:
+        values["tool_choice"] = "auto"
     return replace(defaults, **values)
+
+
+def with_conversation_fields(chosen: ChatSettings, current: ChatSettings) -> ChatSettings:
+    """``chosen`` (the settings dialog's values, or the defaults) keeping ``current``'s ``PER_CONVERSATION`` fields:
+    the dialog edits what new conversations start from, never the open one's tools or schema."""
+    return replace(chosen, **{name: getattr(current, name) for name in PER_CONVERSATION})
 
 
 class Settings:
@@ -164,12 +184,30 @@ class Settings:
     def chat(self) -> ChatSettings:
         defaults = ChatSettings()
         values = {f.name: self._read(f"chat/{f.name}", getattr(defaults, f.name), RANGES.get(f.name))
-                  for f in fields(ChatSettings)}
+                  for f in fields(ChatSettings) if f.name not in PER_CONVERSATION}
         return replace(defaults, **values)
 
     def set_chat(self, chat: ChatSettings) -> None:
         for key, value in asdict(chat).items():
-            self._q.setValue(f"chat/{key}", value)
+            if key not in PER_CONVERSATION:
+                self._q.setValue(f"chat/{key}", value)
+        self._q.sync()
+
+    # -- MCP servers (app.widgets.tools_dialog): nothing is started until one is added and a tool enabled ---------
+    def mcp_servers(self) -> list[str]:
+        """The MCP servers the user added ("stdio:COMMAND ARGS" or a loopback http URL), in order, each once."""
+        try:
+            value = json.loads(str(self._q.value("tools/mcp_servers", "[]")))
+        except ValueError:
+            value = None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() and "\0" not in v for v in value):
+            if value is not None and value != []:
+                self._warn("tools/mcp_servers", value, [])
+            return []
+        return list(dict.fromkeys(value))[:MAX_MCP_SERVERS]
+
+    def set_mcp_servers(self, servers: list[str]) -> None:
+        self._q.setValue("tools/mcp_servers", json.dumps(list(dict.fromkeys(servers))[:MAX_MCP_SERVERS]))
         self._q.sync()
 
     # -- model selection ------------------------------------------------------------------------

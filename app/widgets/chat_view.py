@@ -31,6 +31,7 @@ from app.ui import accessibility
 from app.ui.markdown_view import MessageBrowser
 from app.ui.throttle import Throttle
 from app.widgets.thinking_section import ThinkingSection
+from app.widgets.tool_call_view import ToolCallsSection
 
 __all__ = ["ChatView", "MessageWidget", "ShownMessage"]
 
@@ -132,6 +133,8 @@ class MessageWidget(QFrame):
             self.thinking.setVisible(bool(message.reasoning))
             streaming = not message.text and message.finish_reason is None  # still thinking: no answer yet
             self.thinking.show_thought(message.reasoning, streaming, message.thinking_tokens, message.thinking_s)
+        if message.tool_calls:  # built only for a reply that called tools; a streaming render leaves the live ones
+            ToolCallsSection.of(self).show_records(message.tool_calls)
         if message.role == "user":
             self.browser.show_plain(_preview(message.text))
         else:

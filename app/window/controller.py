@@ -148,8 +148,8 @@ class ChatController(QObject):
         self._chat = (chat_from_stored(row.system_prompt, row.settings, self.settings.chat()) if row is not None
                       else self.settings.chat())
         self.set_editing(None)
-        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning) for r in rows
-                         if r.role in ("user", "assistant")])
+        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning, r.tool_calls)
+                         for r in rows if r.role in ("user", "assistant")])
         self.settings.set_last_conversation(cid)
         return True
 

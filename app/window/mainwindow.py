@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QSplitter, QToo
 from app.history.store import HistoryStore
 from app.runtime import api_serving
 from app.runtime.bridge import Bridge, ReplyStarted
-from app.state.settings import ChatSettings, Settings
+from app.state.settings import ChatSettings, Settings, with_conversation_fields
 from app.ui import accessibility
 from app.ui.engine_texts import engine_text, history_text
 from app.widgets import completion_view, thinking_section
@@ -32,7 +32,7 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import conversation_model, fork, prompt_meter, remote_code, remote_source
+from app.window import conversation_model, fork, prompt_meter, remote_code, remote_source, tool_turns
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from engine.errors import BadInputError
 from engine.fmt import outside_text
@@ -146,7 +146,7 @@ class MainWindow(QMainWindow):
         self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
         self.api_serving = api_serving.ApiServing(self, menu)  # "Serve this model", its port, its status-bar label
         self.completion = completion_view.CompletionView.attach(self, menu)  # Complete text… (no chat template)
-        menu.addSeparator()
+        self.tool_turns = tool_turns.ToolTurns.attach(self, menu)  # Tools… (MCP servers, JSON answers); a separator
         self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
         self.menuBar().addMenu(self.tr("&View")).addAction(self.perf_dock.toggleViewAction())
         accessibility.tab_order(self.model_bar, self.conversations, self.chat, composer, self.perf_dock)  # as laid out
@@ -219,7 +219,7 @@ class MainWindow(QMainWindow):
 
     def apply_settings(self, chat: ChatSettings | None = None) -> None:
         """``chat`` (None: the stored defaults) applies to this conversation and is saved with it."""
-        self.controller.apply_settings(chat)
+        self.controller.apply_settings(with_conversation_fields(chat or self.settings.chat(), self.chat_settings()))
 
     def chat_settings(self) -> ChatSettings:
         """The settings the current conversation replies with (its own once saved with it)."""

@@ -14,6 +14,7 @@ compute time on the worker and the time the decode loop actually waited (the cos
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -117,3 +118,13 @@ class TokenConstraint:
             raise ConstraintError(f"the constraint refused token {token_id}: {self._matcher.get_error()}")
         if OVERLAP and not self._matcher.is_stopped():
             self._pending = _pool().submit(self._fill)
+
+
+def with_mask_cost(metrics: Any, constraint: "TokenConstraint | None") -> Any:
+    """``metrics`` (an ``engine.events.Metrics``) carrying what ``constraint``'s masks cost so far (unchanged when
+    there was none): the masked tokens, the decode loop's wait for them and their build time."""
+    if constraint is None:
+        return metrics
+    stats = constraint.stats
+    return dataclasses.replace(metrics, masked_tokens=stats.steps, mask_wait_s=stats.wait_s,
+                               mask_build_s=stats.compute_s)

@@ -1,0 +1,118 @@
+"""Tools and JSON answers in the window: ``ToolTurns`` ties the "Tools…" dialog, the per-conversation choices, the
+calls shown in the reply as they happen, the question before a tool that may change something, the saving of the
+round-trips with the reply and the panel's "Tools and constraints" view.
+
+What a reply may use is read when it is sent (``Bridge.reply_tools``): the servers in settings, and the open
+conversation's tools, tool choice and JSON schema (``ChatSettings``' per-conversation fields, saved with it). A
+reply's ``ToolCallEvent``s arrive in order with its stream: each becomes a block in the streaming bubble
+(``app.widgets.tool_call_view``) and a line in the panel; once the reply is saved, its round-trips are saved with it
+(``HistoryStore.update_message(tool_calls=…)``), so reopening and exports show them. Owns no widget of its own
+beyond the dialogs it opens, and runs no tool (``app.runtime.tool_host``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QObject, Slot
+
+from app.history.store import StoreError
+from app.history.tool_record import ToolCallRecord
+from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolCallEvent
+from app.widgets.tool_call_view import ToolCallsSection
+from app.widgets.tool_cost_view import ToolCostView
+from app.widgets.tools_dialog import ToolConfirmation, ToolsDialog
+
+
+class ToolTurns(QObject):
+    """The window's tools (no signals): ``dialog`` the open "Tools…" dialog, ``confirmation`` the open question."""
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window, self.controller, self.bridge = window, window.controller, window.bridge
+        self.dialog: ToolsDialog | None = None
+        self.confirmation: ToolConfirmation | None = None
+        self.records: list[ToolCallRecord] = []  # the reply being written's round-trips
+        self.cost_view = ToolCostView()
+        panel = window.perf_panel  # the view goes under the TTFT one, in the Performance tab's column
+        column = panel.ttft_view.parentWidget().layout()
+        column.insertWidget(column.indexOf(panel.ttft_view) + 1, self.cost_view)
+        self.bridge.reply_tools = self.reply_tools
+        self.bridge.tool_call_updated.connect(self.on_bridge_tool_call_updated)
+        self.bridge.tool_confirmation_requested.connect(self.on_bridge_tool_confirmation_requested)
+        self.bridge.stats_updated.connect(self.cost_view.show_metrics)
+        self.controller.reply_started.connect(self.on_controller_reply_started)
+        self.controller.reply_finished.connect(self.on_controller_reply_finished)
+
+    @classmethod
+    def attach(cls, window: Any, menu: Any) -> "ToolTurns":
+        """Build the window's tools and their Chat → Tools… entry in ``menu`` (a separator after it ends the group)."""
+        turns = cls(window)
+        menu.addAction(QCoreApplication.translate("ToolTurns", "Tools…"), turns.open_dialog)
+        menu.addSeparator()
+        return turns
+
+    def reply_tools(self, _conversation_id: int) -> ReplyTools | None:
+        """What the reply about to be sent may use (the open conversation's choices); None: nothing."""
+        chat = self.controller.chat_settings()
+        servers = tuple(self.window.settings.mcp_servers())
+        if not (servers and chat.tools) and not chat.json_schema:
+            return None
+        return ReplyTools(servers if chat.tools else (), chat.tools, chat.tool_choice, chat.json_schema)
+
+    @Slot()
+    def open_dialog(self) -> ToolsDialog:
+        """Open the "Tools…" dialog (not modal: the window goes on); its OK applies to the open conversation."""
+        chat = self.controller.chat_settings()
+        self.dialog = ToolsDialog(self.window.settings.mcp_servers(), chat.tools, chat.tool_choice, chat.json_schema,
+                                  self.window)
+        self.dialog.accepted.connect(self.on_dialog_accepted)
+        self.dialog.open()
+        return self.dialog
+
+    # -- slots ----------------------------------------------------------------------------------------------
+    @Slot()
+    def on_dialog_accepted(self) -> None:
+        if self.dialog is None:
+            return
+        choices = self.dialog.values()
+        self.window.settings.set_mcp_servers(list(choices.servers))
+        chat = self.controller.chat_settings()
+        self.controller.apply_settings(replace(chat, tools=choices.tools, tool_choice=choices.tool_choice,
+                                               json_schema=choices.json_schema))
+        self.window.statusBar().showMessage(self.tr("Tools saved for this conversation; they apply to the next "
+                                                    "reply."), 5000)
+
+    @Slot(object)
+    def on_bridge_tool_call_updated(self, event: ToolCallEvent) -> None:
+        if event.record is not None:
+            self.records.append(event.record)
+            self.cost_view.add_call(event.record)
+        chat = self.window.chat
+        if chat.is_streaming() and chat.widgets():
+            ToolCallsSection.of(chat.widgets()[-1]).show_event(event)
+
+    @Slot(object)
+    def on_bridge_tool_confirmation_requested(self, request: ConfirmRequest) -> None:
+        self.confirmation = ToolConfirmation(request, self.window)
+        self.confirmation.open()  # window-modal, not a nested event loop: the worker waits on the request
+
+    @Slot(object)
+    def on_controller_reply_started(self, _reply: Any) -> None:
+        self.records = []
+        self.cost_view.reset()
+
+    @Slot(object)
+    def on_controller_reply_finished(self, finished: Any) -> None:
+        if self.confirmation is not None:  # the reply ended (stopped) while asking: the question goes with it
+            self.confirmation.done(0)
+            self.confirmation = None
+        message, records = finished.message, tuple(self.records)
+        if not records or not finished.kept or message.message_id is None:
+            return
+        try:
+            self.controller.store.update_message(message.message_id, message.text, message.finish_reason,
+                                                 tool_calls=records)
+        except StoreError as exc:
+            self.window.messages.show_message(self.tr("Tool calls not saved: {why}").format(why=exc), "warning")
