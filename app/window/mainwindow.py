@@ -32,7 +32,8 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import conversation_model, fork, prompt_meter, remote_code, remote_source, tool_turns
+from app.window import (chatgpt_import, conversation_model, fork, prompt_meter, remote_code, remote_source,
+                        tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from engine.errors import BadInputError
 from engine.fmt import outside_text
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
         self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
+        self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
         self._update_state()
         for notice in store.notices:
             self.messages.show_message(history_text(notice), "warning")
@@ -146,6 +148,7 @@ class MainWindow(QMainWindow):
         self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
         self.api_serving = api_serving.ApiServing(self, menu)  # "Serve this model", its port, its status-bar label
         self.completion = completion_view.CompletionView.attach(self, menu)  # Complete text… (no chat template)
+        self.chatgpt_import = chatgpt_import.ChatGptImport.attach(self, menu)  # Import ChatGPT export…
         self.tool_turns = tool_turns.ToolTurns.attach(self, menu)  # Tools… (MCP servers, JSON answers); a separator
         self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
         self.menuBar().addMenu(self.tr("&View")).addAction(self.perf_dock.toggleViewAction())
@@ -386,7 +389,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def on_chat_regenerate_requested(self) -> None:
-        self.controller.regenerate()
+        self.versions.regenerate()  # the reply it replaces stays a version of its turn
 
     @Slot()
     def on_chat_continue_requested(self) -> None:
