@@ -15,6 +15,9 @@ step (continuous batching, ``engine.serve.batching``). Reported per value: total
 the total's ratio to parallel 1's and to one client's decode rate, and whether every greedy reply equals parallel
 1's (the same prompts go to every server).
 
+``--reopen`` measures something else instead: reopening a ~``--context-tokens`` conversation with and without its
+saved KV cache, in process and through a restarted server (``engine.bench.reopen``).
+
 Every prompt carries a fresh nonce first, so no request reuses another's KV cache (both sides prefill the whole
 prompt). Prints one JSON object; docs/SERVE.md ("Measured") reads it. Owns these scenarios only: the measuring
 rules are engine/bench/core.py's, the server engine/serve/'s.
@@ -147,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--parallel", default="1,4,8", help="comma-separated --parallel values for the crowd run")
+    parser.add_argument("--reopen", action="store_true",
+                        help="instead: TTFT of reopening a long conversation, full prefill vs its saved KV cache")
+    parser.add_argument("--context-tokens", type=int, default=4000, help="--reopen: the conversation's length")
+    parser.add_argument("--http-full", action="store_true", help="--reopen: also a full prefill through HTTP")
     args = parser.parse_args(argv)
     try:
         parallels = [int(v) for v in args.parallel.split(",") if v.strip()]
@@ -158,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     progress = (lambda m: print(m, file=sys.stderr, flush=True)) if os.environ.get("BENCH_VERBOSE") \
         else (lambda _m: None)
     loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device="cpu"))
+    if args.reopen:
+        from engine.bench import reopen
+
+        figures = reopen.run(loaded, args.context_tokens, args.reps, args.tokens, progress, args.http_full)
+        print(json.dumps({"machine": machine_description("cpu"), "model": loaded.facts.name,
+                          "precision": loaded.facts.precision, **figures}, indent=2, default=str))
+        return 0
     # ignore_eos-like budget: greedy, and long enough an answer that every reply reaches the token budget.
     config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=args.tokens)
     worker = Worker(loaded, max_queue=max(32, args.clients)).start()

@@ -50,3 +50,20 @@ def test_serve_bench_refuses_bad_parallel_values_with_one_line(capsys):
             main(["--parallel", bad])
         assert exit_info.value.code == 2
         assert "--parallel" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_serve_bench_reopen_compares_a_full_prefill_with_the_saved_cache(tmp_path, home):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "tiny-1024", max_position_embeddings=1024)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--reopen", "--model", str(folder), "--precision", "fp32", "--tokens", "4", "--reps", "1",
+                     "--context-tokens", "300", "--http-full"]) == 0
+    result = json.loads(out.getvalue())
+    assert result["context_tokens"] > 300 and 300 <= result["cached_tokens"] < result["context_tokens"]
+    assert set(result["ttft_s"]["median"]) == {"full prefill", "reopen (file)", "http reopen (--kv-store)",
+                                               "http full prefill"}
+    assert all(v > 0 for v in result["ttft_s"]["median"].values())
+    assert result["ttft_ratio_to_full_prefill"]["full prefill"] == 1.0 and result["file_bytes"] > 0
+    assert result["replies_identical"] is True and result["machine"]
