@@ -53,6 +53,10 @@ EXPERIMENT_TEXTS = (
     QT_TRANSLATE_NOOP("engine", "Precision A/B (bf16 / int8 / int4)"),
     QT_TRANSLATE_NOOP("engine", "Loads the model again in bf16, int8 and int4, one after another (temporarily uses "
                                 "extra memory): decode tok/s, TTFT, weights size, identical greedy text?"),
+    QT_TRANSLATE_NOOP("engine", "Speculative decoding"),
+    QT_TRANSLATE_NOOP("engine", "Plain and prompt-lookup decoding at draft lengths 1-8 on a repeat-heavy prompt and a "
+                                "fresh one: speed-up against draft length and acceptance, tokens per step, identical "
+                                "greedy text?"),
 )
 
 WORKER_TEXTS = (

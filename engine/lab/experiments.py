@@ -5,7 +5,7 @@ The GUI lists ``EXPERIMENTS`` and runs ``run_experiment`` on the model's worker 
 experiment, which needs torch and transformers at import, and torch itself load when first used. Owns
 the catalogue, the quick/full sizes of each experiment and the export layout (``<key>.csv``,
 ``<key>.png``, ``results.json``); the measuring lives in ``engine.lab.timing``, ``engine.lab.sampling_stats``,
-``engine.lab.attention`` and ``engine.lab.precision_ab``.
+``engine.lab.attention``, ``engine.lab.precision_ab`` and ``engine.lab.speculation``.
 
 A model on a server (``engine.remote``) runs the experiments that need only replies, their times and
 their tokens (``needs_local=False``: greedy 20, TTFT vs length, sampling); the ones that need the
@@ -28,6 +28,7 @@ from engine.lab.precision_ab import precision_ab_task
 from engine.lab.results import ExperimentResult, write_csv, write_json
 from engine.lab.runs import Progress, is_remote, model_label, no_progress
 from engine.lab.sampling_stats import run_sampling
+from engine.lab.speculation import DRAFT_LENGTHS, run_speculation
 from engine.lab.timing import LENGTHS_FULL, LENGTHS_QUICK, run_greedy20, run_kv_cache, run_ttft_vs_length
 
 
@@ -58,6 +59,7 @@ NEEDS_LOCAL_WHY = {
     "kv_cache": "it switches the model's KV cache off, which a server's API cannot do",
     "attention": "it reads the model's attention weights, which a server's API does not send",
     "precision_ab": "it loads the model's weights again in other precisions",
+    "speculation": "it drafts and verifies tokens inside the model's own decoding, which a server's API cannot",
 }
 
 
@@ -77,6 +79,10 @@ EXPERIMENTS: tuple[ExperimentInfo, ...] = (
     ExperimentInfo("precision_ab", "Precision A/B (bf16 / int8 / int4)",
                    "Loads the model again in bf16, int8 and int4, one after another (temporarily uses extra "
                    "memory): decode tok/s, TTFT, weights size, identical greedy text?", loads_models=True,
+                   needs_local=True),
+    ExperimentInfo("speculation", "Speculative decoding",
+                   "Plain and prompt-lookup decoding at draft lengths 1-8 on a repeat-heavy prompt and a fresh one: "
+                   "speed-up against draft length and acceptance, tokens per step, identical greedy text?",
                    needs_local=True),
 )
 FIVE = ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
@@ -131,6 +137,9 @@ def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOption
     if key == "attention":
         from engine.lab.attention import run_attention  # lazy: it imports torch and transformers (see the docstring)
         return run_attention(loaded, cancel, layer=options.layer, head=options.head, progress=progress)
+    if key == "speculation":
+        return run_speculation(loaded, cancel, draft_lengths=(1, 2, 4, 8) if q else DRAFT_LENGTHS,
+                               max_new_tokens=64 if q else 128, progress=progress)
     return precision_ab_task(loaded, cancel, precisions=options.precisions, max_new_tokens=24 if q else 48,
                              progress=progress)
 
@@ -151,7 +160,11 @@ def run_all(loaded, out_dir: Path, cancel: threading.Event, options: LabOptions 
     if not remote:  # a server's model runs on the server's machine: this one's torch says nothing about it
         import torch  # lazy: only for the machine's description; importing this module must load no torch
 
-        machine.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
+        from engine.lab.threads import thread_counts
+
+        counts = thread_counts()
+        machine.update(torch=torch.__version__, torch_threads=counts["intra_op"],
+                       torch_interop_threads=counts["inter_op"])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
