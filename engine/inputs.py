@@ -1,6 +1,7 @@
 """The validated inputs of the engine, one home for each: the precisions and devices a model can be loaded in,
-what to load (``LoadSpec``) and how to sample (``SamplingConfig``). The loader, the command lines and the window
-all use these; a bad value raises ``BadInputError`` (one line) when the object is built.
+the KV cache's precision (and its bytes per token), what to load (``LoadSpec``) and how to sample
+(``SamplingConfig``). The loader, the command lines and the window all use these; a bad value raises
+``BadInputError`` (one line) when the object is built.
 
 Two families of quantized weights, named for what they are:
 - ``int8`` / ``int4``: weight-only quantization on torch's native kernels (``engine/quant/quant.py``): fewer
@@ -30,6 +31,31 @@ COMPUTE_DTYPES = FLOATS  # what bitsandbytes may compute in
 MAX_TOP_LOGPROBS = 20  # candidates the token inspector and the API may ask for per token
 
 INT4_GROUP_SIZE = 32  # weights sharing one scale and zero in int4: GGUF Q4_0/Q4_1's block size
+
+# The KV cache's precision (``--kv``, ``LoadSpec.kv_precision``): ``auto`` keeps it in the activations' dtype (bf16,
+# fp16 or fp32, as the model computes), ``int8`` stores one byte per element plus an fp16 scale per layer, KV head
+# and position (``engine/generate/kv_cache.py``; the fast runner only): about half the bytes of a 16-bit cache.
+KV_PRECISIONS = ("auto", "int8")
+KV_SCALE_BYTES = 2  # one fp16 scale per (layer, KV head, position) for K and for V in an int8 cache
+KV_EXPLANATIONS = {
+    "auto": "the KV cache in the model's activations dtype (bf16, fp16 or fp32): exact",
+    "int8": "8-bit KV cache with a scale per head and position: about half the KV bytes of 16-bit, fast runner only",
+}
+
+
+def check_kv_precision(value: object) -> str:
+    """``value`` if it names a KV cache precision, else ``BadInputError`` (one line)."""
+    if value not in KV_PRECISIONS:
+        raise BadInputError(f"unknown KV cache precision {value!r}: choose {' or '.join(KV_PRECISIONS)}")
+    return str(value)
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, float_bytes: int, kv_precision: str = "auto") -> int:
+    """Bytes one token's K and V take over all layers: 2 · layers · kv_heads · head_dim · ``float_bytes``, or for an
+    int8 cache 2 · layers · kv_heads · (head_dim · 1 + ``KV_SCALE_BYTES``)."""
+    if kv_precision == "int8":
+        return 2 * layers * kv_heads * (head_dim + KV_SCALE_BYTES)
+    return 2 * layers * kv_heads * head_dim * float_bytes
 
 EXPLANATIONS = {
     "auto": ("on a CPU the fastest of int4 and int8 that agrees with the float model on at least 90% / 98% of "
@@ -63,8 +89,10 @@ class LoadSpec:
     offload: bool = False  # CUDA only: accelerate device_map="auto" puts what does not fit in CPU memory
     offload_gpu_bytes: int | None = None  # with offload: GPU memory accelerate may use (None: all free memory)
     attn_implementation: str | None = None  # None: transformers' default (sdpa); "eager" to capture attention
+    kv_precision: str = "auto"  # one of KV_PRECISIONS: int8 needs the fast runner (refused at load otherwise)
 
     def __post_init__(self) -> None:
+        check_kv_precision(self.kv_precision)
         if self.precision not in PRECISIONS:
             raise BadInputError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
         if self.device not in DEVICES:
@@ -209,6 +237,7 @@ class SpeculationConfig:
         return cls(method=text)
 
 
-__all__ = ["FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "DEVICES", "COMPUTE_DTYPES", "INT4_GROUP_SIZE",
+__all__ = ["KV_PRECISIONS", "KV_SCALE_BYTES", "KV_EXPLANATIONS", "check_kv_precision", "kv_bytes_per_token",
+           "FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "DEVICES", "COMPUTE_DTYPES", "INT4_GROUP_SIZE",
            "MAX_TOP_LOGPROBS", "EXPLANATIONS", "SAMPLING_LIMITS", "SAMPLING_RANGES", "CLI_DEFAULT_SEED", "LoadSpec",
            "SamplingConfig", "SPECULATION_METHODS", "MAX_DRAFT_TOKENS", "SpeculationConfig"]

@@ -13,8 +13,9 @@ what was generated. What a server chose (its model's name, its error texts) is p
 ``engine.fmt.outside_text``: no terminal escape reaches the terminal. A local model without a chat template is
 refused from its files' metadata before the weights load (``python -m engine complete`` continues text).
 ``--speculative prompt-lookup|draft:MODEL|self`` decodes speculatively (``engine.speculate``; the JSON then has
-``speculation``, ``acceptance_rate``, ``tokens_per_step`` and the counts). Owns its
-own arguments; the flags and output it shares with ``complete`` are ``engine.cli.replies``'.
+``speculation``, ``acceptance_rate``, ``tokens_per_step`` and the counts). ``--kv int8`` keeps the KV cache in 8
+bits (``engine.generate.kv_cache``; the JSON's ``kv_cache_bytes`` are its real bytes, ``model.kv_precision`` says so).
+Owns its own arguments; the flags and output it shares with ``complete`` are ``engine.cli.replies``'.
 ``engine/__main__.py`` imports every sub-command to build its parser, so the session (which loads torch, ~1.5 s)
 is imported in ``_run``: ``--help`` stays instant.
 """
@@ -61,12 +62,14 @@ def _run(args: argparse.Namespace) -> int:
 
         if speculation is not None:
             raise BadInputError("--speculative applies to a model loaded here, not to a server (--base-url)")
+        if args.kv != "auto":
+            raise BadInputError("--kv applies to a model loaded here, not to a server (--base-url)")
         remote = connect(RemoteSpec(args.base_url, args.model, remote_args.key_of(args)))
         session: Any = RemoteSession(remote)
         facts: Any = remote.facts
     else:
         loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
-                                     allow_remote_code=args.allow_remote_code), chat=True)
+                                     allow_remote_code=args.allow_remote_code, kv_precision=args.kv), chat=True)
         # Torch loads here, after the load: a model refused from its files is refused before torch is imported.
         from engine.generate.session import ChatSession
         session, facts = ChatSession(loaded, speculation=speculation), replies.reply_facts(loaded, config)

@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     text = read_prompt(args)
     check_text(text)  # bad input fails before the model loads
     loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
-                                 allow_remote_code=args.allow_remote_code))
+                                 allow_remote_code=args.allow_remote_code, kv_precision=args.kv))
     from engine.generate.session import ChatSession  # torch: after the load, as chat (see the docstring)
     session = ChatSession(loaded)
     facts = replies.reply_facts(loaded, config)  # --no-kv-cache: the plain runner

@@ -23,7 +23,7 @@ from engine.cli.interrupt import first_ctrl_c_sets
 from engine.errors import EngineError
 from engine.events import Event, Finished, Token
 from engine.fmt import format_bytes, outside_text, terminal_text
-from engine.inputs import CLI_DEFAULT_SEED, DEVICES, PRECISIONS, SamplingConfig
+from engine.inputs import CLI_DEFAULT_SEED, DEVICES, PRECISIONS, SamplingConfig, check_kv_precision
 
 DEFAULTS = SamplingConfig()  # THE defaults, the window's too (engine/inputs.py says why they are low)
 MAX_ERROR_CHARS = 1000  # an error line may quote a server's text: escaped and bounded like every outside string
@@ -44,6 +44,9 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                         help="random seed: the same seed prints the same text; -1 draws a fresh one "
                              "(default: %(default)s)")
     parser.add_argument("--no-kv-cache", action="store_true", help="recompute the whole sequence every step")
+    parser.add_argument("--kv", default="auto", metavar="auto|int8",
+                        help="the KV cache's precision: auto (the model's dtype) or int8 (about half the bytes, "
+                             "fast runner only; default: %(default)s)")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end instead of streaming")
@@ -51,7 +54,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 def sampling_config(args: argparse.Namespace) -> SamplingConfig:
     """The flags of ``add_generation_arguments`` as a config (``--seed -1``: a fresh seed, ``SamplingConfig``'s
-    None; any other negative seed is refused there)."""
+    None; any other negative seed is refused there). A bad ``--kv`` is refused here too, before anything loads."""
+    check_kv_precision(args.kv)
     return SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                           repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens,
                           seed=None if args.seed == -1 else args.seed, use_kv_cache=not args.no_kv_cache)

@@ -6,9 +6,9 @@ runs the next token of every one of them in ONE forward: the embeddings, norms, 
 down projections and the LM head are single matrix products over a (B, d) batch (on a CPU a decode step costs
 per operation far more than per row, so B rows cost little more than one); RoPE is applied at each sequence's
 own position, and attention is per sequence over its own filled cache prefix, with the very operations the
-runner's eager step uses (SDPA below ``EXACT_ATTENTION_POSITIONS``, ``attend_one`` above it or for quantized
-weights, Gemma 2's capped attention, sliding windows), so sequences of different lengths need no padding and
-never see each other. A batch of one is the runner's own ``decode``: bit for bit today's path.
+runner's eager step uses (``FastRunner.attend_position``: SDPA below ``EXACT_ATTENTION_POSITIONS``, ``attend_one``
+above it or for quantized weights, Gemma 2's capped attention, sliding windows, an int8 cache's own), so
+sequences of different lengths need no padding and never see each other. A batch of one is the runner's own ``decode``: bit for bit today's path.
 
 Rows equal a sequence decoded alone, bit for bit, for dense weights: a matrix product's kernel may sum in another
 order for B rows than for one (fp32 GEMM on x86 does; bf16 does for some shapes, e.g. the default model's MLP
@@ -18,7 +18,7 @@ own weight); where they differ, that projection runs row by row (B calls of the 
 one product. Quantized weights have no exact reference (their decode step is not transformers' either) and are
 always one product.
 
-Reads the runner's cache, tables and step plan (``_w``, ``_plan``, ``_k_layers``, ``_cos``...) without changing
+Reads the runner's tables and step plan (``_w``, ``_plan``, ``_cos``...) and attends through its cache without changing
 how the runner works; does not own scheduling (``engine.serve.batching``), sampling or text.
 """
 
@@ -30,8 +30,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from engine.generate.fastpath import EXACT_ATTENTION_POSITIONS, FastRunner
-from engine.generate.llama_fused import attend_one, capped_attention, embed, rotate
+from engine.generate.fastpath import FastRunner
+from engine.generate.llama_fused import embed, rotate
 
 
 def batchable(runner: Any) -> bool:
@@ -150,8 +150,6 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         per_kind.append([(cos[pos], sin[pos]) for cos, sin in zip(*tables)])
     ropes = [(torch.stack([row[kind][0] for row in per_kind])[:, None],
               torch.stack([row[kind][1] for row in per_kind])[:, None]) for kind in range(len(per_kind[0]))]
-    # As the eager step decides per sequence: fp32 attention for quantized weights, or past the exact range on a CPU.
-    fp32 = [first._quantized or (pos >= EXACT_ATTENTION_POSITIONS and first._cpu) for pos in positions]
     x = embed(w.embed, torch.tensor(list(token_ids), dtype=torch.long, device=device))  # (B, d)
     if w.embed_scale is not None:
         x = x * w.embed_scale
@@ -162,23 +160,9 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         qkv = qkv_proj(norm(x, attn_norm)).view(batch, heads + 2 * kvh, dim)  # rows q | k | v per sequence
         qk = qkv[:, :heads + kvh] if qk_norm is None else exact_norm(qkv[:, :heads + kvh], qk_norm)
         qk = rotate(qk, *ropes[rope])  # (B, H+KV, D)
-        rows = []
-        for b, runner in enumerate(runners):
-            pos = positions[b]
-            k_cache, v_cache = runner._k_layers[index], runner._v_layers[index]  # (KV, capacity, D)
-            k_cache.select(1, pos).copy_(qk[b, heads:])
-            v_cache.select(1, pos).copy_(qkv[b, heads + kvh:])
-            start = 0 if window is None else max(0, pos + 1 - window)
-            k_seen, v_seen = k_cache[:, start:pos + 1], v_cache[:, start:pos + 1]
-            q = qk[b, :heads]  # (H, D)
-            if w.attn_softcap is not None:
-                attn = capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
-            elif fp32[b]:
-                attn = attend_one(q, k_seen, v_seen, w.scaling)
-            else:
-                attn = F.scaled_dot_product_attention(q.reshape(1, heads, 1, dim), k_seen[None], v_seen[None],
-                                                      scale=w.scaling, enable_gqa=True)
-            rows.append(attn.reshape(1, heads * dim))
+        # each sequence's key and value into its own cache (dense or int8), its query over them: the runner's own step
+        rows = [runner.attend_position(index, positions[b], qk[b, :heads], qk[b, heads:], qkv[b, heads + kvh:], window)
+                for b, runner in enumerate(runners)]  # (1, H·D) each
         out = o_proj(torch.cat(rows))  # (B, d)
         x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
         gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)

@@ -24,6 +24,10 @@ directly, and prefill dequantizes one projection at a time for its matrix produc
 runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_ATTENTION_POSITIONS``, for dense
 ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 positions.
 
+``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
+(``engine.generate.kv_cache``; attention then always in fp32 products, no exactness promise). ``attend_position``
+writes and attends one token's K and V for the eager step, ``engine.generate.batched`` and ``engine.speculate``.
+
 Does not own which models qualify, the fused weights or the per-operation math (``engine.generate.llama_fused``),
 nor the choice between this runner and the plain one (``engine.generate.runners.make_runner``); does not know
 text, templates, sampling or timing.
@@ -41,6 +45,7 @@ import torch.nn.functional as F
 
 from engine.cpu import native_gemm
 from engine.generate.families import refusal
+from engine.generate.kv_cache import DenseKVCache, Int8KVCache
 from engine.generate.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
                                         weights_for)
 from engine.generate.rope_tables import context_rope, rope_tables
@@ -72,17 +77,24 @@ class FastRunner(ModelRunner):
     a mask, position given as a tensor): what CUDA graphs need. ``compile=True`` wraps the decode step
     in ``torch.compile`` (``mode="reduce-overhead"`` on CUDA), falling back to eager on any failure;
     ``compile_s`` then reports the time the first compiled step took.
-    """
+
+    ``kv_precision``: ``"auto"`` (the cache in the model's dtype) or ``"int8"`` (``Int8KVCache``)."""
 
     def __init__(self, model: Any, *, max_positions: int | None = None, static: bool = False,
                  compile: bool = False, initial_capacity: int = INITIAL_CAPACITY,
-                 upcast_prefill: bool | None = None) -> None:
+                 upcast_prefill: bool | None = None, kv_precision: str = "auto") -> None:
         refused = refusal(model)
         if refused is not None:
             raise ValueError(f"fast path not available: {refused}")
+        if kv_precision not in ("auto", "int8"):
+            raise ValueError(f"unknown KV cache precision {kv_precision!r}: auto or int8")
         self._w = weights_for(model)
         self._dtype = self._w.embed.dtype
         device = model_device(model)
+        self.kv_precision = kv_precision
+        shape = (len(self._w.layers), self._w.kv_heads, self._w.head_dim, self._dtype, device)
+        self._kv8 = Int8KVCache(*shape) if kv_precision == "int8" else None
+        self._kv = self._kv8 or DenseKVCache(*shape)
         limit = max_positions or getattr(model.config, "max_position_embeddings", None) or 4096
         # dynamic RoPE: exact up to max_position_embeddings only; longrope: the length past which a forward call
         # reads the long tables (engine.generate.rope_tables)
@@ -119,7 +131,7 @@ class FastRunner(ModelRunner):
         """Tell dynamo the tensors the step reads live at fixed addresses (as transformers' StaticCache
         does): CUDA graphs then read them in place instead of copying weights and cache in per replay,
         and in-place cache writes do not disable the graph."""
-        tensors = [self._k, self._v, *self._cos, *self._sin, *self._cos_long, *self._sin_long, self._positions, self._pos_t, self._step_input,
+        tensors = [*self._kv.tensors(), *self._cos, *self._sin, *self._cos_long, *self._sin_long, self._positions, self._pos_t, self._step_input,
                    self._w.embed, self._w.final_norm, self._w.lm_head, self._w.embed_scale]
         for layer in self._w.layers:
             tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down, layer.qkv_bias,
@@ -136,14 +148,9 @@ class FastRunner(ModelRunner):
     def _grow(self, capacity: int) -> None:
         """(Re)allocate the cache and RoPE tables for ``capacity`` positions, keeping what is cached."""
         w = self._w
-        shape = (len(w.layers), w.kv_heads, capacity, w.head_dim)  # (layers, kv_heads, positions, head_dim)
-        k = torch.zeros(shape, dtype=self._dtype, device=self._device)
-        v = torch.zeros(shape, dtype=self._dtype, device=self._device)
-        if self._capacity:
-            k[:, :, :self._capacity] = self._k
-            v[:, :, :self._capacity] = self._v
-        self._k, self._v = k, v
-        self._k_layers, self._v_layers = k.unbind(0), v.unbind(0)  # per-layer views, made once per allocation
+        self._kv.grow(capacity)
+        if self._kv8 is None:  # the dense buffers and per-layer views, as batched steps and snapshots read them
+            self._k, self._v, self._k_layers, self._v_layers = self._kv.k, self._kv.v, *self._kv.layers()
         with torch.inference_mode():
             probe = torch.empty(1, dtype=self._dtype, device=self._device)
             (self._cos, self._sin), long = rope_tables(self._rotary, w.rope_kinds, capacity, self._long_after, probe)
@@ -174,9 +181,32 @@ class FastRunner(ModelRunner):
         del self._ids[max(0, n):]
 
     def kv_bytes(self) -> tuple[int, int]:
-        """(filled, allocated) bytes of the key and value buffers."""
-        per_position = 2 * len(self._w.layers) * self._w.kv_heads * self._w.head_dim * self._k.element_size()
-        return per_position * len(self._ids), self._k.nbytes + self._v.nbytes
+        """(filled, allocated) bytes of the key and value buffers (an int8 cache's scales included)."""
+        return self._kv.bytes_per_position * len(self._ids), self._kv.nbytes
+
+    def attend_position(self, index: int, pos: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        window: int | None) -> torch.Tensor:
+        """Write one token's key and value (KV, D) at ``pos`` of layer ``index``; return its query's (H, D) attention
+        over what the layer sees (its last ``window`` when sliding), (1, H·D). Int8: ``Int8KVCache.attend_one``."""
+        w = self._w
+        first = 0 if window is None else max(0, pos + 1 - window)
+        if self._kv8 is not None:
+            self._kv8.write(index, pos, k[:, None], v[:, None])
+            return self._kv8.attend_one(index, q, first, pos + 1, w.scaling, w.attn_softcap)
+        k_cache, v_cache = self._k_layers[index], self._v_layers[index]  # (KV, capacity, D)
+        k_cache.select(1, pos).copy_(k)
+        v_cache.select(1, pos).copy_(v)
+        k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
+        if w.attn_softcap is not None:
+            return capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
+        if self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu):
+            # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at ~2,000
+            # (measured on the default model, bf16 and int4)
+            return attend_one(q, k_seen, v_seen, w.scaling)
+        # the SDPA call transformers makes for one query (GQA in the kernel, no mask): its bf16 rounding is then
+        # identical, so greedy text matches generate()'s
+        return F.scaled_dot_product_attention(q.view(1, w.heads, 1, w.head_dim), k_seen[None], v_seen[None],
+                                              scale=w.scaling, enable_gqa=True).view(1, w.heads * w.head_dim)
 
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
@@ -212,16 +242,17 @@ class FastRunner(ModelRunner):
             if layer.qk_norm is not None:  # Qwen3, Gemma 3: each head normed before RoPE
                 qk = norm(qk, layer.qk_norm)
             qk = rotate(qk, cos, sin)  # (n, H+KV, D)
-            self._k[index, :, start:end] = qk[:, heads:].transpose(0, 1)
-            self._v[index, :, start:end] = qkv[:, (heads + kvh) * dim:].view(n, kvh, dim).transpose(0, 1)
+            k_new = qk[:, heads:].transpose(0, 1)  # (KV, n, D)
+            v_new = qkv[:, (heads + kvh) * dim:].view(n, kvh, dim).transpose(0, 1)
+            self._kv.write(index, start, k_new, v_new)
+            k_seen, v_seen = self._kv.read(index, 0, end)  # int8: the stored keys, this chunk's too
             q = qk[:, :heads].transpose(0, 1)  # (H, n, D)
             if w.attn_softcap is not None:  # Gemma 2: SDPA has no soft-capping
                 causal = mask if mask is not None else torch.ones(n, end, dtype=torch.bool, device=x.device).tril()
-                attn = capped_attention(q, self._k[index, :, :end], self._v[index, :, :end], w.scaling,
-                                        w.attn_softcap, causal)
+                attn = capped_attention(q, k_seen, v_seen, w.scaling, w.attn_softcap, causal)
             else:
                 attn = F.scaled_dot_product_attention(
-                    q[None], self._k[index, :, :end][None], self._v[index, :, :end][None], attn_mask=mask,
+                    q[None], k_seen[None], v_seen[None], attn_mask=mask,
                     is_causal=mask is None, scale=w.scaling, enable_gqa=True)[0].transpose(0, 1).reshape(n, -1)
             out = linear(attn, layer.o, layer.o_bias)
             x = x + (out if layer.post_attn_norm is None else norm(out, layer.post_attn_norm))
@@ -257,33 +288,17 @@ class FastRunner(ModelRunner):
         norm, exact_norm, act = plan.norm, w.norm, w.act  # q/k norms: always the exact one (per-head weights)
         tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
         ropes = [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]  # (head_dim,) each
-        # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at ~2,000
-        # (attend_one; measured on the default model, bf16 and int4). Otherwise the same SDPA call
-        # transformers makes for one query (GQA in the kernel, no mask): its bf16 rounding is then
-        # identical, so greedy text matches generate()'s.
-        fp32_attention = self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu)
+        attend = self.attend_position  # which attention, and the cache write: see there
         x = embed_row(w.embed, token_id)  # (1, d)
         if w.embed_scale is not None:
             x = x * w.embed_scale
-        for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm, post_mlp_norm,
-             window, rope), k_cache, v_cache in zip(plan.layers, self._k_layers, self._v_layers):
-            # caches: (KV, capacity, D) per layer
+        for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
+                    post_mlp_norm, window, rope) in enumerate(plan.layers):
             qkv = qkv_proj(norm(x, attn_norm)).view(heads + 2 * kvh, dim)  # rows q | k | v
             qk = qkv[:heads + kvh] if qk_norm is None else exact_norm(qkv[:heads + kvh], qk_norm)
             qk = rotate(qk, *ropes[rope])  # (H+KV, D)
-            k_cache.select(1, pos).copy_(qk[heads:])
-            v_cache.select(1, pos).copy_(qkv[heads + kvh:])
-            first = 0 if window is None else max(0, pos + 1 - window)
-            k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
-            if w.attn_softcap is not None:
-                attn = capped_attention(qk[:heads, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
-            elif fp32_attention:
-                attn = attend_one(qk[:heads], k_seen, v_seen, w.scaling)
-            else:
-                attn = F.scaled_dot_product_attention(
-                    qk[:heads].view(1, heads, 1, dim), k_seen[None], v_seen[None],
-                    scale=w.scaling, enable_gqa=True)  # (1, H, 1, D)
-            out = o_proj(attn.view(1, heads * dim))
+            attn = attend(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window)  # (1, H·D)
+            out = o_proj(attn)
             x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
             gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
             out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
@@ -317,9 +332,8 @@ class FastRunner(ModelRunner):
             if layer.qk_norm is not None:
                 qk = norm(qk, layer.qk_norm)
             qk = rotate(qk, *ropes[layer.rope])  # (H+KV, D)
-            k_cache, v_cache = self._k[index], self._v[index]
-            k_cache.index_copy_(1, pos, qk[heads:, None, :])
-            v_cache.index_copy_(1, pos, qkv[:, (heads + kvh) * dim:].view(kvh, 1, dim))
+            self._kv.write_at(index, pos, qk[heads:, None, :], qkv[:, (heads + kvh) * dim:].view(kvh, 1, dim))
+            k_cache, v_cache = self._kv.read(index, 0, self._capacity)  # int8: the capacity dequantized
             scores = torch.matmul(qk[:heads].view(kvh, groups, dim), k_cache.transpose(1, 2)) * w.scaling
             if w.attn_softcap is not None:
                 scores = torch.tanh(scores / w.attn_softcap) * w.attn_softcap
@@ -379,9 +393,20 @@ class FastRunner(ModelRunner):
         if not hasattr(self, "_row_exact"):
             self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
         # exactly what len(ids) decodes give
-        logits = verify_rows(self, ids, len(self._ids), self._row_exact, EXACT_ATTENTION_POSITIONS)
+        logits = verify_rows(self, ids, len(self._ids), self._row_exact)
         self._ids.extend(ids)
         return logits
+
+    def score(self, ids: Sequence[int], chunk: int = 128) -> torch.Tensor:
+        """Append ``ids`` ``chunk`` tokens per prefill forward and return the logits after each (len(ids), vocab):
+        teacher-forced scoring, every query reading the cache as stored (``engine.bench.kv_cache``)."""
+        self._ensure(len(self._ids) + len(ids))
+        ids_t = torch.tensor(list(ids), dtype=torch.long, device=self._device)
+        rows = []
+        for start in range(0, len(ids), chunk):
+            rows.append(self._forward_chunk(ids_t[start:start + chunk], len(self._ids), every=True))
+            self._ids.extend(ids[start:start + chunk])
+        return torch.cat(rows)
 
     def decode(self, token_id: int) -> torch.Tensor:
         """Append one token and return the next position's logits (1, vocab)."""

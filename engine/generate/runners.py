@@ -92,11 +92,15 @@ def choose_runner(model: Any, use_kv_cache: bool = True) -> RunnerChoice:
 
 def make_runner(loaded: Any, use_kv_cache: bool = True, **options: Any) -> Runner:
     """The runner for ``loaded`` (an ``engine.models.model.LoadedModel``): a ``FastRunner`` (built with ``options``) when ``choose_runner`` says so, else
-    the plain ``ModelRunner``; either carries the choice as its ``choice`` attribute."""
+    the plain ``ModelRunner``; either carries the choice as its ``choice`` attribute. The fast runner's KV cache
+    takes ``loaded.facts.kv_precision`` unless ``options`` name one (an int8 load never gets the plain runner: the
+    loader refuses it, ``engine.models.facts.build_facts``)."""
     model = loaded.model
     choice = choose_runner(model, use_kv_cache)
     runner: Any = None
     if choice is FAST:
+        # the KV cache's precision the model was loaded with (engine.inputs.KV_PRECISIONS), unless options say
+        options.setdefault("kv_precision", getattr(getattr(loaded, "facts", None), "kv_precision", "auto"))
         try:
             runner = FastRunner(model, **options)
         except torch.OutOfMemoryError:

@@ -4,7 +4,8 @@ free memory, from the config alone: before a download, or for an installed model
 ``estimate(arch, ...)`` returns a ``FitEstimate``: the parameter count and the formula that gave it
 (``engine.library.arch``), the weights bytes at every precision the engine offers, the KV cache at ``context``
 tokens by ``2 · layers · context · kv_heads · head_dim · bytes`` (GQA aware; the seeds' no-GQA form beside
-it), a working-memory allowance, and the verdict against the free memory:
+it; an int8 KV cache, ``kv_precision="int8"``: 1 byte per element plus a 2-byte scale per KV head and position), a
+working-memory allowance, and the verdict against the free memory:
 
 - total = weights + KV + 10 % of both + 256 MiB (activations, logits, the runtime's own allocations);
 - fits when total ≤ 80 % of the free memory, tight when total ≤ the free memory, else will not fit.
@@ -35,7 +36,7 @@ import psutil
 
 from engine.errors import BadInputError, ModelNotFoundError
 from engine.fmt import format_bytes
-from engine.inputs import BNB_QUANTIZED, PRECISIONS
+from engine.inputs import BNB_QUANTIZED, KV_SCALE_BYTES, PRECISIONS, check_kv_precision, kv_bytes_per_token
 from engine.library import arch as arch_mod
 from engine.library.arch import Architecture
 from engine.library.gguf_header import read_file_header
@@ -155,12 +156,15 @@ def _float_bytes(precision: str, bnb_float_bytes: int) -> int:
 
 
 def estimate(arch: Architecture, *, model: str, context: int | None = None, precision: str = "auto",
-             memory: Memory | None = None, download_bytes: int | None = None, bnb_float_bytes: int = 2) -> FitEstimate:
+             memory: Memory | None = None, download_bytes: int | None = None, bnb_float_bytes: int = 2,
+             kv_precision: str = "auto") -> FitEstimate:
     """The fit of ``arch`` at ``context`` tokens (default: 4096 or the model's context, the smaller) in ``precision``.
 
     ``memory`` defaults to ``machine_memory()``; ``bnb_float_bytes`` is the bitsandbytes precisions' activation
-    dtype size (2: bf16; 4 on a CPU without native bf16).
+    dtype size (2: bf16; 4 on a CPU without native bf16). ``kv_precision`` (``engine.inputs.KV_PRECISIONS``): "int8"
+    counts the KV cache (every precision's) at 1 byte per element plus a 2-byte scale per KV head and position.
     """
+    check_kv_precision(kv_precision)
     if precision not in PRECISIONS:
         raise BadInputError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     limit = arch.context_length or None
@@ -174,12 +178,13 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
     choice = choose(arch, precision, memory)
     chosen = choice.precision
     per_precision = tuple(
-        PrecisionFit(p, arch.weights_bytes(p, bnb_float_bytes), arch.kv_bytes_per_token(_float_bytes(p, bnb_float_bytes)),
+        PrecisionFit(p, arch.weights_bytes(p, bnb_float_bytes), _kv_per_token(arch, _float_bytes(p, bnb_float_bytes),
+                                                                                kv_precision),
                      arch.precision_problem(p) is None, arch.precision_problem(p) or "")
         for p in arch_mod.engine_precisions())
     element = _float_bytes(chosen, bnb_float_bytes)
     weights = arch.weights_bytes(chosen, bnb_float_bytes)
-    per_token = arch.kv_bytes_per_token(element)
+    per_token = _kv_per_token(arch, element, kv_precision)
     kv = per_token * context
     working = int(WORKING_FRACTION * (weights + kv)) + RUNTIME_BYTES
     total = weights + kv + working
@@ -187,6 +192,11 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
                  else "MHA: one KV head per query head")
     kv_formula = (f"2 · {arch.layers} layers · {context:,} tokens · {arch.kv_heads} KV heads · {arch.head_dim} head dim "
                   f"· {element} bytes = {kv:,} bytes ({per_token:,} per token; {attention})")
+    if kv_precision == "int8":
+        kv_formula = (f"2 · {arch.layers} layers · {context:,} tokens · {arch.kv_heads} KV heads · "
+                      f"({arch.head_dim} head dim · 1 byte + {KV_SCALE_BYTES}-byte scale) = {kv:,} bytes "
+                      f"({per_token:,} per token, int8 KV; {attention})")
+        element = 1  # the no-GQA form below: one byte per element (its scales left out)
     return FitEstimate(
         model=model, arch=arch, params=arch.params, params_estimate=arch.param_estimate,
         params_formula=arch.params_formula(), precision=chosen, context=context, weights_bytes=weights,
@@ -195,6 +205,11 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
         total_bytes=total, memory=memory, verdict=verdict(total, memory.free_bytes), verdict_rule=VERDICT_RULE,
         per_precision=per_precision, download_bytes=download_bytes, precision_rule=choice.reason.value,
         precision_reason=choice.describe())
+
+
+def _kv_per_token(arch: Architecture, element: int, kv_precision: str) -> int:
+    """KV bytes per token: ``element`` bytes per element, or int8's 1 byte and a scale per KV head."""
+    return kv_bytes_per_token(arch.layers, arch.kv_heads, arch.head_dim, element, kv_precision)
 
 
 def architecture_of(path: Path) -> Architecture:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.errors import BadInputError
 from engine.models.model import AutoChoice, ModelFacts
 
 # torch and engine.quant.quant (which imports torch) are imported inside the functions that use them: the loader
@@ -114,8 +115,9 @@ def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
 
 
 def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_bytes: int,
-                load_note: str = "", auto_choice: AutoChoice | None = None) -> ModelFacts:
-    """Read a loaded model's architecture and sizes into ``ModelFacts``."""
+                load_note: str = "", auto_choice: AutoChoice | None = None, kv_precision: str = "auto") -> ModelFacts:
+    """Read a loaded model's architecture and sizes into ``ModelFacts``. An int8 ``kv_precision`` needs the fast
+    runner (``engine.generate.kv_cache``): for a model the plain runner decodes it is ``BadInputError`` (one line)."""
     config = model.config
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = int(text_config.num_attention_heads)
@@ -126,6 +128,9 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
     from engine.generate.runners import choose_runner  # lazy: imports torch (see the note after the imports)
 
     runner = choose_runner(model, use_kv_cache=True)
+    if kv_precision != "auto" and runner.runner != "fast":
+        raise BadInputError(f"an {kv_precision} KV cache needs the fast runner, and this model gets the plain one: "
+                            f"{runner.reason}")
     return ModelFacts(
         name=name,
         source=source,
@@ -148,4 +153,5 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
         auto_choice=auto_choice,
         runner=runner.runner,
         runner_reason=None if runner.reason is None else runner.reason.detail,
+        kv_precision=kv_precision,
     )

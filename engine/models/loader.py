@@ -416,7 +416,8 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     origin = str(source.folder / source.gguf_file) if source.gguf_file else (source.origin or str(source.folder))
     if note:
         logging.getLogger(__name__).info("%s: %s", source.name, note)
-    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize, note, auto_choice)
+    facts = build_facts(model, source.name, origin, precision, _torch_dtype(float_name).itemsize, note, auto_choice,
+                        spec.kv_precision)
     loaded = LoadedModel(model=model, tokenizer=tokenizer, facts=facts, eos_token_ids=end_token_ids(model, tokenizer))
     progress(LoadProgress("ready", 1.0))
     return loaded

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.inputs import kv_bytes_per_token
+
 
 @dataclass(frozen=True)
 class AutoChoice:
@@ -57,15 +59,21 @@ class ModelFacts:
     # plain the one line saying why ("model_type gemma3_text not on the fast path yet: ..."). None: not known.
     runner: str | None = None
     runner_reason: str | None = None
+    # The KV cache's precision (engine.inputs.KV_PRECISIONS): "auto" keeps it in the activations' dtype
+    # (``kv_dtype_bytes`` per element); "int8" is one byte per element plus a scale per head and position.
+    kv_precision: str = "auto"
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """2 (K and V) × layers × kv_heads × head_dim × bytes per element."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_dtype_bytes
+        """2 (K and V) × layers × kv_heads × head_dim × bytes per element (int8: 1 byte, plus a 2-byte scale per
+        KV head; ``engine.inputs.kv_bytes_per_token``)."""
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, self.kv_dtype_bytes, self.kv_precision)
 
     @property
     def kv_bytes_per_token_no_gqa(self) -> int:
         """2 × layers × d_model × bytes: what the cache would cost without GQA (docs/DESIGN.md §Metrics)."""
+        if self.kv_precision == "int8":  # a scale per query head then, as a KV head would have
+            return kv_bytes_per_token(self.layers, self.heads, self.hidden_size // self.heads, 1, "int8")
         return 2 * self.layers * self.hidden_size * self.kv_dtype_bytes
 
     @property

@@ -8,10 +8,12 @@ one query's. So ``verify_rows`` follows ``FastRunner._decode_eager`` operation f
 all the tokens: every projection runs on all rows at once where that is exactly what it computes for each row
 alone (``RowExact``, probed once per kind of projection and row count, every layer's having the same shape,
 on random rows spread over many magnitudes: summation order does not depend on the values, but whether two orders
-round alike does) and row by row otherwise; attention runs per token exactly as the decode step's. Weights are still
-read from memory once per layer for all tokens: what makes checking k tokens cheaper than decoding them.
+round alike does) and row by row otherwise; attention runs per token through the decode step's own
+``FastRunner.attend_position``. Weights are still read from memory once per layer for all tokens: what makes
+checking k tokens cheaper than decoding them.
 
-Reads the runner's weights, plan, caches and RoPE tables (``engine.generate.fastpath``); never changes weights.
+Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position``
+(``engine.generate.fastpath``); never changes weights.
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 
-from engine.generate.llama_fused import attend_one, capped_attention, embed_row, rotate
+from engine.generate.llama_fused import embed_row, rotate
 
 Projection = Callable[[torch.Tensor], torch.Tensor]
 PROBE_TRIALS = 4  # random inputs a batched call must match row for row before it is trusted
@@ -57,11 +58,10 @@ class RowExact:
 
 
 @torch.inference_mode()
-def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact,
-                exact_attention_positions: int) -> torch.Tensor:
+def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) -> torch.Tensor:
     """Logits (n, vocab) after each of ``ids`` placed at positions start..start+n-1, written into the cache as
-    ``runner``'s decode step writes them (see the module docstring; its attention switches to ``attend_one`` at
-    ``exact_attention_positions`` as the step does). The caller grows the cache first."""
+    ``runner``'s decode step writes them (see the module docstring; each token's cache write and attention are the
+    step's own, ``attend_position``, dense or int8). The caller grows the cache first."""
     w, plan = runner._w, runner._plan
     heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
     norm, exact_norm, act = plan.norm, w.norm, w.act
@@ -77,29 +77,16 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact,
     def each(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # a norm, as decode runs it on each row
         return exact(lambda t: norm(t, weight), rows, "norm")
 
-    for (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm, post_mlp_norm,
-         window, rope), k_cache, v_cache in zip(plan.layers, runner._k_layers, runner._v_layers):
+    for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
+                post_mlp_norm, window, rope) in enumerate(plan.layers):
         qkv_all = exact(qkv_proj, each(x, attn_norm), "qkv")  # (n, (H + 2KV) * D)
-        queries = []
-        for i, pos in enumerate(positions):  # every token's keys first: token i then sees exactly 0..pos
+        outs = []
+        for i, pos in enumerate(positions):  # token i writes its key and value, then sees exactly 0..pos
             qkv = qkv_all[i].view(heads + 2 * kvh, dim)
             qk = qkv[:heads + kvh] if qk_norm is None else exact_norm(qkv[:heads + kvh], qk_norm)
             qk = rotate(qk, *ropes[i][rope])
-            k_cache.select(1, pos).copy_(qk[heads:])
-            v_cache.select(1, pos).copy_(qkv[heads + kvh:])
-            queries.append(qk[:heads])
-        outs = []
-        for q, pos in zip(queries, positions):
-            first = 0 if window is None else max(0, pos + 1 - window)
-            k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
-            if w.attn_softcap is not None:
-                attn = capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
-            elif runner._quantized or (pos >= exact_attention_positions and runner._cpu):
-                attn = attend_one(q, k_seen, v_seen, w.scaling)
-            else:
-                attn = F.scaled_dot_product_attention(q.view(1, heads, 1, dim), k_seen[None], v_seen[None],
-                                                      scale=w.scaling, enable_gqa=True)
-            outs.append(attn.reshape(1, heads * dim))
+            # the decode step's own write and attention (dense or int8 cache): FastRunner.attend_position
+            outs.append(runner.attend_position(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window))
         out = exact(o_proj, torch.cat(outs), "o")
         x = x + (out if post_attn_norm is None else each(out, post_attn_norm))  # elementwise: as per row
         gate_up = exact(gate_up_proj, each(x, mlp_norm), "gate_up")  # (n, 2I)

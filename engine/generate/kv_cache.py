@@ -1,0 +1,192 @@
+"""The fast runner's KV cache buffers: ``DenseKVCache`` (the model's dtype) and ``Int8KVCache`` (8-bit).
+
+Both are preallocated (layers, kv_heads, capacity, head_dim), grown by ``FastRunner`` when full, written in place
+(so crop stays O(1)) and read the same way: ``write`` a chunk of positions, ``write_at`` one position given as a
+tensor (the static step), ``read`` a span back in the model's dtype, ``tensors``/``nbytes``/``bytes_per_position``.
+
+``Int8KVCache`` keeps keys and values as int8 with one fp16 scale per (layer, KV head, position). Owns ``quantize``
+(symmetric absmax rounding of each head's vector at one position) and the reads: ``attend_one`` (one query's
+attention straight from the int8 rows, the scales applied to the scores and to the probabilities instead of to the
+cache: (q · k_int8) · s_k and (p · s_v) · v_int8 equal q · (s_k · k_int8) and p · (s_v · v_int8), so no dequantized
+copy of the cache is made per step) and ``read`` (the dequantized span, for prefill's SDPA and Gemma 2's capped
+attention).
+
+Why by hand: transformers' ``QuantizedCache`` needs optimum-quanto or HQQ and plugs into its own ``DynamicCache``
+(``torch.cat`` per token), which the fast runner does not use; these are a few plain torch operations that exist
+on CPU and CUDA alike. Why per (layer, head, position) scales: each write quantizes only the new position, so
+nothing already stored is ever re-quantized (a per-channel scale over positions would have to be fixed before the
+positions exist, or re-quantize on growth), and crop or rollback just forgets positions. Measured agreement with the
+16-bit cache (docs/BENCHMARK.md, ``engine.bench.kv_cache``) is the justification for not using finer blocks.
+
+Bytes: one byte per element plus ``KV_SCALE_BYTES`` per head and position: (head_dim + 2) / (2 · head_dim) of a
+bf16 cache, 0.516x at head_dim 64, 0.5x exactly for the elements alone.
+
+Does not own which attention the runner computes over a dense cache (``engine.generate.fastpath``), when it uses
+which cache (``FastRunner(kv_precision=...)``) or the byte arithmetic of the estimates
+(``engine.inputs.kv_bytes_per_token``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.generate.llama_fused import capped_attention
+from engine.inputs import KV_SCALE_BYTES
+
+QMAX = 127  # symmetric: -127..127, so the scale maps the head's largest magnitude exactly
+SCALE_DTYPE = torch.float16  # KV_SCALE_BYTES each: finer than bf16's 8 bits of mantissa, ample range for K and V
+_SCALE_MAX = torch.finfo(SCALE_DTYPE).max
+assert torch.empty(0, dtype=SCALE_DTYPE).element_size() == KV_SCALE_BYTES
+
+
+def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (..., D) → (int8 (..., D), fp16 scale (...)): each vector divided by its own absmax / 127, rounded.
+
+    The scale is rounded to fp16 first and the vector divided by that rounded scale, so dequantizing with the stored
+    scale is off by at most half a step per element. An all-zero vector gets scale 0 and zeros."""
+    wide = x.float()
+    scale = (wide.abs().amax(dim=-1, keepdim=True) / QMAX).clamp_(max=_SCALE_MAX).to(SCALE_DTYPE)
+    divisor = scale.float()
+    divisor = torch.where(divisor > 0, divisor, torch.ones_like(divisor))
+    q = (wide / divisor).round_().clamp_(-QMAX, QMAX).to(torch.int8)
+    return q, scale.squeeze(-1)
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int8 (..., D) and scales (...) → (..., D) in ``dtype`` (products in fp32, rounded once)."""
+    return (q.float() * scale.float().unsqueeze(-1)).to(dtype)
+
+
+class DenseKVCache:
+    """K and V of every layer (layers, kv_heads, capacity, head_dim) in the model's dtype, with per-layer views
+    ``k_layers``/``v_layers`` made once per allocation (the decode step's per-token indexing stays cheap)."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        self._shape, self._dtype, self._device = (layers, kv_heads, head_dim), dtype, device
+        self.capacity = 0
+        self.k = self.v = torch.empty(0, dtype=dtype)
+        self.k_layers: tuple[torch.Tensor, ...] = ()
+        self.v_layers: tuple[torch.Tensor, ...] = ()
+
+    def grow(self, capacity: int) -> None:
+        """(Re)allocate for ``capacity`` positions, keeping the first ``self.capacity``."""
+        layers, kv_heads, head_dim = self._shape
+        k = torch.zeros((layers, kv_heads, capacity, head_dim), dtype=self._dtype, device=self._device)
+        v = torch.zeros_like(k)
+        if self.capacity:
+            k[:, :, :self.capacity], v[:, :, :self.capacity] = self.k, self.v
+        self.k, self.v, self.capacity = k, v, capacity
+        self.k_layers, self.v_layers = k.unbind(0), v.unbind(0)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [self.k, self.v]
+
+    def layers(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """The per-layer views of K and of V."""
+        return self.k_layers, self.v_layers
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+    @property
+    def bytes_per_position(self) -> int:
+        layers, kv_heads, head_dim = self._shape
+        return 2 * layers * kv_heads * head_dim * self.k.element_size()
+
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store ``k`` and ``v`` (kv_heads, n, head_dim) at positions start..start+n-1 of ``layer``."""
+        self.k[layer, :, start:start + k.shape[1]] = k
+        self.v[layer, :, start:start + v.shape[1]] = v
+
+    def write_at(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store ``k`` and ``v`` (kv_heads, 1, head_dim) at the position the (1,) tensor ``pos`` holds."""
+        self.k_layers[layer].index_copy_(1, pos, k)
+        self.v_layers[layer].index_copy_(1, pos, v)
+
+    def read(self, layer: int, first: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions first..end-1 of ``layer``: views (kv_heads, end - first, head_dim)."""
+        return self.k_layers[layer][:, first:end], self.v_layers[layer][:, first:end]
+
+
+class Int8KVCache:
+    """K and V of every layer as int8 (layers, kv_heads, capacity, head_dim) with fp16 scales (layers, kv_heads,
+    capacity). Positions past what the runner counts as cached may hold stale values: never read, overwritten."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        self._shape = (layers, kv_heads, head_dim)
+        self._dtype = dtype  # what reads return: the model's activations dtype
+        self._device = device
+        self.capacity = 0
+        self.k = self.v = torch.empty(0, dtype=torch.int8)
+        self.k_scale = self.v_scale = torch.empty(0, dtype=SCALE_DTYPE)
+
+    def grow(self, capacity: int) -> None:
+        """(Re)allocate for ``capacity`` positions, keeping the first ``self.capacity``."""
+        layers, kv_heads, head_dim = self._shape
+        k = torch.zeros((layers, kv_heads, capacity, head_dim), dtype=torch.int8, device=self._device)
+        v = torch.zeros_like(k)
+        k_scale = torch.zeros((layers, kv_heads, capacity), dtype=SCALE_DTYPE, device=self._device)
+        v_scale = torch.zeros_like(k_scale)
+        if self.capacity:
+            kept = self.capacity
+            k[:, :, :kept], v[:, :, :kept] = self.k, self.v
+            k_scale[:, :, :kept], v_scale[:, :, :kept] = self.k_scale, self.v_scale
+        self.k, self.v, self.k_scale, self.v_scale = k, v, k_scale, v_scale
+        self.capacity = capacity
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The four buffers (for ``torch._dynamo.mark_static_address``)."""
+        return [self.k, self.v, self.k_scale, self.v_scale]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated: the int8 elements and the scales."""
+        return sum(t.nbytes for t in self.tensors())
+
+    @property
+    def bytes_per_position(self) -> int:
+        """Bytes one cached position takes over all layers: K and V, one byte per element plus a scale per head."""
+        layers, kv_heads, head_dim = self._shape
+        return 2 * layers * kv_heads * (head_dim + KV_SCALE_BYTES)
+
+    # -- writes ---------------------------------------------------------------------------------------------
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store ``k`` and ``v`` (kv_heads, n, head_dim) at positions start..start+n-1 of ``layer``."""
+        end = start + k.shape[1]
+        kq, ks = quantize(k)
+        vq, vs = quantize(v)
+        self.k[layer, :, start:end], self.k_scale[layer, :, start:end] = kq, ks
+        self.v[layer, :, start:end], self.v_scale[layer, :, start:end] = vq, vs
+
+    def write_at(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store ``k`` and ``v`` (kv_heads, 1, head_dim) at the position held by the (1,) tensor ``pos``: fixed
+        shapes, no host read of ``pos`` (the static step)."""
+        kq, ks = quantize(k)
+        vq, vs = quantize(v)
+        self.k[layer].index_copy_(1, pos, kq)
+        self.v[layer].index_copy_(1, pos, vq)
+        self.k_scale[layer].index_copy_(1, pos, ks)
+        self.v_scale[layer].index_copy_(1, pos, vs)
+
+    # -- reads ----------------------------------------------------------------------------------------------
+    def read(self, layer: int, first: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions first..end-1 of ``layer`` dequantized: K and V (kv_heads, end - first, head_dim)."""
+        return (dequantize(self.k[layer, :, first:end], self.k_scale[layer, :, first:end], self._dtype),
+                dequantize(self.v[layer, :, first:end], self.v_scale[layer, :, first:end], self._dtype))
+
+    def attend_one(self, layer: int, q: torch.Tensor, first: int, end: int, scaling: float,
+                   softcap: float | None = None) -> torch.Tensor:
+        """One query's grouped-query attention over positions first..end-1: q (H, D) → (1, H·D) in q's dtype.
+
+        Scores, softmax and the weighted sum in fp32 from the int8 rows (exactly representable), the scales folded
+        into the scores and the probabilities. Gemma 2's soft cap reads the dequantized prefix instead."""
+        if softcap is not None:
+            k, v = self.read(layer, first, end)
+            return capped_attention(q[:, None], k, v, scaling, softcap, None).reshape(1, -1)
+        kv_heads, head_dim = self._shape[1], self._shape[2]
+        queries = q.view(kv_heads, -1, head_dim).float()  # (KV, G, D)
+        scores = torch.bmm(queries, self.k[layer, :, first:end].float().transpose(1, 2))  # (KV, G, n)
+        scores.mul_(self.k_scale[layer, :, first:end].float().mul(scaling).unsqueeze(1))
+        probs = torch.softmax(scores, dim=-1).mul_(self.v_scale[layer, :, first:end].float().unsqueeze(1))
+        return torch.bmm(probs, self.v[layer, :, first:end].float()).to(q.dtype).view(1, -1)  # (1, H·D)
