@@ -35,6 +35,23 @@ class TopCandidate:
 
 
 @dataclass(frozen=True)
+class ReuseBreak:
+    """Where the prompt stopped matching the KV cache (``engine.generate.reuse_break``): from ``position`` on, the
+    cache held other tokens, so they were computed again. Text is decoded tokens, special tokens shown."""
+
+    position: int  # the first prompt token the cache did not hold (= the reply's reused_tokens)
+    cached_tokens: int  # tokens the cache held before this reply
+    recomputed_tokens: int  # prompt tokens from ``position`` to the end
+    message_index: int | None  # the message (index in the conversation) the break falls in; None: template markup
+    role: str  # that message's role ("" when None)
+    before: str  # a few tokens before the break (the same in both)
+    now: str  # a few tokens from the break on, as the prompt has them
+    was: str  # what the cache held there
+    changed_value: str = ""  # the digits (a date, a time) at the break in the prompt; "" when none
+    was_value: str = ""  # the same place in what the cache held
+
+
+@dataclass(frozen=True)
 class Started:
     """The prompt is rendered and trimmed; prefill is about to run."""
 
@@ -43,6 +60,7 @@ class Started:
     dropped_turns: int  # oldest messages left out to fit the context window
     context_max: int
     t: float  # time.perf_counter() at submit
+    reuse_break: ReuseBreak | None = None  # where the prompt parted from a cache that held other tokens there
 
 
 @dataclass(frozen=True)
