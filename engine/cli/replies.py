@@ -20,8 +20,9 @@ import threading
 from typing import Any, Callable, Iterable
 
 from engine.cli.interrupt import first_ctrl_c_sets
+from engine.cli.prefill_line import PrefillLine
 from engine.errors import EngineError
-from engine.events import Event, Finished, Token
+from engine.events import Event, Finished, PrefillProgress, Token
 from engine.fmt import format_bytes, outside_text, terminal_text
 from engine.inputs import CLI_DEFAULT_SEED, DEVICES, PRECISIONS, SamplingConfig, check_kv_precision
 
@@ -136,8 +137,11 @@ def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any,
     cancel = threading.Event()
     finished = None
     streamed: list[str] = []
+    prefill = PrefillLine() if not as_json else None  # a long prompt's progress on a terminal's stderr
     with first_ctrl_c_sets(cancel) as interrupt:
         for event in start(cancel):
+            if isinstance(event, PrefillProgress) and prefill is not None:
+                prefill.show(event)
             if isinstance(event, Token) and not as_json and event.reasoning:
                 sys.stderr.write(terminal_text(event.reasoning))  # a thought goes beside the answer, not into it
                 sys.stderr.flush()
