@@ -39,6 +39,11 @@ class VersionPager(QWidget):
         self.next_button.clicked.connect(self.on_next_button_clicked)
         for widget in (self.previous_button, self.label, self.next_button):
             layout.addWidget(widget)
+        layout.addSpacing(6)  # apart from the footer's figures that follow
+        # The arrows larger than the footer's text, and grey when there is no version that way (the theme's flat
+        # buttons are link-coloured whether or not they can be pressed).
+        self.setStyleSheet("QPushButton { font-size: 15px; font-weight: 600; padding: 0px 2px; }"
+                           "QPushButton:disabled { color: palette(mid); }")
         self._shown = self._count = 1
         self._enabled = True
 
