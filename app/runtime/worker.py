@@ -4,7 +4,8 @@ Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob``, ``TaskJob
 window's API server: frozen, validated when built, dispatched on their type), what the worker reports back
 beyond the engine's own events (``LoadFailure``, ``ReplyStarted``), the loaded model (only the worker touches
 it) and the chat sessions it keeps: one ``ChatSession`` per conversation id, a bounded few (``SessionCache``),
-so a reply reuses its conversation's KV cache without every chat ever opened holding one.
+so a reply reuses its conversation's KV cache without every chat ever opened holding one; a session dropped from
+memory leaves its cache on disk and a conversation reopened later starts from it (``app.runtime.kv_persist``).
 
 Does not own the thread, the cancel requests or the coalescing of events for the GUI (``app.runtime.bridge``).
 """
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
+from app.runtime.kv_persist import KVPersistence
 from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
 from engine.fmt import one_line
@@ -124,9 +126,10 @@ class SessionCache:
     and by the KV bytes their last replies measured (``MAX_SESSION_KV_BYTES``). The session in use is never
     evicted, even alone over the byte bound: its conversation is the one most likely to go on."""
 
-    def __init__(self) -> None:
+    def __init__(self, persistence: KVPersistence | None = None) -> None:
         self._kept: collections.OrderedDict[int, tuple[ChatSession, int]] = collections.OrderedDict()
         self._evicted: set[int] = set()  # conversations whose session was dropped to respect the bounds
+        self.persistence = persistence  # a dropped session's cache goes to disk, a new one reopens from there
 
     def take(self, conversation_id: int, make: Callable[[], ChatSession],
              prefix_from: int | None = None) -> tuple[ChatSession, bool]:
@@ -142,6 +145,8 @@ class SessionCache:
         if session is None:
             session = make()
             self._evicted.discard(conversation_id)
+            if self.persistence is not None:
+                self.persistence.reopen(conversation_id, session)
         self._kept[conversation_id] = (session, kv_bytes)
         self._evict()
         return session, evicted
@@ -162,15 +167,21 @@ class SessionCache:
         return list(self._kept)
 
     def clear(self) -> None:
-        """Forget every session (a new model: nothing was evicted, everything starts over)."""
+        """Forget every session (a new model, the window closing: nothing was evicted, everything starts over),
+        each one's cache saved first."""
+        if self.persistence is not None:
+            for conversation_id, (session, _) in self._kept.items():
+                self.persistence.save(conversation_id, session)
         self._kept.clear()
         self._evicted.clear()
 
     def _evict(self) -> None:
         while len(self._kept) > 1 and (len(self._kept) > MAX_SESSIONS or
                                        sum(kv for _, kv in self._kept.values()) > MAX_SESSION_KV_BYTES):
-            oldest, _ = self._kept.popitem(last=False)
+            oldest, (session, _) = self._kept.popitem(last=False)
             self._evicted.add(oldest)
+            if self.persistence is not None:
+                self.persistence.save(oldest, session)
 
 
 def finished_without_run(reason: str, error: str | None = None) -> Finished:
@@ -223,7 +234,7 @@ class Worker(QObject):
         self._buffer = buffer
         self._loaded: LoadedModel | RemoteModel | None = None
         self.tools = ToolHost(self._finish, self._ask)  # the MCP hub, beside the model; a call's events go as Finished's
-        self.sessions = SessionCache()
+        self.sessions = SessionCache(KVPersistence())
 
     @Slot(object)
     def on_job_requested(self, queued: QueuedJob) -> None:

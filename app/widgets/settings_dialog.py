@@ -1,7 +1,8 @@
 """The settings dialog: system prompt and sampling settings, and the interface language, remembered between runs.
 
 Owns the form that edits a ``ChatSettings`` (system prompt, temperature, top-p, top-k, repetition
-penalty, max new tokens, seed, KV cache on/off), the language (English / 简体中文 / the system's, applied
+penalty, max new tokens, seed, KV cache on/off; the saved KV caches' size and Clear: ``app.widgets.kv_disk_row``),
+the language (English / 简体中文 / the system's, applied
 at the next start: ``app.ui.i18n``) and the appearance (light / dark / the system's, applied at once: ``app.ui.theme``),
 and writes them through ``app.state.settings.Settings`` (QSettings) on OK.
 Value ranges are ``app.state.settings.RANGES`` (``engine.inputs.SAMPLING_RANGES``), inside what ``engine.inputs.SamplingConfig`` accepts, so the engine
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 from app.state.settings import RANGES, ChatSettings, Settings
 from app.ui import theme
 from app.ui import accessibility
+from app.widgets.kv_disk_row import KVDiskRow
 
 
 class SettingsDialog(QDialog):
@@ -80,6 +82,8 @@ class SettingsDialog(QDialog):
         self.use_kv_cache.setToolTip(self.tr("Off recomputes the whole text for every new token: watch decode tok/s "
                                              "fall"))
         form.addRow(self.tr("KV cache"), self.use_kv_cache)
+        self.saved_kv = KVDiskRow()  # acts at once (Clear), not on OK
+        form.addRow(self.tr("Saved KV caches"), self.saved_kv)
         # Each language is named in itself, so that whoever cannot read the current one still finds theirs.
         self.language = QComboBox()
         for label, value in ((self.tr("System language"), "system"), ("English", "en"), ("简体中文", "zh_CN")):

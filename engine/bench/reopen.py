@@ -15,10 +15,11 @@ moment the conversation is opened to its first reply token - for:
 - ``http full prefill`` (only with ``--http-full``: one more full prefill per repetition, minutes on a busy CPU):
   the same server without the store.
 
-Ratios are to ``full prefill``; each figure is also printed as it is taken (``BENCH_VERBOSE=1``). Greedy replies are compared (a reused cache must not change the reply). The file
-was just written, so it is read from the OS page cache; after a reboot the first read also pays the disk
-(``file_bytes`` over the disk's read rate). The model fingerprint the identity needs (once per loaded model) is
-timed apart (``identity_s``). Owns this scenario only; ``engine.bench.serve`` dispatches to it.
+Ratios are to ``full prefill``; each figure is also printed as it is taken (``BENCH_VERBOSE=1``). Greedy replies
+are compared (a reused cache must not change the reply). The file was just written, so it is read from the OS page
+cache; after a reboot the first read also pays the disk (``file_bytes`` over the disk's read rate). The model
+fingerprint the identity needs (once per loaded model) is timed apart (``identity_s``). Owns this scenario only;
+``engine.bench.serve`` dispatches to it.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ so the caller can say so once and recompute. ``best(ids)`` finds the file sharin
 ``ids``, from the files' headers (read once per file version, never trusted for more than choosing: the load
 checks everything). ``used_bytes`` and ``clear`` are what Settings shows and does.
 
-Plain files and a lock: safe for the threads of one process; two processes sharing a folder at most redo work
-(a file replaced or deleted under a reader is a damaged or missing snapshot, discarded). Owns the folder's
-policy; not the format (``kv_snapshot``) or when a snapshot is taken (the session's owner).
+Imports no torch until a snapshot is read or written: the window's Settings show the folder's size and clear it
+without loading it. Plain files and a lock: safe for the threads of one process; two processes sharing a folder at
+most redo work (a file replaced or deleted under a reader is a damaged or missing snapshot, discarded). Owns the
+folder's policy; not the format (``kv_snapshot``) or when a snapshot is taken (the session's owner).
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from engine.generate.context import common_prefix
-from engine.generate.kv_snapshot import (KVIdentity, KVSnapshot, KVSnapshotError, asdict_identity, load_snapshot,
-                                         read_header, save_snapshot)
+
+if TYPE_CHECKING:  # imported where used: the folder's size and Clear (the window's Settings) need no torch
+    from engine.generate.kv_snapshot import KVIdentity, KVSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ class KVStore:
     def save(self, key: str, snapshot: KVSnapshot, identity: KVIdentity) -> Path | None:
         """Write ``snapshot`` under ``key``, then keep the folder within budget; the path, or None when the snapshot
         alone is over the budget (nothing kept). ``OSError`` when the folder cannot be written."""
+        from engine.generate.kv_snapshot import save_snapshot
+
         with self._lock:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = save_snapshot(self.path_for(key), snapshot, identity)
@@ -135,6 +139,8 @@ class KVStore:
         return self._load(self.path_for(key), identity)
 
     def _load(self, path: Path, identity: KVIdentity) -> KVSnapshot | None:
+        from engine.generate.kv_snapshot import KVSnapshotError, load_snapshot
+
         with self._lock:
             if not path.exists():
                 return None
@@ -152,6 +158,8 @@ class KVStore:
     def best(self, ids: Sequence[int], identity: KVIdentity) -> tuple[str, int]:
         """(key, tokens) of the file of ``identity``'s model sharing the longest token prefix with ``ids``;
         ("", 0) when none shares any."""
+        from engine.generate.kv_snapshot import asdict_identity
+
         wanted = asdict_identity(identity)
         best_key, best_len = "", 0
         with self._lock:
@@ -165,6 +173,8 @@ class KVStore:
         return best_key, best_len
 
     def _header(self, path: Path) -> dict | None:
+        from engine.generate.kv_snapshot import KVSnapshotError, read_header
+
         try:
             stat = path.stat()
         except OSError:

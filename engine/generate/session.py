@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
 import threading
 import time
 from collections import deque
@@ -32,7 +33,6 @@ from typing import Any, Callable, Iterator, Sequence
 import psutil
 import torch
 
-from engine.generate.reuse_break import find_break
 from engine.generate.context import IncrementalDecoder, Prompt, build_prompt, build_text_prompt, common_prefix
 from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
@@ -46,6 +46,8 @@ from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate import loop as speculate
 from engine.fmt import one_line
+
+log = logging.getLogger(__name__)
 
 # A Stats event every this many tokens: often enough for a live readout at typical decode speeds,
 # rare enough that building the snapshot (a few dozen attribute reads and one RSS read) is noise.
@@ -110,6 +112,7 @@ class ChatSession:
         self._eos = frozenset(loaded.eos_token_ids)
         self._request = 0  # bumped by each generate(): an older, unfinished generator then stops
         self._process = None  # psutil.Process, created on first CPU memory reading
+        self._reopen: Callable[[], KVSnapshot | None] | None = None  # a saved cache to read at the next reply
 
     @property
     def cached_tokens(self) -> int:
@@ -145,6 +148,22 @@ class ChatSession:
             return None
         count = runner.cached_len if n is None else max(0, min(n, runner.cached_len))
         return KVSnapshot(tuple(runner.cached_ids[:count]), rows, runner_kind(runner), self.kv_identity().kv_precision)
+
+    def reopen_with(self, load: Callable[[], KVSnapshot | None]) -> None:
+        """The next reply first restores what ``load()`` returns (a conversation's saved cache; None: nothing), inside
+        its timing: the TTFT it reports includes reading the file. Skipped if the cache holds anything by then."""
+        self._reopen = load
+
+    def _take_reopen(self, runner: Runner) -> None:
+        load, self._reopen = self._reopen, None
+        if load is None or not runner.use_kv_cache or runner.cached_len:
+            return
+        snapshot = load()
+        if snapshot is not None:
+            try:
+                self.restore(snapshot)
+            except StaleKVError as exc:
+                log.warning("a saved KV cache was not used: %s", exc)
 
     def restore(self, snapshot: KVSnapshot) -> None:
         """Hold ``snapshot``'s ids and rows in place of the cache: the next prompt reuses its longest common token
@@ -211,7 +230,7 @@ class ChatSession:
         splitter = ReasoningSplitter(fmt, inside=opens_thought(self._tail(prompt.ids), fmt),
                                      in_answer=partial is not None and bool(partial.content),
                                      resumed=partial is not None)
-        return self._start(prompt, config, cancel, t_submit, constraint, splitter, messages)
+        return self._start(prompt, config, cancel, t_submit, constraint, splitter)
 
     def _tail(self, ids: Sequence[int]) -> str:
         """The end of a prompt as text, markers shown: does it leave a thought open?"""
@@ -234,18 +253,17 @@ class ChatSession:
         return self._start(prompt, config, cancel, t_submit)
 
     def _start(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event,
-               t_submit: float, constraint: Any = None, splitter: ReasoningSplitter | None = None,
-               messages: Sequence[Message] = ()) -> Iterator[Event]:
+               t_submit: float, constraint: Any = None, splitter: ReasoningSplitter | None = None) -> Iterator[Event]:
         if prompt.max_new_tokens != config.max_new_tokens:
             config = dataclasses.replace(config, max_new_tokens=prompt.max_new_tokens)
         self._request += 1
         return self._stream(prompt, config, cancel, t_submit, self._request, constraint,
-                            splitter or ReasoningSplitter(None), messages)
+                            splitter or ReasoningSplitter(None))
 
     # -- the loop ------------------------------------------------------------------------------
     def _stream(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event, t_submit: float,
                 request: int, constraint: Any = None,
-                splitter: ReasoningSplitter | None = None, messages: Sequence[Message] = ()) -> Iterator[Event]:
+                splitter: ReasoningSplitter | None = None) -> Iterator[Event]:
         splitter = splitter or ReasoningSplitter(None)
         facts = self.loaded.facts
         timeline = _Timeline(t_submit=t_submit, prompt_tokens=len(prompt.ids), dropped_turns=prompt.dropped_turns)
@@ -260,15 +278,15 @@ class ChatSession:
 
         try:
             runner = self._runner_for(config.use_kv_cache)
+            self._take_reopen(runner)
             ids = list(prompt.ids)
             # Keep at least the last prompt token to compute: its logits choose the first reply token.
             reused = min(common_prefix(runner.cached_ids, ids), len(ids) - 1)
-            broke = find_break(self.loaded.tokenizer, runner.cached_ids, ids, messages, prompt.dropped_turns)
             runner.crop(reused)
             reused = runner.cached_len  # a runner that cannot crop starts over
             timeline.reused_tokens, timeline.prefill_tokens = reused, len(ids) - reused
             self._reset_peak(runner)
-            yield Started(len(ids), reused, prompt.dropped_turns, facts.context_length, t_submit, broke)
+            yield Started(len(ids), reused, prompt.dropped_turns, facts.context_length, t_submit)
 
             timeline.t_prefill_start = self._clock()
             logits = None

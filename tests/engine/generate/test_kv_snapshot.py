@@ -144,3 +144,35 @@ def test_a_plain_runners_snapshot_does_not_restore_into_a_fast_one(loaded, tmp_p
 
 def test_an_empty_session_has_no_snapshot(loaded):
     assert ChatSession(loaded).snapshot() is None
+
+
+def test_reopen_with_restores_at_the_next_reply_inside_its_ttft(loaded, tmp_path):
+    stayed = ChatSession(loaded)
+    second = conversation(stayed)
+    path = save_snapshot(tmp_path / "chat.kv", stayed.snapshot(), identity_of(loaded))
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    def load():
+        now[0] += 100.0  # reading the file takes "100 s" on this clock: the reply's TTFT must include it
+        return load_snapshot(path, identity_of(loaded))
+
+    reopened = ChatSession(loaded, clock=clock)
+    reopened.reopen_with(load)
+    assert reopened.cached_ids() == ()  # nothing read before the reply
+    started, ids, done = turn(reopened, second)
+    assert started.reused_tokens > len(FIRST) and done.metrics.ttft_s >= 100.0
+    assert ids == turn(stayed, second)[1]
+
+
+def test_a_kv_store_is_usable_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile, pathlib\nfrom engine.generate.kv_store import KVStore\n"
+            "s = KVStore(pathlib.Path(tempfile.mkdtemp()))\nassert s.used_bytes() == 0 and s.clear() == 0\n"
+            "print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
