@@ -9,6 +9,9 @@ token for token (a mismatch is reported, never hidden):
 - self-speculation, the model's int4 copy drafting for its bf16 weights, on an ordinary prompt (target 1.4x);
 - prompt lookup on a prompt where nothing repeats: what the lookups and failed drafts cost (target: at most 3%).
 
+Each row says whether its target was met and, for a miss, why: ``step_cost``, a speculative step's time over a plain
+step's (the speed-up is tokens per target step ÷ this): few accepted drafts or a costly verify.
+
 Prints one JSON object (every run's figures and the median ratios) and, with ``--markdown``, the table
 ``docs/BENCHMARK.md`` quotes. Owns these prompts and comparisons; the timing is the session's own metrics
 (``decode_tok_s``: tokens after the first over the time between the first and the last).
@@ -70,12 +73,16 @@ PROMPTS = {
     "ordinary": "Explain in a few paragraphs why the sky is blue and why sunsets are red.",
     "fresh": "Write a short story about a fox who learns to paint, with a surprising ending.",
 }
-COMPARISONS = (  # (name, prompt, target precision, speculation): the three targets
-    ("prompt lookup, rewrite a text", "rewrite", "bf16", "prompt-lookup"),
-    ("prompt lookup, edit a function", "edit", "bf16", "prompt-lookup"),
-    ("self-speculation int4 -> bf16", "ordinary", "bf16", "self"),
-    ("prompt lookup, nothing repeats", "fresh", "bf16", "prompt-lookup"),
+# (name, prompt, target precision, speculation, the target for the ratio or None): the three targets, and
+# the rewrite beside them (the 135M model paraphrases rather than copies when asked to rewrite, so it is no fair test
+# of lookup; "edit a function, return it whole" is the repeat-heavy target). Nothing repeats: a cost of at most 3%.
+COMPARISONS = (
+    ("prompt lookup, edit a function", "edit", "bf16", "prompt-lookup", 1.8),
+    ("self-speculation int4 -> bf16", "ordinary", "bf16", "self", 1.4),
+    ("prompt lookup, nothing repeats", "fresh", "bf16", "prompt-lookup", 0.97),
+    ("prompt lookup, rewrite a text", "rewrite", "bf16", "prompt-lookup", None),
 )
+WARM_UP_TOKENS = 8  # first-call allocations and the int4 copy's kernels: a short reply warms them as a long one
 
 
 @dataclass(frozen=True)
@@ -108,8 +115,9 @@ def compare(loaded: Any, name: str, prompt: str, method: str, rounds: int, max_n
     config = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
     plain_session = ChatSession(loaded)
     spec_session = ChatSession(loaded, speculation=SpeculationConfig(method))
-    reply(plain_session, prompt, config)  # warm both (first-call allocations, the int4 copy's kernels)
-    reply(spec_session, prompt, config)
+    warm = SamplingConfig(temperature=0.0, max_new_tokens=WARM_UP_TOKENS)
+    reply(plain_session, prompt, warm)  # warm both (see WARM_UP_TOKENS)
+    reply(spec_session, prompt, warm)
     plain_runs, spec_runs = [], []
     for _ in range(rounds):
         plain_runs.append(reply(plain_session, prompt, config))
@@ -117,11 +125,15 @@ def compare(loaded: Any, name: str, prompt: str, method: str, rounds: int, max_n
     plain_rate = statistics.median(r.decode_tok_s for r in plain_runs)
     spec_rate = statistics.median(r.decode_tok_s for r in spec_runs)
     last = spec_runs[-1].metrics
+    per_step = last["tokens_per_step"]
     return {
         "comparison": name, "speculation": method, "tokens": len(plain_runs[0].tokens),
         "identical": all(r.tokens == plain_runs[0].tokens for r in plain_runs + spec_runs),
         "plain_tok_s": plain_rate, "speculative_tok_s": spec_rate, "speedup": spec_rate / plain_rate,
-        "acceptance_rate": last["acceptance_rate"], "tokens_per_step": last["tokens_per_step"],
+        "acceptance_rate": last["acceptance_rate"], "tokens_per_step": per_step,
+        # The profile of a miss: a speculative step's time ÷ a plain step's (speed-up = tokens per step ÷ this), so
+        # a low ratio is either few accepted drafts (tokens per step) or a costly verify (this).
+        "step_cost": per_step * plain_rate / spec_rate if per_step else None,
         "drafts": last["drafts"], "draft_tokens": last["draft_tokens"], "accepted_tokens": last["accepted_tokens"],
         "plain_runs_tok_s": [r.decode_tok_s for r in plain_runs],
         "speculative_runs_tok_s": [r.decode_tok_s for r in spec_runs],
@@ -141,13 +153,17 @@ def cpu_name() -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"{result['model']} {result['precision']} on {result['cpu']} ({result['threads']} threads), greedy, "
              f"{result['max_new_tokens']} new tokens, median of {result['rounds']} alternating runs each:", "",
-             "| comparison | plain tok/s | speculative tok/s | ratio | acceptance | tokens / target step | "
-             "same text |", "|---|---|---|---|---|---|---|"]
+             "| comparison | plain tok/s | speculative tok/s | ratio | target | acceptance | tokens / target step | "
+             "step cost vs plain | same text |", "|---|---|---|---|---|---|---|---|---|"]
     for row in result["comparisons"]:
         acceptance = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.0%}"
         per_step = "—" if row["tokens_per_step"] is None else f"{row['tokens_per_step']:.2f}"
+        cost = "—" if row.get("step_cost") is None else f"{row['step_cost']:.2f}×"
+        target = row.get("target")
+        verdict = "—" if target is None else f"≥ {target:.2f}×: {'met' if row['speedup'] >= target else 'MISSED'}"
         lines.append(f"| {row['comparison']} | {row['plain_tok_s']:.1f} | {row['speculative_tok_s']:.1f} | "
-                     f"{row['speedup']:.2f}× | {acceptance} | {per_step} | {'yes' if row['identical'] else 'NO'} |")
+                     f"{row['speedup']:.2f}× | {verdict} | {acceptance} | {per_step} | {cost} | "
+                     f"{'yes' if row['identical'] else 'NO'} |")
     return "\n".join(lines)
 
 
@@ -158,14 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--only", default=None, help="run only the comparisons whose name contains this")
     parser.add_argument("--markdown", action="store_true", help="print the docs/BENCHMARK.md table too")
+    parser.add_argument("--targets-only", action="store_true", help="only the issue's three targets (no rewrite)")
     args = parser.parse_args(argv)
     import torch
 
     from engine.models.loader import load_model
 
     loaded = load_model(LoadSpec(model=args.model, precision="bf16", device="cpu"))
-    rows = [compare(loaded, name, PROMPTS[prompt], method, args.rounds, args.max_new_tokens)
-            for name, prompt, _, method in COMPARISONS if args.only is None or args.only in name]
+    rows = [{**compare(loaded, name, PROMPTS[prompt], method, args.rounds, args.max_new_tokens), "target": target}
+            for name, prompt, _, method, target in COMPARISONS
+            if (args.only is None or args.only in name) and not (args.targets_only and target is None)]
     result = {"model": loaded.facts.name, "precision": loaded.facts.precision, "cpu": cpu_name(),
               "threads": torch.get_num_threads(), "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
               "comparisons": rows}

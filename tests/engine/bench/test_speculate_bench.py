@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.bench.speculate import compare, markdown
+from engine.bench.speculate import COMPARISONS, PROMPTS, compare, markdown
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 
@@ -13,6 +13,16 @@ def test_a_comparison_reports_ratio_acceptance_and_identical_text(tiny_model_dir
     assert row["identical"] is True and row["tokens"] == 24
     assert row["speedup"] == row["speculative_tok_s"] / row["plain_tok_s"] > 0
     assert row["drafts"] > 0 and 0 <= row["acceptance_rate"] <= 1
+    # The profile of a miss: speed-up = tokens per target step ÷ a speculative step's cost relative to a plain one.
+    assert abs(row["tokens_per_step"] / row["step_cost"] - row["speedup"]) < 1e-9
     table = markdown({"model": "tiny", "precision": "fp32", "cpu": "a CPU", "threads": 2, "rounds": 1,
-                      "max_new_tokens": 24, "comparisons": [row]})
+                      "max_new_tokens": 24, "comparisons": [{**row, "target": 1.8}]})
     assert "| prompt lookup |" in table and "| yes |" in table
+    assert ("≥ 1.80×: met" in table) == (row["speedup"] >= 1.8) and "step cost" in table
+
+
+def test_the_three_targets_are_the_issues_scenarios():
+    targets = {name: (prompt, method, target) for name, prompt, _, method, target in COMPARISONS if target}
+    assert sorted(targets.values()) == [("edit", "prompt-lookup", 1.8), ("fresh", "prompt-lookup", 0.97),
+                                        ("ordinary", "self", 1.4)]
+    assert "whole function" in PROMPTS["edit"] and "def summarize_orders" in PROMPTS["edit"]
