@@ -7,7 +7,8 @@ fit); under the table the formulas behind the selected row, with its numbers. Ev
 header by ``engine.library.hub``): this widget computes nothing of its own, it only lays the numbers out.
 
 The context starts at the engine's default (4,096 tokens, or the model's reach when smaller) and keeps the
-user's choice from model to model. The free memory is measured once per model shown (``fit.machine_memory``;
+user's choice from model to model; the KV cache is counted at the window's KV precision (``set_kv_precision``: int8
+is 1 byte per element plus a scale per head and position). The free memory is measured once per model shown (``fit.machine_memory``;
 "Measure again" re-reads it), so all rows are judged against the same figure. Owns display only: no network,
 no threads (an estimate is arithmetic).
 """
@@ -52,6 +53,7 @@ class FitPanel(QWidget):
         self.label = ""  # the model shown: repo, and the GGUF file when one
         self._download_bytes: int | None = None
         self._context_chosen = False  # the user set the context: keep it from model to model
+        self.kv_precision = "auto"  # the KV cache's precision the estimates count (the window's choice)
         self._has_bnb = importlib.util.find_spec("bitsandbytes") is not None
         theme.watcher().theme_changed.connect(self.on_theme_changed)
         layout = QVBoxLayout(self)
@@ -145,6 +147,12 @@ class FitPanel(QWidget):
         self.body.show()
         self.recompute()
 
+    def set_kv_precision(self, kv_precision: str) -> None:
+        """Count the KV cache at ``kv_precision`` (``engine.inputs.KV_PRECISIONS``) from now on."""
+        if kv_precision != self.kv_precision:
+            self.kv_precision = kv_precision
+            self.recompute()
+
     @Slot(object)
     def on_theme_changed(self, _theme: object) -> None:
         self.recompute()  # the verdicts' colours and the muted rows follow light/dark
@@ -155,9 +163,10 @@ class FitPanel(QWidget):
         context = self.context.value()
         try:
             auto = fit.estimate(self.arch, model=self.label, context=context, precision="auto", memory=self.memory,
-                                download_bytes=self._download_bytes)
+                                download_bytes=self._download_bytes, kv_precision=self.kv_precision)
             self.estimates = {p: fit.estimate(self.arch, model=self.label, context=context, precision=p,
-                                              memory=self.memory, download_bytes=self._download_bytes)
+                                              memory=self.memory, download_bytes=self._download_bytes,
+                                              kv_precision=self.kv_precision)
                               for p in engine_precisions()}
         except EngineError as exc:
             self.clear(str(exc))
@@ -166,8 +175,9 @@ class FitPanel(QWidget):
         self.memory_label.setText(self.tr("{free} free on {device}").format(
             free=format_bytes(self.memory.free_bytes), device=self.memory.device))
         self.memory_label.setToolTip(self.memory.source)
-        self.table.setHorizontalHeaderItem(2, QTableWidgetItem(self.tr("KV cache at {n} tokens").format(
-            n=f"{context:,}")))
+        header = (self.tr("int8 KV cache at {n} tokens") if self.kv_precision == "int8"
+                  else self.tr("KV cache at {n} tokens"))
+        self.table.setHorizontalHeaderItem(2, QTableWidgetItem(header.format(n=f"{context:,}")))
         selected = self._selected_precision() or self.auto_precision
         self.table.blockSignals(True)
         self.table.setRowCount(len(self.estimates))

@@ -27,7 +27,7 @@ from PySide6.QtCore import QByteArray, QSettings
 
 from app.ui.i18n import LANGUAGES
 from app.ui.theme import APPEARANCES
-from engine.inputs import DEVICES, PRECISIONS, SAMPLING_RANGES, LoadSpec, SamplingConfig
+from engine.inputs import DEVICES, KV_PRECISIONS, PRECISIONS, SAMPLING_RANGES, LoadSpec, SamplingConfig
 from engine.remote.spec import RemoteSpec
 
 log = logging.getLogger(__name__)
@@ -231,6 +231,18 @@ class Settings:
         self._q.setValue("model/model", model)
         self._q.setValue("model/precision", precision)
         self._q.setValue("model/device", device)
+        self._q.sync()
+
+    def kv_precision(self) -> str:
+        """The KV cache's precision the next load asks for (``engine.inputs.KV_PRECISIONS``); "auto" at first run."""
+        value = self._read("model/kv_precision", "auto")
+        if value not in KV_PRECISIONS:
+            self._warn("model/kv_precision", value, "auto")
+            return "auto"
+        return value
+
+    def set_kv_precision(self, value: str) -> None:
+        self._q.setValue("model/kv_precision", value if value in KV_PRECISIONS else "auto")
         self._q.sync()
 
     def remember_load(self, spec: LoadSpec | RemoteSpec) -> None:

@@ -2,7 +2,8 @@
 
 Shows layers, hidden size, heads, KV heads (with a one-line GQA/MQA/MHA explanation), head dim,
 vocabulary, context, the exact parameter count next to the usual estimate ``V·d + 12·L·d²``, KV bytes
-per token in the GQA form and without GQA (``2·L·d·b``), and the KV memory of the current context and
+per token in the GQA form and without GQA (``2·L·d·b``; with an int8 KV cache each head's ``head_dim·1 + 2``
+bytes: one byte per element and its scale), and the KV memory of the current context and
 of the full context window. All numbers come from ``ModelFacts`` (built by the loader from the real
 model) and the context size the engine reports in its metrics; the widget only formats them.
 Owns display only: no engine calls, no torch.
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
 from app.ui import accessibility
 from app.ui.precision_reason import auto_reason
 from engine.fmt import format_bytes, outside_text
+from engine.inputs import KV_SCALE_BYTES
 from engine.models.model import ModelFacts
 
 
@@ -62,6 +64,12 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
     per_token, per_token_no_gqa = facts.kv_bytes_per_token, facts.kv_bytes_per_token_no_gqa
     b = facts.kv_dtype_bytes
     full = facts.context_length
+    int8 = getattr(facts, "kv_precision", "auto") == "int8"  # 1 byte per element + a 2-byte scale per head
+
+    def element(head_dim: int) -> str:
+        return f"({head_dim}·1 + {KV_SCALE_BYTES})" if int8 else f"{head_dim}·{b}"
+
+    no_gqa = f"{facts.heads}·{element(d // facts.heads)}" if int8 else f"{d}·{b}"
 
     translate = QCoreApplication.translate
 
@@ -72,7 +80,8 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
 
     return [
         (translate("ModelCard", "Model"), f"{facts.name} ({facts.architecture})"),
-        (translate("ModelCard", "Precision · device"), f"{facts.precision} · {facts.device}"),
+        (translate("ModelCard", "Precision · device"), f"{facts.precision} · {facts.device}"
+         + (" · " + translate("ModelCard", "int8 KV cache") if int8 else "")),
         *([("", why)] if (why := auto_reason(facts)) else []),  # why `auto` chose this precision
         *([(translate("ModelCard", "Runner"), runner)] if (runner := runner_text(facts)) else []),
         (translate("ModelCard", "Layers (L)"), fmt_count(L)),
@@ -90,9 +99,9 @@ def card_rows(facts: ModelFacts, context_tokens: int = 0) -> list[tuple[str, str
         (translate("ModelCard", "Weights in memory"),
          f"{format_bytes(facts.weights_bytes)} ({fmt_count(facts.weights_bytes)} B)"),
         (translate("ModelCard", "KV bytes / token (GQA form)"),
-         f"2·{L}·{facts.kv_heads}·{facts.head_dim}·{b} = {fmt_count(per_token)} B ({format_bytes(per_token)})"),
+         f"2·{L}·{facts.kv_heads}·{element(facts.head_dim)} = {fmt_count(per_token)} B ({format_bytes(per_token)})"),
         (translate("ModelCard", "KV bytes / token (no-GQA form)"),
-         f"2·{L}·{d}·{b} = {fmt_count(per_token_no_gqa)} B ({format_bytes(per_token_no_gqa)})"),
+         f"2·{L}·{no_gqa} = {fmt_count(per_token_no_gqa)} B ({format_bytes(per_token_no_gqa)})"),
         (translate("ModelCard", "KV memory, current context"), kv_memory(context_tokens)),
         (translate("ModelCard", "KV memory, full context"), kv_memory(full)),
     ]

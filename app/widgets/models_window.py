@@ -156,6 +156,7 @@ class ModelsWindow(QDialog):
         self.installed_tab.set_recent(self._settings.recent_models())
         self.installed_tab.refresh()
         self.recommended_tab.refresh()  # free memory changes as models load and unload
+        self.search_tab.model_page.fit_panel.set_kv_precision(self._settings.kv_precision())  # the model bar's choice
         super().showEvent(event)
 
     @Slot(str)

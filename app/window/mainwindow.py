@@ -321,7 +321,7 @@ class MainWindow(QMainWindow):
         if not model:
             return
         try:
-            spec = LoadSpec(model=model, precision=precision, device=device)
+            spec = LoadSpec(model=model, precision=precision, device=device, kv_precision=self.model_bar.kv_precision())
         except BadInputError as exc:
             self.messages.show_message(self.tr("Could not load the model: {error}").format(error=exc), "error")
             return

@@ -36,6 +36,7 @@ from engine.inputs import KV_SCALE_BYTES
 QMAX = 127  # symmetric: -127..127, so the scale maps the head's largest magnitude exactly
 SCALE_DTYPE = torch.float16  # KV_SCALE_BYTES each: finer than bf16's 8 bits of mantissa, ample range for K and V
 _SCALE_MAX = torch.finfo(SCALE_DTYPE).max
+_TINY = torch.finfo(torch.float32).tiny
 assert torch.empty(0, dtype=SCALE_DTYPE).element_size() == KV_SCALE_BYTES
 
 
@@ -46,9 +47,9 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale is off by at most half a step per element. An all-zero vector gets scale 0 and zeros."""
     wide = x.float()
     scale = (wide.abs().amax(dim=-1, keepdim=True) / QMAX).clamp_(max=_SCALE_MAX).to(SCALE_DTYPE)
-    divisor = scale.float()
-    divisor = torch.where(divisor > 0, divisor, torch.ones_like(divisor))
-    q = (wide / divisor).round_().clamp_(-QMAX, QMAX).to(torch.int8)
+    # a zero scale (an all-zero vector, or one below fp16's range) divides by a tiny number: zeros, or ±127 that
+    # the zero scale dequantizes to zero, within 4e-6 of the truth
+    q = (wide / scale.float().clamp_(min=_TINY)).round_().clamp_(-QMAX, QMAX).to(torch.int8)
     return q, scale.squeeze(-1)
 
 
@@ -110,34 +111,33 @@ class DenseKVCache:
 
 
 class Int8KVCache:
-    """K and V of every layer as int8 (layers, kv_heads, capacity, head_dim) with fp16 scales (layers, kv_heads,
-    capacity). Positions past what the runner counts as cached may hold stale values: never read, overwritten."""
+    """K and V of every layer as int8 in one buffer (2, layers, kv_heads, capacity, head_dim; ``k`` and ``v`` are its
+    halves) with fp16 scales (2, layers, kv_heads, capacity). One buffer for both: a token's K and V are quantized
+    and stored in one call each, which matters at one token per step (each operation costs microseconds whatever its
+    size). Positions past what the runner counts as cached may hold stale values: never read, overwritten."""
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         self._shape = (layers, kv_heads, head_dim)
         self._dtype = dtype  # what reads return: the model's activations dtype
         self._device = device
         self.capacity = 0
-        self.k = self.v = torch.empty(0, dtype=torch.int8)
-        self.k_scale = self.v_scale = torch.empty(0, dtype=SCALE_DTYPE)
+        self.kv = torch.empty((2, 0), dtype=torch.int8)
+        self.scale = torch.empty((2, 0), dtype=SCALE_DTYPE)
+        self.k = self.v = self.k_scale = self.v_scale = torch.empty(0)
 
     def grow(self, capacity: int) -> None:
         """(Re)allocate for ``capacity`` positions, keeping the first ``self.capacity``."""
         layers, kv_heads, head_dim = self._shape
-        k = torch.zeros((layers, kv_heads, capacity, head_dim), dtype=torch.int8, device=self._device)
-        v = torch.zeros_like(k)
-        k_scale = torch.zeros((layers, kv_heads, capacity), dtype=SCALE_DTYPE, device=self._device)
-        v_scale = torch.zeros_like(k_scale)
+        kv = torch.zeros((2, layers, kv_heads, capacity, head_dim), dtype=torch.int8, device=self._device)
+        scale = torch.zeros((2, layers, kv_heads, capacity), dtype=SCALE_DTYPE, device=self._device)
         if self.capacity:
-            kept = self.capacity
-            k[:, :, :kept], v[:, :, :kept] = self.k, self.v
-            k_scale[:, :, :kept], v_scale[:, :, :kept] = self.k_scale, self.v_scale
-        self.k, self.v, self.k_scale, self.v_scale = k, v, k_scale, v_scale
-        self.capacity = capacity
+            kv[:, :, :, :self.capacity], scale[:, :, :, :self.capacity] = self.kv, self.scale
+        self.kv, self.scale, self.capacity = kv, scale, capacity
+        (self.k, self.v), (self.k_scale, self.v_scale) = kv.unbind(0), scale.unbind(0)
 
     def tensors(self) -> list[torch.Tensor]:
-        """The four buffers (for ``torch._dynamo.mark_static_address``)."""
-        return [self.k, self.v, self.k_scale, self.v_scale]
+        """The two buffers (for ``torch._dynamo.mark_static_address``)."""
+        return [self.kv, self.scale]
 
     @property
     def nbytes(self) -> int:
@@ -154,20 +154,14 @@ class Int8KVCache:
     def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store ``k`` and ``v`` (kv_heads, n, head_dim) at positions start..start+n-1 of ``layer``."""
         end = start + k.shape[1]
-        kq, ks = quantize(k)
-        vq, vs = quantize(v)
-        self.k[layer, :, start:end], self.k_scale[layer, :, start:end] = kq, ks
-        self.v[layer, :, start:end], self.v_scale[layer, :, start:end] = vq, vs
+        self.kv[:, layer, :, start:end], self.scale[:, layer, :, start:end] = quantize(torch.stack((k, v)))
 
     def write_at(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store ``k`` and ``v`` (kv_heads, 1, head_dim) at the position held by the (1,) tensor ``pos``: fixed
         shapes, no host read of ``pos`` (the static step)."""
-        kq, ks = quantize(k)
-        vq, vs = quantize(v)
-        self.k[layer].index_copy_(1, pos, kq)
-        self.v[layer].index_copy_(1, pos, vq)
-        self.k_scale[layer].index_copy_(1, pos, ks)
-        self.v_scale[layer].index_copy_(1, pos, vs)
+        q, scale = quantize(torch.stack((k, v)))
+        self.kv[:, layer].index_copy_(2, pos, q)
+        self.scale[:, layer].index_copy_(2, pos, scale)
 
     # -- reads ----------------------------------------------------------------------------------------------
     def read(self, layer: int, first: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
