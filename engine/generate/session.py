@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, Sequence
 import psutil
 import torch
 
+from engine.generate.reuse_break import find_break
 from engine.generate.context import IncrementalDecoder, Prompt, build_prompt, build_text_prompt, common_prefix
 from engine.errors import CancelledError
 from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, Started, Stats, Token,
@@ -230,7 +231,7 @@ class ChatSession:
         splitter = ReasoningSplitter(fmt, inside=opens_thought(self._tail(prompt.ids), fmt),
                                      in_answer=partial is not None and bool(partial.content),
                                      resumed=partial is not None)
-        return self._start(prompt, config, cancel, t_submit, constraint, splitter)
+        return self._start(prompt, config, cancel, t_submit, constraint, splitter, messages)
 
     def _tail(self, ids: Sequence[int]) -> str:
         """The end of a prompt as text, markers shown: does it leave a thought open?"""
@@ -253,17 +254,18 @@ class ChatSession:
         return self._start(prompt, config, cancel, t_submit)
 
     def _start(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event,
-               t_submit: float, constraint: Any = None, splitter: ReasoningSplitter | None = None) -> Iterator[Event]:
+               t_submit: float, constraint: Any = None, splitter: ReasoningSplitter | None = None,
+               messages: Sequence[Message] = ()) -> Iterator[Event]:
         if prompt.max_new_tokens != config.max_new_tokens:
             config = dataclasses.replace(config, max_new_tokens=prompt.max_new_tokens)
         self._request += 1
         return self._stream(prompt, config, cancel, t_submit, self._request, constraint,
-                            splitter or ReasoningSplitter(None))
+                            splitter or ReasoningSplitter(None), messages)
 
     # -- the loop ------------------------------------------------------------------------------
     def _stream(self, prompt: Prompt, config: SamplingConfig, cancel: threading.Event, t_submit: float,
                 request: int, constraint: Any = None,
-                splitter: ReasoningSplitter | None = None) -> Iterator[Event]:
+                splitter: ReasoningSplitter | None = None, messages: Sequence[Message] = ()) -> Iterator[Event]:
         splitter = splitter or ReasoningSplitter(None)
         facts = self.loaded.facts
         timeline = _Timeline(t_submit=t_submit, prompt_tokens=len(prompt.ids), dropped_turns=prompt.dropped_turns)
@@ -282,11 +284,12 @@ class ChatSession:
             ids = list(prompt.ids)
             # Keep at least the last prompt token to compute: its logits choose the first reply token.
             reused = min(common_prefix(runner.cached_ids, ids), len(ids) - 1)
+            broke = find_break(self.loaded.tokenizer, runner.cached_ids, ids, messages, prompt.dropped_turns)
             runner.crop(reused)
             reused = runner.cached_len  # a runner that cannot crop starts over
             timeline.reused_tokens, timeline.prefill_tokens = reused, len(ids) - reused
             self._reset_peak(runner)
-            yield Started(len(ids), reused, prompt.dropped_turns, facts.context_length, t_submit)
+            yield Started(len(ids), reused, prompt.dropped_turns, facts.context_length, t_submit, broke)
 
             timeline.t_prefill_start = self._clock()
             logits = None
