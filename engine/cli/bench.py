@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.bench import roofline_check
 from engine.bench.report import format_table, to_json
 from engine.bench.scenarios import SCENARIOS
 from engine.cli import MODEL_HELP
@@ -21,6 +22,7 @@ from engine.errors import EngineError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    roofline_check.add_argument(parser)
     parser.add_argument("--model", default="default", help=MODEL_HELP)
     parser.add_argument("--precision", default="bf16", help="main precision: fp32 | bf16 | fp16 | auto")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -60,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.kv != "auto":  # a bad value is refused there, in one line
         return _kv_cache(args)
+    if args.roofline_check:
+        return _roofline_check(args)
     if args.families is not None:
         return _families(args)
     try:
@@ -68,6 +72,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(to_json(result) if args.json else format_table(result))
+    return 0
+
+
+def _roofline_check(args: argparse.Namespace) -> int:
+    """``--roofline-check``: engine.bench.roofline_check's two rooflines and their ratio (table, or ``--json``)."""
+    import json
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        result = roofline_check.roofline_check(args.model, args.precision, args.device, args.tokens or 64,
+                                               args.reps or 3, _progress)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else roofline_check.format_check(result))
     return 0
 
 
