@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -63,3 +64,23 @@ def test_serve_and_bench_refuse_a_bad_kv_value_in_one_line(command, prefix):
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0] == prefix, proc.stderr
+
+
+def test_serve_with_an_int8_cache_answers_and_reports_its_bytes(tiny_model_dir):
+    """A real ``engine serve --kv int8``: a greedy reply, the same again, and ``miaohui:kv_cache_bytes`` counts int8
+    bytes (a multiple of the int8 cache's bytes per token)."""
+    from tests.engine.cli.test_serve import QUESTION, ServeProcess
+
+    server = ServeProcess(tiny_model_dir, "--kv", "int8")
+    try:
+        client = server.client()
+        reply = client.chat.completions.create(model="default", messages=QUESTION, max_tokens=12, temperature=0)
+        again = client.chat.completions.create(model="default", messages=QUESTION, max_tokens=12, temperature=0)
+        assert reply.usage.completion_tokens > 0 and reply.choices[0].message.content == again.choices[0].message.content
+        status, body = server.request("GET", "/metrics")
+        assert status == 200
+        found = re.search(r'^miaohui:kv_cache_bytes{model_name="[^"]+"} ([0-9.e+]+)', body.decode("utf-8"), re.M)
+        per_token = 2 * 2 * 2 * (16 + KV_SCALE_BYTES)  # the tiny model: 2 layers, 2 KV heads, head_dim 16
+        assert found and float(found.group(1)) > 0 and float(found.group(1)) % per_token == 0
+    finally:
+        server.stop()
