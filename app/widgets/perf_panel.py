@@ -295,6 +295,7 @@ class PerfPanel(QWidget):
         """A reply's prompt is about to be computed: say so when its conversation's KV cache had been evicted."""
         self._kv_note.setVisible(bool(_get(started, "kv_evicted")))
         self.roofline.start()
+        self.ttft_view.show_started(started)  # where the prompt stopped matching the cache, if it did
 
     def show_stored(self, messages: Any) -> None:
         """A conversation was shown: the figures stored with its last reply (``PerfRecord``), "—" where none were."""

@@ -7,7 +7,9 @@ together, TTFT − prefill), the tokens reused from the KV cache (free), and the
 prefill rate — each part's share of the TTFT drawn as a bar. Context pressure: the KV-cache bytes of 1,000 more tokens (``ModelFacts.kv_bytes_per_token``),
 the decode slow-down they bring where decoding is bound by reading memory (their bytes ÷ the bytes read per
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
-the kept conversation would cost at the measured prefill rate. Computes nothing the engine did not measure beyond
+the kept conversation would cost at the measured prefill rate. Live while the prompt prefills: its progress in percent
+(``PrefillProgress``), and where the prompt stopped matching the cache (``Started.reuse_break``: the marker and, for a
+changed date or time, the hint; ``app.widgets.reuse_break_text`` words them). Computes nothing the engine did not measure beyond
 that arithmetic; "—" for what is not known (a server's reply).
 """
 
@@ -18,11 +20,14 @@ from typing import Any
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
 from PySide6.QtWidgets import QFormLayout, QLabel, QProgressBar, QSizePolicy, QVBoxLayout, QWidget
 
+from app.widgets.reuse_break_text import break_text
 from engine.fmt import format_bytes
 
 STEPS = (("before", QT_TRANSLATE_NOOP("TtftView", "Template, tokens, first pick")),
          ("reused", QT_TRANSLATE_NOOP("TtftView", "Reused from the cache")),
-         ("prefill", QT_TRANSLATE_NOOP("TtftView", "Prefilled")))
+         ("prefill", QT_TRANSLATE_NOOP("TtftView", "Prefilled")),
+         ("progress", QT_TRANSLATE_NOOP("TtftView", "Prefill progress")),
+         ("break", QT_TRANSLATE_NOOP("TtftView", "Cache stopped matching")))
 PRESSURE = (("kv_1000", QT_TRANSLATE_NOOP("TtftView", "KV per 1,000 tokens")),
             ("slowdown_1000", QT_TRANSLATE_NOOP("TtftView", "Decode per 1,000 tokens")),
             ("truncation", QT_TRANSLATE_NOOP("TtftView", "Before truncation")))
@@ -34,6 +39,11 @@ HELP = {
                                             "they cost nothing. A changing prefix (a date in the system prompt) "
                                             "breaks reuse from its first token on."),
     "prefill": QT_TRANSLATE_NOOP("TtftView", "The prompt tokens computed for this reply ÷ the measured prefill rate."),
+    "progress": QT_TRANSLATE_NOOP("TtftView", "The share of this reply's new prompt tokens computed so far, "
+                                              "chunk by chunk, before the first token."),
+    "break": QT_TRANSLATE_NOOP("TtftView", "The first prompt token the KV cache held something else for: the "
+                                           "tokens around it (⟦ ⟧ marks where they part) and the message it is in. "
+                                           "Everything from there on was computed again."),
     "kv_1000": QT_TRANSLATE_NOOP("TtftView", "The KV cache 1,000 more tokens of conversation will take: "
                                              "2 × layers × kv heads × head size × bytes, × 1,000."),
     "slowdown_1000": QT_TRANSLATE_NOOP("TtftView", "Where decoding is bound by reading memory, each token reads the "
@@ -79,7 +89,7 @@ class TtftView(QWidget):
                 value.setToolTip(self.tr(HELP[key]))
                 value.setAccessibleName(self.tr(caption))
                 field: QWidget = value
-                if rows is STEPS:  # the waterfall: each step's share of the TTFT as a bar beside its figure
+                if rows is STEPS and key != "break":  # the waterfall: each step's share of the TTFT as a bar beside its figure
                     bar = QProgressBar()
                     bar.setRange(0, 1000)
                     bar.setTextVisible(False)
@@ -108,6 +118,21 @@ class TtftView(QWidget):
             value.setText("—")
         for bar in self.bars.values():
             bar.setValue(0)
+
+    def show_started(self, started: Any) -> None:
+        """A reply's prompt is about to be prefilled: where it parted from the cache (``Started.reuse_break``)."""
+        broke = getattr(started, "reuse_break", None)
+        if broke is not None:
+            self.values["break"].setText(break_text(self, broke))
+        elif getattr(started, "reused_tokens", 0):
+            self.values["break"].setText(self.tr("nowhere: the cache matched up to the new message"))
+
+    def show_prefill(self, done: int, total: int) -> None:
+        """``done`` of ``total`` new prompt tokens are computed (once per prefill chunk)."""
+        share = 100 * done // total if total > 0 else 100
+        self.values["progress"].setText(self.tr("{share} % ({done} of {total} tokens)").format(
+            share=share, done=done, total=total))
+        self.bars["progress"].setValue(10 * share)
 
     def shown(self) -> dict[str, str]:
         return {key: value.text() for key, value in self.values.items()}

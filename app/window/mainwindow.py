@@ -35,6 +35,7 @@ from app.widgets.side_panel import SidePanel
 from app.window import (chatgpt_import, conversation_model, fork, prompt_meter, remote_code, remote_source,
                         tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
+from app.window.prefill_progress import show_prefill_progress
 from engine.errors import BadInputError
 from engine.fmt import outside_text
 from engine.inputs import LoadSpec
@@ -308,8 +309,7 @@ class MainWindow(QMainWindow):
 
     @Slot(int, int)
     def on_bridge_prefill_progressed(self, done: int, total: int) -> None:
-        self.status_state.setText(self.tr("· prefill {done}/{total} tokens").format(done=done, total=total)
-                                  if done < total else self.tr("· generating"))
+        show_prefill_progress(self, done, total)  # app.window.prefill_progress: status, reply bubble, panel
 
     @Slot(str, list)
     def on_bridge_tokens_received(self, _text: str, tokens: list) -> None:
