@@ -127,7 +127,8 @@ def _usable(node: Any) -> tuple[str, str, float | None, str] | None:
 def _main_path(mapping: dict, current: Any) -> list[str]:
     """Node ids from the root to ``current`` (or, when it is missing, to the leaf reached by the last children)."""
     if current not in mapping:
-        roots = [key for key, node in mapping.items() if not isinstance(node, dict) or node.get("parent") not in mapping]
+        roots = [key for key, node in mapping.items()
+                 if not isinstance(node, dict) or node.get("parent") not in mapping]
         current = roots[0] if roots else None
         while current is not None:
             children = [c for c in (mapping[current].get("children") or []) if c in mapping] \

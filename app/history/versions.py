@@ -26,6 +26,10 @@ from app.history.rows import MessageRow
 from app.history.store import HistoryStore, NotFoundError, _clean_text
 
 _VERSION_COLUMNS = "position, text, reasoning, created, finish_reason, record, tool_calls"
+# The shown reply (its row and perf record) copied into the versions table: (turn id, place, message id).
+_COPY_SHOWN = ("INSERT INTO versions(turn_id, position, text, reasoning, created, finish_reason, record, tool_calls) "
+               "SELECT ?, ?, m.text, m.reasoning, m.created, m.finish_reason, p.record, m.tool_calls "
+               "FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?")
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,8 @@ def _perf(record: object) -> PerfRecord | None:
 
 def _version(row: tuple, shown: bool = False) -> Version:
     position, text, reasoning, created, finish, record, calls = row
-    return Version(int(position), text if isinstance(text, str) else "", reasoning if isinstance(reasoning, str) else "",
+    return Version(int(position), text if isinstance(text, str) else "",
+                   reasoning if isinstance(reasoning, str) else "",
                    float(created) if isinstance(created, (int, float)) else 0.0, finish, _perf(record),
                    calls if isinstance(calls, str) else "[]", shown)
 
@@ -93,9 +98,7 @@ def keep(store: HistoryStore, mid: int) -> int:
         _cid, turn = _turn_of(c, mid)
         positions = {row[0] for row in c.execute("SELECT position FROM versions WHERE turn_id = ?", (turn,))}
         place = _shown_place(positions)
-        c.execute("INSERT INTO versions(turn_id, position, text, reasoning, created, finish_reason, record, tool_calls) "
-                  "SELECT ?, ?, m.text, m.reasoning, m.created, m.finish_reason, p.record, m.tool_calls FROM messages m "
-                  "LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?", (turn, place, mid))
+        c.execute(_COPY_SHOWN, (turn, place, mid))
         return place
 
 
@@ -137,8 +140,8 @@ def versions(store: HistoryStore, mid: int) -> list[Version]:
         f"SELECT {_VERSION_COLUMNS} FROM versions WHERE turn_id = ? ORDER BY position", (turn,))]
     if not stored:
         return []
-    current = store._read("SELECT m.text, m.reasoning, m.created, m.finish_reason, p.record, m.tool_calls "  # noqa: SLF001
-                          "FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?", (mid,))
+    current = store._read("SELECT m.text, m.reasoning, m.created, m.finish_reason, p.record, "  # noqa: SLF001
+                          "m.tool_calls FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?", (mid,))
     if not current:
         return []
     shown = _version((_shown_place({v.position for v in stored}), *current[0]), shown=True)
@@ -154,9 +157,7 @@ def show(store: HistoryStore, mid: int, place: int) -> MessageRow:
         if wanted is not None:
             positions = {row[0] for row in c.execute("SELECT position FROM versions WHERE turn_id = ?", (turn,))}
             current = _shown_place(positions)
-            c.execute("INSERT INTO versions(turn_id, position, text, reasoning, created, finish_reason, record, "
-                      "tool_calls) SELECT ?, ?, m.text, m.reasoning, m.created, m.finish_reason, p.record, m.tool_calls "
-                      "FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?", (turn, current, mid))
+            c.execute(_COPY_SHOWN, (turn, current, mid))
             c.execute("DELETE FROM versions WHERE turn_id = ? AND position = ?", (turn, place))
             _pos, text, reasoning, created, finish, record, calls = wanted
             c.execute("UPDATE messages SET text = ?, reasoning = ?, created = ?, finish_reason = ?, tool_calls = ? "

@@ -43,7 +43,7 @@ class Versions(QObject):
 
     def __init__(self, window: VersionsHost) -> None:
         super().__init__(window)  # type: ignore[arg-type]  # the window is reached as the parent
-        self._pending: tuple[int, int, int] | None = None  # (conversation, replaced reply, its place) while regenerating
+        self._pending: tuple[int, int, int] | None = None  # while regenerating: (conversation, old reply, its place)
         self._turns: dict[int, versions.TurnVersions] = {}
         c = window.controller
         c.conversation_shown.connect(self.on_controller_conversation_shown)
@@ -128,7 +128,7 @@ class Versions(QObject):
         row = self._try(versions.show, c.store, mid, place) if index is not None else None
         if row is None:
             return False
-        c.blockSignals(True)  # the conversation of record is read again (it now holds this version), the chat not rebuilt
+        c.blockSignals(True)  # the conversation of record read again (it holds this version now), the chat not rebuilt
         try:
             reread = c.open(c.conversation_id)
         finally:
