@@ -287,10 +287,26 @@ def run_families(names: Sequence[str], tokens: int, reps: int, with_bf16: bool =
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     machine = machine_description("cpu")
     start = time.perf_counter()
-    rows = [measure_family(SHAPES[name], tokenizer, tokens, reps, with_bf16, progress=progress) for name in names]
+    rows = []
+    for name in names:  # each row said as it is done: on a shared machine a long run may not reach the end
+        rows.append(measure_family(SHAPES[name], tokenizer, tokens, reps, with_bf16, progress=progress))
+        progress(row_line(rows[-1]))
     return {"schema": "miaohui-bench-families/1", "machine": machine,
             "load_average_1m_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
             "tokens": tokens, "reps": reps, "elapsed_s": time.perf_counter() - start, "families": rows}
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """One family's result in one line (the progress of a run)."""
+    decode, gb = row["decode_tok_s"]["median"], row["gb_s"]
+    return (f"{row['family']}: int4 {_num(decode.get('int4'), '.1f')} tok/s ({_num(gb.get('int4'), '.1f')} GB/s), "
+            f"llama.cpp {_num(decode.get(PEER_NAME), '.1f')} tok/s ({_num(gb.get(PEER_NAME), '.1f')} GB/s), "
+            f"ratio {_num(row['int4_vs_peer'], '.2f')}; TTFT {_num(row['ttft_long_s']['median'].get('int4'), '.2f')} s / "
+            f"{_num(row['ttft_long_s']['median'].get(PEER_NAME), '.2f')} s; runs {row['decode_tok_s']['runs']}")
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def format_families(result: dict[str, Any]) -> str:
@@ -303,9 +319,7 @@ def format_families(result: dict[str, Any]) -> str:
              "| GB/s int4 / llama.cpp | TTFT ~500 tok int4 / llama.cpp (s) |",
              "|---|---|---|---|---|---|---|---|"]
 
-    def num(value: float | None, spec: str) -> str:
-        return "—" if value is None else format(value, spec)
-
+    num = _num
     notes = []
     for row in result["families"]:
         dec, ttft, mb, gb = row["decode_tok_s"]["median"], row["ttft_long_s"]["median"], row["bytes_per_token"], \
