@@ -64,12 +64,15 @@ class KVPersistence:
             log.warning("could not save conversation %s's KV cache: %s", conversation_id, one_line(exc))
             return False
 
-    def reopen(self, conversation_id: int, session: Any) -> None:
-        """If the conversation has a saved cache, ``session``'s next reply starts from it (read inside its TTFT)."""
+    def reopen(self, conversation_id: int, session: Any) -> bool:
+        """If the conversation has a saved cache, ``session``'s next reply starts from it (read inside its TTFT);
+        whether it has one (a damaged or stale one is found out at that reply)."""
         store = self.store()
         key = key_for(conversation_id)
-        if hasattr(session, "reopen_with") and store.path_for(key).exists():
-            session.reopen_with(self._loader(store, key, session))
+        if not hasattr(session, "reopen_with") or not store.path_for(key).exists():
+            return False
+        session.reopen_with(self._loader(store, key, session))
+        return True
 
     def _loader(self, store: KVStore, key: str, session: Any) -> Callable[[], Any]:
         def load() -> Any:

@@ -145,8 +145,8 @@ class SessionCache:
         if session is None:
             session = make()
             self._evicted.discard(conversation_id)
-            if self.persistence is not None:
-                self.persistence.reopen(conversation_id, session)
+            if self.persistence is not None and self.persistence.reopen(conversation_id, session):
+                evicted = False  # its cache comes back from disk at the next reply: not computed again
         self._kept[conversation_id] = (session, kv_bytes)
         self._evict()
         return session, evicted

@@ -232,6 +232,8 @@ def test_the_least_recently_used_session_is_evicted_past_the_count_and_its_next_
                                                                                             monkeypatch):
     import app.runtime.worker
 
+    loaded_bridge._worker.sessions.persistence = None  # memory alone (the disk: test_kv_persist.py)
+
     monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 2)
     for conversation in (1, 2):
         started, _ = _reply(qtbot, loaded_bridge, conversation)
@@ -250,6 +252,8 @@ def test_the_least_recently_used_session_is_evicted_past_the_count_and_its_next_
 def test_sessions_are_evicted_past_the_kv_bytes_bound_but_never_the_one_in_use(qtbot, loaded_bridge, monkeypatch):
     import app.runtime.worker
 
+    loaded_bridge._worker.sessions.persistence = None  # memory alone (the disk: test_kv_persist.py)
+
     _, finished = _reply(qtbot, loaded_bridge, 1)
     one_chat = finished.metrics.kv_cache_bytes_allocated
     assert one_chat > 0
@@ -267,6 +271,8 @@ def test_sessions_are_evicted_past_the_kv_bytes_bound_but_never_the_one_in_use(q
 def test_a_new_model_starts_every_conversation_over_without_calling_it_an_eviction(qtbot, loaded_bridge, monkeypatch,
                                                                                    tiny_model_dir):
     import app.runtime.worker
+
+    loaded_bridge._worker.sessions.persistence = None  # memory alone (the disk: test_kv_persist.py)
 
     monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 1)
     _reply(qtbot, loaded_bridge, 1)

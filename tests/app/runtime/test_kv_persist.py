@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.runtime.kv_persist import kv_folder
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, greedy, settings, store  # noqa: F401 (fixtures)
+from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, greedy, loaded_bridge, settings, store  # noqa: F401 (fixtures)
 
 LONG = ("I am planning a small workshop about running language models on ordinary laptops. Please keep these notes "
         "in mind: the room has twenty people, each with a laptop of two to eight cores and eight to thirty-two "
@@ -98,3 +98,16 @@ def test_a_damaged_saved_cache_is_discarded_quietly_and_the_reply_recomputed(qtb
     assert not any(isinstance(w, QMessageBox) and w.isVisible() for w in QApplication.topLevelWidgets())
     assert not path.exists() or path.read_bytes() != bytes(data)  # deleted (or rewritten at exit), never reused
 
+
+
+def test_an_evicted_conversation_comes_back_from_disk_and_is_not_called_evicted(qtbot, loaded_bridge, monkeypatch):
+    import app.runtime.worker
+    from tests.app.runtime.test_bridge import _reply
+
+    monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 1)
+    _, first = _reply(qtbot, loaded_bridge, 1)
+    _reply(qtbot, loaded_bridge, 2)  # 1 leaves memory: its cache goes to disk
+    assert (kv_folder() / "conversation-1.kv").exists()
+    started, again = _reply(qtbot, loaded_bridge, 1)
+    assert not started.kv_evicted and started.reused_tokens == started.prompt_tokens - 1
+    assert again.text == first.text
