@@ -20,6 +20,7 @@ Does not own what the window does with the events (``app.window.controller``, ``
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import logging
 from typing import Callable, Sequence
@@ -31,7 +32,7 @@ from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, Load
                                 TaskFn, TaskJob, Worker)
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.generate.measure import PromptMeasure, measure_prompt
-from engine.inputs import LoadSpec, SamplingConfig
+from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
 from engine.remote import RemoteSpec
 
 __all__ = ["Bridge", "LoadFailure", "ReplyStarted", "TaskFn"]
@@ -118,6 +119,7 @@ class Bridge(QObject):
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
         self._facts: object | None = None
         self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
+        self.speculation: SpeculationConfig | None = None  # every reply's speculative decoding (app.window.speculation)
         self._closed = False
         self._thread.start()
 
@@ -189,6 +191,12 @@ class Bridge(QObject):
         ``task_finished`` (or ``task_failed``) with the returned id."""
         return self._submit(TaskJob(fn))
 
+    def prepare_speculation(self, spec: SpeculationConfig) -> int:
+        """Build ``spec``'s drafter for the loaded model now (a draft model's load, an int4 copy), so a draft that
+        cannot serve it is refused at once (``task_failed``: its one line) rather than at the next reply; a task id."""
+        drafters = self._worker.drafters
+        return self.submit_task(lambda loaded, _cancel: drafters.prepare(loaded, spec))
+
     def post_serve_job(self, job: ServeJob) -> bool:
         """Queue an API request on the worker, behind the jobs already queued; callable from any thread (a
         signal queued across threads). False after shutdown began: it would never run."""
@@ -233,6 +241,8 @@ class Bridge(QObject):
     def _submit(self, job: Job) -> int:
         if self._closed:
             return 0
+        if isinstance(job, GenerateJob):  # the speculation chosen when the reply was asked for
+            job = dataclasses.replace(job, speculation=self.speculation)
         queued = QueuedJob(next(self._ids), job)
         was_busy = self.is_busy()
         self._jobs[queued.job_id] = queued

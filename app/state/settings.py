@@ -4,7 +4,8 @@ Owns the generation settings a user edits in the settings dialog (``ChatSettings
 language and appearance (light / dark / the system's), the model selection (model, precision, device; or the
 server last connected to; its API key only when there is no system keyring and the user ticked "Remember the key
 (stored unencrypted…)", ``app.state.api_keys``), the recently opened models, whether and on which port the window
-serves its model, and the window layout. It does not own history (``app.history.store``) or any widget.
+serves its model, speculative decoding's drafter and draft tint (``app.window.speculation``), and the window
+layout. It does not own history (``app.history.store``) or any widget.
 
 Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
 data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
@@ -27,7 +28,9 @@ from PySide6.QtCore import QByteArray, QSettings
 
 from app.ui.i18n import LANGUAGES
 from app.ui.theme import APPEARANCES
-from engine.inputs import DEVICES, KV_PRECISIONS, PRECISIONS, SAMPLING_RANGES, LoadSpec, SamplingConfig
+from engine.errors import BadInputError
+from engine.inputs import (DEVICES, KV_PRECISIONS, PRECISIONS, SAMPLING_RANGES, LoadSpec, SamplingConfig,
+                           SpeculationConfig)
 from engine.remote.spec import RemoteSpec
 
 log = logging.getLogger(__name__)
@@ -344,6 +347,32 @@ class Settings:
 
     def set_allow_downloads(self, allowed: bool) -> None:
         self._q.setValue("library/allow_downloads", bool(allowed))
+        self._q.sync()
+
+    # -- speculative decoding (app.window.speculation) ---------------------------------------------------
+    def speculation(self) -> str:
+        """Who drafts for replies: "off", or ``SpeculationConfig.parse``'s text (prompt-lookup, self, draft:MODEL)."""
+        value = self._read("speculation/method", "off")
+        if value != "off":
+            try:
+                SpeculationConfig.parse(value)
+            except BadInputError:
+                self._warn("speculation/method", value, "off")
+                return "off"
+        return value
+
+    def set_speculation(self, value: str) -> None:
+        if value != "off":
+            SpeculationConfig.parse(value)  # BadInputError (one line) for a value no reply could use
+        self._q.setValue("speculation/method", value)
+        self._q.sync()
+
+    def tint_drafts(self) -> bool:
+        """Whether a streaming reply tints the tokens that were accepted drafts (on unless turned off)."""
+        return self._read("speculation/tint", True)
+
+    def set_tint_drafts(self, on: bool) -> None:
+        self._q.setValue("speculation/tint", bool(on))
         self._q.sync()
 
     # -- serving the window's model (app.runtime.api_serving) ---------------------------------------------

@@ -40,16 +40,17 @@ class Theme:
     warning: str
     focus: str  # the focus ring: distinct from the accent, so a focused accent-filled button shows it too
     on_accent: str  # text on an accent fill (primary buttons, selections): white on light's deep blue, dark on dark's
+    draft_tint: str  # behind accepted speculative drafts (app.widgets.draft_tint): text >= 4.5:1 on it (11.8 / 6.1)
 
 
 LIGHT = Theme(name="light", window="#f6f7f9", surface="#ffffff", text="#1f2328", muted="#6b7280",
               accent="#2563eb", user_bubble="#e8f0fe", assistant_bubble="#ffffff", border="#dfe3e8",
               code_background="#f6f8fa", pygments_style="default", error="#b42318", warning="#b54708",
-              focus="#111827", on_accent="#ffffff")
+              focus="#111827", on_accent="#ffffff", draft_tint="#bfe8cc")
 DARK = Theme(name="dark", window="#1e1f22", surface="#26282c", text="#e6e7e9", muted="#9aa0a6",
              accent="#7aa2f7", user_bubble="#2b3a55", assistant_bubble="#26282c", border="#3a3d42",
              code_background="#1a1b1e", pygments_style="monokai", error="#f97066", warning="#fdb022",
-             focus="#f5c542", on_accent="#10131a")
+             focus="#f5c542", on_accent="#10131a", draft_tint="#2a5e3f")
 
 THEMES = {"light": LIGHT, "dark": DARK}
 APPEARANCES = ("system", "light", "dark")  # the Settings choice: follow the system, or force one theme

@@ -36,6 +36,7 @@ from app.window import (chatgpt_import, conversation_model, fork, prompt_meter, 
                         tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.prefill_progress import show_prefill_progress
+from app.window.speculation import Speculation
 from engine.errors import BadInputError
 from engine.fmt import outside_text
 from engine.inputs import LoadSpec
@@ -72,6 +73,7 @@ class MainWindow(QMainWindow):
         self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
+        self.speculation = Speculation.attach(self)  # its choice on the model bar, its rows, the tint of drafts
         self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
         self._update_state()
         for notice in store.notices:

@@ -98,14 +98,9 @@ class ChatSession:
         self.loaded = loaded
         # Speculative decoding (engine/speculate): its drafter is built now, so a draft model that cannot serve
         # (DraftModelError, another vocabulary) is refused before any reply.
-        self.speculation = speculation
+        self.speculation: SpeculationConfig | None = None
         self._drafter = None
-        # ``drafter``: one already built for ``speculation`` (a server's sessions share one, used one at a time: it
-        # re-syncs to each history it is given), so a draft model or int4 copy is not loaded once per session.
-        if speculation is not None:
-            from engine.speculate.drafters import build_drafter  # lazy: the drafters build on this module
-
-            self._drafter = drafter if drafter is not None else build_drafter(loaded, speculation)
+        self.set_speculation(speculation, drafter)
         self._reserve_threads = max(0, int(reserve_threads))
         self._runner_factory = runner_factory
         self._clock = clock
@@ -114,6 +109,17 @@ class ChatSession:
         self._request = 0  # bumped by each generate(): an older, unfinished generator then stops
         self._process = None  # psutil.Process, created on first CPU memory reading
         self._reopen: Callable[[], KVSnapshot | None] | None = None  # a saved cache to read at the next reply
+
+    def set_speculation(self, speculation: SpeculationConfig | None, drafter: Any = None) -> None:
+        """Decode the next replies with ``speculation`` (None: plain); the KV cache stays. ``drafter``: one already
+        built for it (a server's sessions, the window's conversations share one, used one at a time: it re-syncs to
+        each history it is given), so a draft model or int4 copy is not loaded once per session."""
+        built = None
+        if speculation is not None:
+            from engine.speculate.drafters import build_drafter  # lazy: the drafters build on this module
+
+            built = drafter if drafter is not None else build_drafter(self.loaded, speculation)
+        self.speculation, self._drafter = speculation, built
 
     @property
     def cached_tokens(self) -> int:

@@ -4,10 +4,11 @@ Two prompts: a repeat-heavy one (edit a given function and return it whole: the 
 a model with a short context gets a short function) and a fresh one (a story: nothing to copy). For each, one plain
 greedy reply is the reference, then one reply with prompt lookup drafting at a fixed length k for each k in
 ``DRAFT_LENGTHS`` (``SpeculationConfig`` with ``start_draft = max_draft = k``: the adaptive length can only shrink
-it after a rejection). The table gives each reply's decode rate, speed-up over the plain one, acceptance rate, tokens per forward of the model and whether its
-tokens equal the plain reply's (greedy: they must). Prompt lookup is the drafter because it needs no other weights
-in memory; ``python -m engine.bench.speculate`` compares self-speculation too. One run each, on a machine that may
-be busy: the speed-ups are indicative, the acceptance and tokens per step are exact counts.
+it after a rejection). The table gives each reply's decode rate, speed-up over the plain one, acceptance rate,
+tokens per forward of the model and whether its tokens equal the plain reply's (greedy: they must). Prompt lookup
+is the drafter because it needs no other weights in memory; ``python -m engine.bench.speculate`` compares
+self-speculation too. One run each, on a machine that may be busy: the speed-ups are indicative, the acceptance and
+tokens per step are exact counts.
 
 Owns the plan and its table; the decoding is ``engine.generate.session``'s and ``engine.speculate``'s.
 """

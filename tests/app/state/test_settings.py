@@ -17,6 +17,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.state.settings import MAX_RECENT_MODELS, ChatSettings, Settings
+from engine.errors import BadInputError
 from engine.inputs import SamplingConfig
 
 HOSTILE_INI = r"""
@@ -145,3 +146,17 @@ def test_main_window_builds_on_a_hostile_settings_file(qtbot, tmp_path):
         window.show()
         assert window.isVisible()
         assert window.shutdown() is True
+
+
+def test_speculation_choice_and_tint_are_remembered_and_checked(tmp_path):
+    settings = _settings(tmp_path, "")
+    assert settings.speculation() == "off" and settings.tint_drafts() is True  # defaults
+    for value in ("prompt-lookup", "self", "draft:/models/small", "off"):
+        settings.set_speculation(value)
+        assert Settings(QSettings(str(tmp_path / "miaohui.ini"), QSettings.Format.IniFormat)).speculation() == value
+    settings.set_tint_drafts(False)
+    assert settings.tint_drafts() is False
+    with pytest.raises(BadInputError):
+        settings.set_speculation("guess")
+    hostile = _settings(tmp_path, "[speculation]\nmethod=guess\ntint=maybe\n")
+    assert hostile.speculation() == "off" and hostile.tint_drafts() is True

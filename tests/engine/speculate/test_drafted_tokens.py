@@ -40,3 +40,16 @@ def test_rejected_drafts_leave_the_correction_unmarked(lively, other_lively_dir)
 def test_plain_decoding_marks_nothing(tiny_fp32):
     tokens, _ = events(ChatSession(tiny_fp32))
     assert tokens and not any(t.drafted for t in tokens)
+
+
+def test_a_session_switches_speculation_on_and_off_keeping_its_cache(tiny_fp32):
+    """The window's choice changes between replies of one conversation (``ChatSession.set_speculation``)."""
+    session = ChatSession(tiny_fp32)
+    plain, _ = events(session)
+    session.set_speculation(SpeculationConfig("prompt-lookup"))
+    tokens, finished = events(session)
+    assert [t.token_id for t in tokens] == [t.token_id for t in plain]
+    assert finished.metrics.speculation == "prompt-lookup" and finished.metrics.reused_tokens > 0
+    session.set_speculation(None)
+    tokens, finished = events(session)
+    assert finished.metrics.speculation == "" and not any(t.drafted for t in tokens)
