@@ -31,6 +31,7 @@ from typing import Any
 import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
 from app import __version__
 from app.history.store import HistoryStore
+from app.runtime import kv_persist
 from engine.bench import roofline
 from engine.errors import DataDirError
 from engine.inputs import PRECISIONS
@@ -186,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         # redirected: QSettings(organisation, application) always writes the native file.
         app_settings.use_ini_folder(Path(scratch.name))  # for anything else asking QSettings()
         roofline.keep_in(Path(scratch.name))  # the panel's bandwidth measurement too
+        kv_persist.keep_in(Path(scratch.name))  # and the conversations' saved KV caches
         settings = app_settings.Settings.in_file(Path(scratch.name) / "miaohui.ini")
         store = HistoryStore(Path(scratch.name) / "history.sqlite3")
     else:
@@ -227,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             guard.release()
         if scratch is not None:
             roofline.keep_in(None)
+            kv_persist.keep_in(None)
             scratch.cleanup()
         if not joined:
             # The engine ignored its cancel past the bounded wait. Destroying a running QThread aborts the
