@@ -41,7 +41,7 @@ class ToolCallRecord:
                 "ms": self.ms, "refused": self.refused}
 
     def line(self) -> str:
-        """One line for Markdown: ``name(arguments) → result · 12 ms`` (✗ for a failure, "refused" when refused)."""
+        """One line for Markdown: ``name(arguments) → result · 12 ms`` (✗: a failure, "refused:": refused)."""
         if not self.name:  # a server or tool that could not be used: its one line
             return f"✗ {self.result}"
         mark = "refused:" if self.refused else ("→" if self.ok else "✗")

@@ -56,10 +56,10 @@ class ToolCallBlock(QFrame):
             line, details = "⚠ " + _cut(record.result, 160), record.result
         elif record is None:
             waiting = self.tr("waiting for your answer…") if state == "asking" else self.tr("running…")
-            line, details = f"🔧 {name}({_cut(arguments)}) · {waiting}", arguments
+            line, details = f"{self.tr('tool')} {name}({_cut(arguments)}) · {waiting}", arguments
         else:
             mark = self.tr("refused:") if record.refused else ("→" if record.ok else "✗")
-            line = f"🔧 {name}({_cut(arguments)}) {mark} {_cut(record.result)} · {record.ms:g} ms"
+            line = f"{self.tr('tool')} {name}({_cut(arguments)}) {mark} {_cut(record.result)} · {record.ms:g} ms"
             details = self.tr("Arguments:\n{arguments}\n\nResult ({ms} ms):\n{result}").format(
                 arguments=arguments, ms=f"{record.ms:g}", result=record.result)
         self.header.setText(line)

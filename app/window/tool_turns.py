@@ -47,7 +47,7 @@ class ToolTurns(QObject):
 
     @classmethod
     def attach(cls, window: Any, menu: Any) -> "ToolTurns":
-        """Build the window's tools and their Chat → Tools… entry in ``menu`` (a separator after it ends the group)."""
+        """The window's tools and their Chat → Tools… entry in ``menu`` (a separator after it ends its group)."""
         turns = cls(window)
         menu.addAction(QCoreApplication.translate("ToolTurns", "Tools…"), turns.open_dialog)
         menu.addSeparator()

@@ -7,6 +7,9 @@ reported through ``on_call`` (name, arguments, result, time) and its result goes
 and the next round starts. ``tool_choice`` ``required`` or a tool's name forces the first round to call (a grammar,
 so the arguments follow the tool's schema); later rounds may answer or call again, and the last one cannot call, so
 the loop always ends with an answer. A tool that fails is a one-line result the model reads, like any other.
+
+A round that is not forced streams as soon as its text stops looking like the start of a call (``<tool_call>``):
+the answer reaches the caller as it is generated; a call's round is held back and never shown.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
 from engine.errors import BadInputError
-from engine.events import Event, Finished, Message
+from engine.events import Event, Finished, Message, Token
 from engine.fmt import one_line
 from engine.inputs import SamplingConfig
-from engine.tools.calls import Tool, ToolPlan, tool_response
+from engine.tools.calls import TOOL_OPEN, Tool, ToolPlan, tool_response
 from engine.tools.mcp import McpHub, McpTool
 
 DEFAULT_MAX_ROUNDS = 4
@@ -85,7 +88,20 @@ class ToolLoop:
             last = round_ == self.max_rounds  # no calls any more: this round answers
             spec = None if last else plan.constraint()
             constraint = TokenConstraint(spec, loaded.tokenizer, loaded.eos_token_ids) if spec else None
-            events = list(self.session.generate(self.messages, self.config, cancel, constraint=constraint))
+            events: list[Event] = []
+            text, streaming = "", False
+            for event in self.session.generate(self.messages, self.config, cancel, constraint=constraint):
+                if streaming:
+                    yield event
+                    continue
+                events.append(event)
+                text += event.text if isinstance(event, Token) else ""
+                head = text.lstrip()
+                if spec is None and head and not (head.startswith(TOOL_OPEN) or TOOL_OPEN.startswith(head)):
+                    streaming = True  # not a call: this round is the answer, shown as it comes
+                    yield from events
+            if streaming:
+                return
             finished = events[-1]
             calls = None if last or not isinstance(finished, Finished) or finished.reason != "eos" \
                 else plan.parse(finished.text)

@@ -74,7 +74,7 @@ def test_a_listed_tool_is_called_shown_saved_reopened_and_exported(qtbot, window
     assert listed == {"add", "shout", "hang", "crash", "garbage"}
     assert window.chat_settings().tools == ("add",)
     blocks = _send(qtbot, window, "What is 2 plus 40? Use the add tool.")
-    call = re.match(r"🔧 add\((\{.*?\})\) → (\d+) · [\d.]+ ms", blocks[0])
+    call = re.search(r"add\((\{.*?\})\) → (\d+) · [\d.]+ ms", blocks[0])
     assert call, blocks
     arguments = json.loads(call.group(1))
     assert int(call.group(2)) == arguments["a"] + arguments["b"]
@@ -85,7 +85,7 @@ def test_a_listed_tool_is_called_shown_saved_reopened_and_exported(qtbot, window
     window.controller.new_conversation()
     window.open_conversation(cid)  # reopened: the blocks come back from the history
     reopened = [b.text() for b in ToolCallsSection.of(window.chat.widgets()[-1]).blocks()]
-    assert reopened[0].startswith(f"🔧 add({call.group(1)}) → {call.group(2)}")
+    assert f"add({call.group(1)}) → {call.group(2)}" in reopened[0]
     assert f"add({saved[0].arguments}) → {call.group(2)}" in export.to_markdown(store, cid)
     assert json.loads(export.to_json(store, cid))["messages"][-1]["tool_calls"][0]["result"] == call.group(2)
     assert window.chat_settings().tools == ("add",)  # the choice is the conversation's, kept with it
