@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
 from app.runtime.kv_persist import KVPersistence
+from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
+from app.runtime.drafter_cache import DrafterCache
 from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
 from engine.fmt import one_line
-from engine.inputs import LoadSpec, SamplingConfig
+from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
 from engine.models import loader as model_loader
 from engine.models.model import LoadedModel
 from engine.remote import RemoteModel, RemoteSession, RemoteSpec, connect
@@ -65,6 +66,7 @@ class GenerateJob:
     template_kwargs: dict[str, Any] | None = None  # chat-template variables (enable_thinking); a local model's only
     partial: Message | None = None  # the reply cut at its length limit, continued where it stopped
     text: str | None = None  # Complete text: this document is continued raw (no chat template), ``messages`` unused
+    speculation: SpeculationConfig | None = None  # speculative decoding (app.window.speculation); a local model's only
     tools: ReplyTools | None = None  # the conversation's MCP tools and JSON schema (``app.runtime.tool_host``)
 
 
@@ -233,6 +235,7 @@ class Worker(QObject):
         super().__init__()
         self._buffer = buffer
         self._loaded: LoadedModel | RemoteModel | None = None
+        self.drafters = DrafterCache()  # speculative decoding's drafter, one for every conversation's session
         self.tools = ToolHost(self._finish, self._ask)  # the MCP hub beside the model; its events go as Finished's
         self.sessions = SessionCache(KVPersistence())
 
@@ -256,6 +259,7 @@ class Worker(QObject):
     def release(self) -> None:
         """Drop the model and sessions (called after the thread stopped, so no job is running)."""
         self.sessions.clear()
+        self.drafters.clear()
         self._loaded = None
         self.tools.close()
 
@@ -304,6 +308,7 @@ class Worker(QObject):
                 # stream, on machines with enough cores for it to cost little (see ChatSession).
                 session, evicted = self.sessions.take(job.conversation_id,
                                                       lambda: ChatSession(loaded, reserve_threads=1), job.prefix_from)
+                session.set_speculation(job.speculation, self.drafters.get(loaded, job.speculation))
             # Only what was asked for: a server's session takes neither (its template is the server's).
             extra = {name: value for name, value in (("template_kwargs", job.template_kwargs), ("partial", job.partial))
                      if value and not isinstance(loaded, RemoteModel)}
