@@ -110,6 +110,49 @@
     </message>
 </context>
 <context>
+    <name>ChatGptImport</name>
+    <message>
+        <source>Import ChatGPT export…</source>
+        <translation>导入 ChatGPT 导出文件…</translation>
+    </message>
+    <message>
+        <source>Add the chats of a ChatGPT data export (conversations.json) to the history</source>
+        <translation>将 ChatGPT 数据导出文件（conversations.json）中的对话添加到历史记录</translation>
+    </message>
+    <message>
+        <source>The history is read-only here: nothing can be imported.</source>
+        <translation>此处的历史记录为只读，无法导入任何内容。</translation>
+    </message>
+    <message>
+        <source>Importing ChatGPT export {name}…</source>
+        <translation>正在导入 ChatGPT 导出文件 {name}…</translation>
+    </message>
+    <message>
+        <source>Import ChatGPT export</source>
+        <translation>导入 ChatGPT 导出文件</translation>
+    </message>
+    <message>
+        <source>ChatGPT export (conversations.json *.json)</source>
+        <translation>ChatGPT 导出文件 (conversations.json *.json)</translation>
+    </message>
+    <message>
+        <source>Importing ChatGPT export… {percent}%</source>
+        <translation>正在导入 ChatGPT 导出文件… {percent}%</translation>
+    </message>
+    <message>
+        <source>The ChatGPT export holds no chats to import.</source>
+        <translation>该 ChatGPT 导出文件中没有可导入的对话。</translation>
+    </message>
+    <message>
+        <source>Imported {n} chats from ChatGPT; they go on with the loaded model.</source>
+        <translation>已从 ChatGPT 导入 {n} 个对话；继续这些对话时将使用当前加载的模型。</translation>
+    </message>
+    <message>
+        <source>Nothing imported: {why}</source>
+        <translation>未导入任何内容：{why}</translation>
+    </message>
+</context>
+<context>
     <name>ChatView</name>
     <message>
         <source>
@@ -497,6 +540,10 @@
         <translation>{device} 可用 {free}</translation>
     </message>
     <message>
+        <source>int8 KV cache at {n} tokens</source>
+        <translation>{n} 个 token 时的 int8 KV 缓存</translation>
+    </message>
+    <message>
         <source>KV cache at {n} tokens</source>
         <translation>{n} 个 token 时的 KV 缓存</translation>
     </message>
@@ -724,6 +771,25 @@
     </message>
 </context>
 <context>
+    <name>KVDiskRow</name>
+    <message>
+        <source>Keys and values of conversations closed earlier, so reopening one does not compute it all again; the least recently used go first when the limit is reached</source>
+        <translation>先前关闭的对话的键和值，重新打开对话时就不必全部重新计算；达到上限时，最久未使用的最先删除</translation>
+    </message>
+    <message>
+        <source>Clear</source>
+        <translation>清空</translation>
+    </message>
+    <message>
+        <source>Delete every saved KV cache: reopened conversations compute their history again, nothing else is lost</source>
+        <translation>删除所有已保存的 KV 缓存：重新打开的对话会重新计算其历史内容，其他内容都不会丢失</translation>
+    </message>
+    <message>
+        <source>{used} on disk (at most {budget})</source>
+        <translation>磁盘占用 {used}（最多 {budget}）</translation>
+    </message>
+</context>
+<context>
     <name>LabNames</name>
     <message>
         <source>Run</source>
@@ -936,6 +1002,42 @@
     <message>
         <source>Attention code afterwards</source>
         <translation>捕获后的注意力实现</translation>
+    </message>
+    <message>
+        <source>Prompt</source>
+        <translation>提示词</translation>
+    </message>
+    <message>
+        <source>Drafter</source>
+        <translation>草稿来源</translation>
+    </message>
+    <message>
+        <source>Draft length (tokens)</source>
+        <translation>草稿长度（token）</translation>
+    </message>
+    <message>
+        <source>Speed-up over plain (×)</source>
+        <translation>相对普通解码的加速比（×）</translation>
+    </message>
+    <message>
+        <source>Drafts accepted (share)</source>
+        <translation>被接受的草稿（占比）</translation>
+    </message>
+    <message>
+        <source>Tokens per target step</source>
+        <translation>目标模型每步 token 数</translation>
+    </message>
+    <message>
+        <source>Same tokens as plain?</source>
+        <translation>与普通解码的 token 相同？</translation>
+    </message>
+    <message>
+        <source>Best speed-up (×)</source>
+        <translation>最佳加速比（×）</translation>
+    </message>
+    <message>
+        <source>Best draft length</source>
+        <translation>最佳草稿长度</translation>
     </message>
     <message>
         <source>{name}, median</source>
@@ -1157,7 +1259,7 @@ This model ships Python code that would run on your computer with your permissio
     </message>
     <message>
         <source>· prefill {done}/{total} tokens</source>
-        <translation>· 预填充 {done}/{total} 个 token</translation>
+        <translation type="vanished">· 预填充 {done}/{total} 个 token</translation>
     </message>
     <message>
         <source>· generating</source>
@@ -1190,6 +1292,14 @@ This model ships Python code that would run on your computer with your permissio
     <message>
         <source>· no model loaded</source>
         <translation>· 未加载模型</translation>
+    </message>
+    <message>
+        <source>generating</source>
+        <translation>正在生成</translation>
+    </message>
+    <message>
+        <source>prefill {share} % ({done}/{total} tokens)</source>
+        <translation>预填充 {share} %（{done}/{total} 个 token）</translation>
     </message>
 </context>
 <context>
@@ -1448,6 +1558,20 @@ int8 / int4：原生的仅权重量化内核（每个权重占的字节更少，
 bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢）</translation>
     </message>
     <message>
+        <source>KV cache</source>
+        <translation>KV 缓存</translation>
+    </message>
+    <message>
+        <source>auto: the KV cache in the model&apos;s own precision (bf16, fp16 or fp32)
+int8: 8-bit keys and values with a scale per head and position: about half the KV memory,
+next tokens agree with the 16-bit cache on ~99% of positions
+(fast runner only; applies at the next Load)</source>
+        <translation>auto：KV 缓存采用模型自身的精度（bf16、fp16 或 fp32）
+int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV 内存约减半，
+在约 99% 的位置上，预测的下一个 token 与 16 位缓存一致
+（仅限快速路径运行器；下次“加载”时生效）</translation>
+    </message>
+    <message>
         <source>Device</source>
         <translation>设备</translation>
     </message>
@@ -1486,6 +1610,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Where the model runs</source>
         <translation>模型运行的设备</translation>
+    </message>
+    <message>
+        <source>KV cache precision</source>
+        <translation>KV 缓存精度</translation>
     </message>
     <message>
         <source>Load the chosen model at this precision on this device</source>
@@ -1549,6 +1677,10 @@ bnb-int8 / nf4 / fp4：bitsandbytes 量化（更省内存，但在 CPU 上更慢
     <message>
         <source>Precision · device</source>
         <translation>精度 · 设备</translation>
+    </message>
+    <message>
+        <source>int8 KV cache</source>
+        <translation>int8 KV 缓存</translation>
     </message>
     <message>
         <source>Runner</source>
@@ -2572,6 +2704,10 @@ license {license} · {likes} likes</source>
         <translation>KV 缓存</translation>
     </message>
     <message>
+        <source>Saved KV caches</source>
+        <translation>已保存的 KV 缓存</translation>
+    </message>
+    <message>
         <source>System language</source>
         <translation>跟随系统</translation>
     </message>
@@ -2645,6 +2781,115 @@ license {license} · {likes} likes</source>
     <message>
         <source>Side panel tabs</source>
         <translation>侧边栏标签页</translation>
+    </message>
+</context>
+<context>
+    <name>Speculation</name>
+    <message>
+        <source>Preparing speculative decoding…</source>
+        <translation>正在准备投机解码…</translation>
+    </message>
+    <message>
+        <source>Speculative decoding not used: {reason}</source>
+        <translation>未使用投机解码：{reason}</translation>
+    </message>
+</context>
+<context>
+    <name>SpeculationChoice</name>
+    <message>
+        <source>Speculation</source>
+        <translation>投机解码</translation>
+    </message>
+    <message>
+        <source>Speculative decoding: something cheap drafts the next tokens and the model checks them all in one forward pass; the reply is the same, only faster when drafts are accepted. Prompt lookup drafts from the conversation&apos;s own words (edits, quotes); self drafts with the model&apos;s int4 copy (CPU); a draft model must share the loaded model&apos;s vocabulary.</source>
+        <translation>投机解码：先由一个开销很小的来源起草接下来的几个 token，再由模型在一次前向计算中一并验证；回复内容不变，只是草稿被接受时会更快。提示词查找从对话自身的文字（修改、引用）中起草；自推测用模型的 int4 副本起草（CPU）；草稿模型必须与已加载的模型使用同一词表。</translation>
+    </message>
+    <message>
+        <source>Speculative decoding</source>
+        <translation>投机解码</translation>
+    </message>
+    <message>
+        <source>Tint drafts</source>
+        <translation>草稿着色</translation>
+    </message>
+    <message>
+        <source>Tint the reply&apos;s tokens that were accepted drafts (written without a forward pass of their own) while it streams</source>
+        <translation>在回复流式输出时，为来自被接受草稿的 token（不经单独一次前向计算就写出）着色</translation>
+    </message>
+    <message>
+        <source>Off</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Prompt lookup</source>
+        <translation>提示词查找</translation>
+    </message>
+    <message>
+        <source>Self (int4 copy)</source>
+        <translation>自推测（int4 副本）</translation>
+    </message>
+    <message>
+        <source>Draft: {name}</source>
+        <translation>草稿模型：{name}</translation>
+    </message>
+</context>
+<context>
+    <name>SpeculationView</name>
+    <message>
+        <source>Drafter</source>
+        <translation>草稿来源</translation>
+    </message>
+    <message>
+        <source>Acceptance rate</source>
+        <translation>接受率</translation>
+    </message>
+    <message>
+        <source>Tokens per target step</source>
+        <translation>目标模型每步 token 数</translation>
+    </message>
+    <message>
+        <source>Speed-up</source>
+        <translation>加速比</translation>
+    </message>
+    <message>
+        <source>Who proposed the tokens the model checked: prompt lookup (the conversation&apos;s own words, no model), the model&apos;s int4 copy (self), or a smaller draft model with the same vocabulary.</source>
+        <translation>由谁提出交给模型验证的 token：提示词查找（取自对话自身的文字，不用模型）、模型的 int4 副本（自推测），或词表相同的较小草稿模型。</translation>
+    </message>
+    <message>
+        <source>Drafted tokens the model agreed with ÷ drafted tokens. Greedy keeps a draft only where it equals the model&apos;s own choice, so the reply is the one plain decoding writes.</source>
+        <translation>模型认可的草稿 token 数 ÷ 草稿 token 总数。贪心解码只在草稿与模型自己的选择相同时才保留它，所以回复与普通解码写出的完全一样。</translation>
+    </message>
+    <message>
+        <source>Tokens written per forward pass of the model while decoding (1.0 without speculation): accepted drafts come without one. The speed-up&apos;s ceiling, since checking drafts costs a little more than one plain step.</source>
+        <translation>解码时模型每次前向计算写出的 token 数（不用投机解码时为 1.0）：被接受的草稿无需单独的前向计算。它是加速比的上限，因为验证草稿比普通的一步解码稍贵一些。</translation>
+    </message>
+    <message>
+        <source>This reply&apos;s decode rate ÷ the decode rate of the last reply without speculation on this model in this session (turn speculation off for one reply to measure it). Both rates are tokens after the first ÷ their time, on a machine that may be busy with other work.</source>
+        <translation>本条回复的解码速度 ÷ 本次运行中该模型最近一条未用投机解码的回复的解码速度（关闭投机解码生成一条回复即可测得）。两者都是首个 token 之后的 token 数 ÷ 其耗时，而机器可能同时在忙别的工作。</translation>
+    </message>
+    <message>
+        <source>prompt lookup</source>
+        <translation>提示词查找</translation>
+    </message>
+    <message>
+        <source>self (int4 copy)</source>
+        <translation>自推测（int4 副本）</translation>
+    </message>
+    <message>
+        <source>Speculative decoding</source>
+        <translation>投机解码</translation>
+    </message>
+    <message>
+        <source>{rate} ({accepted} of {drafted})</source>
+        <translation>{rate}（{drafted} 个中接受 {accepted} 个）</translation>
+    </message>
+    <message>
+        <source>{ratio}× ({rate} vs {plain} tok/s plain)</source>
+        <translation>{ratio}×（{rate} 对比普通解码 {plain} tok/s）</translation>
+    </message>
+    <message>
+        <source>— (no plain reply on this model yet)</source>
+        <translation>—（该模型尚无普通解码的回复）</translation>
     </message>
 </context>
 <context>
@@ -2776,6 +3021,161 @@ license {license} · {likes} likes</source>
     </message>
 </context>
 <context>
+    <name>ToolCallBlock</name>
+    <message>
+        <source>waiting for your answer…</source>
+        <translation>等待你的答复…</translation>
+    </message>
+    <message>
+        <source>running…</source>
+        <translation>正在运行…</translation>
+    </message>
+    <message>
+        <source>refused:</source>
+        <translation>已拒绝：</translation>
+    </message>
+    <message>
+        <source>Arguments:
+{arguments}
+
+Result ({ms} ms):
+{result}</source>
+        <translation>参数：
+{arguments}
+
+结果（{ms} ms）：
+{result}</translation>
+    </message>
+    <message>
+        <source>A tool the model called while replying: its name, arguments, result and how long the call took (measured around the MCP request). Click for the whole arguments and result.</source>
+        <translation>模型在回复时调用的工具：名称、参数、结果以及调用耗时（围绕 MCP 请求计时）。点击查看完整的参数和结果。</translation>
+    </message>
+    <message>
+        <source>Tool call</source>
+        <translation>工具调用</translation>
+    </message>
+</context>
+<context>
+    <name>ToolConfirmation</name>
+    <message>
+        <source>Run this tool?</source>
+        <translation>运行此工具？</translation>
+    </message>
+    <message>
+        <source>The model wants to run {name}, which may change something.</source>
+        <translation>模型想要运行 {name}，它可能会改动某些内容。</translation>
+    </message>
+    <message>
+        <source>Arguments: {arguments}</source>
+        <translation>参数：{arguments}</translation>
+    </message>
+    <message>
+        <source>Run</source>
+        <translation>运行</translation>
+    </message>
+    <message>
+        <source>Deny</source>
+        <translation>拒绝</translation>
+    </message>
+</context>
+<context>
+    <name>ToolCostView</name>
+    <message>
+        <source>Tools and constraints</source>
+        <translation>工具与约束</translation>
+    </message>
+    <message>
+        <source>Constrained decoding (a JSON schema, a forced tool call): each step a mask allows only the tokens that keep the reply valid. &apos;Wait&apos; is the decode loop&apos;s time per token waiting for the mask and applying it (its cost on the critical path); &apos;build&apos; is llguidance computing it, overlapped with the forward. Measured with time.perf_counter around each step, summed over the reply.</source>
+        <translation>约束解码（JSON schema、强制的工具调用）：每一步由一个掩码只放行能让回复保持有效的 token。“等待”是解码循环每个 token 等待掩码并应用它的时间（即它在关键路径上的开销）；“构建”是 llguidance 计算掩码的时间，与前向计算重叠进行。在每一步前后用 time.perf_counter 测量，并对整条回复求和。</translation>
+    </message>
+    <message>
+        <source>Each tool call of the reply: the time from sending the request to the MCP server to its answer (or its failure), measured with time.perf_counter; a refused call took no time.</source>
+        <translation>本条回复的每次工具调用：从向 MCP 服务器发出请求到收到应答（或失败）的时间，用 time.perf_counter 测量；被拒绝的调用不耗时。</translation>
+    </message>
+    <message>
+        <source>Mask: {wait} ms/token wait · {build} ms/token build · {n} tokens</source>
+        <translation>掩码：等待 {wait} ms/token · 构建 {build} ms/token · {n} 个 token</translation>
+    </message>
+    <message>
+        <source>Tool calls:</source>
+        <translation>工具调用：</translation>
+    </message>
+</context>
+<context>
+    <name>ToolTurns</name>
+    <message>
+        <source>Tools…</source>
+        <translation>工具…</translation>
+    </message>
+    <message>
+        <source>Tools saved for this conversation; they apply to the next reply.</source>
+        <translation>已为此对话保存工具设置，从下一条回复起生效。</translation>
+    </message>
+    <message>
+        <source>Tool calls not saved: {why}</source>
+        <translation>工具调用未保存：{why}</translation>
+    </message>
+</context>
+<context>
+    <name>ToolsDialog</name>
+    <message>
+        <source>Tools</source>
+        <translation>工具</translation>
+    </message>
+    <message>
+        <source>MCP servers (for every conversation; nothing is started until you list their tools or enable one):</source>
+        <translation>MCP 服务器（用于所有对话；在你列出它们的工具或启用其中一个之前，不会启动任何服务器）：</translation>
+    </message>
+    <message>
+        <source>Add</source>
+        <translation>添加</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>List tools</source>
+        <translation>列出工具</translation>
+    </message>
+    <message>
+        <source>Tools this conversation may call (a tool that does not say it changes nothing asks you before each run):</source>
+        <translation>此对话可以调用的工具（未声明自己不做任何改动的工具，每次运行前都会先询问你）：</translation>
+    </message>
+    <message>
+        <source>The first reply must call a tool</source>
+        <translation>第一次回复必须调用工具</translation>
+    </message>
+    <message>
+        <source>Answer as JSON matching this schema</source>
+        <translation>以符合此 schema 的 JSON 作答</translation>
+    </message>
+    <message>
+        <source>{name} (not listed yet)</source>
+        <translation>{name}（尚未列出）</translation>
+    </message>
+    <message>
+        <source>changes nothing</source>
+        <translation>不做任何改动</translation>
+    </message>
+    <message>
+        <source>asks before running</source>
+        <translation>运行前询问</translation>
+    </message>
+    <message>
+        <source>Add a server first.</source>
+        <translation>请先添加一个服务器。</translation>
+    </message>
+    <message>
+        <source>Starting the servers and listing their tools…</source>
+        <translation>正在启动服务器并列出它们的工具…</translation>
+    </message>
+    <message>
+        <source>{n} tools listed.</source>
+        <translation>已列出 {n} 个工具。</translation>
+    </message>
+</context>
+<context>
     <name>TtftView</name>
     <message>
         <source>Template, tokens, first pick</source>
@@ -2788,6 +3188,14 @@ license {license} · {likes} likes</source>
     <message>
         <source>Prefilled</source>
         <translation>预填充</translation>
+    </message>
+    <message>
+        <source>Prefill progress</source>
+        <translation>预填充进度</translation>
+    </message>
+    <message>
+        <source>Cache stopped matching</source>
+        <translation>缓存不再匹配处</translation>
     </message>
     <message>
         <source>KV per 1,000 tokens</source>
@@ -2814,6 +3222,14 @@ license {license} · {likes} likes</source>
         <translation>本条回复计算的提示词 token 数 ÷ 实测的预填充速度。</translation>
     </message>
     <message>
+        <source>The share of this reply&apos;s new prompt tokens computed so far, chunk by chunk, before the first token.</source>
+        <translation>第一个 token 出现之前，本条回复的新提示词 token 中已逐块计算完成的比例。</translation>
+    </message>
+    <message>
+        <source>The first prompt token the KV cache held something else for: the tokens around it (⟦ ⟧ marks where they part) and the message it is in. Everything from there on was computed again.</source>
+        <translation>KV 缓存在该位置存着别的内容的第一个提示词 token：它周围的 token（⟦ ⟧ 标出两者分开之处）及其所在的消息。从那里开始的所有内容都重新计算了。</translation>
+    </message>
+    <message>
         <source>The KV cache 1,000 more tokens of conversation will take: 2 × layers × kv heads × head size × bytes, × 1,000.</source>
         <translation>对话再多 1,000 个 token 时 KV 缓存要多占的内存：2 × 层数 × KV 头数 × 头维度 × 每元素字节数，再 × 1,000。</translation>
     </message>
@@ -2832,6 +3248,14 @@ license {license} · {likes} likes</source>
     <message>
         <source>Context pressure</source>
         <translation>上下文压力</translation>
+    </message>
+    <message>
+        <source>nowhere: the cache matched up to the new message</source>
+        <translation>无：缓存一直匹配到新消息为止</translation>
+    </message>
+    <message>
+        <source>{share} % ({done} of {total} tokens)</source>
+        <translation>{share} %（{done} / {total} 个 token）</translation>
     </message>
     <message>
         <source>{n} tokens, free</source>
@@ -2856,6 +3280,40 @@ license {license} · {likes} likes</source>
     <message>
         <source>, then ~{time} to prefill the kept conversation again</source>
         <translation>，之后重新预填充保留的对话约需 {time}</translation>
+    </message>
+</context>
+<context>
+    <name>VersionPager</name>
+    <message>
+        <source>Previous version of this reply (Left)</source>
+        <translation>这条回复的上一个版本（←）</translation>
+    </message>
+    <message>
+        <source>Next version of this reply (Right)</source>
+        <translation>这条回复的下一个版本（→）</translation>
+    </message>
+    <message>
+        <source>Previous version</source>
+        <translation>上一个版本</translation>
+    </message>
+    <message>
+        <source>Next version</source>
+        <translation>下一个版本</translation>
+    </message>
+    <message>
+        <source>Version {shown} of {count}</source>
+        <translation>第 {shown} 个版本，共 {count} 个</translation>
+    </message>
+    <message>
+        <source>{version}: Regenerate kept the earlier replies; page through them with the arrows. The one shown is the one the next reply answers.</source>
+        <translation>{version}：“重新生成”保留了之前的回复，可用箭头翻看。下一条回复接着的是当前显示的这个版本。</translation>
+    </message>
+</context>
+<context>
+    <name>Versions</name>
+    <message>
+        <source>Reply versions not saved: {why}</source>
+        <translation>回复版本未保存：{why}</translation>
     </message>
 </context>
 <context>
@@ -2939,6 +3397,14 @@ license {license} · {likes} likes</source>
     <message>
         <source>Loads the model again in bf16, int8 and int4, one after another (temporarily uses extra memory): decode tok/s, TTFT, weights size, identical greedy text?</source>
         <translation>依次以 bf16、int8 和 int4 重新加载模型（会临时占用额外内存）：比较解码 tok/s、首 token 延迟、权重大小，以及贪心解码的文本是否一致。</translation>
+    </message>
+    <message>
+        <source>Speculative decoding</source>
+        <translation>投机解码</translation>
+    </message>
+    <message>
+        <source>Plain and prompt-lookup decoding at draft lengths 1-8 on a repeat-heavy prompt and a fresh one: speed-up against draft length and acceptance, tokens per step, identical greedy text?</source>
+        <translation>在一个重复内容多的提示词和一个全新的提示词上，以 1-8 的草稿长度对比普通解码与提示词查找解码：加速比随草稿长度和接受率的变化、每步 token 数，以及贪心解码的文本是否相同。</translation>
     </message>
     <message>
         <source>cancelled</source>
