@@ -1,5 +1,5 @@
-"""The model bar's speculative decoding choice: off, prompt lookup, self (the model's int4 copy) or a draft model,
-and whether accepted drafts are tinted in the reply.
+"""The speculative decoding choice (a toolbar under the model bar): off, prompt lookup, self (an int4 copy) or a
+draft model, and whether accepted drafts are tinted in the reply.
 
 Draft models are the installed ones the window lists (``set_draft_models``); whether one can draft for the loaded
 model (the same vocabulary) is the worker's to check when it is chosen (``app.window.speculation``), which then

@@ -1,7 +1,7 @@
-"""Speculative decoding in the window: the model bar's choice, the worker's drafter, the tint and the panel's rows.
+"""Speculative decoding in the window: the choice under the model bar, the worker's drafter, the tint, the panel's rows.
 
-``Speculation.attach(window)`` puts a ``SpeculationChoice`` on the model toolbar, a ``SpeculationView`` in the
-performance panel (after the TTFT rows) and a ``DraftTint`` over the chat. The choice is remembered
+``Speculation.attach(window)`` puts a ``SpeculationChoice`` in a toolbar under the model bar, a ``SpeculationView``
+in the performance panel (after the TTFT rows) and a ``DraftTint`` over the chat. The choice is remembered
 (``Settings.speculation``) and every reply asked for carries it (``Bridge.speculation`` → ``GenerateJob``). A choice
 other than off is first built on the worker for the loaded model (``Bridge.prepare_speculation``): a draft model whose
 vocabulary is not the loaded model's, self-speculation on a GPU or an int4 model, any model on a server, are refused
@@ -20,7 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtWidgets import QToolBar
 
 from app.runtime.background import TaskRunner, error_line
@@ -63,7 +63,14 @@ class Speculation(QObject):
         super().__init__(window)
         self._window, self._bridge, self._settings = window, window.bridge, window.settings
         self.choice = SpeculationChoice()
-        window.findChild(QToolBar, "modelToolbar").addWidget(self.choice)
+        # A row of its own under the model bar: the model bar already fills a 1440-pixel window, and a widget added
+        # to it went into the toolbar's overflow menu, out of sight.
+        toolbar = QToolBar(self.tr("Speculative decoding"), window)
+        toolbar.setObjectName("speculationToolbar")
+        toolbar.setMovable(False)
+        toolbar.addWidget(self.choice)
+        window.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
+        window.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
         self.view = SpeculationView()
         ttft = window.perf_panel.ttft_view
         column = ttft.parentWidget().layout()
