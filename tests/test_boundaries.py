@@ -161,7 +161,7 @@ APP_FLOORS: tuple[tuple[str, ...], ...] = (
     ("app.window",),  # the main window, its controller and the helpers it constructs and connects
     ("app",),  # the entry points
 )
-APP_TOP_MODULES = {"app", "app.__main__", "app.main", "app.gui_bench", "app.platform_check"}
+APP_TOP_MODULES = {"app", "app.__main__", "app.main", "app.gui_bench", "app.lab_bench", "app.platform_check"}
 
 
 def _app_floor(module: str) -> int:
