@@ -2786,6 +2786,10 @@ license {license} · {likes} likes</source>
 <context>
     <name>Speculation</name>
     <message>
+        <source>Speculative decoding</source>
+        <translation>投机解码</translation>
+    </message>
+    <message>
         <source>Preparing speculative decoding…</source>
         <translation>正在准备投机解码…</translation>
     </message>
