@@ -99,7 +99,7 @@ class SpeculationView(QWidget):
         per_step = getattr(m, "tokens_per_step", None)
         v["per_step"].setText("—" if per_step is None else f"{per_step:.2f}")
         if rate and self.plain_tok_s:
-            v["speedup"].setText(self.tr("{ratio}× ({rate} vs {plain} tok/s plain)").format(
+            v["speedup"].setText(self.tr("{ratio}× ({rate} vs {plain} tok/s)").format(
                 ratio=f"{rate / self.plain_tok_s:.2f}", rate=f"{rate:.1f}", plain=f"{self.plain_tok_s:.1f}"))
         else:
             v["speedup"].setText(self.tr("— (no plain reply on this model yet)"))
