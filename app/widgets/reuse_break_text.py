@@ -42,8 +42,7 @@ def break_text(_owner: Any, broke: Any) -> str:
         position=broke.position, where=where(broke), before=_visible(broke.before, keep_end=True),
         now=_visible(broke.now), was=_visible(broke.was))
     if broke.changed_value:
-        hint = _tr("{where} changed at “{value}” (was “{was}”), so {n} tokens were recomputed: a value that changes "
-                   "every turn, such as a date, breaks reuse from there on; put it at the end or leave it out.")
+        hint = _tr("{where} changed at “{value}” (was “{was}”), so {n} tokens were recomputed.")
         hint = hint.format(where=where(broke), value=broke.changed_value, was=broke.was_value or "—",
                            n=broke.recomputed_tokens)
     else:

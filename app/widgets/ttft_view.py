@@ -43,7 +43,9 @@ HELP = {
                                               "chunk by chunk, before the first token."),
     "break": QT_TRANSLATE_NOOP("TtftView", "The first prompt token the KV cache held something else for: the "
                                            "tokens around it (⟦ ⟧ marks where they part) and the message it is in. "
-                                           "Everything from there on was computed again."),
+                                           "Everything from there on was computed again. A value that changes "
+                                           "every turn, such as a date in the system prompt, breaks reuse there "
+                                           "each time: put it at the end or leave it out."),
     "kv_1000": QT_TRANSLATE_NOOP("TtftView", "The KV cache 1,000 more tokens of conversation will take: "
                                              "2 × layers × kv heads × head size × bytes, × 1,000."),
     "slowdown_1000": QT_TRANSLATE_NOOP("TtftView", "Where decoding is bound by reading memory, each token reads the "
