@@ -9,7 +9,8 @@ the decode slow-down they bring where decoding is bound by reading memory (their
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
 the kept conversation would cost at the measured prefill rate. Live while the prompt prefills: its progress in percent
 (``PrefillProgress``), and where the prompt stopped matching the cache (``Started.reuse_break``: the marker and, for a
-changed date or time, the hint; ``app.widgets.reuse_break_text`` words them). Computes nothing the engine did not measure beyond
+changed date or time, the hint; ``app.widgets.reuse_break_text`` words them).
+Computes nothing the engine did not measure beyond
 that arithmetic; "—" for what is not known (a server's reply).
 """
 
@@ -91,7 +92,7 @@ class TtftView(QWidget):
                 value.setToolTip(self.tr(HELP[key]))
                 value.setAccessibleName(self.tr(caption))
                 field: QWidget = value
-                if rows is STEPS and key != "break":  # the waterfall: each step's share of the TTFT as a bar beside its figure
+                if rows is STEPS and key != "break":  # the waterfall: each step's share of the TTFT as a bar
                     bar = QProgressBar()
                     bar.setRange(0, 1000)
                     bar.setTextVisible(False)

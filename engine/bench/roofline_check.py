@@ -71,7 +71,8 @@ def format_check(result: dict[str, Any]) -> str:
     ratio = result["chat_over_bench_achieved"]
     return "\n".join([
         f"{result['model']} ({result['precision']}, {result['device']}), {result['tokens']} tokens",
-        f"engine bench  : {b['decode_tok_s']:.1f} tok/s × {b['bytes_read_per_token']:,} B = {gb(b['achieved_bytes_s'])}"
+        f"engine bench  : {b['decode_tok_s']:.1f} tok/s × {b['bytes_read_per_token']:,} B = "
+        f"{gb(b['achieved_bytes_s'])}"
         f" of {gb(b['read_bytes_s'])}",
         f"engine chat   : {c['tok_s'] or 0:.1f} tok/s × {c['bytes_per_token']:,} B = {gb(c['achieved_bytes_s'])}"
         f" of {gb(c['bandwidth_bytes_s'])} ({c['verdict'] or '—'})",

@@ -68,7 +68,8 @@ def test_prefill_progress_arrives_in_order_ends_at_100_and_shows_in_the_bubble(q
     seen: list[tuple[int, int, str, str]] = []
 
     def record(done: int, total: int) -> None:  # connected after the window's own slot: what it just showed
-        seen.append((done, total, window.chat.widgets()[-1].footer.text(), window.perf_panel.ttft_view.shown()["progress"]))
+        panel = window.perf_panel.ttft_view.shown()["progress"]
+        seen.append((done, total, window.chat.widgets()[-1].footer.text(), panel))
 
     window.bridge.prefill_progressed.connect(record)
     _send(qtbot, window, LONG)
