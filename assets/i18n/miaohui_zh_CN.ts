@@ -2888,8 +2888,12 @@ license {license} · {likes} likes</source>
         <translation>{rate}（{drafted} 个中接受 {accepted} 个）</translation>
     </message>
     <message>
+        <source>{ratio}× ({rate} vs {plain} tok/s)</source>
+        <translation>{ratio}×（{rate} 对比 {plain} tok/s）</translation>
+    </message>
+    <message>
         <source>{ratio}× ({rate} vs {plain} tok/s plain)</source>
-        <translation>{ratio}×（{rate} 对比普通解码 {plain} tok/s）</translation>
+        <translation type="vanished">{ratio}×（{rate} 对比普通解码 {plain} tok/s）</translation>
     </message>
     <message>
         <source>— (no plain reply on this model yet)</source>
@@ -3231,7 +3235,11 @@ Result ({ms} ms):
     </message>
     <message>
         <source>The first prompt token the KV cache held something else for: the tokens around it (⟦ ⟧ marks where they part) and the message it is in. Everything from there on was computed again.</source>
-        <translation>KV 缓存在该位置存着别的内容的第一个提示词 token：它周围的 token（⟦ ⟧ 标出两者分开之处）及其所在的消息。从那里开始的所有内容都重新计算了。</translation>
+        <translation type="vanished">KV 缓存在该位置存着别的内容的第一个提示词 token：它周围的 token（⟦ ⟧ 标出两者分开之处）及其所在的消息。从那里开始的所有内容都重新计算了。</translation>
+    </message>
+    <message>
+        <source>The first prompt token the KV cache held something else for: the tokens around it (⟦ ⟧ marks where they part) and the message it is in. Everything from there on was computed again. A value that changes every turn, such as a date in the system prompt, breaks reuse there each time: put it at the end or leave it out.</source>
+        <translation>KV 缓存在该位置存着别的内容的第一个提示词 token：它周围的 token（⟦ ⟧ 标出两者分开之处）及其所在的消息。从那里开始的所有内容都重新计算了。每轮都会变化的值（例如系统提示词中的日期）每次都会在那里打断复用：请把它放到末尾，或者去掉。</translation>
     </message>
     <message>
         <source>The KV cache 1,000 more tokens of conversation will take: 2 × layers × kv heads × head size × bytes, × 1,000.</source>
