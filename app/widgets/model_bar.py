@@ -73,7 +73,8 @@ class ModelBar(QWidget):
         layout.addWidget(title)
         layout.addWidget(QLabel(self.tr("Model")))
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(24)
+        # 18 characters, not 24: with the KV cache choice beside Precision the bar must still fit a 1280 px window
+        self.model_combo.setMinimumContentsLength(18)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.model_combo.setToolTip(self.tr("The models on this computer, each with the size of its weights on disk "
