@@ -289,6 +289,7 @@ def test_a_reply_whose_kv_cache_was_evicted_says_so_in_the_panel(make_window, qt
 
     monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 1)  # each chat's reply evicts the other chat's KV cache
     window = make_window(max_new_tokens=3)
+    window.bridge._worker.sessions.persistence = None  # memory alone: from disk it is reused (test_kv_persist.py)
     send_and_wait(qtbot, window, "first chat")
     first = window.current_conversation()
     assert window.perf_panel.displayed()["kv_note"] == ""
