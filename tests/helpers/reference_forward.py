@@ -3,7 +3,8 @@
 ``random_prompt(vocab, n, seed)`` is a reproducible list of token ids; ``reference_logits(model, prompt, steps)``
 runs transformers' forward over its ``DynamicCache``: the logits after the prompt and after each greedy token,
 and those tokens; ``runner_logits(runner, prompt, tokens)`` the same figures from one of the engine's runners fed
-those tokens. Owns nothing else.
+those tokens; ``max_delta`` and ``check_bf16_rounding`` compare the two (the families' exactness tests). Owns
+nothing else.
 """
 
 from __future__ import annotations
@@ -34,3 +35,20 @@ def runner_logits(runner, prompt: list[int], tokens: list[int], chunk: int = 256
     for token in tokens:
         got.append(runner.decode(token)[0])
     return got
+
+
+def max_delta(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
+    """(max |Δlogit| at prefill, over the decode steps)."""
+    return ((ref[0].float() - got[0].float()).abs().max().item(),
+            max((a.float() - b.float()).abs().max().item() for a, b in zip(ref[1:], got[1:])))
+
+
+def check_bf16_rounding(ref: list[torch.Tensor], got: list[torch.Tensor], label: str) -> str:
+    """Assert every step's logits agree within 4 bf16 steps of that step's largest logit (two orders of summation
+    in bf16 differ by a few roundings, not more); the line the tests print: the deltas and the greedy agreement."""
+    for step, (a, b) in enumerate(zip(ref, got)):
+        scale = a.float().abs().max().item()
+        assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8, f"{label} step {step}"
+    same = sum(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got))
+    prefill, decode = max_delta(ref, got)
+    return f"{label} bf16: max |dlogit| prefill {prefill:.2e}, decode {decode:.2e}, greedy {same}/{len(ref)}"

@@ -18,7 +18,7 @@ from engine.generate.runners import choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from tests.helpers.family_models import build_families, build_family, load_cpu
-from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
+from tests.helpers.reference_forward import check_bf16_rounding, random_prompt, reference_logits, runner_logits
 
 DECODE_STEPS = 40
 
@@ -114,9 +114,7 @@ def test_bf16_logits_stay_within_rounding_of_transformers(family_dirs, family):
     prompt = random_prompt(model.config.vocab_size, seed=2)
     ref, tokens = reference_logits(model, prompt, DECODE_STEPS)
     got = runner_logits(FastRunner(model, upcast_prefill=False), prompt, tokens, chunk=10)
-    for step, (a, b) in enumerate(zip(ref, got)):
-        scale = a.float().abs().max().item()
-        assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8, f"{family} step {step}"
+    check_bf16_rounding(ref, got, family)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -21,7 +21,8 @@ from engine.generate.fastpath import FastRunner
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import choose_runner, make_runner
 from tests.helpers.family_models import build_families, load_cpu
-from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
+from tests.helpers.reference_forward import (check_bf16_rounding, max_delta, random_prompt, reference_logits,
+                                             runner_logits)
 
 DECODE_STEPS = 64
 WINDOW = 16
@@ -49,12 +50,6 @@ def family_dirs(tmp_path_factory) -> dict[str, Path]:
                                                                "mistral-full": _mistral_no_window})
 
 
-def _max_delta(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
-    """(max |Δlogit| at prefill, over the decode steps)."""
-    return ((ref[0].float() - got[0].float()).abs().max().item(),
-            max((a.float() - b.float()).abs().max().item() for a, b in zip(ref[1:], got[1:])))
-
-
 def test_a_sliding_window_mistral_takes_the_fast_path(family_dirs):
     loaded = load_cpu(family_dirs["mistral"], "fp32")
     assert loaded.model.config.sliding_window == WINDOW
@@ -77,7 +72,7 @@ def test_fp32_logits_equal_transformers_past_the_window(family_dirs, capsys):
             torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-5, msg=lambda m: f"step {step}: {m}")
             assert int(a.argmax()) == int(b.argmax()), f"greedy token differs at step {step}"
         with capsys.disabled():
-            prefill, decode = _max_delta(ref, got)
+            prefill, decode = max_delta(ref, got)
             print(f"\nmistral (window {WINDOW}) fp32 static={static}: max |dlogit| prefill {prefill:.2e}, "
                   f"decode {decode:.2e}, greedy {DECODE_STEPS}/{DECODE_STEPS}")
 
@@ -99,13 +94,9 @@ def test_bf16_logits_stay_within_rounding_of_transformers(family_dirs, capsys):
     prompt = random_prompt(model.config.vocab_size, seed=2)
     ref, tokens = reference_logits(model, prompt, DECODE_STEPS)
     got = runner_logits(FastRunner(model, upcast_prefill=False), prompt, tokens, chunk=10)
-    for step, (a, b) in enumerate(zip(ref, got)):
-        scale = a.float().abs().max().item()
-        assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8, f"step {step}"
-    same = sum(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got))
+    line = check_bf16_rounding(ref, got, f"mistral (window {WINDOW})")
     with capsys.disabled():
-        print(f"\nmistral (window {WINDOW}) bf16: max |dlogit| prefill {_max_delta(ref, got)[0]:.2e}, "
-              f"decode {_max_delta(ref, got)[1]:.2e}, greedy {same}/{len(ref)}")
+        print("\n" + line)
 
 
 @pytest.mark.parametrize("precision", ["int8", "int4"])

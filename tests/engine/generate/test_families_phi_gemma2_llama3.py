@@ -25,7 +25,8 @@ from engine.generate.fastpath import FastRunner
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import choose_runner, make_runner
 from tests.helpers.family_models import build_families, load_cpu
-from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits
+from tests.helpers.reference_forward import (check_bf16_rounding, max_delta, random_prompt, reference_logits,
+                                             runner_logits)
 
 DECODE_STEPS = 64
 LONGROPE_ORIGINAL = 48  # Phi-4-mini's 4,096 scaled down: a 29-token prompt's decode steps cross it
@@ -108,12 +109,6 @@ def family_dirs(tmp_path_factory) -> dict[str, Path]:
 _load = load_cpu
 
 
-def _max_delta(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
-    """(max |Δlogit| at prefill, over the decode steps)."""
-    return ((ref[0].float() - got[0].float()).abs().max().item(),
-            max((a.float() - b.float()).abs().max().item() for a, b in zip(ref[1:], got[1:])))
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_each_family_takes_the_fast_path(family_dirs, family):
     loaded = _load(family_dirs[family], "fp32")
@@ -136,8 +131,8 @@ def test_fp32_logits_equal_transformers_at_prefill_and_every_decode_step(family_
             torch.testing.assert_close(b, a, atol=5e-5, rtol=1e-5, msg=lambda m: f"{family} step {step}: {m}")
             assert int(a.argmax()) == int(b.argmax()), f"{family}: greedy token differs at step {step}"
         with capsys.disabled():
-            print(f"\n{family} fp32 static={static}: max |dlogit| prefill {_max_delta(ref, got)[0]:.2e}, "
-                  f"decode {_max_delta(ref, got)[1]:.2e}, greedy {DECODE_STEPS}/{DECODE_STEPS}")
+            print(f"\n{family} fp32 static={static}: max |dlogit| prefill {max_delta(ref, got)[0]:.2e}, "
+                  f"decode {max_delta(ref, got)[1]:.2e}, greedy {DECODE_STEPS}/{DECODE_STEPS}")
 
 
 def test_longrope_prompt_longer_than_the_original_context_reads_the_long_factors(family_dirs):
@@ -169,13 +164,9 @@ def test_bf16_logits_stay_within_rounding_of_transformers(family_dirs, family, c
     prompt = random_prompt(model.config.vocab_size, seed=2)
     ref, tokens = reference_logits(model, prompt, DECODE_STEPS)
     got = runner_logits(FastRunner(model, upcast_prefill=False), prompt, tokens, chunk=10)
-    for step, (a, b) in enumerate(zip(ref, got)):
-        scale = a.float().abs().max().item()
-        assert (a.float() - b.float()).abs().max().item() <= 4 * scale * 2 ** -8, f"{family} step {step}"
-    same = sum(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got))
+    line = check_bf16_rounding(ref, got, family)
     with capsys.disabled():
-        print(f"\n{family} bf16: max |dlogit| prefill {_max_delta(ref, got)[0]:.2e}, decode {_max_delta(ref, got)[1]:.2e}, "
-              f"greedy {same}/{len(ref)}")
+        print("\n" + line)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -8,7 +8,7 @@ import torch
 
 from engine.bench.kv_cache import agreement, scored_top1, teacher_forced_top1
 from engine.errors import BadInputError
-from engine.events import Finished, Message, Token
+from engine.events import Finished
 from engine.generate.batched import decode_batch
 from engine.generate.fastpath import FastRunner
 from engine.generate.kv_cache import dequantize, quantize
@@ -18,10 +18,9 @@ from engine.inputs import KV_SCALE_BYTES, LoadSpec, SamplingConfig, SpeculationC
 from engine.models.loader import load_model
 from engine.quant.quality import quality_ids
 from tests.helpers.reference_forward import random_prompt, runner_logits
+from tests.helpers.replies import reply
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=40, repetition_penalty=1.0)
-REPEAT = ("Copy this list exactly: alpha beta gamma delta, alpha beta gamma delta, alpha beta gamma delta, "
-          "one two three four five, one two three four five.")
 
 
 @pytest.fixture(scope="module")
@@ -111,15 +110,8 @@ def test_crop_keeps_the_prefix_and_later_writes_replace_what_was_cut(tiny_int8_k
     torch.testing.assert_close(runner.decode(5), fresh_runner.decode(5), atol=2e-5, rtol=1e-5)
 
 
-def _reply(session: ChatSession, config: SamplingConfig = GREEDY) -> tuple[list[int], Finished]:
-    ids, finished = [], None
-    for event in session.generate([Message("user", REPEAT)], config):
-        if isinstance(event, Token):
-            ids.append(event.token_id)
-        elif isinstance(event, Finished):
-            finished = event
-    assert finished is not None and finished.reason in ("length", "eos"), finished
-    return ids, finished
+def _reply(session: ChatSession) -> tuple[list[int], Finished]:
+    return reply(session, GREEDY)
 
 
 def test_speculation_with_prompt_lookup_gives_the_tokens_plain_decoding_gives(tiny_int8_kv):

@@ -5,26 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.events import Finished, Message, Token
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
 from engine.models.loader import load_model
 from engine.speculate.drafters import DraftModelError
-
-REPEAT = ("Copy this list exactly: alpha beta gamma delta, alpha beta gamma delta, alpha beta gamma delta, "
-          "one two three four five, one two three four five.")
-
-
-def reply(session: ChatSession, config: SamplingConfig, text: str = REPEAT) -> tuple[list[int], Finished]:
-    ids, finished = [], None
-    for event in session.generate([Message("user", text)], config):
-        if isinstance(event, Token):
-            ids.append(event.token_id)
-        elif isinstance(event, Finished):
-            finished = event
-    assert finished is not None and finished.reason in ("length", "eos"), finished
-    return ids, finished
-
+from tests.helpers.replies import reply
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=60, repetition_penalty=1.0)
 GREEDY_PENALTY = SamplingConfig(temperature=0.0, max_new_tokens=60, repetition_penalty=1.3)
