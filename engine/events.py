@@ -17,12 +17,24 @@ ROLES = ("system", "user", "assistant")
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """An assistant's call of a tool, kept structured for a chat template with tool support (``engine.tools``)."""
+
+    id: str
+    name: str
+    arguments: str  # JSON text (the template gets it parsed, as transformers' templates expect)
+
+
+@dataclass(frozen=True)
 class Message:
-    """One turn of a conversation; ``role`` is ``system``, ``user`` or ``assistant``."""
+    """One turn of a conversation; ``role`` is ``system``, ``user`` or ``assistant`` (or ``tool``, a tool's result,
+    only for templates with native tool support: ``engine.tools.calls.native_tools``)."""
 
     role: str
     content: str
     reasoning: str = ""  # an assistant turn's thought (engine.generate.reasoning), given to templates that take it
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls (native tool mode)
+    tool_call_id: str = ""  # a ``tool`` turn's call
 
 
 @dataclass(frozen=True)

@@ -59,12 +59,14 @@ def _plain(value: Any) -> Any:
 
 def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, add_generation_prompt: bool = True,
                 cancel: threading.Event | None = None, deadline: float | None = None,
-                limits: TemplateLimits = DEFAULT_LIMITS, extra: Mapping[str, Any] | None = None) -> str:
+                limits: TemplateLimits = DEFAULT_LIMITS, extra: Mapping[str, Any] | None = None,
+                tools: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The conversation through ``tokenizer``'s chat template, as ``apply_chat_template(tokenize=False)``
     writes it, within ``limits`` (and ``deadline``, a ``time.monotonic()`` time, when given).
 
     Raises ``TemplateError`` (one line) for any failure or bound, ``CancelledError`` once ``cancel`` is set.
     ``extra``: a request's own template variables (``enable_thinking``); the conversation's are set after them.
+    ``tools``: the template's ``tools`` (JSON schemas of functions, as ``apply_chat_template(tools=...)`` gets them).
     """
     if not getattr(tokenizer, "chat_template", None):
         raise TemplateError(NO_CHAT_TEMPLATE)
@@ -77,12 +79,14 @@ def render_text(tokenizer: Any, conversation: Sequence[Mapping[str, str]], *, ad
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateError(f"this model's chat template is {len(source):,} characters long (at most "
                             f"{MAX_TEMPLATE_CHARS:,}), so it was not used")
-    input_chars = sum(len(str(m.get("content", ""))) for m in conversation)
+    input_chars = sum(len(str(m.get("content", ""))) + len(str(m.get("tool_calls", ""))) for m in conversation)
+    input_chars += len(str(tools or ""))
     budget = Budget(deadline if deadline is not None else deadline_after(limits),
                     limits.base_chars + 2 * input_chars, limits, cancel)
     variables = {key: _plain(value) for key, value in tokenizer.special_tokens_map.items()}
     variables.update(extra or {})
-    variables.update(messages=[dict(m) for m in conversation], tools=None, documents=None,
+    variables.update(messages=[dict(m) for m in conversation], tools=[dict(t) for t in tools] if tools else None,
+                     documents=None,
                      add_generation_prompt=add_generation_prompt)
     with bounded_by(budget):
         try:

@@ -20,6 +20,8 @@ character is complete. This module owns no model, no cache and no sampling.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import weakref
 from collections import OrderedDict
@@ -67,15 +69,15 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
     for i, message in enumerate(messages):
         if not isinstance(message, Message):
             raise BadInputError(f"message {i + 1} is not a Message (got {type(message).__name__})")
-        if message.role not in ROLES:
+        if message.role not in ROLES and message.role != "tool":
             raise BadInputError(f"message {i + 1} has role {message.role!r}; expected one of {', '.join(ROLES)}")
         if message.role == "system" and i != 0:
             raise BadInputError("only the first message may be the system prompt")
         if not isinstance(message.content, str):
             raise BadInputError(f"message {i + 1} has no text")
         reasoning = sanitise_text(message.reasoning) if isinstance(message.reasoning, str) else ""
-        clean.append(Message(message.role, sanitise_text(message.content), reasoning))
-    if clean[-1].role != "user":
+        clean.append(dataclasses.replace(message, content=sanitise_text(message.content), reasoning=reasoning))
+    if clean[-1].role not in ("user", "tool"):  # a tool's result: the model answers it (native tool mode)
         raise BadInputError("the last message must be the user's")
     if not clean[-1].content.strip():
         raise BadInputError("your message is empty")
@@ -83,7 +85,8 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
 
 
 def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event | None = None,
-           deadline: float | None = None, template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+           deadline: float | None = None, template_kwargs: Mapping[str, Any] | None = None,
+           tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
     """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt.
 
     The ids ``apply_chat_template(tokenize=True)`` gives, with the template run within bounds
@@ -94,15 +97,30 @@ def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event 
     # A turn's thought goes back only to a template that reads it (it then decides, most strip all but the last).
     takes_reasoning = "reasoning_content" in str(tokenizer.chat_template)
     conversation = [{"role": m.role, "content": m.content,
-                     **({"reasoning_content": m.reasoning} if m.reasoning and takes_reasoning else {})}
-                    for m in messages]
+                     **({"reasoning_content": m.reasoning} if m.reasoning and takes_reasoning else {}),
+                     **_tool_fields(m)} for m in messages]
     text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline,
-                       extra=template_kwargs)
+                       extra=template_kwargs, tools=tools)
     # apply_chat_template still tokenises, given a template that writes the bounded rendering verbatim:
     # the ids stay the library's, whatever it does between rendering and tokenising.
     ids = tokenizer.apply_chat_template(conversation, chat_template=_VERBATIM, add_generation_prompt=True,
                                         tokenize=True, return_dict=False, **{_RENDERED: text})
     return [int(i) for i in ids]
+
+
+def _tool_fields(message: Message) -> dict[str, Any]:
+    # Structured as transformers' templates expect: a call's arguments a dict, a result its call's id.
+    if message.tool_calls:
+        return {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _json(
+            c.arguments)}} for c in message.tool_calls]}
+    return {"tool_call_id": message.tool_call_id} if message.role == "tool" else {}
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 _LONGEST_TOKEN_BYTES: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
@@ -212,7 +230,7 @@ class Prompt:
 
 def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, max_new_tokens: int,
                  cancel: threading.Event | None = None, template_kwargs: Mapping[str, Any] | None = None,
-                 partial: str = "") -> Prompt:
+                 partial: str = "", tools: Sequence[Mapping[str, Any]] | None = None) -> Prompt:
     """Check, sanitise, render and trim ``messages`` to fit ``context_max`` with ``max_new_tokens`` of reply.
 
     Trimming drops whole leading messages after the system prompt and always restarts the kept
@@ -226,7 +244,8 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     and the kept one is rendered exactly. Every rendering shares one template deadline and stops once
     ``cancel`` is set.
 
-    ``template_kwargs``: extra template variables (``enable_thinking``). ``partial``: the raw text of the reply
+    ``template_kwargs``: extra template variables (``enable_thinking``); ``tools``: the template's ``tools``
+    (native tool mode, ``engine.tools.calls``). ``partial``: the raw text of the reply
     being continued (cut off at its length limit): its tokens follow the generation prompt, no new turn.
     """
     clean = check_messages(messages)
@@ -240,7 +259,7 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
 
     def from_cut(cut: int) -> list[int]:
         if cut not in rendered:
-            rendered[cut] = render(tokenizer, system + rest[cut:], cancel, deadline, template_kwargs) + tail
+            rendered[cut] = render(tokenizer, system + rest[cut:], cancel, deadline, template_kwargs, tools) + tail
         return rendered[cut]
 
     # Cut points: indices into `rest` where a kept history may start: 0 (all of it), then each user message
@@ -268,7 +287,7 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
     room = context_max - len(shortest)
     if room >= 1:
         return Prompt(tuple(shortest), dropped, room)
-    alone = len(render(tokenizer, rest[-1:], cancel, deadline, template_kwargs)) + len(tail)
+    alone = len(render(tokenizer, rest[-1:], cancel, deadline, template_kwargs, tools)) + len(tail)
     if system and alone < context_max:
         raise ContextTooLongError(
             f"the system prompt and your message need {len(shortest)} tokens but this model's context holds "

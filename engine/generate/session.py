@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import psutil
 import torch
@@ -201,7 +201,8 @@ class ChatSession:
 
     def generate(self, messages: Sequence[Message], config: SamplingConfig | None = None,
                  cancel: threading.Event | None = None, constraint: Any = None, *,
-                 template_kwargs: dict[str, Any] | None = None, partial: Message | None = None) -> Iterator[Event]:
+                 template_kwargs: dict[str, Any] | None = None, partial: Message | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None) -> Iterator[Event]:
         """Render, trim and stream a reply to ``messages``.
 
         Raises ``BadInputError`` / ``ContextTooLongError`` / ``TemplateError`` here, before anything
@@ -210,7 +211,8 @@ class ChatSession:
         away: the submit time (for TTFT) is taken now. ``constraint``: an ``engine.constrain.matcher.TokenConstraint``
         the reply must follow (its masks apply before sampling; the end token only where its grammar is complete).
 
-        ``template_kwargs``: the request's chat-template variables (``enable_thinking``; checked here).
+        ``template_kwargs``: the request's chat-template variables (``enable_thinking``; checked here); ``tools``: the
+        template's ``tools`` (native tool mode, ``engine.tools.calls``).
         ``partial``: the assistant reply cut off at its length limit, continued where it stopped (its text, thought
         included, follows the generation prompt; no new turn): the events then carry the continuation only.
         A reasoning model's tokens say which part they are in; ``Finished`` has the answer and the thought apart.
@@ -229,9 +231,9 @@ class ChatSession:
             raw = ""
             if partial is not None:  # did the template open the thought? From the prompt without the reply
                 opened = opens_thought(self._tail(build_prompt(tokenizer, messages, context_max, budget, cancel,
-                                                               kwargs).ids), fmt)
+                                                               kwargs, tools=tools).ids), fmt)
                 raw = continuation_text(partial.reasoning, partial.content, fmt, opened)
-            prompt = build_prompt(tokenizer, messages, context_max, budget, cancel, kwargs, raw)
+            prompt = build_prompt(tokenizer, messages, context_max, budget, cancel, kwargs, raw, tools)
         except CancelledError:
             return iter([Finished("cancelled", "")])  # nothing ran: no metrics to report
         splitter = ReasoningSplitter(fmt, inside=opens_thought(self._tail(prompt.ids), fmt),

@@ -37,6 +37,7 @@ from engine.serve.metrics import CONTENT_TYPE
 from engine.serve.responses import Shaper, chat_logprobs, completion_logprobs, model_list, sse
 from engine.serve.schemas import Parsed, parse_chat, parse_completion
 from engine.serve.tools import CallStream, finish_calls
+from engine.tools.calls import native_tools
 from engine.serve.worker import Failed, Job, Piece, QueueFullError, Reply, Worker, WorkerClosedError
 
 DEFAULT_MAX_BODY_BYTES = 4 << 20  # 4 MiB: a long conversation fits many times over
@@ -55,6 +56,7 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
     app = FastAPI(title="Miaohui", docs_url=None, redoc_url=None, openapi_url=None)
     created = int(time.time())
     names = {worker.model_id, *aliases}
+    native = native_tools(worker.loaded.tokenizer)  # the tool mode, decided once (engine.serve.tools)
     key = api_key.encode("utf-8") if api_key else None
 
     def require_key(request: Request) -> None:
@@ -83,7 +85,7 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
 
     @v1.post("/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        parsed = parse_chat(await read_body(request, max_body_bytes))
+        parsed = parse_chat(await read_body(request, max_body_bytes), native=native)
         check_model(parsed.model)
         return await _respond(request, worker, parsed, Shaper("chat", worker.model_id),
                               parsed.tools.headers if parsed.tools else {})
@@ -166,7 +168,7 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
         loop.call_soon_threadsafe(events.put_nowait, event)
 
     job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text,
-              constraint=parsed.constraint, template_kwargs=parsed.template_kwargs)
+              constraint=parsed.constraint, template_kwargs=parsed.template_kwargs, tools=parsed.template_tools)
     try:
         worker.submit(job)
     except QueueFullError as exc:

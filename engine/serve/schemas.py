@@ -16,6 +16,7 @@ A completion's ``prompt`` is raw text, continued with no chat template: see ``pa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.errors import BadInputError
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
-from engine.events import Message
+from engine.events import Message, ToolCall
 from engine.generate.context import check_messages
 from engine.generate.reasoning import check_template_kwargs
 from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
@@ -115,6 +116,7 @@ class Parsed:
     constraint: ConstraintSpec | None = None  # what the reply must follow (response_format, forced tool calls)
     tools: ToolPlan | None = None  # the tools the reply may call
     template_kwargs: dict[str, Any] | None = None  # chat_template_kwargs, checked (engine.generate.reasoning)
+    template_tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode)
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -171,6 +173,16 @@ def _config(request: _Common, max_tokens: int | None, top_logprobs: int) -> Samp
                        param=ENGINE_TO_API.get(field, field)) from None
 
 
+def _calls(message: ChatMessage) -> tuple[ToolCall, ...]:
+    """An assistant's ``tool_calls``, structured (native tool mode; ``rewrite_messages`` checked their names)."""
+    calls = []
+    for call in message.tool_calls or [] if message.role == "assistant" else []:
+        arguments = call["function"].get("arguments", "{}")
+        calls.append(ToolCall(str(call.get("id") or ""), call["function"]["name"],
+                              arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)))
+    return tuple(calls)
+
+
 def _messages(raw: list[ChatMessage]) -> tuple[Message, ...]:
     messages = []
     for i, message in enumerate(raw):
@@ -184,10 +196,14 @@ def _messages(raw: list[ChatMessage]) -> tuple[Message, ...]:
                                    param="messages")
                 texts.append(part["text"])
             content = "\n".join(texts)
+        calls = _calls(message)
+        if content is None and calls:
+            content = ""
         if content is None:
             raise ApiError(400, f"messages.{i}: a message needs text content (tool calls are not supported)",
                            param="messages")
-        messages.append(Message(role, content, message.reasoning_content or ""))
+        messages.append(Message(role, content, message.reasoning_content or "", calls,
+                                message.tool_call_id or "" if role == "tool" else ""))
     try:
         return tuple(check_messages(messages))
     except BadInputError as exc:
@@ -198,13 +214,16 @@ def _stream_usage(request: _Common) -> bool:
     return bool(request.stream and request.stream_options and request.stream_options.include_usage)
 
 
-def parse_chat(body: bytes) -> Parsed:
-    """A ``POST /v1/chat/completions`` body, validated."""
+def parse_chat(body: bytes, native: bool = False) -> Parsed:
+    """A ``POST /v1/chat/completions`` body, validated; ``native``: the model's template supports tools
+    (``engine.tools.calls.native_tools``), so tool turns and ``tools`` go to it as they are."""
     request: ChatCompletionRequest = _load(body, ChatCompletionRequest)
     _unsupported(request)
     if request.functions or request.function_call:
         raise ApiError(400, "functions and function_call are not supported: use tools", param="functions")
     plan = parse_tools(request.tools, request.tool_choice, request.parallel_tool_calls)
+    if plan is not None and native:
+        plan = dataclasses.replace(plan, native=True)
     constraint = response_constraint(request.response_format)
     if constraint is not None and plan is not None:
         raise ApiError(400, "response_format and tools cannot be used together here: send one", param="response_format")
@@ -227,9 +246,10 @@ def parse_chat(body: bytes) -> Parsed:
         template_kwargs = check_template_kwargs(request.chat_template_kwargs)
     except BadInputError as exc:
         raise ApiError(400, str(exc), param="chat_template_kwargs") from None
-    return Parsed(request.model, _messages(rewrite_messages(request.messages, plan)), config, _stops(request.stop),
-                  logprobs, bool(request.stream), _stream_usage(request), constraint=constraint, tools=plan,
-                  template_kwargs=template_kwargs)
+    messages = _messages(rewrite_messages(request.messages, None if native else plan, native))
+    return Parsed(request.model, messages, config, _stops(request.stop), logprobs, bool(request.stream),
+                  _stream_usage(request), constraint=constraint, tools=plan, template_kwargs=template_kwargs,
+                  template_tools=plan.template_tools() if plan is not None and native else None)
 
 
 def parse_completion(body: bytes) -> Parsed:

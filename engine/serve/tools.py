@@ -1,10 +1,14 @@
 """Tools and structured replies for the chat endpoint: OpenAI's ``tools`` / ``tool_choice`` / ``response_format``
 turned into a prompt, a constraint and, from the reply's text, ``tool_calls`` in OpenAI's shapes.
 
-Every model is served in the *prompted* mode (the response says so: ``X-Miaohui-Tools-Mode: prompted``): the tools
-are described in the system prompt, a call is written ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
-and earlier turns go back through the model's own chat template as text in that same form (an assistant's calls
-as its reply, each ``tool`` result as a ``<tool_response>`` in a user turn), so any chat template can carry them.
+A call is written ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in both modes; which one a model gets
+is ``engine.tools.calls.native_tools``' decision, once per model, and the response says it (``X-Miaohui-Tools-Mode``).
+*native* (a template that supports tools in this format, as Qwen2.5's does): the template gets the request's
+``tools`` and describes them itself; an assistant's ``tool_calls`` stay structured (arguments as objects) and each
+``tool`` result stays a ``tool`` turn, for the template to write. *prompted* (every other template, including those
+with another call format: Llama 3.1's bare JSON, Mistral's ``[TOOL_CALLS]``): the tools are described in the system
+prompt, and earlier turns go back through the template as text in the format above (an assistant's calls as its
+reply, each ``tool`` result as a ``<tool_response>`` in a user turn), so any chat template can carry them.
 ``tool_choice``: ``required`` or a named function force the format with a grammar (``engine.constrain``), so the
 arguments always validate against the function's parameters; ``auto`` lets the model choose, and a reply that
 opens with a well-formed call becomes ``tool_calls``; ``none`` describes no tools. ``parallel_tool_calls`` false
@@ -107,10 +111,18 @@ def _text(content: Any) -> str:
     return content or ""
 
 
-def rewrite_messages(messages: Sequence[Any], plan: ToolPlan | None) -> list[Any]:
-    """The conversation with tool turns written as text (``ChatMessage`` objects in, the same kind out)."""
+def rewrite_messages(messages: Sequence[Any], plan: ToolPlan | None, native: bool = False) -> list[Any]:
+    """The conversation with tool turns written as text (``ChatMessage`` objects in, the same kind out); ``native``:
+    as they are, for the template (calls checked, ``engine.serve.schemas`` keeps them structured)."""
     if not messages:
         return []
+    if native:
+        for i, message in enumerate(messages):
+            for call in (message.tool_calls or []) if message.role == "assistant" else []:
+                function = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                    raise ApiError(400, f"messages.{i}.tool_calls: each call needs a function name", param="messages")
+        return list(messages)
     out: list[Any] = []
     names: dict[str, str] = {}
     for i, message in enumerate(messages):

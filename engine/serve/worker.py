@@ -16,8 +16,7 @@ event to its loop (``call_soon_threadsafe``); an in-process consumer (a test) ma
 the worker while it does. A job whose ``cancel`` is set stops within one decode step (the session polls it);
 one cancelled while still queued is skipped (a lone ``Reply("cancelled")``). Stop strings set ``cancel`` too:
 the generation ends on the token that completed one. Prometheus figures are recorded here (``ServerMetrics``),
-and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``recent``: for a status line and
-tests).
+and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``recent``: a status line, tests).
 
 Which thread serves: everything that touches the model (tokenizer, sessions, KV caches) is one call per job,
 ``_serve(job)``, and the ``executor`` makes it. By default it is made on the worker's own thread, which then
@@ -151,6 +150,7 @@ class Job:
     text: str | None = None  # a raw text completion: this is continued, with no chat template
     constraint: Any = None  # an engine.constrain.ConstraintSpec the reply must follow (built on the model's thread)
     template_kwargs: dict[str, Any] | None = None  # chat-template variables (``enable_thinking``), checked
+    tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode, engine.tools.calls)
     id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
     cancel: threading.Event = field(default_factory=threading.Event)
     t_arrival: float = field(default_factory=time.perf_counter)
@@ -345,7 +345,7 @@ class Worker:
     def _budget(self, job: Job) -> tuple[SamplingConfig, tuple[int, ...]]:
         """The job's config with its reply budget (what the context has left after the whole prompt), and the prompt."""
         prompt = build_prompt(self.loaded.tokenizer, job.messages, self.context_max, 1, job.cancel,
-                              job.template_kwargs)
+                              job.template_kwargs, tools=job.tools)
         if prompt.dropped_turns:
             raise ContextTooLongError(f"the conversation does not fit in this model's context of {self.context_max} "
                                       "tokens: drop its oldest turns or shorten it")
@@ -379,7 +379,7 @@ class Worker:
                 if job.constraint is not None:
                     constraint = TokenConstraint(job.constraint, self.loaded.tokenizer, self.loaded.eos_token_ids)
                 events = slot.session.generate(job.messages, config, job.cancel, constraint=constraint,
-                                               template_kwargs=job.template_kwargs)
+                                               template_kwargs=job.template_kwargs, tools=job.tools)
             else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
                 config = job.config
                 slot = self._route(_routed(job))

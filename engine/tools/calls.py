@@ -5,6 +5,15 @@ small instruct models have seen), the tools are described in the system prompt (
 result comes back inside ``<tool_response>`` tags. ``ToolPlan.constraint()`` is the grammar that forces calls
 (``required`` / one named function): each call's arguments then follow that function's parameter schema.
 The server (``engine.serve.tools``) and the command line's tool loop (``engine.tools.loop``) share this.
+
+Two modes, decided once per tokenizer by ``native_tools``: a chat template that supports tools in this same format
+(Qwen2.5's, Hermes') is *native*: it gets ``tools=`` (its own description of them replaces ``system_text``), the
+assistant's calls structured and results as ``tool`` turns; any other template is *prompted* (the text above,
+through the template as ordinary turns). The probe renders one call and one result through the template, in the
+bounded sandbox (``engine.generate.chat_template``), and asks: are the tools described, is the call written as
+``<tool_call>`` JSON, is the result carried inside ``<tool_response>``? Templates with another call format
+(Llama 3.1's bare JSON, Mistral's ``[TOOL_CALLS]``) fail it and stay prompted: the grammar forcing and the parsing
+here know only this format.
 """
 
 from __future__ import annotations
@@ -12,10 +21,13 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from engine.constrain import ConstraintSpec
+from engine.errors import CancelledError, TemplateError
+from engine.generate.chat_template import render_text
 
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
 MAX_PARALLEL_CALLS = 8  # a forced reply may hold this many calls: bounded, so a model cannot call without end
@@ -39,10 +51,16 @@ class ToolPlan:
     choice: str  # auto | required | forced (one named function)
     forced: str | None = None  # the named function of tool_choice
     parallel: bool = True
+    native: bool = False  # the template describes the tools and writes the turns (``native_tools``)
 
     @property
     def headers(self) -> dict[str, str]:
-        return {TOOLS_MODE_HEADER: "prompted"}
+        return {TOOLS_MODE_HEADER: "native" if self.native else "prompted"}
+
+    def template_tools(self) -> tuple[dict[str, Any], ...]:
+        """The tools as a template's ``tools`` takes them (OpenAI's shape)."""
+        return tuple({"type": "function", "function": {"name": t.name, "description": t.description,
+                                                       "parameters": t.parameters}} for t in self.tools)
 
     def constraint(self) -> ConstraintSpec | None:
         """The grammar that forces calls (required / named), or None for ``auto``."""
@@ -57,9 +75,7 @@ class ToolPlan:
         return ConstraintSpec("grammar", lark)
 
     def system_text(self) -> str:
-        described = "\n".join(json.dumps({"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters}}, ensure_ascii=False)
-            for t in self.tools)
+        described = "\n".join(json.dumps(t, ensure_ascii=False) for t in self.template_tools())
         return ("# Tools\n\nYou can call functions to help answer. They are described in JSON here:\n<tools>\n"
                 f"{described}\n</tools>\n\nTo call one, reply with nothing but a JSON object holding the function's "
                 f"name and arguments, inside {TOOL_OPEN}{TOOL_CLOSE} tags, one per call:\n"
@@ -124,3 +140,38 @@ def loads_or(text: str, default: Any) -> Any:
 def tool_response(name: str, text: str) -> str:
     """A tool's result as the model reads it back (in a user turn)."""
     return f"<tool_response>\n{json.dumps({'name': name}, ensure_ascii=False)}\n{text}\n</tool_response>"
+
+
+_PROBE_NAME, _PROBE_DESCRIPTION, _PROBE_RESULT = "miaohui_probe", "miaohui probe description", "miaohui-probe-result"
+_PROBE_ARGUMENTS = {"probe": "miaohui-probe-argument"}
+_PROBE_TOOLS = [{"type": "function", "function": {"name": _PROBE_NAME, "description": _PROBE_DESCRIPTION,
+                                                  "parameters": {"type": "object", "properties": {
+                                                      "probe": {"type": "string"}}}}}]
+_PROBE = [{"role": "user", "content": "probe"},
+          {"role": "assistant", "content": "", "tool_calls": [{"id": "call_probe", "type": "function", "function": {
+              "name": _PROBE_NAME, "arguments": _PROBE_ARGUMENTS}}]},
+          {"role": "tool", "tool_call_id": "call_probe", "name": _PROBE_NAME, "content": _PROBE_RESULT}]
+_RESPONSE = re.compile(r"<tool_response>\s*(?:.*?)" + re.escape(_PROBE_RESULT) + r"\s*</tool_response>", re.DOTALL)
+_NATIVE: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+
+
+def native_tools(tokenizer: Any) -> bool:
+    """Whether ``tokenizer``'s chat template supports tools in the ``<tool_call>`` format (remembered per tokenizer).
+
+    A template that fails, or is cut off by its bounds, on the probe is prompted: the probe is not the user's."""
+    try:
+        return _NATIVE[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    try:
+        text = render_text(tokenizer, _PROBE, add_generation_prompt=True, tools=_PROBE_TOOLS)
+    except (TemplateError, CancelledError):
+        text = ""
+    calls = [loads_or(body, None) for body in _CALL.findall(text)]
+    native = (_PROBE_DESCRIPTION in text and {"name": _PROBE_NAME, "arguments": _PROBE_ARGUMENTS} in calls
+              and bool(_RESPONSE.search(text)))
+    try:
+        _NATIVE[tokenizer] = native
+    except TypeError:  # not weakly referable: decided again next time
+        pass
+    return native

@@ -1,10 +1,12 @@
 """A local model calling MCP tools in a loop: ``ToolLoop.events(cancel)`` gives the events of the final reply, after
 as many rounds of calls (at most ``max_rounds``) as the model makes.
 
-Each round renders the conversation (the tools described in the system prompt, ``engine.tools.calls``) and
-generates; a reply that is tool calls is not shown: each call goes to its server (``engine.tools.mcp.McpHub``), is
-reported through ``on_call`` (name, arguments, result, time) and its result goes back to the model in a user turn,
-and the next round starts. ``tool_choice`` ``required`` or a tool's name forces the first round to call (a grammar,
+Each round renders the conversation and generates, in the server's tool mode for this model
+(``engine.tools.calls.native_tools``): prompted, the tools are described in the system prompt and each result goes
+back in a user turn; native, the template gets ``tools=``, the call as a structured assistant turn and each result
+as a ``tool`` turn. A reply that is tool calls is not shown: each call goes to its server
+(``engine.tools.mcp.McpHub``), is reported through ``on_call`` (name, arguments, result, time), its result goes back
+to the model, and the next round starts. ``tool_choice`` ``required`` or a tool's name forces the first round to call (a grammar,
 so the arguments follow the tool's schema); later rounds may answer or call again, and the last one cannot call, so
 the loop always ends with an answer. A tool that fails is a one-line result the model reads, like any other.
 
@@ -21,10 +23,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
 from engine.errors import BadInputError
-from engine.events import Event, Finished, Message, Token
+from engine.events import Event, Finished, Message, Token, ToolCall
 from engine.fmt import one_line
 from engine.inputs import SamplingConfig
-from engine.tools.calls import TOOL_OPEN, Tool, ToolPlan, tool_response
+from engine.tools.calls import TOOL_OPEN, Tool, ToolPlan, native_tools, tool_response
 from engine.tools.mcp import McpHub, McpTool
 
 DEFAULT_MAX_ROUNDS = 4
@@ -77,7 +79,10 @@ class ToolLoop:
         # cannot repeat a call until its budget runs out).
         self._first = ToolPlan(tuple(tools), "forced" if forced else tool_choice, forced, parallel=False)
         self._auto = ToolPlan(tuple(tools), "auto", parallel=False)
-        self.messages = _with_system(list(messages), self._first.system_text())
+        # A server's model (engine.remote) has no tokenizer here: prompted, its text goes through the server's template.
+        self.native = native_tools(getattr(session.loaded, "tokenizer", None))
+        self._tools = self._first.template_tools() if self.native else None
+        self.messages = list(messages) if self.native else _with_system(list(messages), self._first.system_text())
 
     def events(self, cancel: threading.Event) -> Iterator[Event]:
         from engine.constrain.matcher import TokenConstraint  # torch: loaded with the model, not with --help
@@ -90,7 +95,8 @@ class ToolLoop:
             constraint = TokenConstraint(spec, loaded.tokenizer, loaded.eos_token_ids) if spec else None
             events: list[Event] = []
             text, streaming = "", False
-            for event in self.session.generate(self.messages, self.config, cancel, constraint=constraint):
+            for event in self.session.generate(self.messages, self.config, cancel, constraint=constraint,
+                                               **({"tools": self._tools} if self.native else {})):
                 if streaming:
                     yield event
                     continue
@@ -108,14 +114,20 @@ class ToolLoop:
             if not calls or cancel.is_set():
                 yield from events
                 return
-            self.messages.append(Message("assistant", finished.text.strip()))
+            made = tuple(ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls)
+            self.messages.append(Message("assistant", "", tool_calls=made) if self.native
+                                 else Message("assistant", finished.text.strip()))
             results = []
-            for call in calls:
-                name, arguments = call["function"]["name"], call["function"]["arguments"]
-                outcome = self.hub.call(name, json.loads(arguments))
-                self.on_call(CallRecord(name, arguments, outcome.text, outcome.ok, outcome.seconds))
-                results.append(tool_response(name, outcome.text if outcome.ok else f"error: {one_line(outcome.text)}"))
-            self.messages.append(Message("user", "\n".join(results)))
+            for call in made:
+                outcome = self.hub.call(call.name, json.loads(call.arguments))
+                self.on_call(CallRecord(call.name, call.arguments, outcome.text, outcome.ok, outcome.seconds))
+                result = outcome.text if outcome.ok else f"error: {one_line(outcome.text)}"
+                results.append(Message("tool", result, tool_call_id=call.id) if self.native
+                               else tool_response(call.name, result))
+            if self.native:
+                self.messages.extend(results)
+            else:
+                self.messages.append(Message("user", "\n".join(results)))
 
 
 def _with_system(messages: list[Message], text: str) -> list[Message]:
