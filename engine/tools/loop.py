@@ -117,17 +117,15 @@ class ToolLoop:
             made = tuple(ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls)
             self.messages.append(Message("assistant", "", tool_calls=made) if self.native
                                  else Message("assistant", finished.text.strip()))
-            results = []
+            results: list[tuple[ToolCall, str]] = []
             for call in made:
                 outcome = self.hub.call(call.name, json.loads(call.arguments))
                 self.on_call(CallRecord(call.name, call.arguments, outcome.text, outcome.ok, outcome.seconds))
-                result = outcome.text if outcome.ok else f"error: {one_line(outcome.text)}"
-                results.append(Message("tool", result, tool_call_id=call.id) if self.native
-                               else tool_response(call.name, result))
-            if self.native:
-                self.messages.extend(results)
+                results.append((call, outcome.text if outcome.ok else f"error: {one_line(outcome.text)}"))
+            if self.native:  # each result a tool turn, for the template to write
+                self.messages.extend(Message("tool", text, tool_call_id=call.id) for call, text in results)
             else:
-                self.messages.append(Message("user", "\n".join(results)))
+                self.messages.append(Message("user", "\n".join(tool_response(c.name, text) for c, text in results)))
 
 
 def _with_system(messages: list[Message], text: str) -> list[Message]:
