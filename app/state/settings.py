@@ -75,6 +75,7 @@ class ChatSettings:
         ``chat_from_stored`` reads them back."""
         stored = asdict(self)
         del stored["system_prompt"]
+        stored["tools"] = list(self.tools)  # the row is JSON: what it holds reads back as a list, so store one
         return stored
 
     def sampling_config(self) -> SamplingConfig:

@@ -3,6 +3,7 @@ and JSON schema (saved with it, never a default for new ones, kept through the s
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from PySide6.QtCore import QSettings
@@ -27,8 +28,8 @@ def test_a_conversations_tools_are_its_own(tmp_path):
     settings.set_chat(chat)  # the defaults new conversations start from never carry tools
     assert (settings.chat().tools, settings.chat().tool_choice, settings.chat().json_schema) == ((), "auto", "")
     stored = chat.stored()
-    assert stored["tools"] == ("add",)
-    back = chat_from_stored(chat.system_prompt, {**stored, "tools": list(stored["tools"])}, ChatSettings())
+    assert stored["tools"] == ["add"]  # JSON's shape: the history row reads back what it wrote
+    back = chat_from_stored(chat.system_prompt, json.loads(json.dumps(stored)), ChatSettings())
     assert (back.tools, back.tool_choice, back.json_schema) == (("add",), "required", '{"type": "object"}')
     damaged = chat_from_stored("", {"tools": "add", "tool_choice": "always", "json_schema": 3}, ChatSettings())
     assert (damaged.tools, damaged.tool_choice, damaged.json_schema) == ((), "auto", "")
