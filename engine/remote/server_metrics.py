@@ -29,8 +29,10 @@ from typing import Any, Iterable
 
 from engine.remote.spec import RemoteSpec
 
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio",
-            "miaohui:kv_cache_usage_perc")
+# miaohui: first: `engine serve` also exports vLLM's name for vLLM's dashboards, and the panel's "(source)" should
+# still say whose server it is; vLLM and llama-server export no miaohui: series.
+KV_USAGE = ("miaohui:kv_cache_usage_perc", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+            "llamacpp:kv_cache_usage_ratio")
 TTFT = ("vllm:time_to_first_token_seconds", "miaohui:time_to_first_token_seconds")
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "miaohui:inter_token_latency_seconds")
 RUNNING = ("vllm:num_requests_running", "miaohui:num_requests_running", "llamacpp:requests_processing")

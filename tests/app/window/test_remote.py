@@ -73,8 +73,8 @@ def test_a_reply_streams_from_the_server_with_its_kv_usage_and_no_key_is_kept(qt
     assert window.status_device.text().endswith(f"remote: 127.0.0.1:{server.port}")
     assert window.send_button.isEnabled()
     shown = window.perf_panel.displayed()
-    assert shown["server_kv"].endswith("% in use (vllm)")  # engine serve exports vLLM's name too, read first
-    assert "vllm:kv_cache_usage_perc" in window.perf_panel._values["server_kv"].toolTip()
+    assert shown["server_kv"].endswith("% in use (miaohui)")
+    assert "miaohui:kv_cache_usage_perc" in window.perf_panel._values["server_kv"].toolTip()
 
     with qtbot.waitSignal(source.server_read, timeout=REPLY_TIMEOUT_MS) as read:
         assert send_and_wait(qtbot, window, "Hello") == "length"
