@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_lo
 # What may stay in Latin letters in the Chinese interface: terms of the trade, units, formats, keys, names.
 ALLOWED = re.compile(
     r"TTFT|tok/s|\btok\b|[Tt]okens?|\bid\b|KV|K/V|GQA|MQA|MHA|\d(?:·[\w²]+)+|Top-[pk]|top-p|distinct-1/2|A/B|"
-    r"UTF-8|CSV|PNG|JSON|Markdown|GGUF|safetensors|Hugging ?Face|OpenAI|\bAPI\b|Miaohui|Enter|Shift|Esc|Ctrl|"
+    r"UTF-8|CSV|PNG|JSON|Markdown|GGUF|safetensors|Hugging ?Face|OpenAI|ChatGPT|\bAPI\b|Miaohui|Enter|Shift|Esc|Ctrl|"
     r"\(&[A-Z]\)|sink|"
     r"\b(?:fp32|fp16|bf16|int8|int4|nf4|fp4|bnb-int8|auto|cpu|cuda(?::\d+)?|mps)\b|"
     r"\b(?:ms|s|min|h|B|KiB|MiB|GiB|KB|MB|GB)\b")
