@@ -52,14 +52,15 @@ class ToolCallBlock(QFrame):
 
     def show_state(self, name: str, arguments: str, state: str, record: ToolCallRecord | None = None) -> None:
         self.record = record
+        tool = self.tr("tool")  # outside the f-strings: lupdate does not read tr() inside them
         if state == "problem" and record is not None:
             line, details = "⚠ " + _cut(record.result, 160), record.result
         elif record is None:
             waiting = self.tr("waiting for your answer…") if state == "asking" else self.tr("running…")
-            line, details = f"{self.tr('tool')} {name}({_cut(arguments)}) · {waiting}", arguments
+            line, details = f"{tool} {name}({_cut(arguments)}) · {waiting}", arguments
         else:
             mark = self.tr("refused:") if record.refused else ("→" if record.ok else "✗")
-            line = f"{self.tr('tool')} {name}({_cut(arguments)}) {mark} {_cut(record.result)} · {record.ms:g} ms"
+            line = f"{tool} {name}({_cut(arguments)}) {mark} {_cut(record.result)} · {record.ms:g} ms"
             details = self.tr("Arguments:\n{arguments}\n\nResult ({ms} ms):\n{result}").format(
                 arguments=arguments, ms=f"{record.ms:g}", result=record.result)
         self.header.setText(line)

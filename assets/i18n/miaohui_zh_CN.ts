@@ -3031,6 +3031,10 @@ license {license} · {likes} likes</source>
 <context>
     <name>ToolCallBlock</name>
     <message>
+        <source>tool</source>
+        <translation>工具</translation>
+    </message>
+    <message>
         <source>waiting for your answer…</source>
         <translation>等待你的答复…</translation>
     </message>
