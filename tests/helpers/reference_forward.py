@@ -52,3 +52,10 @@ def check_bf16_rounding(ref: list[torch.Tensor], got: list[torch.Tensor], label:
     same = sum(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got))
     prefill, decode = max_delta(ref, got)
     return f"{label} bf16: max |dlogit| prefill {prefill:.2e}, decode {decode:.2e}, greedy {same}/{len(ref)}"
+
+
+def check_fp32_equal(ref: list[torch.Tensor], got: list[torch.Tensor], atol: float, label: str) -> None:
+    """Assert every step's fp32 logits equal transformers' within ``atol`` and pick the same greedy token."""
+    for step, (a, b) in enumerate(zip(ref, got)):
+        torch.testing.assert_close(b, a, atol=atol, rtol=1e-5, msg=lambda m: f"{label} step {step}: {m}")
+        assert int(a.argmax()) == int(b.argmax()), f"{label}: greedy token differs at step {step}"

@@ -25,8 +25,8 @@ from engine.generate.fastpath import FastRunner
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import choose_runner, make_runner
 from tests.helpers.family_models import build_families, load_cpu
-from tests.helpers.reference_forward import (check_bf16_rounding, max_delta, random_prompt, reference_logits,
-                                             runner_logits)
+from tests.helpers.reference_forward import (check_bf16_rounding, check_fp32_equal, max_delta, random_prompt,
+                                             reference_logits, runner_logits)
 
 DECODE_STEPS = 64
 LONGROPE_ORIGINAL = 48  # Phi-4-mini's 4,096 scaled down: a 29-token prompt's decode steps cross it
@@ -127,9 +127,7 @@ def test_fp32_logits_equal_transformers_at_prefill_and_every_decode_step(family_
         runner = FastRunner(model, static=static, max_positions=96 if static else None)
         got = runner_logits(runner, prompt, tokens, chunk=11)
         assert len(got) == DECODE_STEPS + 1
-        for step, (a, b) in enumerate(zip(ref, got)):
-            torch.testing.assert_close(b, a, atol=5e-5, rtol=1e-5, msg=lambda m: f"{family} step {step}: {m}")
-            assert int(a.argmax()) == int(b.argmax()), f"{family}: greedy token differs at step {step}"
+        check_fp32_equal(ref, got, 5e-5, family)
         with capsys.disabled():
             print(f"\n{family} fp32 static={static}: max |dlogit| prefill {max_delta(ref, got)[0]:.2e}, "
                   f"decode {max_delta(ref, got)[1]:.2e}, greedy {DECODE_STEPS}/{DECODE_STEPS}")
