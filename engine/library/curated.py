@@ -9,7 +9,8 @@ reads), so the list is ranked without touching the network.
 
 ``recommend(memory, bandwidth)`` judges each entry as the Models window and ``engine models recommended`` show
 it: the fit estimate (``engine.library.fit.estimate``) at the precision the engine would use on this device
-(int4 on a CPU, bf16 on a GPU), and the seeds' decode ceiling, tokens/s ≤ memory bandwidth ÷ bytes read per
+(what ``auto`` would load, by the loader's own policy, ``engine.quant.precision.choose_precision``: int4 on
+a CPU, the GPU's float type where it fits), and the seeds' decode ceiling, tokens/s ≤ memory bandwidth ÷ bytes read per
 token (the weights plus the KV cache at the judged context), when a measured bandwidth is given. The order:
 models that fit, then tight, then the rest; within a verdict the ones whose ceiling reaches
 ``COMFORTABLE_TOKENS_PER_S`` first, larger (better answers) before smaller; the rest by ceiling. Owns the list
@@ -120,17 +121,13 @@ class Recommendation:
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "comfortable": self.comfortable}
 
 
-def precision_for(memory: fit.Memory) -> str:
-    """What the engine would run a curated model in: int4 on a CPU (auto's usual pick), bf16 on a GPU."""
-    return "bf16" if memory.device == "cuda" else "int4"
-
-
 def judge(model: Curated, memory: fit.Memory, bandwidth: float | None,
           context: int = RECOMMEND_CONTEXT) -> Recommendation:
     """``model``'s fit and decode ceiling on ``memory`` (bandwidth in bytes/s, or None)."""
     arch = model.arch  # every entry is sized in int4 and bf16 (tests/engine/library/test_curated.py)
+    # "auto": the loader's own policy (engine/quant/precision.py) picks the precision, as a load would.
     estimate = fit.estimate(arch, model=model.repo, context=min(context, arch.context_length),
-                            precision=precision_for(memory), memory=memory)
+                            precision="auto", memory=memory)
     per_token = estimate.weights_bytes + estimate.kv_bytes
     ceiling = bandwidth / per_token if bandwidth else None
     return Recommendation(model, estimate, per_token, ceiling)

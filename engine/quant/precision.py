@@ -75,8 +75,11 @@ class Machine:
     @classmethod
     def assumed(cls, device: str, free_bytes: int | None = None) -> Machine:
         """``detect`` when this process already has torch, else a CPU's (or GPU's) bf16 with the int4 kernel
-        (what the torch Miaohui installs has): what the fit estimate judges without importing torch."""
-        if "torch" in sys.modules:
+        (what the torch Miaohui installs has): what the fit estimate judges without importing torch, or for a GPU
+        this process has none of."""
+        torch = sys.modules.get("torch")
+        # A GPU this process cannot see (a fit judged for another machine's memory) is judged as a typical one.
+        if torch is not None and (device != "cuda" or torch.cuda.is_available()):
             return cls.detect(device, free_bytes)
         return cls(device, "bf16", free_bytes if device == "cuda" else None, True)
 
