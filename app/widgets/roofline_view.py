@@ -2,7 +2,8 @@
 
 Owns its rows — bytes read per token (weights + the KV cache at the current length, split), achieved bandwidth
 (bytes × decode tok/s), the device's measured memory bandwidth with "Measure again", the ceiling tok/s it allows
-and the verdict (bandwidth-bound, overhead-bound, machine busy) — and getting what they need: the weight bytes a
+and the verdict (bandwidth-bound, overhead-bound, machine busy), with when the bandwidth was measured and whether the
+machine was busy then — and getting what they need: the weight bytes a
 decode step reads and the stored bandwidth (measured once per device into the data folder, again on request) by
 a bridge task on the worker, where the model is; other processes' CPU time during the reply from psutil
 (``engine.bench.roofline.CpuWatch``, started when a reply starts). The arithmetic is ``engine.bench.roofline``'s;
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QObject, Qt, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QDateTime, QLocale, QObject, Qt, Slot
 from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui import accessibility
@@ -51,6 +52,7 @@ class RooflineView(QWidget):
         self._task: int | None = None
         self._weights: int | None = None
         self._bandwidth: float | None = None
+        self._entry: dict[str, Any] | None = None  # the stored bandwidth: figure, when and under what load
         self._figures: rl.Roofline | None = None
         self._metrics: Any = None
         self._live = True
@@ -124,7 +126,7 @@ class RooflineView(QWidget):
     # -- slots ----------------------------------------------------------------------------------------
     @Slot(object)
     def on_model_loaded(self, _facts: Any) -> None:
-        self._weights = self._bandwidth = None
+        self._weights = self._bandwidth = self._entry = None
         self._request(force=False)
 
     @Slot()
@@ -138,7 +140,7 @@ class RooflineView(QWidget):
         self._task = None
         if isinstance(result, tuple):
             self._weights, entry = result
-            self._bandwidth = float(entry["read_bytes_s"])
+            self._bandwidth, self._entry = float(entry["read_bytes_s"]), entry
         self.measure_button.setEnabled(result is not None)
         self._show()
 
@@ -162,7 +164,7 @@ class RooflineView(QWidget):
         v = self.values
         local = self._weights is not None and not (self._metrics is not None and getattr(self._metrics, "unknown", ()))
         if self._task is None:
-            v["roofline_bandwidth"].setText(format_rate(self._bandwidth))
+            v["roofline_bandwidth"].setText(self._bandwidth_text())
         if not local:
             self._figures = None
             for key in ("roofline_bytes", "roofline_achieved", "roofline_ceiling", "roofline_verdict"):
@@ -170,7 +172,7 @@ class RooflineView(QWidget):
             self._name_rows()
             return
         assert self._weights is not None
-        figures = rl.roofline(self._weights, self._metrics, self._bandwidth,
+        figures = rl.roofline(self._weights, self._metrics, self._entry,
                               self._watch.others_share() if self._metrics is not None and self._live else None)
         self._figures = figures
         v["roofline_bytes"].setText(self.tr("{total} = weights {weights} + KV {kv}").format(
@@ -188,6 +190,18 @@ class RooflineView(QWidget):
                 share=f"{100 * figures.others_cpu_share:.0f}")
         v["roofline_verdict"].setText(text)
         self._name_rows()
+
+    def _bandwidth_text(self) -> str:
+        """The measured bandwidth, when it was measured and, if so, that the machine was busy then."""
+        text = format_rate(self._bandwidth)
+        entry = self._entry or {}
+        at, share = entry.get("measured_at"), entry.get("others_cpu_share")
+        if isinstance(at, (int, float)):
+            when = QLocale().toString(QDateTime.fromSecsSinceEpoch(int(at)), QLocale.FormatType.ShortFormat)
+            text += self.tr(", measured {when}").format(when=when)
+        if isinstance(share, (int, float)) and share >= rl.BUSY_SHARE:
+            text += self.tr(" while other programs used {share} % of the processor").format(share=f"{100 * share:.0f}")
+        return text
 
     def _name_rows(self) -> None:
         for key, caption in ROWS:

@@ -33,7 +33,7 @@ import transformers
 
 from engine.bench import core
 from engine.bench.membw import measure_bandwidth
-from engine.bench.roofline import weights_read_per_token
+from engine.bench.roofline import Roofline, weights_read_per_token
 from engine.bench.peer import INSTALL_HINT, NAME as PEER_NAME, PeerError, PeerProcess, gguf_for, installed
 from engine.quant.quality import Predictions, agreement, predict, quality_ids
 from engine.bench.report import METRICS, SCHEMA
@@ -227,13 +227,18 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
     progress("measuring memory bandwidth again")
     bandwidth_after = measure_bandwidth(device, plan.bandwidth_bytes)
     bandwidth = max(bandwidth_before, bandwidth_after, key=lambda b: b.read_bytes_s)
-    per_token = weights_read_per_token(loaded)
+    weights = weights_read_per_token(loaded)
+    # KV bytes a decode step read: the engine's measured cache at the reply's mean length (engine.bench.roofline,
+    # as engine chat --json counts it); generate()'s and the peer's caches hold the same positions.
+    kv = int(core.median([core.median(main["runs"][name].get("_kv_read_bytes", []))
+                          for name in ("fastpath", "engine")]) or 0)
+    per_token = weights + kv
     roofline = {}
     for name, rate in metrics["decode_tok_s"]["median"].items():
         # the peer reads its GGUF's weights, not the loaded model's: the file's size stands for them
-        achieved = (peer_info["gguf_bytes"] if name == PEER_NAME else per_token) * rate if rate else None
-        roofline[name] = {"achieved_bytes_s": achieved,
-                          "share": achieved / bandwidth.read_bytes_s if achieved else None}
+        figures = Roofline(peer_info["gguf_bytes"] if name == PEER_NAME else weights, kv, rate,
+                           bandwidth.read_bytes_s, None)
+        roofline[name] = {"achieved_bytes_s": figures.achieved_bytes_s, "share": figures.share}
     facts = loaded.facts
     runner = fast.last_runner
     return {
@@ -246,6 +251,7 @@ def bench(args: argparse.Namespace, progress: Callable[[str], None] = lambda _m:
                      "prompt_tokens": prompt_tokens},
         "model": {"name": facts.name, "architecture": facts.architecture, "params": facts.params,
                   "weights_bytes": facts.weights_bytes, "bytes_read_per_token": per_token,
+                  "weights_read_per_token": weights, "kv_read_per_token": kv,
                   "layers": facts.layers, "hidden_size": facts.hidden_size, "heads": facts.heads,
                   "kv_heads": facts.kv_heads, "context_length": facts.context_length},
         "memory_bandwidth": {"read_bytes_s": bandwidth.read_bytes_s, "copy_bytes_s": bandwidth.copy_bytes_s,

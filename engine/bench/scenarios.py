@@ -120,7 +120,9 @@ def scenarios(prompts: dict[str, Any], plan: Plan) -> list[tuple[str, Callable[[
 
     def decode(v: Any) -> dict[str, Any]:
         s = v.run(prompts["short"], plan.tokens)
-        return {"decode_tok_s": s.decode_tok_s, "ttft_short_s": s.ttft_s, "_ids": s.ids}
+        # the KV bytes a step read (the engine's measured cache; None for generate() and the peer): the roofline's
+        return {"decode_tok_s": s.decode_tok_s, "ttft_short_s": s.ttft_s, "_ids": s.ids,
+                "_kv_read_bytes": s.kv_read_bytes}
 
     def long_prompt(v: Any) -> dict[str, Any]:
         return _long_prompt(v, prompts, plan)

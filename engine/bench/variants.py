@@ -25,6 +25,7 @@ import torch
 
 from engine.bench.core import TokenClock, decode_rate
 from engine.bench.peer import NAME as PEER_NAME, PeerError, PeerProcess
+from engine.bench.roofline import kv_read_per_token
 from engine.events import Finished, Message, Token
 from engine.generate.context import render
 from engine.generate.runners import make_runner as make_fast_runner
@@ -41,6 +42,7 @@ class Sample:
     decode_tok_s: float | None
     ids: tuple[int, ...]
     reused_tokens: int = 0
+    kv_read_bytes: int | None = None  # KV bytes a decode step read on average (engine.bench.roofline); None: unknown
 
 
 class Baseline:
@@ -102,7 +104,7 @@ class Engine:
         if finished is None or finished.reason == "error":
             raise RuntimeError(f"{self.name}: {finished.error if finished else 'no Finished event'}")
         m = finished.metrics
-        return Sample(m.ttft_s, m.decode_tok_s, tuple(ids), m.reused_tokens)
+        return Sample(m.ttft_s, m.decode_tok_s, tuple(ids), m.reused_tokens, kv_read_per_token(m))
 
 
 class LlamaCpp:

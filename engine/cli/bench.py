@@ -84,7 +84,7 @@ def _roofline_check(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     try:
-        result = roofline_check.roofline_check(args.model, args.precision, args.device, args.tokens or 64,
+        result = roofline_check.roofline_check(args.model, args.precision, args.device, args.tokens or 128,
                                                args.reps or 3, _progress)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -96,11 +96,13 @@ def result_json(finished: Any, facts: Any, roofline: Callable[[Any], Any] | None
 
 
 def local_roofline(loaded: Any) -> Callable[[Any], Any]:
-    """``result_json``'s ``roofline`` for a reply of ``loaded`` (chat and complete): the device's bandwidth measured
-    once and kept in the data folder (``engine.bench.roofline``), the other processes' CPU time watched from now."""
+    """``result_json``'s ``roofline`` for a reply of ``loaded`` (chat and complete): the device's bandwidth kept in
+    the data folder (``engine.bench.roofline.measure_and_store``: measured again when it was taken under load or is
+    old and the machine is quiet now; the JSON says when it was measured), the other processes' CPU time watched
+    from now."""
     from engine.bench import roofline  # torch: only once a model is loaded
 
-    bandwidth = roofline.measure_and_store(loaded.facts.device)["read_bytes_s"]
+    bandwidth = roofline.measure_and_store(loaded.facts.device)
     weights, watch = roofline.weights_read_per_token(loaded), roofline.CpuWatch()
     return lambda metrics: roofline.roofline(weights, metrics, bandwidth, watch.others_share())
 

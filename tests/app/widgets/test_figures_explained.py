@@ -173,13 +173,17 @@ def test_the_roofline_is_live_in_the_window_and_re_measurable(make_window, qtbot
         send_and_wait(qtbot, window, "Hello there")
     final = blocker.args[0].metrics
     figures = view.figures()
-    assert figures is not None and figures.kv_bytes == final.kv_cache_bytes > 0
+    assert figures is not None and figures.kv_bytes == roofline.kv_read_per_token(final) > 0
     assert figures.tok_s == final.decode_tok_s and figures.bandwidth_bytes_s == stored["read_bytes_s"]
     shown = {key: label.text() for key, label in view.values.items()}
     assert shown["roofline_bytes"] == (f"{format_bytes(figures.bytes_per_token)} = weights "
                                        f"{format_bytes(figures.weights_bytes)} + KV {format_bytes(figures.kv_bytes)}")
     assert shown["roofline_achieved"].startswith(f"{gb_s(figures.achieved_bytes_s)} (") and "GB/s" in gb_s(1e8)
-    assert shown["roofline_bandwidth"] == gb_s(stored["read_bytes_s"])
+    # the figure, and when it was measured (under load: that too)
+    assert shown["roofline_bandwidth"].startswith(gb_s(stored["read_bytes_s"]) + ", measured ")
+    assert figures.bandwidth_measured_at == stored["measured_at"]
+    assert ("other programs used" in shown["roofline_bandwidth"]) == (stored["others_cpu_share"] is not None
+                                                                      and stored["others_cpu_share"] >= roofline.BUSY_SHARE)
     assert shown["roofline_ceiling"] == f"{figures.ceiling_tok_s:.0f} tok/s"
     assert shown["roofline_verdict"].split(" (")[0] in VERDICT_TEXTS.values()
     decode_tip = window.perf_panel._values["decode_avg"].toolTip()

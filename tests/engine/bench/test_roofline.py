@@ -17,7 +17,8 @@ from engine.events import Metrics
 
 
 def test_the_figures_follow_from_bytes_rate_and_bandwidth():
-    r = roofline.roofline(90_000_000, Metrics(kv_cache_bytes=10_000_000, decode_tok_s=50.0), 10e9, 0.0)
+    r = roofline.roofline(90_000_000, Metrics(kv_cache_bytes=10_000_000, decode_tok_s=50.0, generated_tokens=1),
+                          10e9, 0.0)
     assert r.bytes_per_token == 100_000_000 and r.achieved_bytes_s == pytest.approx(5e9)
     assert r.ceiling_tok_s == pytest.approx(100.0) and r.share == pytest.approx(0.5)
     assert r.verdict == "bandwidth-bound"
@@ -37,11 +38,90 @@ def test_no_bandwidth_no_ceiling_and_no_share():
     assert r.ceiling_tok_s is None and r.share is None and r.verdict is None and r.achieved_bytes_s == 500
 
 
+def test_the_kv_bytes_read_per_step_are_the_cache_at_the_replys_mean_length():
+    # 100 prompt tokens, 51 generated: the cache holds 150 positions; the timed steps read 100 + 25.5 on average
+    assert roofline.kv_read_per_token(Metrics(kv_cache_bytes=150_000, prompt_tokens=100, generated_tokens=51)) == 125_500
+    # one token (no decode step timed) or no cache: the measured bytes as they are
+    assert roofline.kv_read_per_token(Metrics(kv_cache_bytes=150_000, prompt_tokens=150, generated_tokens=1)) == 150_000
+    assert roofline.kv_read_per_token(Metrics(prompt_tokens=10, generated_tokens=5)) == 0
+
+
+DAY = 24 * 3600.0
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize("entry, reason", [
+    (None, "missing"),
+    ({"read_bytes_s": 2e10, "measured_at": NOW - DAY}, "load unknown"),  # kept before the load was
+    ({"read_bytes_s": 2e10, "measured_at": NOW - DAY, "others_cpu_share": None}, "load unknown"),
+    ({"read_bytes_s": 2e10, "measured_at": NOW - DAY, "others_cpu_share": roofline.BUSY_SHARE}, "busy"),
+    ({"read_bytes_s": 2e10, "measured_at": NOW - DAY, "others_cpu_share": 0.9}, "busy"),
+    ({"read_bytes_s": 2e10, "measured_at": NOW - 31 * DAY, "others_cpu_share": 0.0}, "old"),
+    ({"read_bytes_s": 2e10, "measured_at": NOW + DAY, "others_cpu_share": 0.0}, "old"),  # the clock moved back
+    ({"read_bytes_s": 2e10, "others_cpu_share": 0.0}, "old"),  # no date
+    ({"read_bytes_s": 2e10, "measured_at": NOW - 29 * DAY, "others_cpu_share": 0.1}, None),
+    ({"read_bytes_s": 2e10, "measured_at": NOW, "others_cpu_share": 0.0}, None),
+])
+def test_when_a_stored_bandwidth_no_longer_stands(entry, reason):
+    assert roofline.stale_reason(entry, NOW) == reason
+
+
+def test_a_figure_taken_under_load_never_replaces_a_quiet_one():
+    quiet_old = {"read_bytes_s": 3e10, "measured_at": NOW - 40 * DAY, "others_cpu_share": 0.05}
+    busy_new = {"read_bytes_s": 1.8e10, "measured_at": NOW, "others_cpu_share": 0.6}
+    quiet_new = {"read_bytes_s": 2.9e10, "measured_at": NOW, "others_cpu_share": 0.0}
+    legacy = {"read_bytes_s": 1.8e10, "measured_at": NOW - DAY}
+    assert roofline.better_of(quiet_old, busy_new) is quiet_old
+    assert roofline.better_of(quiet_old, quiet_new) is quiet_new
+    assert roofline.better_of(busy_new, quiet_new) is quiet_new
+    assert roofline.better_of(legacy, busy_new) is busy_new  # neither quiet: the newer
+
+
+def _store(home, entry):
+    (home / roofline.BANDWIDTH_FILE).write_text(json.dumps({"cpu": entry}), encoding="utf-8")
+
+
+def test_a_bandwidth_stored_under_load_is_measured_again_on_a_quiet_machine(home):
+    busy = {"read_bytes_s": 1.0, "measured_at": time.time() - DAY, "others_cpu_share": 0.6}
+    _store(home, busy)
+    assert roofline.measure_and_store("cpu", others_now=0.9) == busy  # still busy: kept, and it says so
+    fresh = roofline.measure_and_store("cpu", others_now=0.0)  # quiet now: measured again, stamped
+    assert fresh["read_bytes_s"] > 1.0 and fresh["measured_at"] > busy["measured_at"]
+    assert isinstance(fresh["others_cpu_share"], float) and roofline.stored_bandwidth("cpu") == fresh
+
+
+def test_an_unstamped_bandwidth_is_measured_again_on_a_quiet_machine(home):
+    legacy = {"read_bytes_s": 1.0, "measured_at": time.time() - DAY}  # kept before the load was kept with it
+    _store(home, legacy)
+    assert roofline.measure_and_store("cpu", others_now=0.9) == legacy
+    again = roofline.measure_and_store("cpu", others_now=0.0)
+    assert again["measured_at"] > legacy["measured_at"] and roofline.stored_bandwidth("cpu") == again
+
+
+def test_an_old_bandwidth_is_measured_again_on_a_quiet_machine(home):
+    old = {"read_bytes_s": 1.0, "measured_at": time.time() - 45 * DAY, "others_cpu_share": 0.0}
+    _store(home, old)
+    assert roofline.measure_and_store("cpu", others_now=0.9) == old
+    again = roofline.measure_and_store("cpu", others_now=0.0)
+    # measured again; kept unless the new figure itself was taken under load (better_of, above)
+    assert roofline.stored_bandwidth("cpu") == again
+    assert again == old or (again["measured_at"] > old["measured_at"] and again["read_bytes_s"] > 1.0)
+
+
+def test_a_standing_bandwidth_is_not_measured_again(home):
+    standing = {"read_bytes_s": 1.0, "measured_at": time.time() - DAY, "others_cpu_share": 0.0}
+    _store(home, standing)
+    assert roofline.measure_and_store("cpu", others_now=0.0) == standing
+    forced = roofline.measure_and_store("cpu", force=True)  # "Measure again": whatever the load, stamped
+    assert forced["read_bytes_s"] > 1.0 and "others_cpu_share" in forced
+
+
 def test_the_bandwidth_is_measured_once_and_kept_in_the_data_folder(home):
     assert roofline.stored_bandwidth("cpu") is None
     first = roofline.measure_and_store("cpu")
     assert first["read_bytes_s"] > 0 and (home / roofline.BANDWIDTH_FILE).is_file()
-    assert roofline.measure_and_store("cpu") == first == roofline.stored_bandwidth("cpu")  # not measured again
+    # not measured again (told the machine is busy now, so even a first figure taken under load stands)
+    assert roofline.measure_and_store("cpu", others_now=1.0) == first == roofline.stored_bandwidth("cpu")
     again = roofline.measure_and_store("cpu", force=True)
     assert again["measured_at"] > first["measured_at"] and roofline.stored_bandwidth("cpu") == again
 
@@ -72,11 +152,18 @@ def test_chat_json_carries_the_roofline(tiny_model_dir, home, capsys):
     data = json.loads(capsys.readouterr().out)
     assert rc == 0
     r = data["roofline"]
-    assert r["kv_bytes"] == data["kv_cache_bytes"] > 0 and 0 < r["weights_bytes"] <= data["weights_bytes"]
+    # the cache at the reply's mean length: the prompt and half the reply, of the prompt + n − 1 positions it holds
+    held, mean = data["prompt_tokens"] + data["generated_tokens"] - 1, data["prompt_tokens"] + data["generated_tokens"] / 2
+    assert r["kv_bytes"] == round(data["kv_cache_bytes"] * mean / held) and 0 < r["kv_bytes"] < data["kv_cache_bytes"]
+    assert 0 < r["weights_bytes"] <= data["weights_bytes"]
     assert r["bytes_per_token"] == r["weights_bytes"] + r["kv_bytes"]
     assert r["tok_s"] == data["decode_tok_s"] and r["achieved_bytes_s"] == pytest.approx(
         r["bytes_per_token"] * data["decode_tok_s"])
-    assert r["bandwidth_bytes_s"] == roofline.stored_bandwidth("cpu")["read_bytes_s"]  # measured once, kept
+    stored = roofline.stored_bandwidth("cpu")
+    assert r["bandwidth_bytes_s"] == stored["read_bytes_s"]  # measured once, kept
+    # when and under what load it was measured travels with it
+    assert r["bandwidth_measured_at"] == stored["measured_at"] and r["bandwidth_measured_utc"].endswith("Z")
+    assert r["bandwidth_others_cpu_share"] == stored["others_cpu_share"]
     assert r["ceiling_tok_s"] == pytest.approx(r["bandwidth_bytes_s"] / r["bytes_per_token"])
     share = r["others_cpu_share"]  # unknown (None) only for a reply too short to watch (under 50 ms)
     assert r["verdict"] in roofline.VERDICTS and ((share is None and data["e2e_s"] < 0.05) or 0.0 <= share <= 1.0)
