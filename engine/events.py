@@ -132,6 +132,7 @@ class Metrics:
     context_tokens: int = 0  # positions of the context used: prompt + generated
     context_max: int = 0
     dropped_turns: int = 0
+    reuse_break: ReuseBreak | None = None  # where the prompt parted from the KV cache (as in ``Started``), if it did
     device: str = ""
     precision: str = ""
     # Speculative decoding (engine/speculate): who drafted ("prompt-lookup", "draft:NAME", "self"; "" when off),

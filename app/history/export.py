@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
+from typing import Any
 
 from app.history import versions
 from app.history.perf import PerfRecord
@@ -80,6 +81,13 @@ def _version(v: versions.Version) -> dict:
             "created": iso(v.created), "finish_reason": v.finish_reason, "perf": asdict(v.perf) if v.perf else None}
 
 
+def _cell(value: Any) -> Any:
+    """A performance figure as a CSV cell: "" for none, JSON for a structured one (where the cache broke)."""
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+
+
 def perf_to_csv(store: HistoryStore) -> str:
     """Every performance record in the history, one row per reply, with a header row."""
     out = io.StringIO()
@@ -90,7 +98,7 @@ def perf_to_csv(store: HistoryStore) -> str:
     for conv, message in store.all_perf_records():
         perf = asdict(message.perf)
         cells = ([conv.id, conv.title, message.id, iso(message.created), message.finish_reason or ""]
-                 + ["" if perf[f.name] is None else perf[f.name] for f in fields(PerfRecord)])
+                 + [_cell(perf[f.name]) for f in fields(PerfRecord)])
         writer.writerow([spreadsheet_safe(cell) for cell in cells])
     return out.getvalue()
 

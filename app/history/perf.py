@@ -13,7 +13,26 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from app.history.repair import as_number
+from engine.events import ReuseBreak
 from engine.fmt import format_bytes
+
+_BREAK_NUMBERS = ("position", "cached_tokens", "recomputed_tokens")
+_BREAK_TEXTS = ("role", "before", "now", "was", "changed_value", "was_value")
+
+
+def _reuse_break(raw: Any) -> ReuseBreak | None:
+    """A stored break (a dict, or the engine's ``ReuseBreak``) checked field by field; None when it is not one."""
+    if isinstance(raw, ReuseBreak):
+        return raw
+    if not isinstance(raw, dict):
+        return None
+    numbers = {name: raw.get(name) for name in _BREAK_NUMBERS}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in numbers.values()):
+        return None
+    index = raw.get("message_index")
+    texts = {name: raw.get(name) if isinstance(raw.get(name), str) else "" for name in _BREAK_TEXTS}
+    return ReuseBreak(message_index=index if isinstance(index, int) and not isinstance(index, bool) and index >= 0
+                      else None, **numbers, **texts)
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,8 @@ class PerfRecord:
     kv_cache_bytes_formula_no_gqa: int | None = None
     context_tokens: int | None = None
     context_max: int | None = None
+    # Where the prompt parted from the KV cache (the "Why this TTFT" marker and hint), kept in the same JSON.
+    reuse_break: ReuseBreak | None = None
 
     @classmethod
     def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
@@ -62,6 +83,8 @@ class PerfRecord:
             raw = data.get(f.name)
             if f.name in ("device", "precision"):
                 values[f.name] = raw if isinstance(raw, str) else None
+            elif f.name == "reuse_break":
+                values[f.name] = _reuse_break(raw)
             else:
                 num = as_number(raw)
                 is_count = str(f.type).startswith("int")  # tokens, bytes, positions: whole numbers

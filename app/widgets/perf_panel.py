@@ -302,6 +302,8 @@ class PerfPanel(QWidget):
         record = next((m.perf for m in reversed(list(messages)) if getattr(m, "perf", None) is not None), None)
         self.reset()
         self.show_metrics(record, final=True)
+        if record is not None:  # and where its prompt parted from the cache (the record keeps the break)
+            self.ttft_view.show_started(record)
 
     def show_metrics(self, metrics: Any, final: bool = False) -> None:
         """Show a Metrics snapshot (live, coalesced further to ~5 per second) or the final one, at once."""

@@ -2487,6 +2487,14 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <source> (other programs used {share} % of the processor)</source>
         <translation>（其他程序占用了 {share} % 的处理器）</translation>
     </message>
+    <message>
+        <source>, measured {when}</source>
+        <translation>，测于 {when}</translation>
+    </message>
+    <message>
+        <source> while other programs used {share} % of the processor</source>
+        <translation>，测量时其他程序占用了 {share} % 的处理器</translation>
+    </message>
 </context>
 <context>
     <name>SearchTab</name>
@@ -3296,6 +3304,34 @@ Result ({ms} ms):
     <message>
         <source>, then ~{time} to prefill the kept conversation again</source>
         <translation>，之后重新预填充保留的对话约需 {time}</translation>
+    </message>
+    <message>
+        <source>the chat template&apos;s markup</source>
+        <translation>聊天模板的标记</translation>
+    </message>
+    <message>
+        <source>the system prompt</source>
+        <translation>系统提示词</translation>
+    </message>
+    <message>
+        <source>message {n} (yours)</source>
+        <translation>第 {n} 条消息（你的）</translation>
+    </message>
+    <message>
+        <source>message {n} (a reply)</source>
+        <translation>第 {n} 条消息（回复）</translation>
+    </message>
+    <message>
+        <source>token {position} in {where}: “{before}⟦{now}⟧” (the cache had “⟦{was}⟧”)</source>
+        <translation>{where}中的第 {position} 个 token：“{before}⟦{now}⟧”（缓存中是“⟦{was}⟧”）</translation>
+    </message>
+    <message>
+        <source>{where} changed at “{value}” (was “{was}”), so {n} tokens were recomputed.</source>
+        <translation>{where}在“{value}”处变了（原来是“{was}”），所以重新计算了 {n} 个 token。</translation>
+    </message>
+    <message>
+        <source>{where} changed there, so {n} tokens were recomputed.</source>
+        <translation>{where}在这里变了，所以重新计算了 {n} 个 token。</translation>
     </message>
 </context>
 <context>

@@ -79,6 +79,7 @@ class _Timeline:
     parts: list[str] = field(default_factory=list)  # each token's part: reasoning or answer
     peak_rss: int = 0
     speculator: Any = None  # engine.speculate.loop.Speculator while a reply decodes speculatively
+    reuse_break: Any = None  # engine.events.ReuseBreak: where the prompt parted from the cache, if it did
 
 
 class ChatSession:
@@ -293,6 +294,7 @@ class ChatSession:
             # Keep at least the last prompt token to compute: its logits choose the first reply token.
             reused = min(common_prefix(runner.cached_ids, ids), len(ids) - 1)
             broke = find_break(self.loaded.tokenizer, runner.cached_ids, ids, messages, prompt.dropped_turns)
+            timeline.reuse_break = broke
             runner.crop(reused)
             reused = runner.cached_len  # a runner that cannot crop starts over
             timeline.reused_tokens, timeline.prefill_tokens = reused, len(ids) - reused
@@ -430,6 +432,7 @@ class ChatSession:
             context_tokens=tl.prompt_tokens + n,
             context_max=facts.context_length,
             dropped_turns=tl.dropped_turns,
+            reuse_break=tl.reuse_break,
             device=facts.device,
             precision=facts.precision,
             **reasoning_metrics(tl.parts, times, tl.t_submit),  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from engine.events import Finished, Message, Metrics, Started, Token, TopCandida
 DESIGN_METRICS = """prompt_tokens prefill_tokens reused_tokens generated_tokens ttft_s prefill_s prefill_tok_s
 decode_tok_s itl_s tpot_s e2e_s ttft_thought_s ttft_answer_s thinking_tokens thinking_s kv_cache_bytes
 kv_cache_bytes_allocated kv_cache_bytes_formula kv_cache_bytes_formula_no_gqa weights_bytes peak_memory_bytes
-context_tokens context_max dropped_turns device precision speculation drafts draft_tokens accepted_tokens
+context_tokens context_max dropped_turns reuse_break device precision speculation drafts draft_tokens accepted_tokens
 target_steps acceptance_rate tokens_per_step masked_tokens mask_wait_s mask_build_s""".split()
 
 

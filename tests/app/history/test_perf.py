@@ -16,3 +16,26 @@ def test_from_metrics_keeps_the_known_fields_and_the_footer_says_them():
     assert perf.weights_bytes == 269_060_000 and perf.peak_memory_bytes is None and perf.precision == "bf16"
     assert perf.footer() == "41.8 tok/s · TTFT 86 ms · 128 tokens · KV 2.9 MiB"
     assert PerfRecord(model="m").footer() == ""
+
+
+BREAK = {"position": 12, "cached_tokens": 40, "recomputed_tokens": 31, "message_index": 0, "role": "system",
+         "before": "Today is 2026-12-0", "now": "3. Be brief.", "was": "2. Be brief.", "changed_value": "2026-12-03",
+         "was_value": "2026-12-02"}
+
+
+def test_where_the_cache_stopped_matching_is_kept_in_the_record_and_read_back():
+    import json
+
+    from engine.events import ReuseBreak
+
+    perf = PerfRecord.from_metrics({**METRICS, "reuse_break": BREAK}, "m")
+    assert perf.reuse_break == ReuseBreak(**BREAK)
+    assert PerfRecord.from_dict(json.loads(perf.to_json())) == perf  # the stored JSON reads back the same
+    assert PerfRecord.from_metrics(METRICS, "m").reuse_break is None  # a record saved before it was kept
+
+
+def test_a_damaged_stored_break_is_dropped_not_shown():
+    for damaged in ({**BREAK, "position": "12"}, {**BREAK, "recomputed_tokens": -1}, "token 12", [BREAK]):
+        assert PerfRecord.from_dict({"model": "m", "reuse_break": damaged}).reuse_break is None
+    odd = PerfRecord.from_dict({"model": "m", "reuse_break": {**BREAK, "message_index": "0", "now": 3}})
+    assert odd.reuse_break.message_index is None and odd.reuse_break.now == ""  # wrong types: the neutral value

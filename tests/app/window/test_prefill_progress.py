@@ -1,17 +1,19 @@
 """Issue 30 in the real window on the real default model, with the app's style sheet, in English and Chinese: a second
 turn whose system prompt changed (Settings' system prompt with a date) shows the "Cache stopped matching" marker in
-the system prompt and the hint naming the changed date and the tokens recomputed; a long prompt's prefill progress
+the system prompt and the hint naming the changed date and the tokens recomputed (in Chinese with no English word
+outside the quoted tokens), and again when the conversation is reopened (kept with the reply's figures); a long prompt's prefill progress
 arrives in order, ends at 100 %, and shows in percent in the waiting reply's footer and in the panel."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 
 from app.history.store import HistoryStore
 from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, settings, styled  # noqa: F401
-from tests.app.ui.test_i18n import chinese, zh_translations  # noqa: F401 (fixtures)
+from tests.app.ui.test_i18n import _english_left, chinese, zh_translations  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 LONG = " ".join(f"Sentence {i} of a long message about caching keys and values." for i in range(60))
@@ -61,7 +63,15 @@ def test_a_changed_date_in_the_system_prompt_is_marked_and_explained(qtbot, wind
     assert str(recomputed) in hint
     if language == "en":
         assert "system prompt" in marker and hint.startswith("The system prompt changed at “2026-12-03”")
+    else:  # the quoted tokens are the conversation's own text; every word around them is Chinese
+        assert _english_left(re.sub(r"“[^”]*”", " ", shown), []) == [] and "系统提示词" in marker
     assert ttft.values["break"].isVisible() and ttft.values["break"].width() <= ttft.width()
+    # reopened: the marker and the hint come back with the reply's stored figures
+    cid = window.current_conversation()
+    window.on_new_chat_triggered()
+    assert ttft.shown()["break"] == "—"
+    window.open_conversation(cid)
+    assert ttft.shown()["break"] == shown
 
 
 def test_prefill_progress_arrives_in_order_ends_at_100_and_shows_in_the_bubble(qtbot, window, language):
