@@ -69,12 +69,23 @@ def _window_run(key: str, quick: bool, spec: Any, timeout_s: float) -> dict[str,
     return {"seconds": round(seconds, 2), "threads": threads, "summary": getattr(result, "summary", {})}
 
 
+def _last_progress(stderr: bytes | str | None) -> str:
+    """The child's last progress line (``[  59.1 s   5.0%] KV cache on: …``), or "none"."""
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else (stderr or "")
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip().startswith("[")]
+    return lines[-1] if lines else "none"
+
+
 def _cli_run(key: str, quick: bool, args: argparse.Namespace, timeout_s: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="miaohui-lab-bench-") as out:
         command = [sys.executable, "-m", "engine", "lab", "--only", key, "--out", out, "--model", args.model,
                    "--precision", args.precision, "--device", args.device, *(["--quick"] if quick else [])]
         t0 = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:  # one line, with how far it got: crawling on a busy machine or stuck
+            raise SystemExit(f"lab_bench: engine lab passed its {timeout_s:.0f} s limit (--timeout); its last progress "
+                             f"line: {_last_progress(exc.stderr)}") from None
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise SystemExit(f"lab_bench: engine lab failed (exit {done.returncode}): {tail[0]}")
