@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QDateTime, QLocale, QObject, Qt, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QDateTime, QObject, Qt, Slot
 from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui import accessibility
@@ -197,7 +197,7 @@ class RooflineView(QWidget):
         entry = self._entry or {}
         at, share = entry.get("measured_at"), entry.get("others_cpu_share")
         if isinstance(at, (int, float)):
-            when = QLocale().toString(QDateTime.fromSecsSinceEpoch(int(at)), QLocale.FormatType.ShortFormat)
+            when = QDateTime.fromSecsSinceEpoch(int(at)).toString("yyyy-MM-dd HH:mm")  # one form in every language
             text += self.tr(", measured {when}").format(when=when)
         if isinstance(share, (int, float)) and share >= rl.BUSY_SHARE:
             text += self.tr(" while other programs used {share} % of the processor").format(share=f"{100 * share:.0f}")
