@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from typing import Any, Callable
 
 from engine.events import Finished
@@ -73,15 +74,16 @@ def roofline_check(model: str, precision: str, device: str, tokens: int = 128, r
     progress("engine bench's bandwidth, measured now")
     watch = CpuWatch()
     bandwidth = measure_bandwidth(loaded.facts.device)
-    bandwidth_others = watch.others_share()
+    bandwidth_at, bandwidth_others = time.time(), watch.others_share()
     weights = weights_read_per_token(loaded)
     bench_runs: list[dict[str, Any]] = []
     chat_runs: list[dict[str, Any]] = []
     for rep in range(plan.reps):
         for side in rotated(("bench", "chat"), rep):
             progress(f"rep {rep + 1}/{plan.reps} {'engine bench decode' if side == 'bench' else 'engine chat --json'}")
-            if side == "bench":
-                bench_runs.append(decode(fastpath))
+            if side == "bench":  # with other processes' CPU time during the reply, as the chat side has
+                reply_watch = CpuWatch()
+                bench_runs.append({**decode(fastpath), "_others": reply_watch.others_share()})
             else:  # engine chat --json: the roofline object built for one reply (its CPU watch starts here)
                 figures = local_roofline(loaded)
                 data = result_json(_chat_reply(ChatSession(loaded), prompts["short"], plan.tokens), loaded.facts,
@@ -89,7 +91,9 @@ def roofline_check(model: str, precision: str, device: str, tokens: int = 128, r
                 chat_runs.append({**data["roofline"], "generated_tokens": data["generated_tokens"]})
     rate = _median([r["decode_tok_s"] for r in bench_runs])
     kv = int(_median([r["_kv_read_bytes"] for r in bench_runs]) or 0)
-    bench = Roofline(weights, kv, rate, bandwidth.read_bytes_s, bandwidth_others).to_dict()
+    bench = Roofline(weights, kv, rate, bandwidth.read_bytes_s, _median([r["_others"] for r in bench_runs]),
+                     bandwidth_measured_at=bandwidth_at,
+                     bandwidth_others_cpu_share=bandwidth_others).to_dict()
     bench.update(decode_tok_s_runs=[r["decode_tok_s"] for r in bench_runs])
     chat = dict(chat_runs[0])
     for key in ("tok_s", "kv_bytes", "bytes_per_token", "achieved_bytes_s", "ceiling_tok_s", "share",
