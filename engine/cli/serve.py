@@ -10,7 +10,8 @@ port that cannot be bound, a model, ``--speculative`` or ``--kv`` value that can
 status 2. ``--kv int8`` gives every conversation an 8-bit KV cache (as ``engine chat --kv``).
 ``--speculative prompt-lookup|draft:MODEL|self`` is parsed as ``engine chat`` parses it (``SpeculationConfig.parse``)
 and serves one request at a time (drafts verify one sequence per forward): one line says so rather than refusing
-the default ``--parallel``. ``--kv-store DIR`` keeps the conversations' KV caches across restarts
+the default ``--parallel``. ``--prefix-cache-mb`` bounds the blocks shared between conversations (``engine.generate.
+kv_blocks``). ``--kv-store DIR`` keeps the conversations' KV caches across restarts
 (``engine.serve.prefix``; ``--kv-store-mb`` bounds the folder). Owns argument parsing only; the server is ``engine.serve``, imported when the command
 runs so ``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
 """
@@ -34,6 +35,7 @@ DEFAULT_SESSIONS = 4  # engine.serve.sessions.DEFAULT_SIZE
 DEFAULT_PARALLEL = 4  # engine.serve.batching.DEFAULT_PARALLEL
 MAX_PARALLEL = 64  # engine.serve.batching.MAX_PARALLEL
 DEFAULT_KV_STORE_MB = 2048  # engine.generate.kv_store.DEFAULT_BUDGET_BYTES
+DEFAULT_PREFIX_CACHE_MB = 256  # engine.generate.kv_blocks.DEFAULT_BUDGET_BYTES
 SERVER_PACKAGES = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
 
 
@@ -67,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "conversation takes their place) and reuse them after a restart; default: none")
     parser.add_argument("--kv-store-mb", type=int, default=DEFAULT_KV_STORE_MB,
                         help=f"most MiB --kv-store keeps, least recently used deleted first (default {DEFAULT_KV_STORE_MB})")
+    parser.add_argument("--prefix-cache-mb", type=int, default=DEFAULT_PREFIX_CACHE_MB,
+                        help="most MiB of KV blocks shared between conversations that start alike (a system prompt), "
+                             f"least recently used evicted first; 0: no sharing (default {DEFAULT_PREFIX_CACHE_MB})")
     parser.add_argument("--kv", default="auto", metavar="auto|int8",
                         help="the KV cache's precision, as engine chat's: int8 holds about half the bytes per "
                              "conversation (fast runner only; default: %(default)s)")
@@ -88,6 +93,8 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
         return f"--sessions must be at least 1 (got {args.sessions})"
     if not 1 <= args.parallel <= MAX_PARALLEL:
         return f"--parallel must be between 1 and {MAX_PARALLEL} (got {args.parallel})"
+    if args.prefix_cache_mb < 0:
+        return f"--prefix-cache-mb must be at least 0 (got {args.prefix_cache_mb})"
     if args.kv_store_mb < 1:
         return f"--kv-store-mb must be at least 1 (got {args.kv_store_mb})"
     if args.kv_store is not None and (not args.kv_store.strip() or os.path.exists(args.kv_store)
@@ -171,7 +178,8 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
 
             store = KVStore(Path(args.kv_store).expanduser(), args.kv_store_mb << 20)
         worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions, parallel=args.parallel,
-                        speculation=speculation(args), kv_store=store).start()
+                        speculation=speculation(args), kv_store=store,
+                        prefix_cache_bytes=args.prefix_cache_mb << 20).start()
         if worker.batching_refused:
             print(f"serving one request at a time: {worker.batching_refused}", file=sys.stderr, flush=True)
         app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)

@@ -27,6 +27,10 @@ ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 
 ``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
 (``engine.generate.kv_cache``; attention then always in fp32 products, no exactness promise). ``attend_position``
 writes and attends one token's K and V for the eager step, ``engine.generate.batched`` and ``engine.speculate``.
+``attach(prefix)`` starts a dense eager runner's cache with a prefix shared copy-free from a pool
+(``engine.generate.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
+(bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
+publishes the prompt's blocks there).
 
 Does not own which models qualify, the fused weights or the per-operation math (``engine.generate.llama_fused``),
 nor the choice between this runner and the plain one (``engine.generate.runners.make_runner``); does not know
@@ -49,6 +53,7 @@ from engine.generate.kv_cache import DenseKVCache, Int8KVCache
 from engine.generate.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
                                         weights_for)
 from engine.generate.rope_tables import context_rope, rope_tables
+from engine.generate.static_step import decode_static, mark_static
 from engine.generate.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
@@ -109,6 +114,7 @@ class FastRunner(ModelRunner):
         self._sin_long: tuple[torch.Tensor, ...] = ()
         self._rotary = model.model.rotary_emb
         self._device = device
+        self.on_prefilled: Callable[["FastRunner"], None] | None = None  # after a prefill's last chunk
         self._grow(self._max_positions if static else min(initial_capacity, self._max_positions))
         self.compile_s: float | None = None
         self._step: Callable[..., torch.Tensor] = self._decode_static if static else self._decode_eager
@@ -128,29 +134,20 @@ class FastRunner(ModelRunner):
                 self._mark_static()
 
     def _mark_static(self) -> None:
-        """Tell dynamo the tensors the step reads live at fixed addresses (as transformers' StaticCache
-        does): CUDA graphs then read them in place instead of copying weights and cache in per replay,
-        and in-place cache writes do not disable the graph."""
-        tensors = [*self._kv.tensors(), *self._cos, *self._sin, *self._cos_long, *self._sin_long, self._positions, self._pos_t, self._step_input,
-                   self._w.embed, self._w.final_norm, self._w.lm_head, self._w.embed_scale]
-        for layer in self._w.layers:
-            tensors += [layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm, layer.gate_up, layer.down, layer.qkv_bias,
-                        layer.o_bias, layer.gate_up_bias, layer.down_bias, layer.qk_norm, layer.post_attn_norm,
-                        layer.post_mlp_norm]
-        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]  # quantized modules hold their own
-        try:
-            for tensor in tensors:
-                torch._dynamo.mark_static_address(tensor)
-        except Exception as exc:  # noqa: BLE001  (only costs speed)
-            log.warning("could not mark static addresses: %s", exc)
+        mark_static(self)
 
     # -- cache -------------------------------------------------------------------------------------
-    def _grow(self, capacity: int) -> None:
-        """(Re)allocate the cache and RoPE tables for ``capacity`` positions, keeping what is cached."""
+    def _grow(self, capacity: int, own: int | None = None) -> None:
+        """Grow the cache to ``own`` positions of its own (default ``capacity``; fewer after a shared prefix) and the
+        RoPE tables to ``capacity`` positions, each only if larger, keeping what is cached."""
         w = self._w
-        self._kv.grow(capacity)
-        if self._kv8 is None:  # the dense buffers and per-layer views, as batched steps and snapshots read them
-            self._k, self._v, self._k_layers, self._v_layers = self._kv.k, self._kv.v, *self._kv.layers()
+        own = capacity if own is None else own
+        if own > self._kv.capacity:
+            self._kv.grow(own)
+            if self._kv8 is None:  # the dense buffers and per-layer views, as batched steps and snapshots read them
+                self._k, self._v, self._k_layers, self._v_layers = self._kv.k, self._kv.v, *self._kv.layers()
+        if capacity <= self._capacity:
+            return
         with torch.inference_mode():
             probe = torch.empty(1, dtype=self._dtype, device=self._device)
             (self._cos, self._sin), long = rope_tables(self._rotary, w.rope_kinds, capacity, self._long_after, probe)
@@ -165,24 +162,39 @@ class FastRunner(ModelRunner):
     def _ensure(self, positions: int) -> None:
         if positions > self._max_positions:
             raise ValueError(f"{positions} positions exceed the model's context of {self._max_positions}")
-        if positions > self._capacity:
-            capacity = self._capacity
+        own = positions - self._kv.base  # positions after a shared prefix are the cache's own
+        if positions > self._capacity or own > self._kv.capacity:
+            capacity, own_capacity = self._capacity, max(1, self._kv.capacity)
             while capacity < positions:
                 capacity *= 2
-            self._grow(min(capacity, self._max_positions))
+            while own_capacity < own:
+                own_capacity *= 2
+            self._grow(min(capacity, self._max_positions), min(own_capacity, self._max_positions))
 
     def reset(self) -> None:
-        """Forget every cached position (the buffers stay allocated for reuse)."""
+        """Forget every cached position (the buffers stay allocated for reuse; a shared prefix is released)."""
+        if self._kv.prefix is not None:
+            self._kv.detach()
         self._ids = []
         self._dirty = False
 
     def crop(self, n: int) -> None:
-        """Keep the first ``n`` positions: O(1), later positions are simply overwritten."""
-        del self._ids[max(0, n):]
+        """Keep the first ``n`` positions: O(1), later positions are simply overwritten. Inside a shared prefix, only
+        its whole blocks up to ``n`` stay (``cached_len`` says how many)."""
+        del self._ids[self._kv.shorten(max(0, n)) if n < self._kv.base else max(0, n):]
+
+    def attach(self, prefix: Any) -> None:
+        """Hold ``prefix`` (an ``engine.generate.kv_blocks.SharedPrefix``) as the cached positions, read in place;
+        what was cached is forgotten. ``ValueError`` for a static or 8-bit cache (they cannot read a pool)."""
+        if self._static or self._kv8 is not None:
+            raise ValueError("only a dense eager cache reads a shared prefix")
+        self._kv.attach(prefix)
+        self._ids, self._dirty = list(prefix.ids), False
 
     def kv_bytes(self) -> tuple[int, int]:
-        """(filled, allocated) bytes of the key and value buffers (an int8 cache's scales included)."""
-        return self._kv.bytes_per_position * len(self._ids), self._kv.nbytes
+        """(filled, allocated) bytes of the key and value buffers (an int8 cache's scales included; a shared prefix
+        is the pool's, not counted here)."""
+        return self._kv.bytes_per_position * (len(self._ids) - self._kv.base), self._kv.nbytes
 
     def attend_position(self, index: int, pos: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         window: int | None) -> torch.Tensor:
@@ -193,10 +205,10 @@ class FastRunner(ModelRunner):
         if self._kv8 is not None:
             self._kv8.write(index, pos, k[:, None], v[:, None])
             return self._kv8.attend_one(index, q, first, pos + 1, w.scaling, w.attn_softcap)
-        k_cache, v_cache = self._k_layers[index], self._v_layers[index]  # (KV, capacity, D)
-        k_cache.select(1, pos).copy_(k)
-        v_cache.select(1, pos).copy_(v)
-        k_seen, v_seen = k_cache[:, first:pos + 1], v_cache[:, first:pos + 1]
+        own = pos - self._kv.base  # after a shared prefix, the cache's own index of pos
+        self._k_layers[index].select(1, own).copy_(k)  # (KV, capacity, D) per layer
+        self._v_layers[index].select(1, own).copy_(v)
+        k_seen, v_seen = self._kv.read(index, first, pos + 1)  # views (a shared prefix: joined to them)
         if w.attn_softcap is not None:
             return capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
         if self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu):
@@ -306,48 +318,7 @@ class FastRunner(ModelRunner):
         return w.cap_logits(plan.head(norm(x, plan.final_norm)))  # (1, vocab)
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """The decode step with fixed shapes: ``token`` and ``pos`` are (1,) tensors, attention spans
-        the whole capacity with positions after ``pos`` (and, for a sliding layer, before its window)
-        masked. Capturable as one CUDA graph."""
-        w = self._w
-        heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
-        groups = heads // kvh
-        ropes = [(cos.index_select(0, pos), sin.index_select(0, pos))  # (1, head_dim) each
-                 for cos, sin in zip(self._cos, self._sin)]
-        if self._long_after is not None:  # longrope: the long set once pos + 1 passes the original context
-            long = pos + 1 > self._long_after
-            ropes = [(torch.where(long, cos_l.index_select(0, pos), cos), torch.where(long, sin_l.index_select(0, pos), sin))
-                     for (cos, sin), cos_l, sin_l in zip(ropes, self._cos_long, self._sin_long)]
-        visible = {None: self._positions <= pos}  # (capacity,) per window
-        x = embed(w.embed, token)  # (1, d)
-        if w.embed_scale is not None:
-            x = x * w.embed_scale
-        norm = w.norm
-        for index, layer in enumerate(w.layers):
-            if layer.window not in visible:
-                visible[layer.window] = visible[None] & (self._positions > pos - layer.window)
-            h = norm(x, layer.attn_norm)
-            qkv = project(h, layer.qkv, layer.qkv_bias)
-            qk = qkv[:, :(heads + kvh) * dim].view(heads + kvh, dim)
-            if layer.qk_norm is not None:
-                qk = norm(qk, layer.qk_norm)
-            qk = rotate(qk, *ropes[layer.rope])  # (H+KV, D)
-            self._kv.write_at(index, pos, qk[heads:, None, :], qkv[:, (heads + kvh) * dim:].view(kvh, 1, dim))
-            k_cache, v_cache = self._kv.read(index, 0, self._capacity)  # int8: the capacity dequantized
-            scores = torch.matmul(qk[:heads].view(kvh, groups, dim), k_cache.transpose(1, 2)) * w.scaling
-            if w.attn_softcap is not None:
-                scores = torch.tanh(scores / w.attn_softcap) * w.attn_softcap
-            scores = scores.masked_fill(~visible[layer.window], float("-inf"))  # (KV, G, capacity)
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self._dtype)
-            attn = torch.matmul(probs, v_cache)  # (KV, G, D)
-            out = project(attn.view(1, heads * dim), layer.o, layer.o_bias)
-            x = x + (out if layer.post_attn_norm is None else norm(out, layer.post_attn_norm))
-            h = norm(x, layer.mlp_norm)
-            gate_up = project(h, layer.gate_up, layer.gate_up_bias)
-            out = project(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down,
-                          layer.down_bias)
-            x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
-        return w.cap_logits(project(norm(x, w.final_norm), w.lm_head))
+        return decode_static(self, token, pos)
 
     def _maybe_compile(self) -> None:
         """Compile the step once, on first use; any failure leaves the eager step in place."""
@@ -382,6 +353,8 @@ class FastRunner(ModelRunner):
             logits = self._forward_chunk(ids_t[done:end], len(self._ids), long=self._long(len(self._ids) + total - done))
             self._ids.extend(ids[done:end])
             done = end
+            if done == total and self.on_prefilled is not None:
+                self.on_prefilled(self)
             yield done, logits if done == total else None
 
     def verify(self, ids: Sequence[int]) -> torch.Tensor:

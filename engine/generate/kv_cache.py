@@ -4,6 +4,10 @@ Both are preallocated (layers, kv_heads, capacity, head_dim), grown by ``FastRun
 (so crop stays O(1)) and read the same way: ``write`` a chunk of positions, ``write_at`` one position given as a
 tensor (the static step), ``read`` a span back in the model's dtype, ``tensors``/``nbytes``/``bytes_per_position``.
 
+A dense cache may start with a shared prefix (``attach``: an ``engine.generate.kv_blocks.SharedPrefix``, rows of a
+pool read in place): positions before its length (``base``) are the prefix's, the buffers hold position p at
+index p - base, and ``read`` joins the two (``SharedPrefix.join``), so a reader sees one span as before.
+
 ``Int8KVCache`` keeps keys and values as int8 with one fp16 scale per (layer, KV head, position). Owns ``quantize``
 (symmetric absmax rounding of each head's vector at one position) and the reads: ``attend_one`` (one query's
 attention straight from the int8 rows, the scales applied to the scores and to the probabilities instead of to the
@@ -27,6 +31,8 @@ which cache (``FastRunner(kv_precision=...)``) or the byte arithmetic of the est
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -60,7 +66,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torc
 
 class DenseKVCache:
     """K and V of every layer (layers, kv_heads, capacity, head_dim) in the model's dtype, with per-layer views
-    ``k_layers``/``v_layers`` made once per allocation (the decode step's per-token indexing stays cheap)."""
+    ``k_layers``/``v_layers`` made once per allocation (the decode step's per-token indexing stays cheap), after an
+    optional shared prefix of ``base`` positions (see the module docstring)."""
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         self._shape, self._dtype, self._device = (layers, kv_heads, head_dim), dtype, device
@@ -68,9 +75,11 @@ class DenseKVCache:
         self.k = self.v = torch.empty(0, dtype=dtype)
         self.k_layers: tuple[torch.Tensor, ...] = ()
         self.v_layers: tuple[torch.Tensor, ...] = ()
+        self.prefix: Any = None  # a SharedPrefix, or None
+        self.base = 0
 
     def grow(self, capacity: int) -> None:
-        """(Re)allocate for ``capacity`` positions, keeping the first ``self.capacity``."""
+        """(Re)allocate for ``capacity`` positions of its own, keeping the first ``self.capacity``."""
         layers, kv_heads, head_dim = self._shape
         k = torch.zeros((layers, kv_heads, capacity, head_dim), dtype=self._dtype, device=self._device)
         v = torch.zeros_like(k)
@@ -78,6 +87,37 @@ class DenseKVCache:
             k[:, :, :self.capacity], v[:, :, :self.capacity] = self.k, self.v
         self.k, self.v, self.capacity = k, v, capacity
         self.k_layers, self.v_layers = k.unbind(0), v.unbind(0)
+
+    # -- a shared prefix ------------------------------------------------------------------------------------
+    def attach(self, prefix: Any) -> None:
+        """Read ``prefix`` as the first positions (the own rows are forgotten); the previous prefix is released."""
+        self.detach()
+        self.prefix, self.base = prefix, len(prefix)
+
+    def detach(self) -> None:
+        """No shared prefix any more (its references released); the own rows are forgotten."""
+        if self.prefix is not None:
+            self.prefix.pool.release(self.prefix)
+        self.prefix, self.base = None, 0
+
+    def shorten(self, n: int) -> int:
+        """Keep at most the first ``n`` positions of the prefix (whole blocks, own rows forgotten): the new base."""
+        if self.prefix is not None and n < self.base:
+            from engine.generate.kv_blocks import BLOCK
+
+            shorter = self.prefix.shorter(n // BLOCK)
+            self.prefix, self.base = shorter, len(shorter) if shorter is not None else 0
+        return self.base
+
+    def rows(self, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """All layers' K and V of positions 0..end-1 (layers, kv_heads, end, head_dim): views when nothing is
+        shared, else copies of the prefix and the own rows joined."""
+        if self.prefix is None:
+            return self.k[:, :, :end], self.v[:, :, :end]
+        k, v = self.prefix.rows()
+        own = max(0, end - self.base)
+        return (torch.cat((k, self.k[:, :, :own]), dim=2)[:, :, :end],
+                torch.cat((v, self.v[:, :, :own]), dim=2)[:, :, :end])
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.k, self.v]
@@ -96,25 +136,35 @@ class DenseKVCache:
         return 2 * layers * kv_heads * head_dim * self.k.element_size()
 
     def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store ``k`` and ``v`` (kv_heads, n, head_dim) at positions start..start+n-1 of ``layer``."""
+        """Store ``k`` and ``v`` (kv_heads, n, head_dim) at positions start..start+n-1 of ``layer`` (>= ``base``)."""
+        start -= self.base
         self.k[layer, :, start:start + k.shape[1]] = k
         self.v[layer, :, start:start + v.shape[1]] = v
 
     def write_at(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store ``k`` and ``v`` (kv_heads, 1, head_dim) at the position the (1,) tensor ``pos`` holds."""
+        """Store ``k`` and ``v`` (kv_heads, 1, head_dim) at the position the (1,) tensor ``pos`` holds (the static
+        step: never with a shared prefix)."""
         self.k_layers[layer].index_copy_(1, pos, k)
         self.v_layers[layer].index_copy_(1, pos, v)
 
     def read(self, layer: int, first: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Positions first..end-1 of ``layer``: views (kv_heads, end - first, head_dim)."""
-        return self.k_layers[layer][:, first:end], self.v_layers[layer][:, first:end]
+        """Positions first..end-1 of ``layer`` (kv_heads, end - first, head_dim): views, or with a shared prefix the
+        prefix and the own rows joined (``SharedPrefix.join``)."""
+        if self.prefix is None:
+            return self.k_layers[layer][:, first:end], self.v_layers[layer][:, first:end]
+        k, v = self.prefix.join(layer, self.k_layers[layer][:, :end - self.base], self.v_layers[layer][:, :end - self.base])
+        return (k, v) if first == 0 else (k[:, first:], v[:, first:])
 
 
 class Int8KVCache:
     """K and V of every layer as int8 in one buffer (2, layers, kv_heads, capacity, head_dim; ``k`` and ``v`` are its
     halves) with fp16 scales (2, layers, kv_heads, capacity). One buffer for both: a token's K and V are quantized
     and stored in one call each, which matters at one token per step (each operation costs microseconds whatever its
-    size). Positions past what the runner counts as cached may hold stale values: never read, overwritten."""
+    size). Positions past what the runner counts as cached may hold stale values: never read, overwritten.
+    Never starts with a shared prefix (``base`` is always 0)."""
+
+    prefix = None
+    base = 0
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         self._shape = (layers, kv_heads, head_dim)

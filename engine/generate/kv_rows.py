@@ -7,7 +7,8 @@ runner hold ``ids`` with those rows in place of its cache, bit for bit what it w
 prompt reuses the common prefix exactly as an in-memory reuse would. Layouts:
 
 - the fast runner (``engine.generate.fastpath.FastRunner``, dense cache): "k" and "v", each (layers, kv_heads, n,
-  head_dim), read from and copied into its preallocated buffers (as ``engine.generate.batched`` reads them: kept
+  head_dim), read from (a shared prefix's rows joined first, ``engine.generate.kv_blocks``) and copied into its
+  preallocated buffers (as ``engine.generate.batched`` reads them: kept
   out of ``fastpath`` so that module stays the forward passes' alone). An 8-bit cache (``kv_precision="int8"``) is
   not exported: its scales' layout is its own module's, so such a session is simply recomputed on reopen;
 - the plain runner (``engine.generate.runner.ModelRunner``): "k.<layer>"/"v.<layer>", its own ``export_kv`` /
@@ -55,7 +56,8 @@ def export_rows(runner: Any, n: int | None = None) -> dict[str, torch.Tensor]:
         if not _dense(inner):
             return {}
         count = len(inner._ids) if n is None else max(0, min(n, len(inner._ids)))
-        return {"k": inner._k[:, :, :count], "v": inner._v[:, :, :count]}
+        k, v = inner._kv.rows(count)  # views; after a shared prefix, the pool's rows and the own ones joined
+        return {"k": k, "v": v}
     export = getattr(inner, "export_kv", None)
     return export(n) if export is not None else {}
 
@@ -76,6 +78,7 @@ def import_rows(runner: Any, ids: Sequence[int], rows: dict[str, torch.Tensor]) 
     if set(rows) != {"k", "v"} or any(tuple(t.shape) != shape or t.dtype != inner._k.dtype for t in rows.values()):
         raise ValueError("KV rows do not fit this cache: "
                          f"{[(name, tuple(t.shape), str(t.dtype)) for name, t in rows.items()]}, not {shape}")
+    inner.reset()  # a shared prefix is released: the rows go to the runner's own buffers from position 0
     inner._ensure(n)
     with torch.inference_mode():
         inner._k[:, :, :n].copy_(rows["k"])

@@ -144,6 +144,11 @@ class ChatSession:
         of the cached runner (built now if there is none yet)."""
         return identity_of(self.loaded, kv_precision(self._runner_for(True)))
 
+    def kv_runner(self) -> Runner:
+        """The runner whose cache the next reply (with a KV cache) uses, built now if there is none: a server shares
+        prefixes into it (``engine.serve.prefix``)."""
+        return self._runner_for(True)
+
     def snapshot(self, n: int | None = None) -> KVSnapshot | None:
         """The ids the cache holds (the first ``n``) and their rows, or None when there are none or the runner cannot
         export them exactly. The rows are views of the live cache: save or import them before this session's next

@@ -24,8 +24,11 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
   model cannot be batched (its runner is not the fast path's) and requests are served one at a time.
 - ``miaohui:kv_cache_bytes`` (gauge): measured bytes of the filled KV caches the server holds (every kept
   session); ``miaohui:kv_cache_usage_perc``: those bytes over the most the sessions can hold (each at the
-  model's full context), 0..1 - vLLM's "fraction of the KV cache in use", also as ``vllm:kv_cache_usage_perc``. vLLM's
-  block counts are left out: each session's cache is one contiguous buffer, not blocks (``engine.serve.prefix``).
+  model's full context), 0..1 - vLLM's "fraction of the KV cache in use", also as ``vllm:kv_cache_usage_perc``.
+- ``miaohui:kv_cache_blocks_used`` / ``miaohui:kv_cache_blocks_free`` (gauges): blocks of 16 positions held / still
+  free in the shared-prefix pool (``engine.generate.kv_blocks``; held includes unreferenced blocks kept as a cache,
+  evicted when room is needed), and ``vllm:cache_config_info`` with vLLM's ``block_size`` and ``num_gpu_blocks``
+  labels (the pool's size in blocks; "gpu" is vLLM's word for the device that holds them).
 - ``vllm:spec_decode_num_drafts`` / ``vllm:spec_decode_num_draft_tokens`` / ``vllm:spec_decode_num_accepted_tokens``
   (counters, exposed with ``_total``; ``miaohui:`` copies too), vLLM v1's names: decode steps that had a draft,
   tokens drafted, drafted tokens the model accepted, summed over each request's ``Metrics`` when it ends
@@ -100,6 +103,10 @@ class ServerMetrics:
         self.kv_bytes = gauge("kv_cache_bytes", "Bytes of the filled KV caches held")
         self.kv_usage = gauge("kv_cache_usage_perc", "KV cache bytes held over the most the sessions can hold (0..1)")
         self._vllm_kv_usage = gauge("kv_cache_usage_perc", "KV cache usage (0..1)", VLLM_PREFIX)
+        self._blocks_used = gauge("kv_cache_blocks_used", "Blocks held in the shared-prefix pool")
+        self._blocks_free = gauge("kv_cache_blocks_free", "Blocks free in the shared-prefix pool")
+        self._cache_config = Gauge(VLLM_PREFIX + "cache_config_info", "The KV block pool's configuration",
+                                   ("model_name", "block_size", "num_gpu_blocks"), registry=self.registry)
         self._spec = tuple(tuple(Counter(prefix + "spec_decode_" + name, doc, label, registry=self.registry)
                                  .labels(model_name) for prefix in (VLLM_PREFIX, PREFIX)) for name, doc in (
             ("num_drafts", "Speculative decode steps that had a draft"),
@@ -160,6 +167,12 @@ class ServerMetrics:
         usage = min(1.0, held_bytes / self.kv_capacity_bytes) if self.kv_capacity_bytes else 0.0
         self.kv_usage.set(usage)
         self._vllm_kv_usage.set(usage)
+
+    def blocks(self, used: int, free: int, block_size: int = 16) -> None:
+        """The shared-prefix pool's blocks (``engine.generate.kv_blocks``): held and free."""
+        self._blocks_used.set(used)
+        self._blocks_free.set(free)
+        self._cache_config.labels(self._model_name, str(block_size), str(used + free)).set(1)
 
     # -- reading (HTTP side) ------------------------------------------------------------------
     def render(self) -> bytes:

@@ -1,37 +1,42 @@
 """The server's prefix cache: a request's prompt starts from the longest token prefix any kept cache holds.
 
-Before a session prefills a prompt (``PrefixCache.prepare``), the prompt's token ids are compared with what every
-idle session of the ``SessionPool`` caches and, with ``engine serve --kv-store DIR``, with the snapshots saved in
-that folder (``engine.generate.kv_store``). When another session or a file shares more leading tokens than the
-routed session already holds (the same long system prompt in another conversation, a conversation reopened after a
-restart), those rows are copied into the routed session (``ChatSession.restore``): its prefill then starts after
-them, exactly as if it had computed them, and ``usage.prompt_tokens_details.cached_tokens`` and the vLLM counters
-count them as hits. A file that is stale or damaged is deleted and recomputed (``miaohui:kv_store_discarded``).
+Shared copy-free (issue 29): the fast runner's dense caches publish their full 16-token blocks into one
+``engine.generate.kv_blocks.BlockPool`` per server (at the end of each prompt's prefill, through the runner's
+``on_prefilled``, and when a request ends, its reply too), each block keyed by its tokens and all before it. Before a
+session prefills a prompt (``PrefixCache.prepare``), the pool's longest chain of blocks that starts the prompt is
+attached to the routed session's runner (``FastRunner.attach``) when it beats what that session already holds: the
+runner reads those rows in place, its own buffers hold only what follows, and its prefill starts after them,
+exactly as if it had computed them. The blocks are reference-counted while attached; unreferenced ones stay as a
+cache and are evicted least recently used first when the pool's byte budget (``--prefix-cache-mb``) is full.
+Shared tokens are whole blocks: a prompt shares ``16 * k`` tokens, as vLLM's prefix cache does.
+``usage.prompt_tokens_details.cached_tokens``, the vLLM prefix-cache counters and
+``miaohui:prefix_cache_shared_tokens_total`` count them; ``miaohui:kv_cache_blocks_used``/``_free`` report the pool.
 
-Copies, not shared blocks: the fast runner's cache is one preallocated tensor per sequence, read in place by its
-attention (``engine.generate.fastpath``), so sharing physical blocks between sequences would mean a block table
-in every attention call - a rewrite of the runner and the batched step, not a change here. A copy of N rows costs
-a memory copy of N x ``kv_bytes_per_token`` (a few ms for thousands of tokens on a CPU), against a prefill of N
-tokens; the memory is each session's own, bounded by ``--sessions`` as before. The block design left for later:
-fixed-size blocks (16 positions) in one pool with a free list, a block table per sequence, blocks keyed by the hash
-of their tokens and everything before them, reference-counted and evicted LRU when free, attention reading through
-the table (vLLM's paged attention).
+Copied rows, where a pool cannot apply: the plain runner (transformers' own cache and attention, any family) and an
+8-bit cache (its scales have no arena) still take a shared prefix by copying the rows of the idle session that
+holds the most of it (``ChatSession.restore``), as before the pool; at least ``MIN_SHARED_TOKENS``.
 
-Persistence: with a store, a session's cache is saved (key: a hash of its ids) when a request is about to
-overwrite most of it (another conversation took its slot) and for every session when the server closes
-(``save_all``); the store keeps its folder within its byte budget, least recently used first.
+Persistence: with ``engine serve --kv-store DIR`` the prompt's ids are also compared with the snapshots saved in that
+folder (``engine.generate.kv_store``); a longer saved prefix is restored (a copy into the session: a file is read
+anyway). A session's cache is saved (key: a hash of its ids) when a request is about to overwrite most of it
+(another conversation took its slot) and for every session when the server closes (``save_all``); the store keeps
+its folder within its byte budget, least recently used first. A file that is stale or damaged is deleted and
+recomputed (``miaohui:kv_store_discarded``).
 
 Runs on the thread that serves the request (it owns the routed session; a source session is borrowed, marked
-busy, for the copy). Owns the choice of source and the counting; not the routing (``sessions``), the file format
-or the folder (``engine.generate.kv_snapshot``, ``kv_store``).
+busy, for a copy); the publish at the end of a prefill runs where the forward ran (the batch engine's thread).
+Owns the choice of source and the counting; not the routing (``sessions``), the blocks (``kv_blocks``), the file
+format or the folder (``engine.generate.kv_snapshot``, ``kv_store``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Sequence
 
 from engine.generate.context import common_prefix
+from engine.generate.kv_blocks import DEFAULT_BUDGET_BYTES, BlockPool
 from engine.generate.kv_snapshot import KVIdentity, KVSnapshotError
 from engine.generate.kv_store import KVStore, key_for_ids
 from engine.serve.metrics import ServerMetrics
@@ -45,44 +50,99 @@ MIN_SHARED_TOKENS = 16
 
 
 class PrefixCache:
-    """Shares prompt prefixes between the sessions of ``pool`` and, given a ``store``, across restarts."""
+    """Shares prompt prefixes between the sessions of ``pool`` (copy-free through a ``BlockPool`` of at most
+    ``blocks_bytes``, where the runner allows) and, given a ``store``, across restarts."""
 
-    def __init__(self, pool: SessionPool, metrics: ServerMetrics, store: KVStore | None = None) -> None:
+    def __init__(self, pool: SessionPool, metrics: ServerMetrics, store: KVStore | None = None,
+                 blocks_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
         self._pool = pool
         self._metrics = metrics
         self.store = store
         self._identity: KVIdentity | None = None
+        self._blocks_bytes = blocks_bytes
+        self.blocks: BlockPool | None = None  # made for the first dense fast runner
+        self._lock = threading.Lock()
 
     def _identity_of(self, session: Any) -> KVIdentity:
         if self._identity is None:
             self._identity = session.kv_identity()
         return self._identity
 
+    def _blocks_for(self, runner: Any) -> BlockPool | None:
+        """The block pool ``runner`` (the fast runner inside a ``SlotRunner``) reads and publishes, or None."""
+        if getattr(runner, "attach", None) is None or getattr(runner, "_kv8", True) is not None \
+                or getattr(runner, "_static", True) or self._blocks_bytes <= 0:
+            return None
+        with self._lock:
+            if self.blocks is None:
+                self.blocks = BlockPool.for_runner(runner, self._blocks_bytes)
+                self._metrics.blocks(self.blocks.used_blocks, self.blocks.free_blocks)
+        return self.blocks if self.blocks.fits(runner) else None
+
     def prepare(self, slot: Slot, ids: Sequence[int]) -> None:
         """Before ``slot``'s session prefills ``ids``: give it the longest kept prefix of them it lacks."""
         session = slot.session
         usable = len(ids) - 1  # the session computes the last prompt token anyway: its logits choose the reply
+        runner = session.kv_runner()
+        inner = getattr(runner, "inner", runner)
+        blocks = self._blocks_for(inner)
+        if blocks is not None:
+            inner.on_prefilled = self.publish
         held = session.cached_ids()
         best = common_prefix(held, ids)
         if best >= usable:
             return
         if self.store is not None and len(held) > 1 and best < len(held) // 2:
             self._save(session)  # another conversation is about to overwrite most of this one
-        borrowed = self._pool.borrow(ids, slot)
-        if borrowed is not None:
-            source, shared = borrowed
-            try:
-                shared = min(shared, usable)
-                if shared >= MIN_SHARED_TOKENS and shared > best:
-                    session.restore(source.session.snapshot(shared))
-                    best = shared
-                    self._metrics.prefix_shared(shared)
-            except KVSnapshotError as exc:  # a runner that cannot take rows (an 8-bit cache): recompute
-                log.info("prefix not shared: %s", exc)
-            finally:
-                self._pool.release(source)
+        if blocks is not None:
+            shared = blocks.acquire(ids, usable)
+            if shared is not None and len(shared) > best:
+                inner.attach(shared)  # read in place: nothing copied
+                best = len(shared)
+                self._metrics.prefix_shared(best)
+            elif shared is not None:
+                blocks.release(shared)
+        else:
+            best = self._copy_from_session(slot, ids, usable, best)
         if self.store is not None:
             self._from_store(session, ids, usable, best)
+
+    def publish(self, runner: Any) -> None:
+        """Add the full blocks ``runner`` (a dense ``FastRunner``) caches to the pool (its prefill just ended, or its
+        request did); on the thread that ran its forwards, or one it has finished with."""
+        blocks = self.blocks
+        if blocks is None or not blocks.fits(runner):
+            return
+        kv = runner._kv
+        base = kv.base
+        blocks.publish(runner.cached_ids, lambda first, end: (kv.k[:, :, first - base:end - base],
+                                                              kv.v[:, :, first - base:end - base]), start=base)
+        self._metrics.blocks(blocks.used_blocks, blocks.free_blocks)
+
+    def finished(self, slot: Slot) -> None:
+        """``slot``'s request has ended (its session idle): publish the reply's blocks too, for the next turn of a
+        conversation routed elsewhere."""
+        if self.blocks is not None:
+            runner = slot.session.kv_runner()
+            self.publish(getattr(runner, "inner", runner))
+
+    def _copy_from_session(self, slot: Slot, ids: Sequence[int], usable: int, best: int) -> int:
+        """The row-copy path (no pool for this runner): copy the longest prefix an idle session holds."""
+        borrowed = self._pool.borrow(ids, slot)
+        if borrowed is None:
+            return best
+        source, shared = borrowed
+        try:
+            shared = min(shared, usable)
+            if shared >= MIN_SHARED_TOKENS and shared > best:
+                slot.session.restore(source.session.snapshot(shared))
+                best = shared
+                self._metrics.prefix_shared(shared)
+        except KVSnapshotError as exc:  # a runner that cannot take rows: recompute
+            log.info("prefix not shared: %s", exc)
+        finally:
+            self._pool.release(source)
+        return best
 
     def _from_store(self, session: Any, ids: Sequence[int], usable: int, best: int) -> None:
         identity = self._identity_of(session)

@@ -49,20 +49,21 @@ import math
 import queue
 import threading
 import time
-import uuid
 from collections import deque
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 from engine.constrain.matcher import TokenConstraint
 from engine.errors import CancelledError, ContextTooLongError, EngineError
 from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
 from engine.generate.context import build_prompt, build_text_prompt
+from engine.generate.kv_blocks import DEFAULT_BUDGET_BYTES
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.serve.batching import BatchEngine, batching_refusal
+from engine.serve.jobs import (Executor, Failed, Job, Piece, QueueFullError, Record, Reply,  # noqa: F401 (re-exported)
+                               WorkerClosedError, _routed, run_here)
 from engine.serve.metrics import ServerMetrics
 from engine.serve.prefix import PrefixCache
 from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
@@ -76,93 +77,6 @@ _UNKNOWN_CONTEXT = 1 << 30  # a model that declares no context: unbounded, as Ch
 _MAX_RETRY_AFTER_S = 60
 
 
-class QueueFullError(Exception):
-    """``max_queue`` requests are already waiting; ``retry_after`` is an estimate in whole seconds."""
-
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"the server is busy: {retry_after} s")
-        self.retry_after = retry_after
-
-
-class WorkerClosedError(Exception):
-    """The worker was closed (the server is shutting down), or its executor can no longer serve a job."""
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Text the client may be shown now ("" while held back), and the token it came with.
-
-    ``token`` is None for the last piece of a reply: bytes the decoder held back until the end.
-    ``token_text`` is the token on its own (special tokens shown), filled when probabilities were asked for.
-    """
-
-    text: str
-    token: Token | None = None
-    token_text: str = ""
-    reasoning: str = ""  # a reasoning model's thought text that came with the token (never stop-matched)
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The request could not start (a 400): nothing was generated."""
-
-    error: EngineError
-
-
-@dataclass(frozen=True)
-class Reply:
-    """Always the last event of a job that started. ``finish_reason``: stop | length | cancelled | error."""
-
-    finish_reason: str
-    text: str  # the whole reply as the client sees it (stop string and what followed it removed)
-    metrics: Metrics
-    error: str | None = None
-    reasoning: str = ""  # a reasoning model's thought (``text`` is the answer)
-
-
-@dataclass(frozen=True)
-class Record:
-    """One served request, for the status line and tests."""
-
-    id: str
-    finish_reason: str  # stop | length | cancelled | error | rejected
-    prompt_tokens: int
-    cached_tokens: int
-    completion_tokens: int
-
-
-Executor = Callable[[Callable[[], Record]], Record]  # runs one job's model work, on the thread that owns the model
-
-
-def run_here(serve: Callable[[], Record]) -> Record:
-    """The default executor: the job is served on the worker's own thread."""
-    return serve()
-
-
-@dataclass(eq=False)
-class Job:
-    """One request: a conversation, its sampling, and where its events go (``emit``, on the thread serving it)."""
-
-    messages: tuple[Message, ...]  # empty for a raw completion (``text``)
-    config: SamplingConfig  # max_new_tokens caps the reply; the end of the context caps it too
-    emit: Callable[[Any], None]
-    stop: tuple[str, ...] = ()
-    text: str | None = None  # a raw text completion: this is continued, with no chat template
-    constraint: Any = None  # an engine.constrain.ConstraintSpec the reply must follow (built on the model's thread)
-    template_kwargs: dict[str, Any] | None = None  # chat-template variables (``enable_thinking``), checked
-    tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode, engine.tools.calls)
-    id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
-    cancel: threading.Event = field(default_factory=threading.Event)
-    t_arrival: float = field(default_factory=time.perf_counter)
-    gone: bool = False  # emit failed: nobody is listening any more
-
-
-def _routed(job: Job) -> tuple[Message, ...]:
-    """What the session pool routes ``job`` by: its conversation, or its raw text under a role no chat has (a text
-    and a chat never share a cache's meaning, and the next request that repeats the text finds its session)."""
-    return job.messages if job.text is None else (Message("text", job.text),)
-
-
 class Worker:
     """Owns ``loaded`` (an ``engine.models.model.LoadedModel``), its sessions and the request queue.
 
@@ -173,7 +87,8 @@ class Worker:
     def __init__(self, loaded: Any, *, max_queue: int = DEFAULT_MAX_QUEUE, sessions: int = DEFAULT_SIZE,
                  model_id: str | None = None, metrics: ServerMetrics | None = None,
                  executor: Executor = run_here, parallel: int = 1,
-                 speculation: SpeculationConfig | None = None, kv_store: Any = None) -> None:
+                 speculation: SpeculationConfig | None = None, kv_store: Any = None,
+                 prefix_cache_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         if parallel < 1:
@@ -207,7 +122,7 @@ class Worker:
         engine = self._engine
         self._pool = SessionPool((lambda: ChatSession(loaded, runner_factory=engine.runner_factory)) if engine
                                  else (lambda: ChatSession(loaded, speculation=speculation, drafter=drafter)), sessions)
-        self.prefix = PrefixCache(self._pool, self.metrics, kv_store)
+        self.prefix = PrefixCache(self._pool, self.metrics, kv_store, prefix_cache_bytes)
         self._free = threading.BoundedSemaphore(self.parallel)  # places for requests in flight
         self._routed_slot = threading.local()  # the slot the job on this thread routed to (released after it)
         self._eos = frozenset(loaded.eos_token_ids)
@@ -433,6 +348,7 @@ class Worker:
         if reason == "error":
             self._pool.forget(slot)
         else:
+            self.prefix.finished(slot)  # the reply's blocks too, for a next turn routed elsewhere
             slot.kv_bytes = finished.metrics.kv_cache_bytes
             self._pool.remember(slot, _routed(job), matcher.text if reason in ("stop", "length") else None)
         self._routed_slot.slot = None  # remember/forget freed it: another request may have it already

@@ -1,6 +1,6 @@
 """Prefix sharing across sessions and KV persistence across restarts, through a real ``engine serve`` (the tiny
 model, uvicorn on an ephemeral port) and the official ``openai`` client: ``usage.prompt_tokens_details.cached_tokens``
-and vLLM's ``/metrics`` counters report the reuse; a reply built on copied or reloaded rows equals one computed
+and vLLM's ``/metrics`` counters report the reuse; a reply built on shared, copied or reloaded rows equals one computed
 from scratch."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from engine.generate.kv_blocks import BLOCK
 from engine.generate.kv_store import KVStore
 from engine.generate.session import ChatSession
 from engine.events import Finished, Message
@@ -70,18 +71,44 @@ def served(tiny_loaded):
     stop()
 
 
-def test_a_shared_system_prompt_is_copied_from_another_session_not_recomputed(served, tiny_loaded):
+def test_a_shared_system_prompt_is_read_in_place_from_the_block_pool_not_recomputed(served, tiny_loaded):
     first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
     second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why is decode memory bound?"}]
     _, cached_first, usage_first = ask(served, first)
     assert cached_first == 0
     text, cached, usage = ask(served, second)
     system_tokens = n_tokens(tiny_loaded, [{"role": "system", "content": SYSTEM}])
-    assert system_tokens - 2 <= cached < usage.prompt_tokens  # the system turn's tokens, not the question
+    # the system turn's whole 16-token blocks, not the question
+    assert cached % BLOCK == 0 and system_tokens - BLOCK - 2 < cached < usage.prompt_tokens
     assert text == from_scratch(tiny_loaded, second)
     assert counter(served, "vllm:prefix_cache_hits_total") == cached
     assert counter(served, "vllm:prefix_cache_queries_total") == usage_first.prompt_tokens + usage.prompt_tokens
     assert counter(served, "miaohui:prefix_cache_shared_tokens_total") == cached
+    # copy-free: the second session reads the pool's rows in place, its own cache holds only what follows them
+    (runner,) = [s.session.kv_runner() for s in served.worker._pool.slots if s.session.kv_runner()._kv.base]
+    assert runner._kv.base == cached and runner.kv_bytes()[0] == runner._kv.bytes_per_position * (
+        runner.cached_len - cached)
+    pool = served.worker.prefix.blocks
+    assert pool.referenced_blocks == cached // BLOCK  # held by that session while it keeps the conversation
+    assert counter(served, "miaohui:kv_cache_blocks_used") == pool.used_blocks >= cached // BLOCK
+    assert counter(served, "miaohui:kv_cache_blocks_free") == pool.capacity - pool.used_blocks
+    status, _, body = served.raw("GET", "/metrics", key=None)
+    assert f'block_size="{BLOCK}"' in body.decode() and f'num_gpu_blocks="{pool.capacity}"' in body.decode()
+
+
+def test_without_a_block_pool_the_prefix_is_copied_from_another_session(tiny_loaded):
+    served, stop = start(tiny_loaded, sessions=4, prefix_cache_bytes=0)
+    try:
+        first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+        second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why is decode memory bound?"}]
+        ask(served, first)
+        text, cached, usage = ask(served, second)
+        system_tokens = n_tokens(tiny_loaded, [{"role": "system", "content": SYSTEM}])
+        assert system_tokens - 2 <= cached < usage.prompt_tokens  # row copies: token for token
+        assert text == from_scratch(tiny_loaded, second)
+        assert served.worker.prefix.blocks is None
+    finally:
+        stop()
 
 
 def test_prefix_cache_counters_use_vllms_names(served):
