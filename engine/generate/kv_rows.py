@@ -9,8 +9,10 @@ prompt reuses the common prefix exactly as an in-memory reuse would. Layouts:
 - the fast runner (``engine.generate.fastpath.FastRunner``, dense cache): "k" and "v", each (layers, kv_heads, n,
   head_dim), read from (a shared prefix's rows joined first, ``engine.generate.kv_blocks``) and copied into its
   preallocated buffers (as ``engine.generate.batched`` reads them: kept
-  out of ``fastpath`` so that module stays the forward passes' alone). An 8-bit cache (``kv_precision="int8"``) is
-  not exported: its scales' layout is its own module's, so such a session is simply recomputed on reopen;
+  out of ``fastpath`` so that module stays the forward passes' alone). An 8-bit cache (``kv_precision="int8"``,
+  ``engine.generate.kv_cache.Int8KVCache``) gives its stored bytes as they are: "k" and "v" int8 (layers, kv_heads,
+  n, head_dim) and "k_scale"/"v_scale" fp16 (layers, kv_heads, n), so a restored cache holds exactly the values
+  the session attended to (nothing re-quantized);
 - the plain runner (``engine.generate.runner.ModelRunner``): "k.<layer>"/"v.<layer>", its own ``export_kv`` /
   ``import_kv`` (the one module that touches transformers' cache internals).
 
@@ -48,11 +50,19 @@ def kv_precision(runner: Any) -> str | None:
     return None
 
 
+INT8_NAMES = ("k", "v", "k_scale", "v_scale")
+
+
 def export_rows(runner: Any, n: int | None = None) -> dict[str, torch.Tensor]:
     """The rows of the first ``n`` cached positions (default: all), views of the live cache; {} when the runner
-    cannot give them exactly (no cache, an 8-bit cache, sliding or recurrent layers in the plain runner)."""
+    cannot give them exactly (no cache, sliding or recurrent layers in the plain runner)."""
     inner = _inner(runner)
     if isinstance(inner, FastRunner):
+        if inner._kv8 is not None:
+            count = len(inner._ids) if n is None else max(0, min(n, len(inner._ids)))
+            kv = inner._kv8
+            return dict(zip(INT8_NAMES, (kv.k[:, :, :count], kv.v[:, :, :count], kv.k_scale[:, :, :count],
+                                         kv.v_scale[:, :, :count])))
         if not _dense(inner):
             return {}
         count = len(inner._ids) if n is None else max(0, min(n, len(inner._ids)))
@@ -71,10 +81,13 @@ def import_rows(runner: Any, ids: Sequence[int], rows: dict[str, torch.Tensor]) 
             raise ValueError("this runner cannot restore KV rows")
         inner.import_kv(ids, rows)
         return
-    if not _dense(inner):
-        raise ValueError("an 8-bit KV cache does not restore snapshots")
     w, n = inner._w, len(ids)
     shape = (len(w.layers), w.kv_heads, n, w.head_dim)
+    if inner._kv8 is not None:
+        _import_int8(inner, ids, rows, shape)
+        return
+    if not _dense(inner):
+        raise ValueError(f"a {inner.kv_precision} KV cache does not restore snapshots")
     if set(rows) != {"k", "v"} or any(tuple(t.shape) != shape or t.dtype != inner._k.dtype for t in rows.values()):
         raise ValueError("KV rows do not fit this cache: "
                          f"{[(name, tuple(t.shape), str(t.dtype)) for name, t in rows.items()]}, not {shape}")
@@ -83,5 +96,26 @@ def import_rows(runner: Any, ids: Sequence[int], rows: dict[str, torch.Tensor]) 
     with torch.inference_mode():
         inner._k[:, :, :n].copy_(rows["k"])
         inner._v[:, :, :n].copy_(rows["v"])
+    inner._ids = [int(i) for i in ids]
+    inner._dirty = False
+
+
+def _import_int8(inner: FastRunner, ids: Sequence[int], rows: dict[str, torch.Tensor], shape: tuple[int, ...]) -> None:
+    """``import_rows`` for an 8-bit cache: int8 K and V (``shape``), fp16 scales (``shape`` less head_dim)."""
+    kv = inner._kv8
+    wanted = {"k": (shape, torch.int8), "v": (shape, torch.int8), "k_scale": (shape[:-1], kv.scale.dtype),
+              "v_scale": (shape[:-1], kv.scale.dtype)}
+    if set(rows) != set(wanted) or any(tuple(rows[name].shape) != size or rows[name].dtype != dtype
+                                       for name, (size, dtype) in wanted.items()):
+        raise ValueError("KV rows do not fit this 8-bit cache: "
+                         f"{[(name, tuple(t.shape), str(t.dtype)) for name, t in rows.items()]}")
+    n = len(ids)
+    inner.reset()
+    inner._ensure(n)
+    with torch.inference_mode():
+        kv.k[:, :, :n].copy_(rows["k"])
+        kv.v[:, :, :n].copy_(rows["v"])
+        kv.k_scale[:, :, :n].copy_(rows["k_scale"])
+        kv.v_scale[:, :, :n].copy_(rows["v_scale"])
     inner._ids = [int(i) for i in ids]
     inner._dirty = False

@@ -1,8 +1,10 @@
 """A session's KV cache as a file: ``save_snapshot`` / ``load_snapshot``, and what makes a file trustworthy.
 
-A ``KVSnapshot`` is the token ids a cache holds and its key/value rows for exactly those positions (the runner's
-``export_kv``: the fast runner's (layers, kv_heads, n, head_dim) K and V, the plain runner's per-layer tensors),
-with the runner kind and the KV precision they were computed in. Restored (``ChatSession.restore``), the next
+A ``KVSnapshot`` is the token ids a cache holds and its key/value rows for exactly those positions
+(``engine.generate.kv_rows``: the fast runner's (layers, kv_heads, n, head_dim) K and V, for an 8-bit cache its
+int8 K and V and their fp16 scales (layers, kv_heads, n); the plain runner's per-layer tensors), with the runner
+kind and the KV precision they were computed in (part of the identity: an 8-bit snapshot never restores into a
+16-bit cache, nor the reverse). Restored (``ChatSession.restore``), the next
 prompt reuses the longest common token prefix with them exactly as an in-memory reuse would.
 
 The file: ``MAGIC`` (8 bytes: the name and the format version), the SHA-256 of everything after it (32 bytes),
@@ -254,6 +256,13 @@ def load_snapshot(path: Path, identity: KVIdentity) -> KVSnapshot:
     if runner not in ("fast", "plain") or not tensors:
         raise StaleKVError(f"{where}: KV snapshot of an unknown runner")
     for name, tensor in tensors.items():
-        if tensor.dim() < 3 or tensor.shape[-2] != len(ids) or tensor.shape[-1] != identity.head_dim:
+        if name.endswith("_scale"):  # an 8-bit cache's scales: one per (layer, KV head, position)
+            fits = tensor.dim() >= 2 and tensor.shape[-1] == len(ids)
+        else:
+            fits = tensor.dim() >= 3 and tensor.shape[-2] == len(ids) and tensor.shape[-1] == identity.head_dim
+        if not fits:
             raise StaleKVError(f"{where}: KV snapshot rows do not match its ids or this model's head size")
+    dtypes = header.get("dtypes")
+    if not isinstance(dtypes, dict) or any(dtypes.get(name) != dtype_name(t.dtype) for name, t in tensors.items()):
+        raise DamagedKVError(f"{where}: KV snapshot tensors do not match its header")
     return KVSnapshot(tuple(ids), tensors, runner, identity.kv_precision)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from engine.events import Finished, Message, Started, Token
 from engine.generate.kv_snapshot import (DamagedKVError, KVSnapshotError, StaleKVError, identity_of, load_snapshot,
@@ -176,3 +177,65 @@ def test_a_kv_store_is_usable_without_torch():
             "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+# -- 8-bit KV caches (``--kv int8``): their int8 rows and scales are saved as stored, never re-quantized --------------
+@pytest.fixture(scope="module")
+def loaded8(tiny_model_dir):
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu", kv_precision="int8"))
+
+
+@pytest.fixture
+def saved8(loaded8, tmp_path):
+    session = ChatSession(loaded8)
+    second = conversation(session)
+    identity = session.kv_identity()
+    return save_snapshot(tmp_path / "chat8.kv", session.snapshot(), identity), identity, session, second
+
+
+def test_an_8_bit_cache_restored_from_its_file_replies_exactly_as_the_one_that_stayed(loaded8, saved8):
+    path, identity, stayed, second = saved8
+    assert identity.kv_precision == "int8"
+    snapshot = load_snapshot(path, identity)
+    assert {name: t.dtype for name, t in snapshot.tensors.items()} == {
+        "k": torch.int8, "v": torch.int8, "k_scale": torch.float16, "v_scale": torch.float16}
+    reopened = ChatSession(loaded8)
+    reopened.restore(snapshot)
+    assert reopened.cached_ids() == stayed.cached_ids()
+    for name, rows in stayed.snapshot().tensors.items():
+        assert torch.equal(reopened.snapshot().tensors[name], rows)  # the very bytes, nothing re-quantized
+    started_mem, ids_mem, _ = turn(stayed, second)
+    started_disk, ids_disk, _ = turn(reopened, second)
+    assert started_disk.reused_tokens == started_mem.reused_tokens > len(FIRST)
+    assert ids_disk == ids_mem
+
+
+def test_an_8_bit_snapshot_is_stale_for_a_16_bit_cache_and_the_reverse(loaded, loaded8, saved8, saved):
+    path8 = saved8[0]
+    with pytest.raises(StaleKVError):
+        load_snapshot(path8, identity_of(loaded))
+    with pytest.raises(StaleKVError):
+        load_snapshot(saved, ChatSession(loaded8).kv_identity())
+    dense = ChatSession(loaded)  # even handed over in memory, the rows are refused and the cache left empty
+    with pytest.raises(StaleKVError):
+        dense.restore(load_snapshot(path8, saved8[1]))
+    assert dense.cached_ids() == ()
+
+
+@pytest.mark.parametrize("where", [0.3, 0.6, 0.9, -1], ids=["rows", "middle", "scales", "last-byte"])
+def test_a_damaged_8_bit_snapshot_is_refused(saved8, where):
+    path, identity = saved8[0], saved8[1]
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * where) if isinstance(where, float) else where] ^= 0x04
+    path.write_bytes(bytes(data))
+    with pytest.raises(DamagedKVError):
+        load_snapshot(path, identity)
+
+
+def test_8_bit_scales_that_do_not_match_the_ids_are_stale(loaded8, saved8, tmp_path):
+    _, identity, stayed, _ = saved8
+    snapshot = stayed.snapshot()
+    cut = dict(snapshot.tensors, k_scale=snapshot.tensors["k_scale"][:, :, :-1])
+    path = save_snapshot(tmp_path / "cut.kv", dataclasses.replace(snapshot, tensors=cut), identity)
+    with pytest.raises(StaleKVError):
+        load_snapshot(path, identity)
