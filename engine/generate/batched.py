@@ -14,9 +14,12 @@ Rows equal a sequence decoded alone, bit for bit, for dense weights: a matrix pr
 order for B rows than for one (fp32 GEMM on x86 does; bf16 does for some shapes, e.g. the default model's MLP
 down projection), and one rounding step is enough to turn a greedy reply elsewhere a few dozen tokens later. So
 each dense projection is probed once per batch size (``rows_apart``: B rows at once against one at a time, on its
-own weight); where they differ, that projection runs row by row (B calls of the one-row kernel), the others stay
-one product. Quantized weights have no exact reference (their decode step is not transformers' either) and are
-always one product.
+own weight); where they differ, that projection runs as ONE batched product of B one-row products (``torch.bmm``
+over the weight expanded to B, no copy: each batch entry is the one-row kernel, so its bits are the row's own,
+probed too) and only if that differs as well row by row (B calls of the one-row kernel); the others stay one
+product. bmm costs one operation where row by row cost B calls and a join (on a CPU each call's overhead is tens of
+microseconds; the weight is still read per row, from the cache after the first). Quantized weights have no exact
+reference (their decode step is not transformers' either) and are always one product.
 
 Reads the runner's tables and step plan (``_w``, ``_plan``, ``_cos``...) and attends through its cache without changing
 how the runner works; does not own scheduling (``engine.serve.batching``), sampling or text.
@@ -44,6 +47,7 @@ def batchable(runner: Any) -> bool:
 PROBE_ROWS = 64
 HEAD_ROWS = 16
 _ROWS_APART: dict[tuple[Any, ...], bool] = {}
+_BMM_EXACT: dict[tuple[Any, ...], bool] = {}  # rows apart, but a bmm of one-row products gives the row's own bits
 _ROWS_LOCK = threading.Lock()
 
 
@@ -72,14 +76,22 @@ def probe(weight: torch.Tensor, sizes: Sequence[int], rows: int | None = None) -
         generator = torch.Generator(device=weight.device).manual_seed(rows)
         x = torch.randn(rows, weight.shape[1], generator=generator, device=weight.device).to(weight.dtype)
         alone = torch.cat([F.linear(x[i:i + 1], weight) for i in range(rows)])
-        found = {}
+        found, stacked = {}, {}
         for batch in sizes:
-            found[batch] = any(not torch.equal(F.linear(x[i:i + batch], weight), alone[i:i + batch])
-                               for i in range(0, rows - batch + 1, batch))
+            starts = range(0, rows - batch + 1, batch)
+            found[batch] = any(not torch.equal(F.linear(x[i:i + batch], weight), alone[i:i + batch]) for i in starts)
+            stacked[batch] = found[batch] and all(torch.equal(_bmm(weight)(x[i:i + batch]), alone[i:i + batch])
+                                                  for i in starts)
     with _ROWS_LOCK:
         for batch, apart in found.items():
             _ROWS_APART[_key(weight, batch)] = apart
+            _BMM_EXACT[_key(weight, batch)] = stacked[batch]
     return found
+
+
+def _bmm(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """x (B, in) -> (B, out) as B one-row products in one ``torch.bmm`` (the weight expanded, not copied)."""
+    return lambda x: torch.bmm(x.unsqueeze(1), weight.t().unsqueeze(0).expand(x.shape[0], -1, -1)).squeeze(1)
 
 
 def prepare(model: Any, largest: int) -> None:
@@ -103,10 +115,14 @@ def prepare(model: Any, largest: int) -> None:
         probe(w.lm_head, sizes, HEAD_ROWS)
 
 
-def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``call`` (a projection of the step plan) as one product, or row by row where ``rows_apart`` says so."""
+def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int,
+           bias: Any = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``call`` (a projection of the step plan) as one product, or where ``rows_apart`` says so as a bmm of one-row
+    products (when probed exact, no bias) or row by row."""
     if not rows_apart(weight, batch):
         return call
+    if bias is None and _BMM_EXACT.get(_key(weight, batch)):
+        return _bmm(weight)
     return lambda x: torch.cat([call(x[i:i + 1]) for i in range(x.shape[0])])
 
 
@@ -155,8 +171,9 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         x = x * w.embed_scale
     for index, ((attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
                  post_mlp_norm, window, rope), fused) in enumerate(zip(plan.layers, w.layers)):
-        qkv_proj, o_proj = _exact(qkv_proj, fused.qkv, batch), _exact(o_proj, fused.o, batch)
-        gate_up_proj, down_proj = _exact(gate_up_proj, fused.gate_up, batch), _exact(down_proj, fused.down, batch)
+        qkv_proj, o_proj = _exact(qkv_proj, fused.qkv, batch, fused.qkv_bias), _exact(o_proj, fused.o, batch, fused.o_bias)
+        gate_up_proj = _exact(gate_up_proj, fused.gate_up, batch, fused.gate_up_bias)
+        down_proj = _exact(down_proj, fused.down, batch, fused.down_bias)
         qkv = qkv_proj(norm(x, attn_norm)).view(batch, heads + 2 * kvh, dim)  # rows q | k | v per sequence
         qk = qkv[:, :heads + kvh] if qk_norm is None else exact_norm(qkv[:, :heads + kvh], qk_norm)
         qk = rotate(qk, *ropes[rope])  # (B, H+KV, D)

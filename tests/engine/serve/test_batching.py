@@ -131,7 +131,10 @@ def test_a_client_that_leaves_mid_batch_changes_no_other_reply(varied, one_at_a_
         stop_server()
 
 
-def test_a_long_prompt_is_prefilled_in_chunks_between_the_running_decodes(varied, one_at_a_time):
+@pytest.mark.parametrize("prefill_first_s", [0.0, 60.0])
+def test_a_long_prompt_is_prefilled_in_chunks_between_the_running_decodes(varied, one_at_a_time, prefill_first_s):
+    """With no bound on prompts first, every chunk runs beside the running decode; with a bound longer than the prompt
+    takes, its chunks run alone first (the decode waits, then goes on): the replies are the same either way."""
     long_body = {"messages": [{"role": "user", "content": "the KV cache " * 150}], "max_tokens": 4,
                  "temperature": 0.0}
     running_body = _request(6)
@@ -158,13 +161,18 @@ def test_a_long_prompt_is_prefilled_in_chunks_between_the_running_decodes(varied
         thread.start()
         assert first_token.wait(LIVENESS_S)
         engine = served.worker._engine
+        engine.prefill_first_s = prefill_first_s
         before = len(engine.trace)
         long_reply = _ask(served, long_body)
         steps = list(engine.trace)[before:]
         thread.join(LIVENESS_S)
         assert [result["running"], long_reply] == alone
-        # ~600 prompt tokens in chunks of 256: each chunk ran in a step with the other request's decode.
-        assert sum(1 for decodes, chunk in steps if chunk and decodes) >= 2, steps
+        # ~600 prompt tokens in chunks of 256: each chunk ran in a step with the other request's decode, or alone
+        if prefill_first_s:
+            assert sum(1 for decodes, chunk in steps if chunk and not decodes) >= 2, steps
+            assert not any(chunk and decodes for decodes, chunk in steps), steps
+        else:
+            assert sum(1 for decodes, chunk in steps if chunk and decodes) >= 2, steps
     finally:
         stop_server()
 
