@@ -224,3 +224,31 @@ def test_engine_serve_kv_store_survives_a_real_restart(tiny_model_dir, tiny_load
         _stop(proc)
     assert cached > n_tokens(tiny_loaded, turn1) - 4
     assert text == from_scratch(tiny_loaded, turn2)
+
+
+def test_an_8_bit_kv_cache_is_shared_by_copy_and_kept_across_a_restart(tiny_model_dir, tmp_path):
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu", kv_precision="int8"))
+    store_dir = tmp_path / "kv8"
+    first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+    second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why is decode memory bound?"}]
+    served, stop = start(loaded, sessions=4, kv_store=KVStore(store_dir))
+    try:
+        reply, _, _ = ask(served, first)
+        text, cached, _ = ask(served, second)
+        assert cached >= n_tokens(loaded, [{"role": "system", "content": SYSTEM}]) - 2  # rows copied, no pool
+        assert served.worker.prefix.blocks is None and text == from_scratch(loaded, second)
+    finally:
+        stop()  # the 8-bit caches are saved as they are
+    assert KVStore(store_dir).entries()
+    turn2 = [*first, {"role": "assistant", "content": reply}, {"role": "user", "content": "And a prefill?"}]
+    served, stop = start(loaded, kv_store=KVStore(store_dir))
+    try:
+        text, cached, _ = ask(served, turn2)
+        assert counter(served, "miaohui:kv_store_loaded_tokens_total") >= cached > n_tokens(loaded, first) - 4
+        assert counter(served, "miaohui:kv_store_discarded_total") == 0
+    finally:
+        stop()
+    assert text == from_scratch(loaded, turn2)
