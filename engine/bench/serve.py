@@ -18,8 +18,9 @@ the total's ratio to parallel 1's and to one client's decode rate, and whether e
 ``--reopen`` measures something else instead: reopening a ~``--context-tokens`` conversation with and without its
 saved KV cache, in process and through a restarted server (``engine.bench.reopen``).
 
-Every prompt carries a fresh nonce first, so no request reuses another's KV cache (both sides prefill the whole
-prompt). Prints one JSON object; docs/SERVE.md ("Measured") reads it. Owns these scenarios only: the measuring
+Every prompt carries a nonce first (in a system turn of its own, before anything two prompts could share: the
+template's default system prompt would otherwise be a shared 16-token block), so no request reuses another's KV
+cache, copied or from the block pool (both sides prefill the whole prompt). Prints one JSON object; docs/SERVE.md ("Measured") reads it. Owns these scenarios only: the measuring
 rules are engine/bench/core.py's, the server engine/serve/'s.
 """
 
@@ -58,8 +59,12 @@ _QUESTION = ("Explain in a few sentences why decoding one token on a small machi
              "bandwidth rather than arithmetic, and what a KV cache saves.")
 
 
+_SYSTEM = "You are a helpful assistant."
+
+
 def _messages() -> list[Message]:
-    return [Message("user", f"[{uuid.uuid4().hex[:8]}] {_QUESTION}")]
+    # the nonce opens the prompt (a system turn of its own: the template's default one would be shared by all)
+    return [Message("system", f"[{uuid.uuid4().hex[:8]}] {_SYSTEM}"), Message("user", _QUESTION)]
 
 
 def _figures(events: Any) -> dict[str, Any]:
@@ -119,7 +124,8 @@ def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int,
 def by_parallel(loaded: Any, config: SamplingConfig, clients: int, values: list[int]) -> dict[str, Any]:
     """The same ``clients`` prompts (~100 tokens each) to a fresh server per ``--parallel`` value."""
     nonce = uuid.uuid4().hex[:8]  # one per run: every server gets the same prompts, none of them cached before
-    prompts = [[Message("user", f"[{nonce}-{i}] {_CROWD_QUESTION}")] for i in range(clients)]
+    prompts = [[Message("system", f"[{i}-{nonce}] {_SYSTEM}"), Message("user", _CROWD_QUESTION)]
+               for i in range(clients)]  # each differs from its first tokens on: no 16-token block in common
     runs: dict[str, Any] = {}
     for parallel in values:
         # A session per client: each request prefills its whole prompt in a fresh cache on every server, so the

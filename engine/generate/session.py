@@ -196,6 +196,8 @@ class ChatSession:
 
     def _runner_for(self, use_kv_cache: bool) -> Runner:
         if self._runner is None or self._runner.use_kv_cache != use_kv_cache:
+            if self._runner is not None:
+                self._runner.reset()  # a shared prefix's blocks go back to their pool
             self._runner = None  # free the old cache before a new runner allocates
             self._runner = self._runner_factory(self.loaded, use_kv_cache)
         return self._runner
