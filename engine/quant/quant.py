@@ -125,8 +125,10 @@ class Int8Linear(QuantizedLinear):
     def from_dense(cls, weight: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> "Int8Linear":
         w = weight.detach().float()  # (out, in)
         scales = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)  # (out,)
-        q = torch.round(w / scales[:, None]).clamp_(-127, 127).to(torch.int8)
-        return cls(q.contiguous(), scales.to(dtype))
+        q = torch.round(w / scales[:, None]).clamp_(-127, 127).to(torch.int8).contiguous()
+        from engine.quant.tiled import Int8Q8Linear  # its modules subclass these: imported when first needed
+
+        return Int8Q8Linear.from_int8(q, scales.to(dtype)) or cls(q, scales.to(dtype))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -174,6 +176,10 @@ class Int4Linear(QuantizedLinear):
         """From 0..15 codes (out, in) and per-group (out, in/group) ``scale`` and ``zero`` of the kernel's
         ``w = (q - 8) · scale + zero``: how ``engine/quant/gguf_quant.py`` brings a GGUF's 4-bit blocks."""
         out_features, in_features = q.shape
+        from engine.quant.tiled import Int4Q8Linear  # int8 activations where the policy and the CPU allow
+
+        if in_features % group == 0 and (tiled := Int4Q8Linear.from_tiled_codes(q, scale, zero, group, dtype)):
+            return tiled
         if in_features % group or out_features % 16:
             raise ValueError(f"int4 needs in % {group} == 0 and out % 16 == 0, got {tuple(q.shape)}")
         scales_and_zeros = torch.stack([scale.t(), zero.t()], dim=-1).to(dtype).contiguous()  # (groups, out, 2)
