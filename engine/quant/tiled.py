@@ -18,7 +18,9 @@ the same integer math in torch for tests; not the choice of precision (engine/qu
 
 from __future__ import annotations
 
-from typing import Callable
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -224,5 +226,21 @@ class Int8Q8Linear(Int8Linear):
         return q.to(self.dtype) * self.scales[index:index + 1, None]
 
 
-__all__ = ["TILE", "BLOCK", "Int4Q8Linear", "Int8Q8Linear", "pack_int4", "unpack_int4", "pack_int8", "dense_int8",
+@contextmanager
+def decode_products(model: Any) -> Iterator[None]:
+    """Within it, every tiled module computes any number of rows on its kernel (int8 activations), as decode computes
+    each position, instead of prefill's dequantized GEMM on bf16 activations: what a quality measure over a whole
+    text in one pass (engine/quant/quality.py) must see. Activations are quantized per row, so a row's product is
+    the same in a batch of 500 as alone."""
+    modules = [m for m in model.modules() if isinstance(m, (Int4Q8Linear, Int8Q8Linear))]
+    for module in modules:
+        module.kernel_rows = sys.maxsize
+    try:
+        yield
+    finally:
+        for module in modules:
+            del module.kernel_rows  # back to the class's
+
+
+__all__ = ["TILE", "BLOCK", "decode_products", "Int4Q8Linear", "Int8Q8Linear", "pack_int4", "unpack_int4", "pack_int8", "dense_int8",
            "reference", "int4_enabled", "int8_enabled"]
