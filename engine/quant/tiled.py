@@ -12,7 +12,7 @@ block of 32 input columns, with fp16 scales (and, asymmetric, fp16 offsets ``m``
 whose zeros are all 0, a GGUF's Q4_0, stores none: ``m = -8·s``, 4.5 bits per weight); int8 rows in tiles of 16
 with one bf16 scale per row. Output rows are padded to a multiple of 16 with zero weights; the input must be a
 multiple of 32. ``from_codes``/``from_int8`` return None where the kernels cannot take a weight, and the caller
-(engine/quant/quant.py) keeps the aten module. Owns the layouts, their packing and unpacking, and ``reference``,
+(engine/quant/quant.py's ``int4_module``/``int8_module``) keeps the aten module. Owns the layouts, their packing and unpacking, and ``reference``,
 the same integer math in torch for tests; not the choice of precision (engine/quant/precision.py).
 """
 
@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.quant import native
-from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear
+from engine.quant.linears import Int4Linear, Int8Linear, QuantizedLinear
 
 TILE = 16  # output rows per tile
 BLOCK = 32  # activations per int8 block; the int4 group must be a multiple of it

@@ -15,7 +15,7 @@ from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from engine.quant import native, precision, tiled
 from engine.quant.gguf_quant import QT, int4_from_blocks
-from engine.quant.quant import Int4Linear, Int4SymLinear, Int8Linear
+from engine.quant.quant import Int4Linear, Int4SymLinear, Int8Linear, int4_module, int8_module
 from engine.quant.tiled import Int4Q8Linear, Int8Q8Linear
 
 RELATIVE = 1e-6  # fp32 combination of exact integer sums, against the sum of the terms' magnitudes
@@ -123,7 +123,7 @@ def test_the_layouts_round_trip():
 @pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
 def test_the_int4_module_runs_few_rows_on_the_kernel_and_many_on_its_dequantized_weight(best_isa, symmetric):
     q, scale, zero = _int4(200, 352, seed=4, symmetric=symmetric)
-    module = Int4Linear.from_codes(q, scale, zero)
+    module = int4_module(q, scale, zero)
     assert isinstance(module, Int4Q8Linear) and module.symmetric == symmetric and module.isa == best_isa
     groups = 352 // 32
     assert module.nbytes == 13 * groups * 256 + 13 * groups * 16 * 2 * (1 if symmetric else 2)  # 4.5 or 5 bits
@@ -142,7 +142,7 @@ def test_the_int4_module_runs_few_rows_on_the_kernel_and_many_on_its_dequantized
 
 def test_the_int8_module_and_the_table_it_shares(best_isa):
     weight = torch.randn(300, 256, generator=torch.Generator().manual_seed(6)).bfloat16()
-    module = Int8Linear.from_dense(weight)
+    module = int8_module(weight)
     assert isinstance(module, Int8Q8Linear)
     plain = Int8Linear(module.qweight, module.scales)  # the same int8 values on aten's kernel
     assert torch.equal(module.dequantize(), plain.dequantize())
@@ -160,7 +160,7 @@ def test_gguf_4bit_blocks_land_on_the_tiles_exactly(best_isa, qtype):
     weight = np.random.default_rng(1).standard_normal((128, 256)).astype(np.float32)
     raw = quantize(weight, qtype)
     reference = torch.from_numpy(gguf_dequantize(raw, qtype))
-    module = Int4Linear.from_codes(*int4_from_blocks(raw, qtype))
+    module = int4_module(*int4_from_blocks(raw, qtype))
     assert isinstance(module, Int4Q8Linear) and module.symmetric == (qtype == QT.Q4_0)
     q, s, m = tiled.unpack_int4(module.codes, module.scales, 128)
     # fp16 scales and offsets hold the file's fp16 d (and m) exactly: q·s + m is the file's value in fp32.
@@ -171,27 +171,27 @@ def test_gguf_q8_0_lands_on_the_int8_tiles(best_isa):
     from engine.quant.gguf_quant import dequantize
 
     raw = quantize(np.random.default_rng(2).standard_normal((64, 128)).astype(np.float32), QT.Q8_0)
-    assert isinstance(Int8Linear.from_dense(dequantize(raw, QT.Q8_0), torch.bfloat16), Int8Q8Linear)
+    assert isinstance(int8_module(dequantize(raw, QT.Q8_0), torch.bfloat16), Int8Q8Linear)
 
 
 def test_the_off_switches_give_the_aten_modules(best_isa, aten_kernels):
     q, scale, zero = _int4(64, 128, seed=9, symmetric=True)
-    assert type(Int4Linear.from_codes(q, scale, zero)) is Int4Linear  # MIAOHUI_NATIVE=0: aten, as before
-    assert type(Int8Linear.from_dense(torch.randn(32, 64))) is Int8Linear
+    assert type(int4_module(q, scale, zero)) is Int4Linear  # MIAOHUI_NATIVE=0: aten, as before
+    assert type(int8_module(torch.randn(32, 64))) is Int8Linear
 
 
 def test_the_policy_flag_keeps_bf16_activations(best_isa, monkeypatch):
     monkeypatch.setattr(precision, "INT8_ACTIVATIONS", False)
     q, scale, zero = _int4(64, 128, seed=9, symmetric=False)
-    assert type(Int4Linear.from_codes(q, scale, zero)) is Int4Linear
-    assert type(Int8Linear.from_dense(torch.randn(32, 64).bfloat16())) is Int8Linear
-    assert not isinstance(Int4Linear.from_codes(q, scale, torch.zeros_like(zero)), Int4Q8Linear)
+    assert type(int4_module(q, scale, zero)) is Int4Linear
+    assert type(int8_module(torch.randn(32, 64).bfloat16())) is Int8Linear
+    assert not isinstance(int4_module(q, scale, torch.zeros_like(zero)), Int4Q8Linear)
 
 
 def test_fp32_activations_keep_aten_for_int8_and_tiles_for_int4(best_isa):
-    assert type(Int8Linear.from_dense(torch.randn(32, 64), torch.float32)) is Int8Linear  # scales read as bf16
+    assert type(int8_module(torch.randn(32, 64), torch.float32)) is Int8Linear  # scales read as bf16
     q, scale, zero = _int4(64, 128, seed=9, symmetric=True)
-    module = Int4Linear.from_codes(q, scale, zero, dtype=torch.float32)
+    module = int4_module(q, scale, zero, dtype=torch.float32)
     assert isinstance(module, Int4Q8Linear) and module(torch.randn(1, 128)).dtype == torch.float32
     assert not isinstance(module, Int4SymLinear)
 
