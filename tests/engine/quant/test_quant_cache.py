@@ -93,9 +93,10 @@ def test_the_key_changes_with_the_weights_the_precision_the_group_and_the_kernel
     assert touched != key
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2-test")
     assert cache_key([weights], "int4") != touched
-    other_build = cache_key([weights], "int4")
-    monkeypatch.setattr(quant_cache.tiled, "int4_enabled", lambda dtype: None)  # aten's layout, not the tiles
-    assert cache_key([weights], "int4") != other_build
+    monkeypatch.setattr(quant_cache.tiled, "int4_enabled", lambda dtype: 2)  # the tiles of engine/quant/tiled.py
+    tiles = cache_key([weights], "int4")
+    monkeypatch.setattr(quant_cache.tiled, "int4_enabled", lambda dtype: None)  # aten's layout
+    assert cache_key([weights], "int4") != tiles
 
 
 def test_without_a_usable_data_folder_it_quantizes_without_a_cache(tmp_path, monkeypatch, tiny_model_dir):
