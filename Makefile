@@ -34,10 +34,10 @@ $(TEST_STAMP): $(STAMP)
 assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
 	bash packaging/i18n.sh build
 
-# The native int4 kernel (engine/quant/native.py), rebuilt when its source changed; without a compiler it says so
+# The native int4/int8 kernels (engine/quant/native.py), rebuilt when a source changed; without a compiler it says so
 # in one line and int4 runs on aten's kernel.
 NATIVE := engine/quant/build/miaohui_int4.so
-$(NATIVE): engine/quant/int4_sym.cpp | $(STAMP)
+$(NATIVE): $(wildcard engine/quant/*.cpp) | $(STAMP)
 	-$(PY) -m engine.quant.native
 
 install: $(STAMP) $(QM) $(NATIVE)

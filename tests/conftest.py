@@ -50,3 +50,17 @@ def default_model_dir() -> Path:
     if not is_fetched(_REAL_DEFAULT_MODEL):
         pytest.fail(f"default model missing at {_REAL_DEFAULT_MODEL}: run `python -m engine fetch`")
     return _REAL_DEFAULT_MODEL
+
+
+@pytest.fixture
+def aten_kernels(monkeypatch):
+    """int4/int8 on torch's aten kernels with bf16 activations (``MIAOHUI_NATIVE=0``, engine/quant/native.py): for
+    tests that pin aten's layouts or exact products rather than the int8-activation kernels' (engine/quant/tiled.py)."""
+    from engine.quant import native
+
+    monkeypatch.setenv("MIAOHUI_NATIVE", "0")
+    native.int4_sym.cache_clear()
+    native.q8act_isa.cache_clear()
+    yield
+    native.int4_sym.cache_clear()
+    native.q8act_isa.cache_clear()

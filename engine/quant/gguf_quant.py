@@ -49,7 +49,8 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from engine.inputs import INT4_GROUP_SIZE
 from engine.library.gguf_header import NeedMoreBytes, parse
 from engine.quant import precision
-from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear, int4_codes, projection_groups, quantize_model
+from engine.quant.quant import (QuantizedLinear, int4_codes, int4_module, int8_module, projection_groups,
+                                quantize_model)
 
 log = logging.getLogger(__name__)
 
@@ -289,9 +290,9 @@ class _Source:
             else:
                 floats.append(w)
         if kind == "int8":
-            return Int8Linear.from_dense(torch.cat(floats), dtype)
+            return int8_module(torch.cat(floats), dtype)
         q, scale, zero = (torch.cat(column) for column in zip(*codes))
-        return Int4Linear.from_codes(q, scale, zero, group, dtype)
+        return int4_module(q, scale, zero, group, dtype)
 
     def values(self, key: str, kind: str, group: int, limit: int | None = None) -> torch.Tensor | None:
         """The fp32 weights of ``key`` as the file holds them (each tensor's first ``limit`` rows), through the

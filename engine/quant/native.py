@@ -11,6 +11,15 @@ buffer its kernel takes) and bf16 scales only, with one fused multiply-add per w
 exact in fp32 and summed in aten's order, so its output equals aten's with every zero 0 bit for bit
 (tests/engine/quant/test_native.py), and the greedy tokens of every exactness test stay what they were.
 
+The second source, ``q8act.cpp`` (``miaohui::q4_q8_mm``, ``q8_q8_mm``), holds a different exactness contract: int4
+and int8 weights times activations quantized to int8 per block of 32 (d = max|x|/127, nearest even), summed with
+integer dot products (AVX512-VNNI ``vpdpbusd``, or AVX2 ``vpmaddubsw``/``vpmaddwd``) and combined in fp32, as
+llama.cpp computes Q4_0/Q4_1/Q8_0 (issue 25: at equal bytes, the fp32 product above spent 1.5-2× llama.cpp's
+cycles per weight). Not bit-exact against aten: its integer sums are exact and tested as such, and its quality
+is measured (teacher-forced agreement and perplexity, docs/BENCHMARK.md); bf16 weights stay exact. torch has no
+x86 int8-activation int4 GEMV as an op, hence C++ again. ``q8act_isa()`` says which path runs here (VNNI, else
+AVX2, ``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2), or None: then int4 and int8 run as above.
+
 Built with ``torch.utils.cpp_extension`` (needs a C++ compiler and ninja) into ``engine/quant/build/``, loaded
 from there with ``torch.ops.load_library``; a packaged app carries the built library (packaging/miaohui.spec).
 Where it is not built (no compiler), the CPU lacks AVX-512, aten packs for another CPU (its 32-row AVX2
@@ -34,6 +43,7 @@ log = logging.getLogger(__name__)
 
 NAME = "miaohui_int4"
 SOURCE = Path(__file__).with_name("int4_sym.cpp")
+SOURCES = (SOURCE, SOURCE.with_name("q8act.cpp"))  # one library, both sources
 
 
 def build_folder() -> Path:
@@ -55,7 +65,7 @@ def build(verbose: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     # No -march: the kernel's functions name their instruction sets, so the library loads on any x86-64 CPU
     # and the op says so (``int4_sym_available``) where AVX-512 is missing.
-    load(name=NAME, sources=[str(SOURCE)], build_directory=str(folder), is_python_module=False,
+    load(name=NAME, sources=[str(path) for path in SOURCES], build_directory=str(folder), is_python_module=False,
          extra_cflags=["-O3"], verbose=verbose)
     return library_path()
 
@@ -81,10 +91,35 @@ def load(path: Path) -> str | None:
     return None
 
 
-def _unavailable() -> str | None:
+ISAS = {"avx2": 1, "avx512vnni": 2}  # q8act.cpp's instruction-set argument
+
+
+@lru_cache(maxsize=1)
+def q8act_isa() -> int | None:
+    """The instruction set the int8-activation ops use here (``ISAS``' values), or None (logged once, why)."""
+    reason = _not_loaded()
+    best = 0 if reason else int(torch.ops.miaohui.q8act_isa())
+    if not reason and best == 0:
+        reason = "this CPU lacks AVX2, FMA or F16C"
+    if reason:
+        log.info("int4/int8: aten kernels with bf16 activations (%s)", reason)
+        return None
+    forced = os.environ.get("MIAOHUI_NATIVE_ISA", "")
+    return min(best, ISAS[forced]) if forced in ISAS else best
+
+
+def _not_loaded() -> str | None:
     if os.environ.get("MIAOHUI_NATIVE", "1") == "0":
         return "MIAOHUI_NATIVE=0"
-    if not hasattr(torch.ops.miaohui, "int4_sym_mm") and (reason := load(library_path())):
+    if not hasattr(torch.ops.miaohui, "q8act_isa") and (reason := load(library_path())):
+        return reason
+    if not hasattr(torch.ops.miaohui, "q8act_isa"):
+        return "native library predates q8act.cpp: `make install` rebuilds it"
+    return None
+
+
+def _unavailable() -> str | None:
+    if reason := _not_loaded():
         return reason
     if not torch.ops.miaohui.int4_sym_available():
         return "this CPU lacks AVX-512"

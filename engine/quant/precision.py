@@ -34,6 +34,10 @@ from engine.models.model import AutoChoice
 
 QUALITY_BARS = {"int4": 0.90, "int8": 0.98}  # the least top-1 agreement with the float model, fastest first
 MIN_PARAMS = 50_000_000
+# int4/int8 decode products quantize their activations to int8 per block of 32 (llama.cpp's contract), where the
+# native kernels run (engine/quant/tiled.py); bf16/fp32 stay exact. On by default: on the default model its
+# teacher-forced agreement with bf16-activation int4 and its perplexity hold (docs/BENCHMARK.md).
+INT8_ACTIVATIONS = True
 CUDA_HEADROOM = 1.2  # 16-bit weights plus a fifth must fit a GPU's free memory for its float type
 INT4_BLOCKS = frozenset({"Q4_0", "Q4_1", "Q4_K"})  # kept as int4, codes unchanged (engine/quant/gguf_quant.py)
 INT8_BLOCKS = frozenset({"Q8_0"})  # kept as int8, re-scaled per row
@@ -203,5 +207,5 @@ def device_float_name(device: str) -> str:
     return "bf16" if cpu.native_bf16() else "fp32"
 
 
-__all__ = ["QUALITY_BARS", "MIN_PARAMS", "Reason", "Machine", "ModelWeights", "PrecisionChoice", "choose_precision",
+__all__ = ["QUALITY_BARS", "MIN_PARAMS", "INT8_ACTIVATIONS", "Reason", "Machine", "ModelWeights", "PrecisionChoice", "choose_precision",
            "quality_applies", "gguf_blocks", "device_float_name"]

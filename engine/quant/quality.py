@@ -4,8 +4,9 @@ On one fixed text of ``QUALITY_TOKENS`` tokens, every position's next-token pred
 single forward pass (teacher forcing: the model always sees the true text, so one early difference
 cannot snowball as it would in free generation). Agreement is the share of positions whose argmax
 equals the reference precision's; perplexity is exp(mean negative log-likelihood of the true next
-token). Used by ``python -m engine bench`` and by ``auto``'s quality bar (``engine/quant/auto_quant.py``);
-owns neither loading nor reporting.
+token). Weights held for the int8-activation kernels (engine/quant/tiled.py) compute every position on
+those kernels, as decode does, not through prefill's dequantized GEMM. Used by ``python -m engine bench``
+and by ``auto``'s quality bar (``engine/quant/auto_quant.py``); owns neither loading nor reporting.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from engine.quant.tiled import decode_products
 
 QUALITY_TOKENS = 512
 # Plain prose of several registers, repeated to length: no chat template, the same ids for every precision.
@@ -52,7 +55,8 @@ def predict(model: Any, ids: list[int]) -> Predictions:
     device = next(iter(model.buffers()), None)
     device = device.device if device is not None else next(model.parameters()).device
     input_ids = torch.tensor([ids], device=device)  # (1, n)
-    logits = model(input_ids=input_ids, use_cache=False).logits[0, :-1].float()  # (n-1, vocab)
+    with decode_products(model):  # int8-activation weights compute every position as decode would
+        logits = model(input_ids=input_ids, use_cache=False).logits[0, :-1].float()  # (n-1, vocab)
     target = input_ids[0, 1:]
     nll = F.cross_entropy(logits, target).item()
     return Predictions(top1=logits.argmax(dim=-1).cpu(), nll=nll)

@@ -8,7 +8,9 @@ Hugging Face cache). The file's name is a hash of everything its contents depend
 - the precision and the int4 group size;
 - the kernel layout: torch's version and the CPU kernel build it dispatches to (``get_cpu_capability``),
   since the int4 packing differs between AVX-512 and AVX2 builds;
-- ``FORMAT``, bumped whenever what is stored changes.
+- whether int4/int8 are held in the tiled layouts of the int8-activation kernels (engine/quant/tiled.py), which
+  depends on the built library, the CPU and ``MIAOHUI_NATIVE``: switching it names another file, never misreads;
+- ``FORMAT``, bumped whenever what is stored changes (2: the tiled layouts).
 
 A cache file is never trusted beyond its key: one that cannot be read, lacks a module, or whose shapes
 do not match the model's is ignored and rewritten. Writes go to a temporary file renamed into place, so
@@ -31,11 +33,12 @@ from safetensors.torch import save_file
 from engine import paths
 from engine.errors import EngineError
 from engine.inputs import INT4_GROUP_SIZE
+from engine.quant import tiled
 from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear, projection_groups, quantize_model
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 
 
 def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GROUP_SIZE) -> str:
@@ -45,7 +48,8 @@ def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GR
         stat = path.stat()
         files.append([path.name, stat.st_size, stat.st_mtime_ns])
     identity = {"format": FORMAT, "files": files, "precision": precision, "group": group,
-                "torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
+                "torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+                "tiled": tiled.int4_enabled(torch.bfloat16) is not None}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -87,7 +91,7 @@ class _Mismatch(ValueError):
 
 def _check_fits(model: Any, precision: str, make: Any) -> None:
     """Raise _Mismatch unless the cache holds every module ``quantize_model`` would build, in the right shape."""
-    meta = torch.empty(0)
+    meta = torch.empty(0, dtype=model.model.embed_tokens.weight.dtype)  # the dtype the modules are built for
     for key, parent, names in projection_groups(model):
         rows = sum(getattr(parent, name).out_features for name in names)
         make(key, meta.new_empty((rows, getattr(parent, names[0]).in_features), device="meta"), precision)
@@ -121,6 +125,8 @@ def _from_cache(tensors: dict[str, torch.Tensor], layout: dict[str, Any]):
         entry = layout.get(key)
         if not isinstance(entry, dict) or entry.get("kind") != kind:
             raise _Mismatch(f"{key} missing")
+        if entry.get("layout") == "tiled":
+            return _tiled(key, entry, kind, out_features, in_features, weight.dtype)
         if kind == "int8":
             q, scales = tensors.get(f"{key}.qweight"), tensors.get(f"{key}.scales")
             if q is None or scales is None or tuple(q.shape) != (out_features, in_features) \
@@ -136,6 +142,27 @@ def _from_cache(tensors: dict[str, torch.Tensor], layout: dict[str, Any]):
         block = entry.get("block")
         return Int4Linear(packed, sz, group, out_features, in_features, block if isinstance(block, int) else None)
 
+    def _tiled(key: str, entry: dict[str, Any], kind: str, out_features: int, in_features: int,
+               dtype: torch.dtype) -> QuantizedLinear:
+        isa = tiled.int4_enabled(dtype) if kind == "int4" else tiled.int8_enabled(dtype)
+        count = -(-out_features // tiled.TILE)
+        if isa is None:
+            raise _Mismatch(f"{key}: the int8-activation kernels do not run here")
+        if kind == "int8":
+            tiles, scales = tensors.get(f"{key}.tiles"), tensors.get(f"{key}.scales")
+            if tiles is None or scales is None or tuple(tiles.shape) != (count, in_features // 4, 64) \
+                    or tiles.dtype != torch.int8 or tuple(scales.shape) != (out_features,) or scales.dtype != dtype:
+                raise _Mismatch(f"{key} shape")
+            return tiled.Int8Q8Linear(tiles, scales, out_features, isa)
+        codes, scales, group = tensors.get(f"{key}.codes"), tensors.get(f"{key}.scales"), entry.get("group")
+        blocks = in_features // tiled.BLOCK
+        if codes is None or scales is None or not isinstance(group, int) or group <= 0 or in_features % group \
+                or tuple(codes.shape) != (count, blocks, 256) or codes.dtype != torch.uint8 \
+                or tuple(scales.shape[:2]) != (count, blocks) or scales.shape[2:] not in ((1, 16), (2, 16)) \
+                or scales.dtype != torch.float16:
+            raise _Mismatch(f"{key} shape")
+        return tiled.Int4Q8Linear(codes, scales, group, out_features, in_features, dtype, isa)
+
     return make
 
 
@@ -143,7 +170,13 @@ def _write(path: Path, built: dict[str, QuantizedLinear]) -> None:
     tensors: dict[str, torch.Tensor] = {}
     layout: dict[str, Any] = {}
     for key, module in built.items():
-        if isinstance(module, Int8Linear):
+        if isinstance(module, tiled.Int8Q8Linear):
+            tensors[f"{key}.tiles"], tensors[f"{key}.scales"] = module.tiles, module.scales
+            layout[key] = {"kind": "int8", "layout": "tiled"}
+        elif isinstance(module, tiled.Int4Q8Linear):
+            tensors[f"{key}.codes"], tensors[f"{key}.scales"] = module.codes, module.scales
+            layout[key] = {"kind": "int4", "layout": "tiled", "group": module.group}
+        elif isinstance(module, Int8Linear):
             tensors[f"{key}.qweight"], tensors[f"{key}.scales"] = module.qweight, module.scales
             layout[key] = {"kind": "int8"}
         elif isinstance(module, Int4Linear):

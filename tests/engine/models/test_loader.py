@@ -301,13 +301,16 @@ def _first_reply_token(loaded) -> str:
 @pytest.mark.slow  # bitsandbytes quantises on the CPU in plain torch ops: ~10 s a load, more on a busy machine
 @pytest.mark.parametrize("precision,max_bytes", [("bnb-int8", 170_000_000), ("nf4", 120_000_000),
                                                  ("int8", 136_000_000), ("int4", 95_000_000)])
-def test_default_model_quantized_on_cpu(default_model_dir, precision, max_bytes):
+def test_default_model_quantized_on_cpu(default_model_dir, precision, max_bytes, aten_kernels):
     # bf16 for the unquantised parts, as on a GPU: 269 MB bf16 -> ~163 MB bnb-int8 -> ~112 MB nf4; the native
     # int8/int4 also keep the embedding table in int8: ~135 MB and ~95 MB (0.50x and 0.35x of bf16).
     loaded = load_model(LoadSpec(model=str(default_model_dir), precision=precision, device="cpu",
                                  bnb_compute_dtype="bf16"))
     assert loaded.facts.params == 134_515_008 and loaded.facts.weights_bytes < max_bytes
-    assert _first_reply_token(loaded).strip() == "The"  # as in bf16: "The capital of France is Paris."
+    # As in bf16: "The capital of France is Paris." Pinned on aten's bf16-activation kernels (aten_kernels): with int8
+    # activations (engine/quant/tiled.py, measured in docs/BENCHMARK.md) int4's first token is "L", and
+    # tests/engine/quant/test_quant.py's Paris test checks that path's answer.
+    assert _first_reply_token(loaded).strip() == "The"
 
 
 def test_gguf_with_an_absurd_block_count_is_refused_before_the_model_is_built(tiny_model_dir, tmp_path, monkeypatch):

@@ -64,7 +64,7 @@ def test_4bit_blocks_map_exactly_onto_the_int4_kernels_format(qtype):
 
 
 @pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1])
-def test_gguf_quantized_weights_map_exactly_and_the_kernel_multiplies_them(qtype):
+def test_gguf_quantized_weights_map_exactly_and_the_kernel_multiplies_them(qtype, aten_kernels):
     weight = np.random.default_rng(1).standard_normal((128, 256)).astype(np.float32)
     raw = quantize(weight, qtype)
     reference = torch.from_numpy(gguf_dequantize(raw, qtype))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.quant import native
+from engine.quant import native, precision
 from engine.quant.quant import Int4Linear, Int4SymLinear
 
 
@@ -24,6 +24,13 @@ def op():
     found = native.int4_sym()
     assert found is not None
     return found
+
+
+@pytest.fixture(autouse=True)
+def bf16_activations(monkeypatch):
+    """These tests are about the exact bf16-activation kernels: the int8-activation ones (engine/quant/tiled.py),
+    which the policy prefers, are switched off by the policy's own flag."""
+    monkeypatch.setattr(precision, "INT8_ACTIVATIONS", False)
 
 
 def _weight(out_features: int, in_features: int, seed: int, group: int = 32):

@@ -47,7 +47,7 @@ def test_int4_dequantizes_within_half_a_step_of_each_group():
 
 
 @pytest.mark.parametrize("block", [64, 32])
-def test_int4_dequantize_is_bit_identical_to_the_formula_on_unpacked_codes(block):
+def test_int4_dequantize_is_bit_identical_to_the_formula_on_unpacked_codes(block, aten_kernels):
     """dequantize() reads the packed bytes column-block-wise (no element-wise transpose); its values must
     equal (q - 8) · scale + zero computed in fp32 and rounded once to bf16 on the codes unpacked row by row,
     for both layouts."""
@@ -88,16 +88,18 @@ def test_int4_layout_is_recognised_on_the_avx2_kernels_too():
             "x = torch.randn(20, 64).to(torch.bfloat16)\n"
             "d = (q(x).float() - torch.cat([q(x[i:i+1]) for i in range(20)]).float()).abs().max().item()\n"
             "print(torch.backends.cpu.get_cpu_capability(), q.block, d < 0.05 * q(x).float().abs().max().item())")
-    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2")
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2", MIAOHUI_NATIVE="0")  # aten's packing, not the tiles
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-1500:]
     capability, block, agree = result.stdout.split()
     assert capability == "AVX2" and block == "32" and agree == "True"
 
 
-def test_a_shape_the_kernel_cannot_pack_is_refused():
-    with pytest.raises(ValueError):
+def test_a_shape_the_kernel_cannot_pack_is_refused(aten_kernels):
+    with pytest.raises(ValueError):  # aten's packing (the tiles of engine/quant/tiled.py pad the rows instead)
         Int4Linear.from_dense(_weight(40, 256))  # 40 output rows: not a multiple of 16
+    with pytest.raises(ValueError):
+        Int4Linear.from_dense(_weight(32, 40))  # 40 input columns: not a multiple of the group
 
 
 @pytest.fixture(scope="module")
@@ -112,11 +114,11 @@ def test_loader_quantizes_every_projection_and_the_tied_table(tiny_model_dir, bf
     kind = Int8Linear if precision == "int8" else Int4Linear
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
-        assert type(attn.o_proj) is kind and type(mlp.down_proj) is kind
+        assert isinstance(attn.o_proj, kind) and isinstance(mlp.down_proj, kind)  # or their tiled subclasses
         # q|k|v and gate|up are one quantized product each, the projections slices of it
         for group in ((attn.q_proj, attn.k_proj, attn.v_proj), (mlp.gate_proj, mlp.up_proj)):
             assert all(type(s) is ProjectionSlice and s.fused is group[0].fused for s in group)
-            assert type(group[0].fused) is kind
+            assert isinstance(group[0].fused, kind)
             assert [(s.start, s.end) for s in group] == [(0, group[0].end)] + [
                 (a.end, b.end) for a, b in zip(group, group[1:])]
     assert isinstance(model.lm_head, Int8Linear) and isinstance(model.model.embed_tokens, QuantizedEmbedding)

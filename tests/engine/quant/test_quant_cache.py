@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from engine.quant import quant_cache
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
+from engine.quant.quant import Int8Linear
 from engine.quant.quant_cache import cache_folder, cache_key
 
 HIT = "quantized weights from the cache"
@@ -72,7 +73,8 @@ def test_a_cache_of_other_shapes_is_ignored_and_rewritten(home, tiny_model_dir, 
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata()
     tensors = {k: v.clone() for k, v in load_file(str(path)).items()}
-    tensors["layers.0.qkv.qweight"] = tensors["layers.0.qkv.qweight"][:8].contiguous()
+    name = next(k for k in tensors if k.startswith("layers.0.qkv.") and tensors[k].dtype == torch.int8)  # either layout
+    tensors[name] = tensors[name][:tensors[name].shape[0] // 2].contiguous()
     save_file(tensors, str(path), metadata=metadata)
     loaded, hit = _load(tiny_model_dir, "int8")
     assert not hit and torch.equal(_logits(loaded), _logits(reference))
@@ -91,6 +93,10 @@ def test_the_key_changes_with_the_weights_the_precision_the_group_and_the_kernel
     assert touched != key
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2-test")
     assert cache_key([weights], "int4") != touched
+    monkeypatch.setattr(quant_cache.tiled, "int4_enabled", lambda dtype: 2)  # the tiles of engine/quant/tiled.py
+    tiles = cache_key([weights], "int4")
+    monkeypatch.setattr(quant_cache.tiled, "int4_enabled", lambda dtype: None)  # aten's layout
+    assert cache_key([weights], "int4") != tiles
 
 
 def test_without_a_usable_data_folder_it_quantizes_without_a_cache(tmp_path, monkeypatch, tiny_model_dir):
@@ -99,4 +105,4 @@ def test_without_a_usable_data_folder_it_quantizes_without_a_cache(tmp_path, mon
     monkeypatch.setenv("MIAOHUI_HOME", str(not_a_folder))
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bf16"))
     assert quant_cache.quantize_cached(loaded.model, "int4", [tiny_model_dir / "model.safetensors"]) is False
-    assert type(loaded.model.lm_head).__name__ == "Int8Linear"
+    assert isinstance(loaded.model.lm_head, Int8Linear)

@@ -1,0 +1,383 @@
+// miaohui::q4_q8_mm and miaohui::q8_q8_mm: int4 and int8 weights times activations quantized to int8 per block
+// of 32, with integer dot products (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw + vpmaddwd), as llama.cpp computes
+// its Q4_0/Q4_1/Q8_0 products. Not exact against a bf16-activation product: engine/quant/native.py says why
+// and what the contract is; tests/engine/quant/test_q8act.py checks the integer sums exactly.
+//
+// Activations: each row, per block b of 32, d[b] = max|x| / 127, qa = nearest-even(x · (1/d[b])) in -127..127
+// (all 0 where the block is 0), and sa[b] = Σ qa over the block.
+//
+// int4 (q4_q8_mm): out[r] = Σ_b d[b] · (s[r,b] · Σ_j q[r,b,j]·qa[b,j] + m[r,b] · sa[b]), q the 0..15 codes, s the
+// per-(row, block) scale and m its offset (w = q·s + m); symmetric weights (Q4_0) store no m: m = -8·s.
+// Layout, written once at pack time (engine/quant/tiled.py): tiles of 16 output rows; per tile and block of 32
+// input columns 256 bytes, four chunks of 64: byte 4·r + j of chunk i holds row r's column 8i + j in its low
+// nibble and column 8i + 4 + j in its high one. So one 64-byte load, masked and shifted, feeds two vpdpbusd
+// whose 16 int32 lanes are the tile's 16 rows, each against 4 activation bytes broadcast: no horizontal sums.
+// Scales: per tile and block, 16 fp16 scales, then (asymmetric) 16 fp16 offsets.
+//
+// int8 (q8_q8_mm): out[r] = s[r] · Σ_b d[b] · Σ_j q[r,b,j]·qa[b,j], q in -127..127, s one scale per row (bf16).
+// Layout: tiles of 16 rows; per tile 64 bytes per 4 input columns, byte 4·r + j = row r's column 4i + j.
+// vpdpbusd multiplies unsigned by signed bytes: the weights are read as q + 128 (one xor) and 128 · sa[b] taken
+// off. AVX2 uses the sign trick (|q| times qa with q's sign), whose pair sums stay under 32767.
+//
+// The fp32 combination runs over blocks in order; rows of activations (≤ 4 at once) share each weight load.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kTile = 16;   // output rows per tile
+constexpr int64_t kBlock = 32;  // activations per int8 block
+constexpr int kMaxRows = 4;     // activation rows sharing a weight load
+
+enum Isa : int64_t { kAuto = 0, kAvx2 = 1, kVnni = 2 };
+
+bool has_avx2() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+bool has_vnni() {
+  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+Isa resolve(int64_t isa) {
+  if (isa == kAuto) return has_vnni() ? kVnni : kAvx2;
+  TORCH_CHECK(isa == kAvx2 || isa == kVnni, "isa: 0 (auto), 1 (AVX2) or 2 (AVX512-VNNI)");
+  TORCH_CHECK(isa == kAvx2 ? has_avx2() : has_vnni(), "this CPU lacks the instructions of isa ", isa);
+  return static_cast<Isa>(isa);
+}
+
+// Activations of one call, quantized: qa (rows, K) int8, d and sa (rows, K/32).
+struct Quantized {
+  std::vector<int8_t> qa;
+  std::vector<float> d;
+  std::vector<int32_t> sa;
+};
+
+__attribute__((target("avx2,fma"))) void quantize_block(const float* x, int8_t* q, float* d, int32_t* sa) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float scale = _mm_cvtss_f32(m4) / 127.0f;
+  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  const __m256 id = _mm256_set1_ps(inverse);
+  __m256i n[4];
+  for (int i = 0; i < 4; ++i) n[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));  // nearest even (MXCSR default)
+  const __m256i total = _mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
+  __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+  t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4E));
+  t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0xB1));
+  // packs interleave 128-bit lanes; the permutation puts the 32 bytes back in column order.
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+  const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
+  *d = scale;
+  *sa = _mm_cvtsi128_si32(t4);
+}
+
+Quantized quantize(const float* x, int64_t rows, int64_t K) {
+  const int64_t blocks = K / kBlock;
+  Quantized out{std::vector<int8_t>(rows * K), std::vector<float>(rows * blocks), std::vector<int32_t>(rows * blocks)};
+  for (int64_t i = 0; i < rows * blocks; ++i)
+    quantize_block(x + i * kBlock, out.qa.data() + i * kBlock, out.d.data() + i, out.sa.data() + i);
+  return out;
+}
+
+inline int32_t word(const int8_t* p) {
+  int32_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+
+// ---- int4, AVX512-VNNI: one tile, R activation rows, every block.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q4_tile_vnni(
+    const uint8_t* codes, const uint16_t* scales, int S, int64_t blocks, const Quantized& a, int64_t row0,
+    int64_t K, float* out) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* c = codes + b * 256;
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1024), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1088), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1152), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1216), _MM_HINT_T0);
+    __m512i w[8];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i v = _mm512_loadu_si512(c + 64 * i);
+      w[2 * i] = _mm512_and_si512(v, low);
+      w[2 * i + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+    const uint16_t* sb = scales + b * S * kTile;
+    const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb)));
+    const __m512 m = S == 2 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kTile)))
+                            : _mm512_mul_ps(s, _mm512_set1_ps(-8.0f));
+    for (int r = 0; r < R; ++r) {
+      const int64_t ix = (row0 + r) * (K / kBlock) + b;
+      const int8_t* q = a.qa.data() + ix * kBlock;
+      __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+      for (int i = 0; i < 4; ++i) {
+        i0 = _mm512_dpbusd_epi32(i0, w[2 * i], _mm512_set1_epi32(word(q + 8 * i)));
+        i1 = _mm512_dpbusd_epi32(i1, w[2 * i + 1], _mm512_set1_epi32(word(q + 8 * i + 4)));
+      }
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1));
+      const __m512 t = _mm512_fmadd_ps(s, dot, _mm512_mul_ps(m, _mm512_set1_ps(static_cast<float>(a.sa[ix]))));
+      acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a.d[ix]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * kTile, acc[r]);
+}
+
+// ---- int4, AVX2: the same tiles as two halves of 8 rows; 16 products per int16 lane stay under 32767.
+template <int R>
+__attribute__((target("avx2,fma,f16c"))) void q4_tile_avx2(
+    const uint8_t* codes, const uint16_t* scales, int S, int64_t blocks, const Quantized& a, int64_t row0,
+    int64_t K, float* out) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* c = codes + b * 256;
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1024), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1088), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1152), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + 1216), _MM_HINT_T0);
+    const uint16_t* sb = scales + b * S * kTile;
+    for (int h = 0; h < 2; ++h) {
+      __m256i w[8];
+      for (int i = 0; i < 4; ++i) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * i + 32 * h));
+        w[2 * i] = _mm256_and_si256(v, low);
+        w[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      }
+      const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 8 * h)));
+      const __m256 m = S == 2 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kTile + 8 * h)))
+                              : _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
+      for (int r = 0; r < R; ++r) {
+        const int64_t ix = (row0 + r) * (K / kBlock) + b;
+        const int8_t* q = a.qa.data() + ix * kBlock;
+        __m256i sum16 = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+          sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(w[2 * i], _mm256_set1_epi32(word(q + 8 * i))));
+          sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(w[2 * i + 1], _mm256_set1_epi32(word(q + 8 * i + 4))));
+        }
+        const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(sum16, ones));
+        const __m256 t = _mm256_fmadd_ps(s, dot, _mm256_mul_ps(m, _mm256_set1_ps(static_cast<float>(a.sa[ix]))));
+        acc[r][h] = _mm256_fmadd_ps(t, _mm256_set1_ps(a.d[ix]), acc[r][h]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(out + r * kTile, acc[r][0]);
+    _mm256_storeu_ps(out + r * kTile + 8, acc[r][1]);
+  }
+}
+
+// ---- int8, AVX512-VNNI: weights read as q + 128 (xor 0x80), 128·sa taken off each block's sum.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma"))) void q8_tile_vnni(
+    const int8_t* tiles, int64_t blocks, const Quantized& a, int64_t row0, int64_t K, float* out) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* t = tiles + b * 512;
+    for (int i = 0; i < 8; ++i) _mm_prefetch(reinterpret_cast<const char*>(t + 1024 + 64 * i), _MM_HINT_T0);
+    __m512i w[8];
+    for (int i = 0; i < 8; ++i) w[i] = _mm512_xor_si512(_mm512_loadu_si512(t + 64 * i), bias);
+    for (int r = 0; r < R; ++r) {
+      const int64_t ix = (row0 + r) * (K / kBlock) + b;
+      const int8_t* q = a.qa.data() + ix * kBlock;
+      __m512i i0 = _mm512_set1_epi32(-128 * a.sa[ix]), i1 = _mm512_setzero_si512();
+      for (int i = 0; i < 8; i += 2) {
+        i0 = _mm512_dpbusd_epi32(i0, w[i], _mm512_set1_epi32(word(q + 4 * i)));
+        i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(word(q + 4 * i + 4)));
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), _mm512_set1_ps(a.d[ix]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * kTile, acc[r]);
+}
+
+// ---- int8, AVX2: |q| times qa carrying q's sign (vpsignb); a pair sum is at most 2·127·127 < 32767.
+template <int R>
+__attribute__((target("avx2,fma"))) void q8_tile_avx2(
+    const int8_t* tiles, int64_t blocks, const Quantized& a, int64_t row0, int64_t K, float* out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* t = tiles + b * 512;
+    for (int i = 0; i < 8; ++i) _mm_prefetch(reinterpret_cast<const char*>(t + 1024 + 64 * i), _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      __m256i w[8];
+      for (int i = 0; i < 8; ++i) w[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 64 * i + 32 * h));
+      for (int r = 0; r < R; ++r) {
+        const int64_t ix = (row0 + r) * (K / kBlock) + b;
+        const int8_t* q = a.qa.data() + ix * kBlock;
+        __m256i sum = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i) {
+          const __m256i signed_a = _mm256_sign_epi8(_mm256_set1_epi32(word(q + 4 * i)), w[i]);
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w[i]), signed_a), ones));
+        }
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(a.d[ix]), acc[r][h]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(out + r * kTile, acc[r][0]);
+    _mm256_storeu_ps(out + r * kTile + 8, acc[r][1]);
+  }
+}
+
+// Runs ``tile(t, row0, R, out16)`` over every tile (parallel) and every chunk of ≤ kMaxRows rows, then scales
+// each output (``row_scale``: the int8 per-row scales, or none) and writes it in the output's dtype.
+template <typename Tile>
+at::Tensor run(const at::Tensor& a_in, int64_t tiles, int64_t out_features, Tile tile,
+               const uint16_t* row_scale) {
+  const bool bf16 = a_in.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(a_in.dim() == 2 && (bf16 || a_in.scalar_type() == at::kFloat), "a: (rows, K) bf16 or fp32");
+  const at::Tensor a = a_in.to(at::kFloat).contiguous();
+  const int64_t rows = a.size(0), K = a.size(1);
+  TORCH_CHECK(K % kBlock == 0, "K must be a multiple of 32");
+  const Quantized q = quantize(a.data_ptr<float>(), rows, K);
+  at::Tensor out = at::empty({rows, out_features}, a_in.options());
+  at::BFloat16* out_bf16 = bf16 ? out.data_ptr<at::BFloat16>() : nullptr;
+  float* out_fp32 = bf16 ? nullptr : out.data_ptr<float>();
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    alignas(64) float acc[kMaxRows * kTile];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n0 = t * kTile, width = std::min(kTile, out_features - n0);
+      for (int64_t row0 = 0; row0 < rows; row0 += kMaxRows) {
+        const int count = static_cast<int>(std::min<int64_t>(kMaxRows, rows - row0));
+        tile(t, row0, count, q, K, acc);
+        for (int r = 0; r < count; ++r) {
+          for (int64_t j = 0; j < width; ++j) {
+            float v = acc[r * kTile + j];
+            if (row_scale) {
+              const uint32_t bits = static_cast<uint32_t>(row_scale[n0 + j]) << 16;
+              float s;
+              std::memcpy(&s, &bits, sizeof s);
+              v *= s;
+            }
+            const int64_t ix = (row0 + r) * out_features + n0 + j;
+            if (out_bf16) out_bf16[ix] = c10::BFloat16(v);  // rounded to nearest even
+            else out_fp32[ix] = v;
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+template <template <int> class F, typename... Args>
+void by_rows(int count, Args&&... args) {
+  switch (count) {
+    case 1: F<1>::call(std::forward<Args>(args)...); break;
+    case 2: F<2>::call(std::forward<Args>(args)...); break;
+    case 3: F<3>::call(std::forward<Args>(args)...); break;
+    default: F<4>::call(std::forward<Args>(args)...); break;
+  }
+}
+
+template <int R> struct Q4Vnni { template <typename... A> static void call(A&&... a) { q4_tile_vnni<R>(std::forward<A>(a)...); } };
+template <int R> struct Q4Avx2 { template <typename... A> static void call(A&&... a) { q4_tile_avx2<R>(std::forward<A>(a)...); } };
+template <int R> struct Q8Vnni { template <typename... A> static void call(A&&... a) { q8_tile_vnni<R>(std::forward<A>(a)...); } };
+template <int R> struct Q8Avx2 { template <typename... A> static void call(A&&... a) { q8_tile_avx2<R>(std::forward<A>(a)...); } };
+
+at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
+                    int64_t isa_in) {
+  const Isa isa = resolve(isa_in);
+  TORCH_CHECK(codes.dim() == 3 && codes.size(2) == 256 && codes.scalar_type() == at::kByte && codes.is_contiguous(),
+              "codes: contiguous (tiles, K/32, 256) uint8");
+  const int64_t tiles = codes.size(0), blocks = codes.size(1);
+  TORCH_CHECK(scales.dim() == 4 && scales.size(0) == tiles && scales.size(1) == blocks && scales.size(3) == kTile &&
+                  (scales.size(2) == 1 || scales.size(2) == 2) && scales.scalar_type() == at::kHalf &&
+                  scales.is_contiguous(), "scales: contiguous (tiles, K/32, 1 or 2, 16) fp16");
+  TORCH_CHECK(a.dim() == 2 && a.size(1) == blocks * kBlock, "a: (rows, K) with K = 32 · codes.size(1)");
+  TORCH_CHECK(out_features > (tiles - 1) * kTile && out_features <= tiles * kTile, "out_features does not fit tiles");
+  const auto* c = codes.data_ptr<uint8_t>();
+  const auto* s = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::Half>());
+  const int S = static_cast<int>(scales.size(2));
+  return run(a, tiles, out_features, [&](int64_t t, int64_t row0, int count, const Quantized& q, int64_t K,
+                                         float* acc) {
+    const uint8_t* tc = c + t * blocks * 256;
+    const uint16_t* ts = s + t * blocks * S * kTile;
+    if (isa == kVnni) by_rows<Q4Vnni>(count, tc, ts, S, blocks, q, row0, K, acc);
+    else by_rows<Q4Avx2>(count, tc, ts, S, blocks, q, row0, K, acc);
+  }, nullptr);
+}
+
+at::Tensor q8_q8_mm(const at::Tensor& a, const at::Tensor& tiles_in, const at::Tensor& scales, int64_t out_features,
+                    int64_t isa_in) {
+  const Isa isa = resolve(isa_in);
+  TORCH_CHECK(tiles_in.dim() == 3 && tiles_in.size(2) == 64 && tiles_in.scalar_type() == at::kChar &&
+                  tiles_in.is_contiguous(), "tiles: contiguous (tiles, K/4, 64) int8");
+  const int64_t tiles = tiles_in.size(0), K = tiles_in.size(1) * 4, blocks = K / kBlock;
+  TORCH_CHECK(K % kBlock == 0 && a.dim() == 2 && a.size(1) == K, "a: (rows, K), K a multiple of 32");
+  TORCH_CHECK(scales.dim() == 1 && scales.numel() >= out_features && scales.scalar_type() == at::kBFloat16 &&
+                  scales.is_contiguous(), "scales: (≥ out_features,) bf16");
+  TORCH_CHECK(out_features > (tiles - 1) * kTile && out_features <= tiles * kTile, "out_features does not fit tiles");
+  const auto* w = tiles_in.data_ptr<int8_t>();
+  return run(a, tiles, out_features, [&](int64_t t, int64_t row0, int count, const Quantized& q, int64_t Kq,
+                                         float* acc) {
+    const int8_t* tw = w + t * K * kTile;
+    if (isa == kVnni) by_rows<Q8Vnni>(count, tw, blocks, q, row0, Kq, acc);
+    else by_rows<Q8Avx2>(count, tw, blocks, q, row0, Kq, acc);
+  }, reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>()));
+}
+
+// The activation quantization alone, for tests: (qa (rows, K) int8, d (rows, K/32) fp32, sa (rows, K/32) int32).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> q8_quantize(const at::Tensor& a_in) {
+  TORCH_CHECK(has_avx2(), "q8_quantize needs AVX2");
+  const at::Tensor a = a_in.to(at::kFloat).contiguous();
+  TORCH_CHECK(a.dim() == 2 && a.size(1) % kBlock == 0, "a: (rows, K), K a multiple of 32");
+  const int64_t rows = a.size(0), K = a.size(1);
+  Quantized q = quantize(a.data_ptr<float>(), rows, K);
+  at::Tensor qa = at::empty({rows, K}, a.options().dtype(at::kChar));
+  at::Tensor d = at::empty({rows, K / kBlock}, a.options());
+  at::Tensor sa = at::empty({rows, K / kBlock}, a.options().dtype(at::kInt));
+  std::memcpy(qa.data_ptr<int8_t>(), q.qa.data(), q.qa.size());
+  std::memcpy(d.data_ptr<float>(), q.d.data(), q.d.size() * sizeof(float));
+  std::memcpy(sa.data_ptr<int32_t>(), q.sa.data(), q.sa.size() * sizeof(int32_t));
+  return {qa, d, sa};
+}
+
+// The best instruction set this CPU offers the ops: 2 (AVX512-VNNI), 1 (AVX2 with FMA and F16C) or 0 (none).
+int64_t q8act_isa() { return has_vnni() ? kVnni : has_avx2() ? kAvx2 : 0; }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(miaohui, m) {
+  m.def("q4_q8_mm(Tensor a, Tensor codes, Tensor scales, int out_features, int isa) -> Tensor");
+  m.def("q8_q8_mm(Tensor a, Tensor tiles, Tensor scales, int out_features, int isa) -> Tensor");
+  m.def("q8_quantize(Tensor a) -> (Tensor, Tensor, Tensor)");
+  m.def("q8act_isa() -> int", &q8act_isa);
+}
+
+TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
+  m.impl("q4_q8_mm", &q4_q8_mm);
+  m.impl("q8_q8_mm", &q8_q8_mm);
+  m.impl("q8_quantize", &q8_quantize);
+}
