@@ -78,10 +78,9 @@ PROMPTS = {
 }
 # (name, prompt, target precision, speculation, the target for the ratio or None): the three targets, and
 # the edit beside them. The edit is no test of lookup on the default model: asked to edit a function and return it
-# (five phrasings tried: rename a variable, add type hints or a docstring, change a default, comment the loops) the
-# 135M model writes other code, of whose 160 tokens at most ~34 continue an earlier n-gram, so no drafter of the
-# conversation gets past ~1.27 tokens per step; a model that does the edit copies most of the function. The rewrite
-# is the repeat-heavy target. Nothing repeats: a cost of at most 3%.
+# (twelve phrasings tried, docs/BENCHMARK.md) the 135M model writes other code, of whose 160 tokens at most ~34
+# continue an earlier n-gram, so no drafter of the conversation gets past ~1.27 tokens per step; a model that does
+# the edit copies most of the function. The rewrite is the repeat-heavy target. Nothing repeats: a cost of at most 3%.
 COMPARISONS = (
     ("prompt lookup, rewrite a text", "rewrite", "bf16", "prompt-lookup", 1.8),
     ("self-speculation int4 -> bf16", "ordinary", "bf16", "self", 1.4),
