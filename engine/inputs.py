@@ -201,8 +201,9 @@ class SpeculationConfig:
     ``method``: ``prompt-lookup`` (n-grams of the conversation so far), ``draft`` (``draft_model``, a smaller model
     with the same tokenizer) or ``self`` (the loaded model's int4 copy). ``max_draft`` bounds the adaptive draft
     length (it starts at ``start_draft``; None: ``draft_cap``, the method's own bound: prompt lookup drafts cost no
-    forward pass, so a passage that keeps matching may draft up to ``MAX_DRAFT_TOKENS``); when fewer than ``off_below`` drafted tokens per step are accepted over
-    the recent steps drafting pauses (the off-switch), for longer each time it pays no better.
+    forward pass, so a passage that keeps matching may draft up to ``MAX_DRAFT_TOKENS``); when fewer than
+    ``off_below`` drafted tokens per step are accepted over the recent steps drafting pauses (the off-switch), for
+    longer each time it pays no better.
     """
 
     method: str = "prompt-lookup"

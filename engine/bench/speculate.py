@@ -70,7 +70,8 @@ PROMPTS = {
     # A rewrite with one small change asked for, the text first (as one pastes it): the default model copies it
     # (without making the change). Asked instead to "rewrite exactly, word for word" it paraphrases: ~70 of 160
     # reply tokens then continue an earlier n-gram at all, which no drafter of the conversation can beat.
-    "rewrite": "Here is a text:\n\n" + REWRITE_TEXT + "\n\nCopy the text above, but write 'tower' instead of 'lighthouse'.",
+    "rewrite": ("Here is a text:\n\n" + REWRITE_TEXT
+                + "\n\nCopy the text above, but write 'tower' instead of 'lighthouse'."),
     "edit": ("Rename the variable `totals` to `sums` in this function and output the whole function:\n\n"
              "```python\n" + EDIT_FUNCTION + "```"),
     "ordinary": "Explain in a few paragraphs why the sky is blue and why sunsets are red.",

@@ -3,9 +3,10 @@
 Two prompts: a repeat-heavy one (copy a given ~300-word text with one word changed: the default model's reply
 copies most of it; a model with a short context gets a short function to edit) and a fresh one (a story: nothing
 to copy). For each, one plain greedy reply is the reference, then one reply with prompt lookup drafting at a fixed
-length k for each k in ``DRAFT_LENGTHS`` (``SpeculationConfig`` with ``start_draft = max_draft = k``: lookup's
-length then stays k, ``engine.speculate.length``). The table gives each reply's decode rate, speed-up over the plain one, acceptance rate,
-tokens per forward of the model and whether its tokens equal the plain reply's (greedy: they must). Prompt lookup
+length k for each k in ``DRAFT_LENGTHS`` (``SpeculationConfig`` with ``start_draft = max_draft = k``:
+lookup's length then stays k, ``engine.speculate.length``). The table gives each reply's decode rate, speed-up
+over the plain one, acceptance rate, tokens per forward of the model and whether its tokens equal the plain
+reply's (greedy: they must). Prompt lookup
 is the drafter because it needs no other weights in memory; ``python -m engine.bench.speculate`` compares
 self-speculation too. One run each, on a machine that may be busy: the speed-ups are indicative, the acceptance and
 tokens per step are exact counts.

@@ -9,9 +9,9 @@ drafted is a plain one-token decode, so prompt lookup without a match costs only
 The draft length adapts (``engine.speculate.length``, timed here): for a drafter that runs a model, the length with
 the most tokens per second given the measured draft and verify times and the recent acceptance; for prompt lookup,
 doubling while whole drafts are accepted (within 1..``SpeculationConfig.draft_cap``). The off-switch: when the
-drafts of the last ``WINDOW`` steps kept fewer than ``off_below`` of their tokens, drafting pauses for ``PAUSE`` steps, doubling (to ``MAX_PAUSE``) each time it
-pays no better once resumed. Counts for the metrics: drafts, drafted and accepted tokens, target forwards. The
-kept drafts come back marked ``drafted`` (the window tints them).
+drafts of the last ``WINDOW`` steps kept fewer than ``off_below`` of their tokens, drafting pauses for ``PAUSE``
+steps, doubling (to ``MAX_PAUSE``) each time it pays no better once resumed. Counts for the metrics: drafts,
+drafted and accepted tokens, target forwards. The kept drafts come back marked ``drafted`` (the window tints them).
 Owns no model and no text; the session (``engine.generate.session``) emits what ``step`` returns.
 """
 
