@@ -191,6 +191,7 @@ class SamplingConfig:
 
 SPECULATION_METHODS = ("prompt-lookup", "draft", "self")  # engine/speculate/drafters.py
 MAX_DRAFT_TOKENS = 32  # more drafted tokens per step than this cannot pay: acceptance compounds per position
+MODEL_MAX_DRAFT = 12  # a draft model's bound (engine.speculate.length picks within it by measured costs)
 
 
 @dataclass(frozen=True)
@@ -199,13 +200,15 @@ class SpeculationConfig:
 
     ``method``: ``prompt-lookup`` (n-grams of the conversation so far), ``draft`` (``draft_model``, a smaller model
     with the same tokenizer) or ``self`` (the loaded model's int4 copy). ``max_draft`` bounds the adaptive draft
-    length (it starts at ``start_draft``); when fewer than ``off_below`` drafted tokens per step are accepted over
-    the recent steps drafting pauses (the off-switch), for longer each time it pays no better.
+    length (it starts at ``start_draft``; None: ``draft_cap``, the method's own bound: prompt lookup drafts cost no
+    forward pass, so a passage that keeps matching may draft up to ``MAX_DRAFT_TOKENS``); when fewer than
+    ``off_below`` drafted tokens per step are accepted over the recent steps drafting pauses (the off-switch), for
+    longer each time it pays no better.
     """
 
     method: str = "prompt-lookup"
     draft_model: str | None = None
-    max_draft: int = 8
+    max_draft: int | None = None
     start_draft: int = 4
     off_below: float = 0.3
 
@@ -218,13 +221,23 @@ class SpeculationConfig:
             raise BadInputError(f"{self.method} speculation takes no draft model")
         for name in ("max_draft", "start_draft"):
             value = getattr(self, name)
+            if name == "max_draft" and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DRAFT_TOKENS:
                 raise BadInputError(f"{name} must be a whole number from 1 to {MAX_DRAFT_TOKENS} (got {value!r})")
-        if self.start_draft > self.max_draft:
-            raise BadInputError(f"start_draft ({self.start_draft}) must not exceed max_draft ({self.max_draft})")
+        if self.start_draft > self.draft_cap:
+            raise BadInputError(f"start_draft ({self.start_draft}) must not exceed max_draft ({self.draft_cap})")
         if not isinstance(self.off_below, (int, float)) or isinstance(self.off_below, bool) \
                 or not 0.0 <= self.off_below < 1.0:
             raise BadInputError(f"off_below must be from 0 to below 1 (got {self.off_below!r})")
+
+    @property
+    def draft_cap(self) -> int:
+        """The longest draft: ``max_draft``, or the method's own (lookup ``MAX_DRAFT_TOKENS``, models
+        ``MODEL_MAX_DRAFT``: each drafted token costs them a forward of the drafter)."""
+        if self.max_draft is not None:
+            return self.max_draft
+        return MAX_DRAFT_TOKENS if self.method == "prompt-lookup" else MODEL_MAX_DRAFT
 
     @classmethod
     def parse(cls, text: str) -> "SpeculationConfig":

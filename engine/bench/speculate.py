@@ -4,8 +4,8 @@ Three comparisons on one loaded model (the default one, bf16 on the CPU unless t
 alternating plain and speculative replies so the two see the same machine load, greedy so the texts must match
 token for token (a mismatch is reported, never hidden):
 
-- prompt lookup on repeat-heavy prompts (rewrite a ~300-word text with its typos fixed; edit a function):
-  decode tokens/s against plain (the issue's target: at least 1.8x);
+- prompt lookup on repeat-heavy prompts (rewrite a given ~300-word text; edit a given function): decode tokens/s
+  against plain (the issue's target: at least 1.8x, on the rewrite: see ``COMPARISONS`` for why not the edit);
 - self-speculation, the model's int4 copy drafting for its bf16 weights, on an ordinary prompt (target 1.4x);
 - prompt lookup on a prompt where nothing repeats: what the lookups and failed drafts cost (target: at most 3%).
 
@@ -67,20 +67,26 @@ EDIT_FUNCTION = '''def summarize_orders(orders, currency="EUR"):
     return result
 '''
 PROMPTS = {
-    "rewrite": "Rewrite the following text exactly, word for word, changing nothing:\n\n" + REWRITE_TEXT,
+    # A rewrite with one small change asked for, the text first (as one pastes it): the default model copies it
+    # (without making the change). Asked instead to "rewrite exactly, word for word" it paraphrases: ~70 of 160
+    # reply tokens then continue an earlier n-gram at all, which no drafter of the conversation can beat.
+    "rewrite": ("Here is a text:\n\n" + REWRITE_TEXT
+                + "\n\nCopy the text above, but write 'tower' instead of 'lighthouse'."),
     "edit": ("Rename the variable `totals` to `sums` in this function and output the whole function:\n\n"
              "```python\n" + EDIT_FUNCTION + "```"),
     "ordinary": "Explain in a few paragraphs why the sky is blue and why sunsets are red.",
     "fresh": "Write a short story about a fox who learns to paint, with a surprising ending.",
 }
 # (name, prompt, target precision, speculation, the issue's target for the ratio or None): the three targets, and
-# the rewrite beside them (the 135M model paraphrases rather than copies when asked to rewrite, so it is no fair test
-# of lookup; "edit a function, return it whole" is the repeat-heavy target). Nothing repeats: a cost of at most 3%.
+# the edit beside them. The edit is no test of lookup on the default model: asked to edit a function and return it
+# (twelve phrasings tried, docs/BENCHMARK.md) the 135M model writes other code, of whose 160 tokens at most ~34
+# continue an earlier n-gram, so no drafter of the conversation gets past ~1.27 tokens per step; a model that does
+# the edit copies most of the function. The rewrite is the repeat-heavy target. Nothing repeats: a cost of at most 3%.
 COMPARISONS = (
-    ("prompt lookup, edit a function", "edit", "bf16", "prompt-lookup", 1.8),
+    ("prompt lookup, rewrite a text", "rewrite", "bf16", "prompt-lookup", 1.8),
     ("self-speculation int4 -> bf16", "ordinary", "bf16", "self", 1.4),
     ("prompt lookup, nothing repeats", "fresh", "bf16", "prompt-lookup", 0.97),
-    ("prompt lookup, rewrite a text", "rewrite", "bf16", "prompt-lookup", None),
+    ("prompt lookup, edit a function", "edit", "bf16", "prompt-lookup", None),
 )
 WARM_UP_TOKENS = 8  # first-call allocations and the int4 copy's kernels: a short reply warms them as a long one
 
@@ -174,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--only", default=None, help="run only the comparisons whose name contains this")
     parser.add_argument("--markdown", action="store_true", help="print the docs/BENCHMARK.md table too")
-    parser.add_argument("--targets-only", action="store_true", help="only the issue's three targets (no rewrite)")
+    parser.add_argument("--targets-only", action="store_true", help="only the issue's three targets (no edit)")
     args = parser.parse_args(argv)
     import torch
 

@@ -1,11 +1,12 @@
 """The lab's "Speculative decoding" experiment: speed-up against draft length and acceptance, on the loaded model.
 
-Two prompts: a repeat-heavy one (edit a given function and return it whole: the reply copies most of the prompt;
-a model with a short context gets a short function) and a fresh one (a story: nothing to copy). For each, one plain
-greedy reply is the reference, then one reply with prompt lookup drafting at a fixed length k for each k in
-``DRAFT_LENGTHS`` (``SpeculationConfig`` with ``start_draft = max_draft = k``: the adaptive length can only shrink
-it after a rejection). The table gives each reply's decode rate, speed-up over the plain one, acceptance rate,
-tokens per forward of the model and whether its tokens equal the plain reply's (greedy: they must). Prompt lookup
+Two prompts: a repeat-heavy one (copy a given ~300-word text with one word changed: the default model's reply
+copies most of it; a model with a short context gets a short function to edit) and a fresh one (a story: nothing
+to copy). For each, one plain greedy reply is the reference, then one reply with prompt lookup drafting at a fixed
+length k for each k in ``DRAFT_LENGTHS`` (``SpeculationConfig`` with ``start_draft = max_draft = k``:
+lookup's length then stays k, ``engine.speculate.length``). The table gives each reply's decode rate, speed-up
+over the plain one, acceptance rate, tokens per forward of the model and whether its tokens equal the plain
+reply's (greedy: they must). Prompt lookup
 is the drafter because it needs no other weights in memory; ``python -m engine.bench.speculate`` compares
 self-speculation too. One run each, on a machine that may be busy: the speed-ups are indicative, the acceptance and
 tokens per step are exact counts.
@@ -25,7 +26,7 @@ from engine.lab.results import ExperimentResult, Series
 from engine.lab.runs import Progress, check_cancel, generate_once, no_progress
 
 DRAFT_LENGTHS = (1, 2, 4, 6, 8)
-CASES = (("repeat-heavy", PROMPTS["edit"]), ("fresh", PROMPTS["fresh"]))
+CASES = (("repeat-heavy", PROMPTS["rewrite"]), ("fresh", PROMPTS["fresh"]))
 # For a model whose context cannot hold the function and a reply (a test model's 256 positions): a short edit.
 SHORT_EDIT = ("Rename `n` to `count` in this function and output the whole function:\n\n```python\n"
               "def mean(values):\n    n = len(values)\n    return sum(values) / n\n```")
@@ -90,10 +91,10 @@ def run_speculation(loaded, cancel: threading.Event, *, draft_lengths: Sequence[
                  "tokens_per_step", "generated_tokens", "same_tokens"),
         rows=tuple(rows), series=tuple(series), summary=summary, flags=tuple(flags),
         notes=(f"greedy, {max_new_tokens} new tokens, one reply each after a warm-up; prompt lookup at a fixed "
-               "draft length (it shortens only after a rejection)",
+               "draft length",
                "speed-up: decode tok/s ÷ the plain reply's on the same prompt; tokens per target step is its "
                "ceiling (checking drafts costs a little more than one plain step)",
-               "repeat-heavy: " + PROMPTS["edit"].splitlines()[0], "fresh: " + PROMPTS["fresh"]),
+               "repeat-heavy: " + PROMPTS["rewrite"].splitlines()[-1], "fresh: " + PROMPTS["fresh"]),
         model=loaded.facts.name, elapsed_s=time.perf_counter() - started)
 
 

@@ -7,8 +7,12 @@ forward pass, and every token it agrees with costs no forward of its own.
 - ``engine.speculate.accept``: how drafted tokens are accepted or rejected against the model's distribution
   (greedy: equal to its argmax; sampled: the speculative sampling rule, so the distribution is unchanged), with the
   sampling settings applied to model and drafter alike.
-- ``engine.speculate.loop``: ``Speculator``, one decoding step of draft, verify, roll back; the adaptive draft
-  length, the off-switch and the counts the metrics report.
+- ``engine.speculate.length``: the adaptive draft length (most expected tokens per second from the measured draft
+  and verify times and the acceptance; prompt lookup's runs double while they keep matching).
+- ``engine.speculate.loop``: ``Speculator``, one decoding step of draft, verify, roll back; the off-switch and the
+  counts the metrics report.
+- ``engine.speculate.fast_verify``: the fast runner's check of drafted tokens, bit for bit what one-token decodes
+  give.
 
 ``engine.generate.session.ChatSession`` drives it when given a ``SpeculationConfig`` (``engine.inputs``).
 """

@@ -1,7 +1,9 @@
 """Who proposes the tokens the model then checks: the ``Drafter`` interface and its three drafters.
 
-- ``PromptLookup``: the continuation that followed the latest earlier occurrence of the conversation's last
-  n-gram (code edits, summaries, quoting repeat what is already there); costs no forward pass at all.
+- ``PromptLookup``: while the reply keeps copying a passage of the conversation (prompt or reply so far), that
+  passage's next tokens; otherwise what followed the latest earlier occurrence of the conversation's last n-gram
+  (longest first: code edits, summaries, quoting repeat what is already there). Costs no forward pass (``free``:
+  ``engine.speculate.length`` lets a run that keeps matching draft longer).
 - ``ModelDrafter``: a smaller model with the same tokenizer drafting greedily or by sampling from its own
   (equally processed) distribution over its own KV cache, which rolls back in place to what was accepted.
 - the same ``ModelDrafter`` over the loaded model's int4 copy (``int4_copy``: self-speculation, the copy built by
@@ -55,9 +57,14 @@ class Drafter(Protocol):
 
 
 class PromptLookup:
-    """n-gram lookup in the conversation's own tokens; an index of each n-gram's latest end, grown as it grows."""
+    """n-gram lookup in the conversation's own tokens; an index of each n-gram's latest end, grown as it grows.
+
+    A match is followed as a run: when every token since the last draft (kept drafts and the model's own) equals
+    what came next in the passage drafted from, the next draft goes on from there rather than from the latest
+    occurrence of the last n-gram, which in repetitive text (code: ``counts[customer]``) is often another place."""
 
     name = "prompt-lookup"
+    free = True  # drafting costs no forward pass: engine.speculate.length doubles a run that keeps matching
 
     def __init__(self, max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM) -> None:
         self._sizes = tuple(range(max_ngram, min_ngram - 1, -1))
@@ -66,6 +73,7 @@ class PromptLookup:
     def reset(self) -> None:
         self._ids: list[int] = []
         self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> the position right after its latest occurrence
+        self._run: tuple[int, int] | None = None  # (history length, source position) of the last draft
 
     def _index(self, history: Sequence[int]) -> None:
         if len(history) < len(self._ids) or common_prefix(self._ids, history[:len(self._ids)]) < len(self._ids):
@@ -79,14 +87,32 @@ class PromptLookup:
                 if end >= n:
                     self._ends[tuple(ids[end - n:end])] = end
 
+    def _continued(self) -> int | None:
+        """Where the last draft's passage goes on, if everything since it followed that passage."""
+        if self._run is None:
+            return None
+        at, source = self._run
+        grown = len(self._ids) - at
+        if grown <= 0 or source + grown >= len(self._ids):  # nothing new, or the passage has nothing after it
+            return None
+        if self._ids[at:] != self._ids[source:source + grown]:
+            return None
+        return source + grown
+
     def draft(self, history: Sequence[int], k: int, shaper: Shaper) -> Draft:
         self._index(history)
         ids = self._ids
+        start = self._continued()
+        if start is not None:
+            self._run = (len(ids), start)
+            return Draft(tuple(ids[start:start + k]))
+        self._run = None
         for n in self._sizes:
             if len(ids) <= n:
                 continue
             end = self._ends.get(tuple(ids[-n:]))
             if end is not None:
+                self._run = (len(ids), end)
                 return Draft(tuple(ids[end:end + k]))
         return Draft()
 

@@ -12,6 +12,12 @@ round alike does) and row by row otherwise; attention runs per token through the
 ``FastRunner.attend_position``. Weights are still read from memory once per layer for all tokens: what makes
 checking k tokens cheaper than decoding them.
 
+Row by row, a dense CPU weight is multiplied through oneDNN with the weight packed once (``packed_rows``), where a
+probe finds its one-row products equal to the decode step's ``F.linear`` (same kernel; ``F.linear`` re-lays the
+weight out on every call, which measured ~half of a 576 x 1536 bf16 product's time on this project's AVX-512 CPU).
+The packed copies (only of the projections that need rows, the down projection on the default model) are the
+extra memory speculation costs.
+
 Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position``
 (``engine.generate.fastpath``); never changes weights.
 """
@@ -26,35 +32,75 @@ from engine.generate.llama_fused import embed_row, rotate
 
 Projection = Callable[[torch.Tensor], torch.Tensor]
 PROBE_TRIALS = 4  # random inputs a batched call must match row for row before it is trusted
+_UNSET = object()
+
+
+def packed_rows(weight: Any, bias: torch.Tensor | None) -> Projection | None:
+    """``F.linear(x, weight, bias)`` through oneDNN with ``weight`` packed once, or None where that is not available
+    (a quantized module, not a CPU tensor, a torch without oneDNN). Whether it is exact is ``RowExact``'s probe."""
+    if not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight)
+    except Exception:  # noqa: BLE001  (an optimisation: row by row through F.linear is exact anyway)
+        return None
+    return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def _probes(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, seed: int) -> list[torch.Tensor]:
+    """Inputs spread over many binary orders of magnitude: two summation orders then round differently somewhere
+    almost surely (plain normal values often round alike by chance)."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(PROBE_TRIALS):
+        spread = torch.exp2(torch.randint(-12, 13, shape, generator=generator).float())
+        out.append((torch.randn(shape, generator=generator) * spread).to(dtype).to(device))
+    return out
 
 
 class RowExact:
-    """Whether a projection applied to n rows at once gives exactly its one-row results, per (projection, n)."""
+    """Whether a projection applied to n rows at once gives exactly its one-row results, per (projection, n); and,
+    for those that must go row by row, whether a packed weight (``packed_rows``) gives the one-row results too."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[int, int], bool] = {}
+        self._known: dict[tuple[Any, Any], bool] = {}
+        self._packed: dict[Any, Projection | None] = {}
 
-    def __call__(self, project: Projection, x: torch.Tensor, name: Any = None) -> torch.Tensor:
-        """``project(x)``, all rows at once where exact, else row by row; ``name`` keys a ``project`` made per call."""
+    def __call__(self, project: Projection, x: torch.Tensor, name: Any = None,
+                 weight: tuple[Any, Any, torch.Tensor | None] | None = None) -> torch.Tensor:
+        """``project(x)``, all rows at once where exact, else row by row; ``name`` keys a ``project`` made per call.
+        ``weight``: (a key of this very weight, the dense weight, its bias) behind ``project``, to pack for rows."""
         rows = x.shape[0]
         if rows == 1:
             return project(x)
         key = (id(project) if name is None else name, rows)
         exact = self._known.get(key)
         if exact is None:
-            # Values spread over many binary orders of magnitude, several trials: two summation orders then
-            # round differently somewhere almost surely (plain normal values often round alike by chance).
-            generator = torch.Generator().manual_seed(rows)
             exact = True
-            for _ in range(PROBE_TRIALS):
-                spread = torch.exp2(torch.randint(-12, 13, x.shape, generator=generator).float())
-                probe = (torch.randn(x.shape, generator=generator) * spread).to(x.dtype).to(x.device)
+            for probe in _probes(tuple(x.shape), x.dtype, x.device, rows):
                 together = project(probe)
                 exact = exact and all(torch.equal(together[i:i + 1], project(probe[i:i + 1])) for i in range(rows))
             self._known[key] = exact
         if exact:
             return project(x)
-        return torch.cat([project(x[i:i + 1]) for i in range(rows)])
+        row = self._row(project, x, key[0], weight)
+        return torch.cat([row(x[i:i + 1]) for i in range(rows)])
+
+    def _row(self, project: Projection, x: torch.Tensor, kind: Any, weight: Any) -> Projection:
+        """The fastest exact one-row form of ``project``: its packed weight where the probe allows."""
+        if weight is None:
+            return project
+        packed = self._packed.get(weight[0], _UNSET)
+        if packed is _UNSET:
+            packed = self._packed[weight[0]] = packed_rows(weight[1], weight[2])
+        if packed is None:
+            return project
+        key = (kind, "packed")
+        exact = self._known.get(key)
+        if exact is None:
+            exact = all(torch.equal(packed(p), project(p)) for p in _probes((1, x.shape[1]), x.dtype, x.device, 1))
+            self._known[key] = exact
+        return packed if exact else project
 
 
 @torch.inference_mode()
@@ -79,7 +125,8 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) ->
 
     for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
                 post_mlp_norm, window, rope) in enumerate(plan.layers):
-        qkv_all = exact(qkv_proj, each(x, attn_norm), "qkv")  # (n, (H + 2KV) * D)
+        layer = w.layers[index]  # the dense weights behind the plan's projections, to pack where rows must go singly
+        qkv_all = exact(qkv_proj, each(x, attn_norm), "qkv", (("qkv", index), layer.qkv, layer.qkv_bias))
         outs = []
         for i, pos in enumerate(positions):  # token i writes its key and value, then sees exactly 0..pos
             qkv = qkv_all[i].view(heads + 2 * kvh, dim)
@@ -87,9 +134,11 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) ->
             qk = rotate(qk, *ropes[i][rope])
             # the decode step's own write and attention (dense or int8 cache): FastRunner.attend_position
             outs.append(runner.attend_position(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window))
-        out = exact(o_proj, torch.cat(outs), "o")
+        out = exact(o_proj, torch.cat(outs), "o", (("o", index), layer.o, layer.o_bias))
         x = x + (out if post_attn_norm is None else each(out, post_attn_norm))  # elementwise: as per row
-        gate_up = exact(gate_up_proj, each(x, mlp_norm), "gate_up")  # (n, 2I)
-        out = exact(down_proj, act(gate_up[:, :intermediate]) * gate_up[:, intermediate:], "down")
+        gate_up = exact(gate_up_proj, each(x, mlp_norm), "gate_up", (("gate_up", index), layer.gate_up,
+                                                                     layer.gate_up_bias))  # (n, 2I)
+        out = exact(down_proj, act(gate_up[:, :intermediate]) * gate_up[:, intermediate:], "down",
+                    (("down", index), layer.down, layer.down_bias))
         x = x + (out if post_mlp_norm is None else each(out, post_mlp_norm))
-    return w.cap_logits(exact(plan.head, each(x, plan.final_norm)))  # (n, vocab)
+    return w.cap_logits(exact(plan.head, each(x, plan.final_norm), None, ("head", w.lm_head, None)))  # (n, vocab)

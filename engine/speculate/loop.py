@@ -6,11 +6,12 @@ the target runs one forward over the chosen token and the drafts (``verify``: lo
 cropped in place to what was kept (the drafter's own cache is cropped on its next call). A step with nothing
 drafted is a plain one-token decode, so prompt lookup without a match costs only the lookup.
 
-The draft length adapts: two longer after a fully accepted draft, one past the accepted count after a
-rejection (within 1..``max_draft``). The off-switch: when the drafts of the last ``WINDOW`` steps kept fewer
-than ``off_below`` of their tokens, drafting pauses for ``PAUSE`` steps, doubling (to ``MAX_PAUSE``) each time it
-pays no better once resumed. Counts for the metrics: drafts, drafted and accepted tokens, target forwards. The
-kept drafts come back marked ``drafted`` (the window tints them).
+The draft length adapts (``engine.speculate.length``, timed here): for a drafter that runs a model, the length with
+the most tokens per second given the measured draft and verify times and the recent acceptance; for prompt lookup,
+doubling while whole drafts are accepted (within 1..``SpeculationConfig.draft_cap``). The off-switch: when the
+drafts of the last ``WINDOW`` steps kept fewer than ``off_below`` of their tokens, drafting pauses for ``PAUSE``
+steps, doubling (to ``MAX_PAUSE``) each time it pays no better once resumed. Counts for the metrics: drafts,
+drafted and accepted tokens, target forwards. The kept drafts come back marked ``drafted`` (the window tints them).
 Owns no model and no text; the session (``engine.generate.session``) emits what ``step`` returns.
 """
 
@@ -18,15 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
 from engine.generate.sampling import Choice
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
+from engine.speculate.length import DraftLength, StepTimes
 
 if TYPE_CHECKING:
     from engine.speculate.drafters import Drafter
@@ -51,11 +54,12 @@ class Speculator:
     """Drafts and verifies for one reply: ``step(token_id, room)`` returns the next tokens to emit (at least one).
 
     ``target`` is the session's runner (it must have ``verify``); ``history`` the prompt's ids (the chosen
-    tokens are appended as steps go). Sampling uses a private generator seeded from ``config.seed``.
+    tokens are appended as steps go). Sampling uses a private generator seeded from ``config.seed``. ``clock``
+    times drafting and verifying for the draft length (seconds; the length never changes which tokens come out).
     """
 
     def __init__(self, drafter: Drafter, target: Any, config: SamplingConfig, spec: SpeculationConfig,
-                 history: Sequence[int]) -> None:
+                 history: Sequence[int], clock: Callable[[], float] = time.perf_counter) -> None:
         generator = None
         if not config.greedy:
             generator = torch.Generator(device=target.device)
@@ -68,7 +72,8 @@ class Speculator:
         self.target = target
         self.spec = spec
         self.history = list(history)
-        self._k = spec.start_draft
+        self._clock = clock
+        self._length = DraftLength(spec.start_draft, spec.draft_cap, bool(getattr(drafter, "free", False)))
         self._recent: deque[tuple[int, int]] = deque(maxlen=WINDOW)  # (drafted, accepted) per draft step
         self._pause_left = 0
         self._pause = PAUSE
@@ -84,10 +89,11 @@ class Speculator:
         ``room`` is how many more tokens the reply may have; no more than that are returned."""
         history = self.history
         history.append(token_id)
-        k = min(self._k, room - 1)
+        k = min(self._length.k, room - 1)
         if self._pause_left > 0:
             self._pause_left -= 1
             k = 0
+        began = self._clock()
         draft = self.drafter.draft(history, k, self.shaper) if k > 0 else None
         self._steps += 1
         if draft is None or not draft.tokens:
@@ -98,21 +104,22 @@ class Speculator:
             return [self.shaper.choice(token, probs)]
         tokens = draft.tokens
         before = self.target.cached_len
+        drafted_at = self._clock()
         logits = self.target.verify([token_id, *tokens])  # (k + 1, vocab)
         verdict = accept(self.shaper, logits, history, tokens, draft.q)
         kept = verdict.accepted
         self.target.crop(before + 1 + kept)  # the chosen token and the kept drafts stay
         history.extend(tokens[:kept])
-        self._learn(len(tokens), kept)
+        self._learn(StepTimes(len(tokens), kept, drafted_at - began, self._clock() - drafted_at))
         choices = verdict.choices
         return [dataclasses.replace(c, drafted=True) for c in choices[:kept]] + list(choices[kept:])
 
-    def _learn(self, drafted: int, kept: int) -> None:
+    def _learn(self, step: StepTimes) -> None:
+        drafted, kept = step.drafted, step.kept
         self._drafts += 1
         self._drafted += drafted
         self._accepted += kept
-        max_draft = self.spec.max_draft
-        self._k = min(max_draft, self._k + 2) if kept == drafted else max(1, min(max_draft, kept + 1))
+        self._length.learn(step)
         self._recent.append((drafted, kept))
         if len(self._recent) == WINDOW:
             total = sum(d for d, _ in self._recent)
@@ -121,7 +128,7 @@ class Speculator:
                 self._pause = min(MAX_PAUSE, self._pause * 2)
                 self._paused += 1
                 self._recent.clear()
-                self._k = self.spec.start_draft
+                self._length.restart()
             elif self._pause > PAUSE and sum(a for _, a in self._recent) / total >= 2 * self.spec.off_below:
                 self._pause = PAUSE  # it pays again: a later trip pauses briefly
 

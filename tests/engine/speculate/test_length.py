@@ -1,0 +1,109 @@
+"""The draft length: the most expected tokens per second from measured costs (model drafters), doubling runs
+(prompt lookup), and the lookup's matcher following a passage that keeps matching."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.inputs import MAX_DRAFT_TOKENS, MODEL_MAX_DRAFT, SpeculationConfig
+from engine.speculate.drafters import PromptLookup
+from engine.speculate.length import DraftLength, StepTimes, best_length, expected_tokens
+
+
+def test_expected_tokens_counts_the_accepted_prefix_and_the_models_own():
+    assert expected_tokens(1.0, 5) == 6.0
+    assert expected_tokens(0.0, 5) == 1.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_best_length_trades_acceptance_against_cost():
+    # Free drafts and a cheap verify: the longer the better while drafts are accepted.
+    assert best_length(1.0, 0.0, 1.0, 0.1, 12) == 12
+    # Nothing accepted: the shortest draft (it costs the least).
+    assert best_length(0.0, 0.2, 1.0, 0.2, 12) == 1
+    # The default model's measured costs (a draft token ~0.2, a verified one ~0.25 of a plain step): 84% acceptance
+    # pays best at a few tokens, 97% at longer drafts, and a dearer drafter shortens them.
+    mid = best_length(0.84, 0.2, 1.0, 0.25, 12)
+    assert 2 <= mid <= 6
+    assert best_length(0.97, 0.2, 1.0, 0.25, 12) > mid
+    assert best_length(0.84, 0.6, 1.0, 0.25, 12) < mid
+    # The chosen length beats every other on expected tokens per unit of cost.
+    def rate(k: int) -> float:
+        return expected_tokens(0.84, k) / (k * 0.2 + 1.0 + k * 0.25)
+    assert all(rate(mid) >= rate(k) for k in range(1, 13))
+
+
+def test_model_drafter_length_follows_measured_costs():
+    length = DraftLength(start=4, cap=12, free=False)
+    assert length.k == 4
+    # Whole drafts accepted, drafting cheap against verifying: it grows to the cap.
+    for k in (4, 8, 12, 12):
+        length.learn(StepTimes(k, k, 0.01 * k, 1.0 + 0.05 * k))
+    assert length.k == 12
+    base, per_token = length.costs()[1:]
+    assert base == pytest.approx(1.0) and per_token == pytest.approx(0.05)
+    # Every draft now rejected at once: acceptance falls, the length with it.
+    for _ in range(16):
+        length.learn(StepTimes(length.k, 0, 0.01 * length.k, 1.0 + 0.05 * length.k))
+    assert length.acceptance() == 0.0 and length.k == 1
+    length.restart()
+    assert length.k == 4
+
+
+def test_one_measured_length_splits_the_verify_by_the_prior():
+    length = DraftLength(start=4, cap=12, free=False)
+    length.learn(StepTimes(4, 2, 0.4, 2.0))
+    draft_s, base, per_token = length.costs()
+    assert draft_s == pytest.approx(0.1)
+    assert base + 4 * per_token == pytest.approx(2.0) and per_token < base
+
+
+def test_free_drafter_doubles_while_whole_drafts_are_accepted():
+    length = DraftLength(start=4, cap=32, free=True)
+    seen = []
+    for kept_all in (True, True, True, True, False, True):
+        k = length.k
+        seen.append(k)
+        length.learn(StepTimes(k, k if kept_all else 1, 0.0, 1.0))
+    assert seen == [4, 8, 16, 32, 32, 4]
+    assert length.k == 8
+
+
+def test_the_method_sets_the_default_bound():
+    assert SpeculationConfig("prompt-lookup").draft_cap == MAX_DRAFT_TOKENS
+    assert SpeculationConfig("self").draft_cap == MODEL_MAX_DRAFT
+    assert SpeculationConfig("self", max_draft=6).draft_cap == 6
+
+
+def test_lookup_follows_a_passage_that_keeps_matching():
+    """While the reply copies a passage, the draft goes on from that passage, not from wherever the last n-gram
+    occurred latest."""
+    passage = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    history = [1, *passage, 2, 11, 12, 99, 3, 50]
+    lookup = PromptLookup()
+    reply = [11, 12]
+    assert lookup.draft(history + reply, 2, None).tokens == (99, 3)  # fresh: the latest 11 12 went on 99 3
+    # The model wrote 13 14 instead: that run ended; the latest 12 13 14 is in the first passage.
+    reply += [13, 14]
+    assert lookup.draft(history + reply, 3, None).tokens == (15, 16, 17)
+    # It copied 15 16 17 and chose 18 itself: the run goes on from the first passage.
+    reply += [15, 16, 17, 18]
+    assert lookup.draft(history + reply, 4, None).tokens == (19, 2, 11, 12)
+    # Copied 19 2 11 12 and chose 13 (the passage had 99): a fresh lookup, 11 12 13 latest in the first passage.
+    assert lookup.draft(history + reply + [19, 2, 11, 12, 13], 2, None).tokens == (14, 15)
+    # The run broke and no n-gram repeats: nothing drafted.
+    assert lookup.draft(history + reply + [77, 78], 4, None).tokens == ()
+
+
+def test_lookup_run_prefers_the_passage_over_a_later_repeat():
+    # "5 6 7" ends the text twice; the reply is copying the first block, whose continuation is 8 9.
+    history = [5, 6, 7, 8, 9, 0, 4, 5, 6, 7, 1, 1, 5, 6]
+    lookup = PromptLookup()
+    assert lookup.draft(history, 2, None).tokens == (7, 1)  # the latest 5 6 went on 7 1
+    history += [7, 2]  # 7 kept, then the model wrote 2: that passage ended, look afresh
+    assert lookup.draft(history, 2, None).tokens == ()
+    lookup2 = PromptLookup()
+    start = [5, 6, 7, 8, 9, 0, 4, 3, 5, 6]
+    assert lookup2.draft(start, 3, None).tokens == (7, 8, 9)
+    # 7 8 9 kept and the model's own 0: the same passage, however the latest n-grams read.
+    assert lookup2.draft(start + [7, 8, 9, 0], 3, None).tokens == (4, 3, 5)
