@@ -32,19 +32,10 @@ log = logging.getLogger(__name__)
 DEFAULT_BUDGET_BYTES = 2 << 30  # 2 GiB: ~90,000 tokens of the default model's bf16 cache
 
 
-_kept_in: Path | None = None  # keep_in's folder; None: the data folder
-
-
-def keep_in(folder: Path | None) -> None:
-    """Keep the caches under ``folder`` instead of the data folder (the app's scripted runs, which leave every user
-    file as it was, point it at their scratch folder); None: the data folder again."""
-    global _kept_in
-    _kept_in = Path(folder) if folder is not None else None
-
-
 def kv_folder() -> Path:
-    """Where the conversations' KV caches live (read from the environment on every call, like the data folder)."""
-    return (_kept_in or paths.data_root()) / "kv"
+    """Where the conversations' KV caches live: ``engine.paths.state_root()``'s ``kv`` (read on every call: the data
+    folder follows the environment, a scripted run keeps its files in its scratch folder)."""
+    return paths.state_root() / "kv"
 
 
 def key_for(conversation_id: int) -> str:
