@@ -18,9 +18,11 @@ Safe by default, as ``engine serve``: it listens on 127.0.0.1 only, so no API ke
 alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off by default; the
 toggle is remembered (``Settings.serve_enabled``), so a window closed while serving serves again when it next opens.
 The port is a setting (Chat → "API port…", default 8000); a port in use is one line in the window and the toggle
-goes back off. Changing the port or the parallel requests while serving starts over with them. Turning it off, or closing the window (``Bridge.closing``), cancels what runs and stops the server.
+goes back off. Changing the port or the parallel requests while serving starts over with them. Turning it off, or
+closing the window (``Bridge.closing``), cancels what runs and stops the server.
 
-Owns the toggle, the status-bar label and the hand-over; no HTTP behaviour (``engine.serve.app``), no model.
+Owns the toggle, the port and parallel actions and the status-bar label; not the hand-over
+(``app.runtime.serve_handoff``), no HTTP behaviour (``engine.serve.app``), no model.
 """
 
 from __future__ import annotations
