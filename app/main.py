@@ -31,11 +31,9 @@ from typing import Any
 import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
 from app import __version__
 from app.history.store import HistoryStore
-from app.runtime import kv_persist
-from engine.bench import roofline
 from engine.errors import DataDirError
 from engine.inputs import PRECISIONS
-from engine.paths import data_dir, history_path, logs_dir
+from engine.paths import data_dir, history_path, keep_state_in, logs_dir
 
 try:  # everything that needs PySide6: without it, main() says so in one plain line instead of a traceback
     from PySide6.QtCore import QCoreApplication, QElapsedTimer, QTimer
@@ -186,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         # default values (the report does not depend on what the user set). Settings() cannot be
         # redirected: QSettings(organisation, application) always writes the native file.
         app_settings.use_ini_folder(Path(scratch.name))  # for anything else asking QSettings()
-        roofline.keep_in(Path(scratch.name))  # the panel's bandwidth measurement too
-        kv_persist.keep_in(Path(scratch.name))  # and the conversations' saved KV caches
+        # The run's own files follow (engine.paths.state_root): history, the panel's bandwidth measurement, the
+        # conversations' saved KV caches. Models are still read from the data folder.
+        keep_state_in(Path(scratch.name))
         settings = app_settings.Settings.in_file(Path(scratch.name) / "miaohui.ini")
-        store = HistoryStore(Path(scratch.name) / "history.sqlite3")
     else:
         settings = app_settings.Settings()
-        store = HistoryStore(history_path())  # an unusable folder: history in memory, with a notice
+    store = HistoryStore(history_path())  # an unusable folder: history in memory, with a notice
     i18n.install(app, args.language or settings.language())  # before any widget: labels are translated when made
     i18n.configure_chart_fonts()
     themes = theme.install(app, settings.appearance())  # type: ignore[arg-type]  (then follows the system live)
@@ -228,8 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         if guard is not None:
             guard.release()
         if scratch is not None:
-            roofline.keep_in(None)
-            kv_persist.keep_in(None)
+            keep_state_in(None)
             scratch.cleanup()
         if not joined:
             # The engine ignored its cancel past the bounded wait. Destroying a running QThread aborts the

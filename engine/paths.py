@@ -1,7 +1,12 @@
 """Where Miaohui keeps its data: the models folder, the history database, the logs.
 
 The data directory is platformdirs' user data dir for ``miaohui``, overridden by the
-``MIAOHUI_HOME`` environment variable (tests and CI point it at a temporary folder).
+``MIAOHUI_HOME`` environment variable (tests and CI point it at a temporary folder). The files a run writes about
+its own use - the history, the measured memory bandwidth, conversations' saved KV caches - live under
+``state_root()``: the data directory, or the folder ``keep_state_in`` names (the window's scripted runs, which leave
+every user file as it was, point it at their scratch folder). Models, downloads and the caches derived from a
+model's weights alone (quantized copies, quality verdicts: the same bytes whoever computes them) stay in the data
+directory, so a scripted run still finds the user's models.
 Plain Python: no torch, no Qt. Owns path rules, and the one way a file is replaced whole or not at all
 (``replace_file``/``replace_text``: exports, the bandwidth record, the quality verdicts); it creates folders.
 A folder that cannot be used (the path is a file, it cannot be created) raises ``DataDirError``
@@ -30,6 +35,22 @@ def data_root() -> Path:
     return Path(override).expanduser() if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+_state_in: Path | None = None  # keep_state_in's folder; None: the data directory
+
+
+def keep_state_in(folder: Path | None) -> None:
+    """Keep the run's own files (``state_root()``) under ``folder`` instead of the data directory; None: there again.
+    Set once by ``app.main`` for a scripted run, before anything is read or written."""
+    global _state_in
+    _state_in = Path(folder) if folder is not None else None
+
+
+def state_root() -> Path:
+    """Where the history, the bandwidth record and the saved KV caches live (see the module docstring); nothing is
+    created."""
+    return _state_in if _state_in is not None else data_root()
+
+
 def _ensure_folder(path: Path, what: str) -> Path:
     """Create ``path`` if missing; a file in its place or a refused mkdir is a ``DataDirError``."""
     try:
@@ -49,6 +70,11 @@ def data_dir() -> Path:
     return _ensure_folder(data_root(), "the data folder")
 
 
+def state_dir() -> Path:
+    """``state_root()``, created if missing (``DataDirError`` as ``data_dir``'s)."""
+    return _ensure_folder(state_root(), "the data folder")
+
+
 def models_dir() -> Path:
     return _ensure_folder(data_dir() / "models", "the models folder")
 
@@ -58,8 +84,8 @@ def logs_dir() -> Path:
 
 
 def history_path() -> Path:
-    """Where the history file belongs. Creates nothing: the store opens (or falls back from) it."""
-    return data_root() / "history.sqlite3"
+    """Where the history file belongs (``state_root()``). Creates nothing: the store opens (or falls back from) it."""
+    return state_root() / "history.sqlite3"
 
 
 def default_model_dir() -> Path:

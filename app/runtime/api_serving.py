@@ -1,33 +1,34 @@
 """The window serves its loaded model over the OpenAI API: ``ApiServing`` (Chat → "Serve this model (OpenAI API)").
 
 The server is ``engine.serve`` (the FastAPI app of ``python -m engine serve``, uvicorn on a thread of its own), with
-one difference: its queue's ``executor`` (``engine.serve.worker``) hands each request's model work to the window's
-engine thread as a ``ServeJob`` (``app.runtime.worker``) and waits for it. That thread already owns the model and runs the
-chat's replies, loads and lab tasks one at a time, so an API request and a chat turn never race for the model: a
-Send pressed while a request runs waits behind it (the window shows "generating" meanwhile), and a request that
-arrives during a reply waits behind that. The server keeps its own queue (429 past 32 waiting), its own KV-cache
-sessions per conversation and its own ``/metrics``.
+one difference: its forward passes are made on the window's engine thread (``app.runtime.serve_handoff``), the one
+that owns the model and runs the chat's replies, loads and lab tasks, so an API request and a chat turn never race
+for the model. Up to N requests decode together (Chat → "Parallel API requests…", 4 by default as ``engine serve
+--parallel``; 1: one at a time): each step of the batch is one hand-over, so a Send pressed while requests run
+starts after the step in progress, and the requests go on after the reply. The server keeps its own queue (429 past
+32 waiting), its own KV-cache sessions per conversation and its own ``/metrics`` (``vllm:num_requests_running``).
 
 The model follows the window's: a new model loaded in the window is served from then on (each model gets its own
 queue and app, swapped in behind the one listening socket); while there is none, or the window's model runs on
 another server, every request is answered 503 with an OpenAI-shaped error saying so. Requests caught by a switch
-are cancelled (503) and may be retried.
+end (503 if still queued or cancelled in time, else an error saying the model changed) and may be retried.
 
 Safe by default, as ``engine serve``: it listens on 127.0.0.1 only, so no API key is asked for, and its server
 (``engine.serve.server.BackgroundServer``) refuses what only a web page would send, for every route and the 503s
 alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off by default; the
 toggle is remembered (``Settings.serve_enabled``), so a window closed while serving serves again when it next opens.
 The port is a setting (Chat → "API port…", default 8000); a port in use is one line in the window and the toggle
-goes back off. Turning it off, or closing the window (``Bridge.closing``), cancels what runs and stops the server.
+goes back off. Changing the port or the parallel requests while serving starts over with them. Turning it off, or
+closing the window (``Bridge.closing``), cancels what runs and stops the server.
 
-Owns the toggle, the status-bar label and the hand-over; no HTTP behaviour (``engine.serve.app``), no model.
+Owns the toggle, the port and parallel actions and the status-bar label; not the hand-over
+(``app.runtime.serve_handoff``), no HTTP behaviour (``engine.serve.app``), no model.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from typing import Any, Awaitable, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -35,6 +36,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QLabel
 
 from app.runtime.worker import ServeJob
+from app.state.settings import MAX_SERVE_PARALLEL
 from engine.fmt import one_line
 from engine.serve.errors import error_body
 
@@ -46,84 +48,6 @@ STOP_WAIT_S = 10.0  # a running request sees its cancel within one decode step; 
 NO_MODEL = "no model is loaded in the Miaohui window: load one there to serve it"
 REMOTE_MODEL = "the Miaohui window's model runs on another server: only a model loaded on this computer is served"
 SWITCHING = "the Miaohui window is preparing its model for serving: retry in a moment"
-
-
-class _Handoff:
-    """The executor of one model's server queue: each request's model work runs on the window's engine thread.
-
-    Called on the queue's thread; ``close`` gives up on a request posted but not started (the engine thread is
-    busy, or about to stop), so stopping never waits for a chat reply or a load to end.
-    """
-
-    def __init__(self, bridge: Any, served: Callable[[str], None]) -> None:
-        self._bridge = bridge
-        self._served = served  # told each request's finish reason, on the queue's thread
-        self.model: Any = None  # the model this queue was made for (set on the engine thread)
-        self._lock = threading.Lock()
-        self._closed = False
-        self._pending: _Call | None = None
-
-    def __call__(self, serve: Callable[[], Any]) -> Any:
-        from engine.serve.worker import WorkerClosedError
-
-        call = _Call(serve, self.model, self._lock)
-        with self._lock:
-            if self._closed:
-                raise WorkerClosedError("the window stopped serving")
-            self._pending = call
-        if not self._bridge.post_serve_job(ServeJob(call.run)):
-            raise WorkerClosedError("the window is closing")
-        call.done.wait()  # close() sets it for a call that never started
-        with self._lock:
-            self._pending = None
-        if call.error is not None:
-            raise call.error
-        try:
-            self._served(call.record.finish_reason)
-        except RuntimeError:  # the window is gone (its QObject deleted): nobody counts any more
-            pass
-        return call.record
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._pending is not None:
-                self._pending.abandon()
-
-
-class _Call:
-    """One request's model work, posted to the engine thread: run there once, or abandoned before it starts."""
-
-    def __init__(self, serve: Callable[[], Any], model: Any, lock: threading.Lock) -> None:
-        self._serve, self._model, self._lock = serve, model, lock
-        self.done = threading.Event()
-        self.record: Any = None
-        self.error: BaseException | None = None
-        self._state = "posted"  # posted -> running | abandoned
-
-    def run(self, loaded: Any) -> None:  # on the engine thread (app.runtime.worker.ServeJob)
-        from engine.serve.worker import WorkerClosedError
-
-        with self._lock:
-            if self._state == "abandoned":
-                return
-            self._state = "running"
-        try:
-            if loaded is not self._model:  # the window loaded another model since: this queue is being retired
-                raise WorkerClosedError("the window's model changed")
-            self.record = self._serve()
-        except Exception as exc:  # noqa: BLE001  (handed to the queue's thread, which answers the client)
-            self.error = exc
-        finally:
-            self.done.set()
-
-    def abandon(self) -> None:  # with the lock held
-        from engine.serve.worker import WorkerClosedError
-
-        if self._state == "posted":
-            self._state = "abandoned"
-            self.error = WorkerClosedError("the window stopped serving")
-            self.done.set()
 
 
 class _Switch:
@@ -167,7 +91,7 @@ class ApiServing(QObject):
         self._window, self._settings, self._bridge = window, window.settings, window.bridge
         self._server: Any = None  # engine.serve.server.BackgroundServer while serving
         self._switch = _Switch()
-        self._current: tuple[_Handoff, Any] | None = None  # the serving model's (handoff, queue worker)
+        self._current: tuple[Any, Any] | None = None  # the serving model's (serve_handoff.Handoff, WindowWorker)
         self._generation = 0  # bumped by each model change: a model prepared for an older one is dropped
         self._served = 0
         self.url = ""
@@ -176,8 +100,11 @@ class ApiServing(QObject):
         self.action.triggered.connect(self.on_action_triggered)
         self.port_action = QAction(self.tr("API port…"), window)
         self.port_action.triggered.connect(self.on_port_action_triggered)
+        self.parallel_action = QAction(self.tr("Parallel API requests…"), window)
+        self.parallel_action.triggered.connect(self.on_parallel_action_triggered)
         menu.addAction(self.action)
         menu.addAction(self.port_action)
+        menu.addAction(self.parallel_action)
         self.label = QLabel("")
         self.label.setToolTip(self.tr("The loaded model as an OpenAI-compatible API, reachable from this computer "
                                       "only (no API key needed)"))
@@ -218,6 +145,18 @@ class ApiServing(QObject):
             if self.serving:
                 self.stop()
                 self.start()
+
+    @Slot()
+    def on_parallel_action_triggered(self) -> None:
+        n, accepted = QInputDialog.getInt(
+            self._window, self.tr("Parallel API requests"),
+            self.tr("API requests decoded together (1: one at a time; more use more memory for their caches):"),
+            self._settings.serve_parallel(), 1, MAX_SERVE_PARALLEL)
+        if accepted and n != self._settings.serve_parallel():
+            self._settings.set_serve_parallel(n)
+            if self.serving:  # the queue is made for a number: a new one (what runs now is cancelled)
+                self._retire()
+                self._follow_model()
 
     # -- starting and stopping ----------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -264,8 +203,11 @@ class ApiServing(QObject):
         self._switch.current = (None, SWITCHING)
         if self._current is not None:
             (handoff, worker), self._current = self._current, None
-            handoff.close()  # first: a request posted behind a chat reply is given up, not waited for
-            worker.close(STOP_WAIT_S)
+            worker.cancel_all()  # each request ends at its next step, as cancelled
+            if self._bridge.is_busy():  # a chat reply or a load holds the engine thread: give up what waits for it
+                handoff.close()
+            worker.close(STOP_WAIT_S)  # else its steps are quick: the requests end as cancelled first
+            handoff.close()
             self.model_served.emit("")
 
     # -- following the window's model ---------------------------------------------------------------------------
@@ -277,9 +219,12 @@ class ApiServing(QObject):
 
     def _follow_model(self) -> None:
         """Make a queue and an app for the window's model, on the engine thread (where the model may be touched)."""
+        from app.runtime.serve_handoff import Handoff, WindowWorker  # the engine's queue: imported by those who serve
+
         self._generation += 1
-        generation, prepared, handoff = self._generation, self._prepared, _Handoff(self._bridge, self._finished.emit)
+        generation, prepared, handoff = self._generation, self._prepared, Handoff(self._bridge)
         self._switch.current = (None, SWITCHING if self._bridge.facts is not None else NO_MODEL)
+        parallel, finished = self._settings.serve_parallel(), self._finished.emit
 
         def prepare(loaded: Any) -> None:  # on the engine thread; reports to the GUI thread by a queued signal
             from engine.remote import RemoteModel
@@ -289,10 +234,9 @@ class ApiServing(QObject):
                 return
             try:
                 from engine.serve.app import create_app
-                from engine.serve.worker import Worker
 
                 handoff.model = loaded
-                worker = Worker(loaded, executor=handoff)
+                worker = WindowWorker(loaded, finished, executor=handoff, parallel=parallel)
                 prepared.emit(generation, (handoff, worker, create_app(worker)))
             except Exception as exc:  # noqa: BLE001  (the window stays; clients read why)
                 log.exception("could not prepare the model for serving")
@@ -313,6 +257,9 @@ class ApiServing(QObject):
         handoff, worker, app = prepared
         self._current = (handoff, worker.start())
         self._switch.current = (app, "")
+        if worker.batching_refused and self._settings.serve_parallel() > 1:  # said once, where the user looks
+            self._window.messages.show_message(self.tr("The API serves one request at a time with this model: "
+                                                       "{reason}").format(reason=worker.batching_refused), "info")
         self.model_served.emit(worker.model_id)
 
     @Slot(str)

@@ -6,6 +6,10 @@ second. The GUI calls ``Bridge`` methods with the engine's validated inputs (``L
 tensor. Jobs (load, generate, lab tasks: typed, see ``app.runtime.worker``) run one after another on the worker
 thread, which keeps the loaded model and a bounded few chat sessions.
 
+A conversation the user switched away from has its KV cache written to disk when the worker is next idle
+(``keep_on_disk``: one save at a time, each giving way to a reply asked for before it began), so a crash or a kill
+loses no more than the conversation open then.
+
 Cancel is a ``threading.Event`` per job that the engine polls every decode step and between prefill
 chunks: a queued slot could not reach a worker busy in a loop. ``stop()`` sets the flags of every
 job not yet finished.
@@ -28,8 +32,8 @@ from typing import Callable, Sequence
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from app.runtime.tool_host import ReplyTools, ToolCallEvent
-from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob, ReplyStarted, ServeJob,
-                                TaskFn, TaskJob, Worker)
+from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
+                                ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.generate.measure import PromptMeasure, measure_prompt
 from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
@@ -121,6 +125,9 @@ class Bridge(QObject):
         self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
         self.speculation: SpeculationConfig | None = None  # every reply's speculative decoding (app.window.speculation)
         self._closed = False
+        self._asked = 0  # the GUI's jobs asked for so far: a save posted before the latest one gives way to it
+        self._to_save: collections.deque[int] = collections.deque()  # conversations to keep on disk, when idle
+        self._saving: tuple[int, int, int] | None = None  # the save posted now: (job id, conversation, _asked then)
         self._thread.start()
 
     # -- public API ---------------------------------------------------------------------------------
@@ -205,6 +212,29 @@ class Bridge(QObject):
         self._job_requested.emit(QueuedJob(0, job))  # id 0: none of the GUI's jobs, so not in its bookkeeping
         return True
 
+    def keep_on_disk(self, conversation_id: int) -> None:
+        """The user switched away from ``conversation_id``: write its KV cache to disk (``PersistJob``) once the worker
+        is idle, one conversation at a time, so no reply waits for more than the write in progress; a file that holds
+        the cache already is not written again. A reply asked for before a save began goes first."""
+        if conversation_id not in self._to_save:
+            self._to_save.append(conversation_id)
+        self._save_when_idle()
+
+    def forget_kv(self, conversation_id: int) -> None:
+        """``conversation_id`` was deleted: its session and saved cache go (after a save of it in progress)."""
+        if conversation_id in self._to_save:
+            self._to_save.remove(conversation_id)
+        if not self._closed:
+            self._job_requested.emit(QueuedJob(0, PersistJob(conversation_id, forget=True)))
+
+    def _save_when_idle(self) -> None:
+        if self._closed or self._jobs or self._saving is not None or not self._to_save:
+            return
+        conversation_id, asked = self._to_save.popleft(), self._asked
+        self._saving = (next(self._ids), conversation_id, asked)
+        # Read on the worker when the save starts: a reply asked for since (an int read is atomic) goes first.
+        self._job_requested.emit(QueuedJob(self._saving[0], PersistJob(conversation_id, lambda: self._asked == asked)))
+
     def stop(self) -> None:
         """Cancel every job not yet finished; safe to call any number of times, from the GUI thread."""
         for queued in self._jobs.values():
@@ -244,6 +274,7 @@ class Bridge(QObject):
         if isinstance(job, GenerateJob):  # the speculation chosen when the reply was asked for
             job = dataclasses.replace(job, speculation=self.speculation)
         queued = QueuedJob(next(self._ids), job)
+        self._asked += 1
         was_busy = self.is_busy()
         self._jobs[queued.job_id] = queued
         if isinstance(job, GenerateJob):
@@ -260,6 +291,13 @@ class Bridge(QObject):
 
     @Slot(int)
     def on_worker_job_finished(self, job_id: int) -> None:
+        if self._saving is not None and job_id == self._saving[0]:
+            _, conversation_id, asked = self._saving
+            self._saving = None
+            if asked != self._asked and conversation_id not in self._to_save:
+                self._to_save.appendleft(conversation_id)  # it gave way to a reply: saved once the worker is idle
+            self._save_when_idle()
+            return
         if job_id not in self._jobs:
             return  # an API request's (post_serve_job): the GUI's state did not change
         queued = self._jobs.pop(job_id)
@@ -269,6 +307,7 @@ class Bridge(QObject):
                 self._flush_timer.stop()
         if not self._jobs:
             self.busy_changed.emit(False)
+            self._save_when_idle()
 
     @Slot()
     def on_worker_events_pending(self) -> None:

@@ -1,15 +1,17 @@
 """Conversations' KV caches kept on disk between runs: ``KVPersistence``, used by the worker's ``SessionCache``.
 
-A conversation's session is saved to ``<data dir>/kv/conversation-<id>.kv`` (``engine.generate.kv_store``: checksum,
-model fingerprint, precision and the exact token ids in the file) when the worker drops it from memory - evicted
-for a more recent one, a new model loaded, the window closing - so reopening it later, after a restart too, reads
-the file instead of computing the whole conversation again. A conversation kept in memory (the last few replied
-to) is not written when the user merely switches away: memory already holds it, and a write would make the next
-reply wait. The read happens inside the next reply's timing (``ChatSession.reopen_with``): the TTFT it reports
-includes it. A file of another model or precision, or a damaged one, is deleted and that reply computes its prompt
-as before; it is logged, never shown as an error (at most one log line per file: the file is gone after it).
-The folder stays within ``DEFAULT_BUDGET_BYTES``, least recently used deleted first; Settings shows its size and
-clears it (``app.widgets.kv_disk_row``).
+A conversation's session is saved to ``<data dir>/kv/conversation-<id>.kv`` (``engine.paths.state_root``)
+(``engine.generate.kv_store``: checksum, model fingerprint, precision and the exact token ids in the file) when the
+worker drops it from memory - evicted for a more recent one, a new model loaded, the window closing - so reopening
+it later, after a restart too, reads the file instead of computing the whole conversation again. A conversation kept
+in memory (the last few replied to) is written too when the user switches away from it, so a crash or a kill loses
+only the one open then: on the engine thread once it is idle (``Bridge.keep_on_disk``), one conversation at a time,
+so a reply asked for during a write waits for that write only; a file that already holds the same ids for the same
+model is not written again. The read happens inside the next reply's timing (``ChatSession.reopen_with``): the TTFT
+it reports includes it. A file of another model or precision, or a damaged one, is deleted and that reply computes
+its prompt as before; it is logged, never shown as an error (at most one log line per file: the file is gone after
+it). The folder stays within ``DEFAULT_BUDGET_BYTES``, least recently used deleted first; Settings shows its size
+and clears it (``app.widgets.kv_disk_row``).
 
 Runs on the engine thread (the sessions are its), except ``save_all`` at exit, called once that thread has
 stopped. Imports no torch itself (the engine does, once a model is loaded). Owns the naming and the policy of when;
@@ -19,6 +21,7 @@ not the format or the folder's bookkeeping (``engine.generate.kv_snapshot``, ``e
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,23 +35,29 @@ log = logging.getLogger(__name__)
 DEFAULT_BUDGET_BYTES = 2 << 30  # 2 GiB: ~90,000 tokens of the default model's bf16 cache
 
 
-_kept_in: Path | None = None  # keep_in's folder; None: the data folder
-
-
-def keep_in(folder: Path | None) -> None:
-    """Keep the caches under ``folder`` instead of the data folder (the app's scripted runs, which leave every user
-    file as it was, point it at their scratch folder); None: the data folder again."""
-    global _kept_in
-    _kept_in = Path(folder) if folder is not None else None
-
-
 def kv_folder() -> Path:
-    """Where the conversations' KV caches live (read from the environment on every call, like the data folder)."""
-    return (_kept_in or paths.data_root()) / "kv"
+    """Where the conversations' KV caches live: ``engine.paths.state_root()``'s ``kv`` (read on every call: the data
+    folder follows the environment, a scripted run keeps its files in its scratch folder)."""
+    return paths.state_root() / "kv"
 
 
 def key_for(conversation_id: int) -> str:
     return f"conversation-{int(conversation_id)}"
+
+
+def _holds(path: Path, snapshot: Any, identity: Any) -> bool:
+    """Whether the file at ``path`` was written for exactly ``snapshot``'s ids, runner and ``identity`` (its header
+    only: whether its rows are intact is checked when it is read, and a damaged one is discarded then)."""
+    from engine.generate.kv_snapshot import KVSnapshotError, asdict_identity, read_header
+
+    if not path.exists():
+        return False
+    try:
+        header = read_header(path)
+    except KVSnapshotError:
+        return False
+    return (header.get("ids") == list(snapshot.ids) and header.get("runner") == snapshot.runner
+            and header.get("identity") == asdict_identity(identity))
 
 
 class KVPersistence:
@@ -58,18 +67,26 @@ class KVPersistence:
         self._folder = folder
         self.budget_bytes = budget_bytes
         self.discarded: list[str] = []  # one line per file deleted as stale or damaged (the log says it too)
+        self.skipped = 0  # saves not written: the file held the same ids already
 
     def store(self) -> KVStore:
         return KVStore(self._folder or kv_folder(), self.budget_bytes)
 
     def save(self, conversation_id: int, session: Any) -> bool:
-        """Write ``session``'s cache as the conversation's; False when there is none or it cannot be written."""
+        """Write ``session``'s cache as the conversation's, unless its file already holds these very ids for this
+        model (then only marked used); False when there is none or it cannot be written."""
         take = getattr(session, "snapshot", None)
         snapshot = take() if take is not None else None
         if snapshot is None:
             return False
+        store, key = self.store(), key_for(conversation_id)
         try:
-            return self.store().save(key_for(conversation_id), snapshot, session.kv_identity()) is not None
+            identity = session.kv_identity()
+            if _holds(store.path_for(key), snapshot, identity):
+                os.utime(store.path_for(key))  # used now: the folder's budget deletes the least recently used
+                self.skipped += 1
+                return True
+            return store.save(key, snapshot, identity) is not None
         except (OSError, ValueError, EngineError) as exc:
             log.warning("could not save conversation %s's KV cache: %s", conversation_id, one_line(exc))
             return False

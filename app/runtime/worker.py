@@ -1,11 +1,13 @@
 """The engine thread's side of the bridge: the typed jobs, the worker that runs them, and its sessions.
 
-Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob``, ``TaskJob``, and ``ServeJob`` for the
-window's API server: frozen, validated when built, dispatched on their type), what the worker reports back
+Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob``, ``TaskJob``, ``ServeJob`` for the
+window's API server, ``PersistJob`` to keep a conversation's cache on disk: frozen, validated when built, dispatched
+on their type), what the worker reports back
 beyond the engine's own events (``LoadFailure``, ``ReplyStarted``), the loaded model (only the worker touches
 it) and the chat sessions it keeps: one ``ChatSession`` per conversation id, a bounded few (``SessionCache``),
 so a reply reuses its conversation's KV cache without every chat ever opened holding one; a session dropped from
-memory leaves its cache on disk and a conversation reopened later starts from it (``app.runtime.kv_persist``).
+memory, or whose conversation the user switched away from, leaves its cache on disk and a conversation reopened
+later starts from it (``app.runtime.kv_persist``).
 
 Does not own the thread, the cancel requests or the coalescing of events for the GUI (``app.runtime.bridge``).
 """
@@ -88,7 +90,21 @@ class ServeJob:
     run: Callable[[LoadedModel | RemoteModel | None], None]
 
 
-Job = LoadJob | GenerateJob | TaskJob | ServeJob
+@dataclass(frozen=True)
+class PersistJob:
+    """Write conversation ``conversation_id``'s KV cache to disk if memory holds one its file does not (the user
+    switched away from it: a crash would lose it), unless ``wanted()`` is False by then (a reply was asked for since:
+    the reply goes first). ``forget``: the conversation was deleted: its session and its file go instead.
+
+    Posted by ``Bridge.keep_on_disk`` / ``Bridge.forget_kv`` outside the GUI's bookkeeping, one at a time, when the
+    worker is idle: a reply asked for during the write waits for that write only."""
+
+    conversation_id: int
+    wanted: Callable[[], bool] = lambda: True
+    forget: bool = False
+
+
+Job = LoadJob | GenerateJob | TaskJob | ServeJob | PersistJob
 
 
 @dataclass(frozen=True)
@@ -152,6 +168,19 @@ class SessionCache:
         self._kept[conversation_id] = (session, kv_bytes)
         self._evict()
         return session, evicted
+
+    def persist(self, conversation_id: int) -> bool:
+        """Write the conversation's kept cache to disk now (``KVPersistence.save``: not again when the file holds the
+        same ids); False when there is none or it was not written."""
+        kept = self._kept.get(conversation_id)
+        return kept is not None and self.persistence is not None and self.persistence.save(conversation_id, kept[0])
+
+    def forget(self, conversation_id: int) -> None:
+        """The conversation was deleted: its session and its saved cache go."""
+        self._kept.pop(conversation_id, None)
+        self._evicted.discard(conversation_id)
+        if self.persistence is not None:
+            self.persistence.forget(conversation_id)
 
     def measured(self, conversation_id: int, kv_bytes: int) -> None:
         """The conversation's reply ended holding ``kv_bytes`` of KV cache."""
@@ -251,6 +280,11 @@ class Worker(QObject):
                     self._task(queued.job_id, queued.job, queued.cancel)
                 case ServeJob():
                     queued.job.run(self._loaded)
+                case PersistJob(forget=True):
+                    self.sessions.forget(queued.job.conversation_id)
+                case PersistJob():
+                    if queued.job.wanted():
+                        self.sessions.persist(queued.job.conversation_id)
         except BaseException:  # a bug must not kill the worker thread: log it, report it, keep serving
             log.exception("worker job %s (%s) crashed", queued.job_id, type(queued.job).__name__)
         finally:

@@ -3,9 +3,9 @@
 Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the interface
 language and appearance (light / dark / the system's), the model selection (model, precision, device; or the
 server last connected to; its API key only when there is no system keyring and the user ticked "Remember the key
-(stored unencrypted…)", ``app.state.api_keys``), the recently opened models, whether and on which port the window
-serves its model, speculative decoding's drafter and draft tint (``app.window.speculation``), and the window
-layout. It does not own history (``app.history.store``) or any widget.
+(stored unencrypted…)", ``app.state.api_keys``), the recently opened models, whether, on which port and how many
+requests at once the window serves its model, speculative decoding's drafter and draft tint
+(``app.window.speculation``), and the window layout. It does not own history (``app.history.store``) or any widget.
 
 Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
 data that an older build, a hand edit or a crash mid-write can leave in any state (``@Invalid()``, a
@@ -40,6 +40,8 @@ APPLICATION = "miaohui"
 MAX_RECENT_MODELS = 8
 TOP_CANDIDATES = 5  # per token, for the token inspector; one topk per step, negligible cost
 SERVE_PORT = 8000  # the window's API server: engine serve's default port, so clients' settings carry over
+SERVE_PARALLEL = 4  # requests it decodes together: engine serve's --parallel default (engine.serve.batching)
+MAX_SERVE_PARALLEL = 16
 # Inclusive bounds of each numeric ChatSettings field: engine.inputs' (the settings dialog's spin boxes use the
 # same ones, since a stored value outside them could not be shown), each inside what SamplingConfig accepts.
 RANGES = SAMPLING_RANGES
@@ -394,6 +396,16 @@ class Settings:
         if not 0 <= port <= 65535:
             raise ValueError(f"the port must be between 0 and 65535, not {port}")
         self._q.setValue("serve/port", int(port))
+        self._q.sync()
+
+    def serve_parallel(self) -> int:
+        """How many API requests the window decodes together (4, as ``engine serve``; 1: one at a time)."""
+        return self._read("serve/parallel", SERVE_PARALLEL, (1, MAX_SERVE_PARALLEL))
+
+    def set_serve_parallel(self, n: int) -> None:
+        if not 1 <= n <= MAX_SERVE_PARALLEL:
+            raise ValueError(f"parallel requests must be between 1 and {MAX_SERVE_PARALLEL}, not {n}")
+        self._q.setValue("serve/parallel", int(n))
         self._q.sync()
 
     # -- interface --------------------------------------------------------------------------------

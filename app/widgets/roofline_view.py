@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QDateTime, QObject, Qt, Slot
-from PySide6.QtWidgets import QFormLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.ui import accessibility
 from app.ui.metric_help import explain
+from app.ui.metric_rows import add_metric_row, metric_form
 from engine.bench import roofline as rl
 from engine.errors import EngineError
 from engine.fmt import format_bytes, format_rate
@@ -59,24 +60,11 @@ class RooflineView(QWidget):
         self._watch = rl.CpuWatch()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-        form.setHorizontalSpacing(16)
-        form.setVerticalSpacing(3)
+        form = metric_form()
         self.values: dict[str, QLabel] = {}
         self.captions: dict[str, QLabel] = {}
         for key, caption in ROWS:
-            label = QLabel(self.tr(caption))
-            label.setToolTip(explain(key))
-            value = QLabel("—")
-            value.setObjectName("metricValue")
-            value.setTextFormat(Qt.TextFormat.PlainText)
-            value.setWordWrap(True)
-            value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-            value.setToolTip(explain(key))
-            form.addRow(label, value)
-            self.values[key], self.captions[key] = value, label
+            self.captions[key], self.values[key] = add_metric_row(form, self.tr(caption), explain(key))
         layout.addLayout(form)
         self.measure_button = QPushButton(self.tr("Measure again"))
         self.measure_button.setToolTip(self.tr("Measure this device's memory bandwidth again (a few seconds; it "

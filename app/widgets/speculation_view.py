@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
-from PySide6.QtWidgets import QFormLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtCore import QT_TRANSLATE_NOOP
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from app.ui.metric_rows import add_metric_row, metric_form
 
 ROWS = (("drafter", QT_TRANSLATE_NOOP("SpeculationView", "Drafter")),
         ("acceptance", QT_TRANSLATE_NOOP("SpeculationView", "Acceptance rate")),
@@ -51,23 +53,10 @@ class SpeculationView(QWidget):
         heading = QLabel(self.tr("Speculative decoding"))
         heading.setObjectName("sectionTitle")
         layout.addWidget(heading)
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.setHorizontalSpacing(16)
-        form.setVerticalSpacing(3)
+        form = metric_form()
         self.values: dict[str, QLabel] = {}
         for key, caption in ROWS:
-            label = QLabel(self.tr(caption))
-            label.setToolTip(self.tr(HELP[key]))
-            value = QLabel("—")
-            value.setObjectName("metricValue")
-            value.setTextFormat(Qt.TextFormat.PlainText)
-            value.setWordWrap(True)
-            value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-            value.setToolTip(self.tr(HELP[key]))
-            value.setAccessibleName(self.tr(caption))
-            form.addRow(label, value)
-            self.values[key] = value
+            self.values[key] = add_metric_row(form, self.tr(caption), self.tr(HELP[key]))[1]
         layout.addLayout(form)
         self.setVisible(False)
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
-from PySide6.QtWidgets import QFormLayout, QLabel, QProgressBar, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtCore import QT_TRANSLATE_NOOP
+from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QVBoxLayout, QWidget
 
+from app.ui.metric_rows import metric_caption, metric_form, metric_value
 from app.widgets.reuse_break_text import break_text
 from engine.fmt import format_bytes
 
@@ -77,20 +78,10 @@ class TtftView(QWidget):
             heading = QLabel(title)
             heading.setObjectName("sectionTitle")
             layout.addWidget(heading)
-            form = QFormLayout()
-            form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-            form.setHorizontalSpacing(16)
-            form.setVerticalSpacing(3)
+            form = metric_form()
             for key, caption in rows:
-                label = QLabel(self.tr(caption))
-                label.setToolTip(self.tr(HELP[key]))
-                value = QLabel("—")
-                value.setObjectName("metricValue")
-                value.setTextFormat(Qt.TextFormat.PlainText)
-                value.setWordWrap(True)
-                value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-                value.setToolTip(self.tr(HELP[key]))
-                value.setAccessibleName(self.tr(caption))
+                label = metric_caption(self.tr(caption), self.tr(HELP[key]))
+                value = metric_value(self.tr(caption), self.tr(HELP[key]))
                 field: QWidget = value
                 if rows is STEPS and key != "break":  # the waterfall: each step's share of the TTFT as a bar
                     bar = QProgressBar()

@@ -32,7 +32,7 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (chatgpt_import, conversation_model, fork, prompt_meter, remote_code, remote_source,
+from app.window import (chatgpt_import, conversation_model, fork, kv_keeping, prompt_meter, remote_code, remote_source,
                         tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.prefill_progress import show_prefill_progress
@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
         self.speculation = Speculation.attach(self)  # its choice on the model bar, its rows, the tint of drafts
         self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
+        self.kv_keeping = kv_keeping.KVKeeping(self)  # a conversation switched away from: its KV cache to disk
         self._update_state()
         for notice in store.notices:
             self.messages.show_message(history_text(notice), "warning")

@@ -26,6 +26,10 @@
         <translation>API 端口…</translation>
     </message>
     <message>
+        <source>Parallel API requests…</source>
+        <translation>并行 API 请求数…</translation>
+    </message>
+    <message>
         <source>The loaded model as an OpenAI-compatible API, reachable from this computer only (no API key needed)</source>
         <translation>通过 OpenAI 兼容 API 提供已加载的模型，仅本机可访问（无需 API 密钥）</translation>
     </message>
@@ -38,12 +42,24 @@
         <translation>在 127.0.0.1 上提供 OpenAI 兼容 API，端口：</translation>
     </message>
     <message>
+        <source>Parallel API requests</source>
+        <translation>并行 API 请求数</translation>
+    </message>
+    <message>
+        <source>API requests decoded together (1: one at a time; more use more memory for their caches):</source>
+        <translation>同时解码的 API 请求数（1：逐个处理；越多，各请求的缓存占用内存越多）：</translation>
+    </message>
+    <message>
         <source>Could not serve the model on {host}:{port}: {reason}. Choose another port in Chat → API port…</source>
         <translation>无法在 {host}:{port} 上提供模型服务：{reason}。请在“对话 → API 端口…”中换一个端口。</translation>
     </message>
     <message>
         <source>A model on another server is not served again: load a model on this computer to serve it.</source>
         <translation>其他服务器上的模型不会经由本机再次对外提供：请加载一个本机模型来提供服务。</translation>
+    </message>
+    <message>
+        <source>The API serves one request at a time with this model: {reason}</source>
+        <translation>此模型的 API 一次只处理一个请求：{reason}</translation>
     </message>
     <message>
         <source>API {url} · {n} request served</source>
@@ -3105,20 +3121,32 @@ Result ({ms} ms):
         <translation>工具与约束</translation>
     </message>
     <message>
+        <source>Mask</source>
+        <translation>掩码</translation>
+    </message>
+    <message>
         <source>Constrained decoding (a JSON schema, a forced tool call): each step a mask allows only the tokens that keep the reply valid. &apos;Wait&apos; is the decode loop&apos;s time per token waiting for the mask and applying it (its cost on the critical path); &apos;build&apos; is llguidance computing it, overlapped with the forward. Measured with time.perf_counter around each step, summed over the reply.</source>
         <translation>约束解码（JSON schema、强制的工具调用）：每一步由一个掩码只放行能让回复保持有效的 token。“等待”是解码循环每个 token 等待掩码并应用它的时间（即它在关键路径上的开销）；“构建”是 llguidance 计算掩码的时间，与前向计算重叠进行。在每一步前后用 time.perf_counter 测量，并对整条回复求和。</translation>
+    </message>
+    <message>
+        <source>Tool calls</source>
+        <translation>工具调用</translation>
     </message>
     <message>
         <source>Each tool call of the reply: the time from sending the request to the MCP server to its answer (or its failure), measured with time.perf_counter; a refused call took no time.</source>
         <translation>本条回复的每次工具调用：从向 MCP 服务器发出请求到收到应答（或失败）的时间，用 time.perf_counter 测量；被拒绝的调用不耗时。</translation>
     </message>
     <message>
+        <source>{wait} ms/token wait · {build} ms/token build · {n} tokens</source>
+        <translation>等待 {wait} ms/token · 构建 {build} ms/token · {n} 个 token</translation>
+    </message>
+    <message>
         <source>Mask: {wait} ms/token wait · {build} ms/token build · {n} tokens</source>
-        <translation>掩码：等待 {wait} ms/token · 构建 {build} ms/token · {n} 个 token</translation>
+        <translation type="vanished">掩码：等待 {wait} ms/token · 构建 {build} ms/token · {n} 个 token</translation>
     </message>
     <message>
         <source>Tool calls:</source>
-        <translation>工具调用：</translation>
+        <translation type="vanished">工具调用：</translation>
     </message>
 </context>
 <context>

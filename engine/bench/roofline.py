@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from engine.paths import data_dir, data_root, replace_text
+from engine.paths import replace_text, state_dir, state_root
 
 BANDWIDTH_FILE = "bandwidth.json"
 # Below this share of the measured read bandwidth the decode is held up by something other than memory (Python
@@ -129,18 +129,9 @@ def _tensor_bytes(module: Any) -> dict[int, int]:
 # ------------------------------------------------------------------------------------ the measured bandwidth
 
 
-_kept_in: Path | None = None  # keep_in's folder; None: the data folder
-
-
-def keep_in(folder: Path | None) -> None:
-    """Keep the bandwidth record in ``folder`` instead of the data folder (the app's scripted runs, which leave
-    every user file as it was, point it at their scratch folder); None: the data folder again."""
-    global _kept_in
-    _kept_in = Path(folder) if folder is not None else None
-
-
 def _bandwidth_path() -> Path:
-    return (_kept_in or data_root()) / BANDWIDTH_FILE
+    """In ``state_root()``: a scripted run's measurement (a machine busy with its test) never replaces the user's."""
+    return state_root() / BANDWIDTH_FILE
 
 
 def stored_bandwidth(device: str) -> dict[str, Any] | None:
@@ -214,7 +205,7 @@ def measure_and_store(device: str, force: bool = False, others_now: float | None
     entry = fresh if stored is None or force else better_of(stored, fresh)
     if entry is stored:
         return stored
-    path = (_kept_in or data_dir()) / BANDWIDTH_FILE
+    path = state_dir() / BANDWIDTH_FILE
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))
         kept = kept if isinstance(kept, dict) else {}

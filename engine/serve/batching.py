@@ -23,6 +23,11 @@ their next token are in the same forward; one that is slower simply takes the st
 depend on nothing but its own cache, so who else is in a step never changes its tokens (up to the matrix
 kernels' rounding, see ``engine.generate.batched``).
 
+A program whose model already has an owning thread (the window's engine thread, ``app.runtime.serve_handoff``)
+passes an ``executor``: each step's forwards are then made by ``executor(step)`` on that thread, while this one only
+gathers and schedules; an executor that cannot run a step (its thread is stopping) raises, and that step's
+sequences get its error.
+
 Owns the step thread, the hand-over of forward passes and the runner wrapper; not the queue (``worker``), the
 slots' KV reuse (``sessions``) or the layer math (``engine.generate.batched``).
 """
@@ -34,6 +39,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
@@ -52,6 +58,11 @@ GATHER_S = 0.02  # how long a step waits for the sequences still sampling (they 
 PREFILL_FIRST_S = 1.0  # the longest a pending decode waits behind prefill chunks (see the module docstring)
 TRACE = 4096
 _DONE = object()
+
+
+def _now(step: Callable[[], None]) -> None:
+    """The default executor: the step's forwards run on the step thread itself."""
+    step()
 
 
 def batching_refusal(loaded: Any) -> str | None:
@@ -82,13 +93,15 @@ class BatchEngine:
     """The thread that runs every forward of the batched sequences (``start()``, ``close()``)."""
 
     def __init__(self, max_batch: int = DEFAULT_PARALLEL, prefill_chunk: int = PREFILL_CHUNK,
-                 gather_s: float = GATHER_S, prefill_first_s: float = PREFILL_FIRST_S) -> None:
+                 gather_s: float = GATHER_S, prefill_first_s: float = PREFILL_FIRST_S,
+                 executor: Callable[[Callable[[], None]], None] | None = None) -> None:
         if not 1 <= max_batch <= MAX_PARALLEL:
             raise ValueError(f"parallel must be between 1 and {MAX_PARALLEL}")
         self.max_batch = max_batch
         self.prefill_chunk = max(1, prefill_chunk)
         self._gather_s = gather_s
         self.prefill_first_s = prefill_first_s
+        self._executor = executor  # makes each step's forwards on the model's own thread (None: here)
         self._cond = threading.Condition()
         self._members: set[SlotRunner] = set()  # sequences in a request (asking or between two asks)
         self._pending: dict[SlotRunner, _Work] = {}  # insertion order: who has waited longest
@@ -176,10 +189,11 @@ class BatchEngine:
                     < self.prefill_first_s:
                 decodes = []  # prompts first: these decode with the next step (see the module docstring)
             ran = [*decodes, *([call] if call else [])]
-            if call is not None:
-                self._run_call(call[1])
-            if decodes:
-                self._run_decodes(decodes)
+            try:
+                (self._executor or _now)(partial(self._step, call, decodes))
+            except Exception as exc:  # noqa: BLE001  (the executor's thread is stopping: nothing ran)
+                for _, work in ran:
+                    work.error = exc
             self.trace.append((len(decodes), call is not None))
             with self._cond:
                 for runner, work in ran:
@@ -187,6 +201,13 @@ class BatchEngine:
                     if self._pending.get(runner) is work:
                         del self._pending[runner]
                 self._cond.notify_all()
+
+    def _step(self, call: tuple["SlotRunner", _Work] | None, decodes: list[tuple["SlotRunner", _Work]]) -> None:
+        """One step's forwards: the prefill chunk (or lone forward), then the decodes in one batch."""
+        if call is not None:
+            self._run_call(call[1])
+        if decodes:
+            self._run_decodes(decodes)
 
     def _run_call(self, work: _Work, fn: Callable[[], Any] | None = None) -> None:
         try:

@@ -28,9 +28,9 @@ model. The calls never overlap. An executor that can no longer run a call (its t
 
 ``parallel`` > 1 (``engine serve --parallel N``): up to N jobs run at once, each ``_serve`` on a thread of its own
 and a session of its own, their forward passes batched by one ``engine.serve.batching.BatchEngine`` thread (one
-decode forward per step for all of them, prefill in chunks between). A model the batched step cannot run, or an
-``executor`` (the window: its engine thread serves one call at a time), keeps one at a time, and says so in the
-log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the path described above. ``speculation``
+decode forward per step for all of them, prefill in chunks between); an ``executor`` then makes each step's forwards
+(the window's engine thread), not whole jobs. A model the batched step cannot run keeps one at a time, and says so
+in the log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the path described above. ``speculation``
 (``engine serve --speculative``): every session decodes speculatively with one shared drafter, built at start (a
 draft model that cannot serve is refused then); drafts verify one sequence per forward: one request at a time.
 
@@ -107,11 +107,10 @@ class Worker:
         self._engine: BatchEngine | None = None
         self.batching_refused: str | None = None  # why ``parallel`` > 1 was asked for and not granted
         if parallel > 1:
-            self.batching_refused = ("an executor serves one call at a time" if executor is not run_here
-                                     else "speculative decoding verifies one sequence's drafts per forward"
+            self.batching_refused = ("speculative decoding verifies one sequence's drafts per forward"
                                      if speculation is not None else batching_refusal(loaded))
-            if self.batching_refused is None:
-                self._engine = BatchEngine(parallel)
+            if self.batching_refused is None:  # an executor makes each step's forwards on its thread
+                self._engine = BatchEngine(parallel, executor=None if executor is run_here else executor)
                 self._engine.prepare(loaded)
             else:
                 log.warning("serving one request at a time, not %d: %s", parallel, self.batching_refused)
@@ -226,7 +225,7 @@ class Worker:
             t_start = time.perf_counter()
             self.metrics.started(waiting, t_start - job.t_arrival)
             try:
-                record = self._executor(partial(self._serve, job))
+                record = self._serve(job) if self._engine is not None else self._executor(partial(self._serve, job))
             except WorkerClosedError:  # the executor's thread is stopping: the job never reached the model
                 self._emit(job, Reply("cancelled", "", Metrics()))
                 record = Record(job.id, "cancelled", 0, 0, 0)

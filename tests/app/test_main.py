@@ -54,6 +54,10 @@ def test_screenshot_run_in_process(qapp, home, tiny_model_dir, tmp_path, capsys,
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1280, 800)
     assert not (home / "history.sqlite3").exists()  # scripted runs never write the user's history
+    assert not (home / "kv").exists() and not (home / "bandwidth.json").exists()  # nor its KV caches, measurements
+    from engine import paths
+
+    assert paths.state_root() == home  # the run's scratch folder was given back
     # The window ran with collection on a GUI-thread timer only; main() gave the usual collector back.
     assert collectors[1] is False and gc.isenabled()
 

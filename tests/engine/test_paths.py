@@ -162,3 +162,21 @@ def test_an_interrupted_write_cleans_up_too(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         replace_file(target, interrupted)
     assert target.read_bytes() == b"a,b\r\n" and len(list(tmp_path.iterdir())) == 1
+
+
+# ---------------------------------------------------------------- one override for a run's own files (scripted runs)
+
+def test_keep_state_in_moves_the_runs_own_files_and_leaves_the_models_where_they_are(home, tmp_path):
+    from engine.bench import roofline
+
+    scratch = tmp_path / "scratch"
+    assert paths.state_root() == home and paths.history_path() == home / "history.sqlite3"
+    paths.keep_state_in(scratch)
+    try:
+        assert paths.state_root() == scratch and paths.history_path() == scratch / "history.sqlite3"
+        assert roofline._bandwidth_path() == scratch / roofline.BANDWIDTH_FILE
+        assert paths.state_dir() == scratch and scratch.is_dir()  # created on demand, as the data folder is
+        assert paths.models_dir() == home / "models"  # a scripted run still loads the user's models
+    finally:
+        paths.keep_state_in(None)
+    assert paths.state_root() == home

@@ -1,7 +1,7 @@
 """The window serves its loaded model over the OpenAI API (Chat → "Serve this model (OpenAI API)"): the real window
 on the tiny model, uvicorn on an ephemeral port of 127.0.0.1, the official ``openai`` client. Off by default; the
-status bar shows the address and the requests served; a chat turn and an API request submitted together both
-complete (one engine thread runs both); no model, or a model on another server: 503; off or closed: the port
+status bar shows the address and the requests served; four requests decode together (Settings: 4 at once) on the
+engine thread, as they reply one at a time; a chat turn sent while they run starts between two of their steps; no model, or a model on another server: 503; off or closed: the port
 refuses connections; a port in use: one line, and the toggle stays off."""
 
 from __future__ import annotations
@@ -57,6 +57,20 @@ def post(port: int, path: str, body: Any) -> tuple[int, dict[str, Any]]:
         conn.close()
 
 
+def running(port: int) -> float:
+    """``vllm:num_requests_running`` as the server's /metrics says it."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LIVENESS_S)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    (line,) = [line for line in text.splitlines() if line.startswith("vllm:num_requests_running{")]
+    return float(line.rsplit(" ", 1)[1])
+
+
 def refused(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
@@ -92,17 +106,36 @@ def test_the_openai_client_streams_from_the_window_and_the_status_bar_counts_it(
     assert send_and_wait(qtbot, window, "Still here?") == "length"  # the chat goes on as before
 
 
-def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, make_window, monkeypatch):
-    serving_threads: list[str] = []
-    real_serve = Worker._serve
+@pytest.fixture
+def forward_threads(monkeypatch) -> list[str]:
+    """The names of the threads that made the server's forward passes: each batched step's, or each whole request's
+    model work when one at a time."""
+    from engine.serve.batching import BatchEngine
 
-    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
-        serving_threads.append(QThread.currentThread().objectName())
+    names: list[str] = []
+    real_step, real_serve = BatchEngine._step, Worker._serve
+
+    def step(self: BatchEngine, *args: Any) -> None:
+        names.append(QThread.currentThread().objectName())
+        real_step(self, *args)
+
+    def serve(self: Worker, job: Any) -> Any:
+        if self._engine is None:
+            names.append(QThread.currentThread().objectName())
         return real_serve(self, job)
 
-    monkeypatch.setattr(Worker, "_serve", spy)
+    monkeypatch.setattr(BatchEngine, "_step", step)
+    monkeypatch.setattr(Worker, "_serve", serve)
+    return names
+
+
+@pytest.mark.parametrize("parallel", [4, 1])
+def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, make_window, settings, forward_threads,
+                                                                       parallel):
+    settings.set_serve_parallel(parallel)
     window = make_window()
     url = serve(qtbot, window)
+    assert window.api_serving._current[1].parallel == parallel
     raw = client(url).completions.with_raw_response.create(model="default", prompt="Once upon a time", max_tokens=4,
                                                            temperature=0, echo=True)
     assert raw.headers["x-miaohui-completion-mode"] == "raw"
@@ -110,57 +143,73 @@ def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, mak
     chunks = list(client(url).completions.create(model="default", prompt="Once upon a time", max_tokens=4,
                                                  temperature=0, stream=True))
     assert whole == "Once upon a time" + "".join(c.choices[0].text for c in chunks if c.choices)
-    assert serving_threads == ["miaohui-engine"] * 2  # the thread that owns the model, as a chat request is
+    assert forward_threads and set(forward_threads) == {"miaohui-engine"}  # the thread that owns the model
 
 
-def test_a_chat_turn_and_an_api_request_submitted_together_both_complete(qtbot, make_window, store, monkeypatch):
-    serving_threads: list[str] = []
-    real_serve = Worker._serve
+def _together(url: str, bodies: list[dict[str, Any]]) -> list[Any]:
+    """Each body sent by a thread of its own at the same moment; (text, finish reason) or the exception, in order."""
+    results: list[Any] = [None] * len(bodies)
+    start = threading.Barrier(len(bodies))
 
-    def spy(self: Worker, job: Any) -> Any:  # the real model work, noting which thread does it
-        serving_threads.append(QThread.currentThread().objectName())
-        return real_serve(self, job)
+    def one(i: int) -> None:
+        start.wait(LIVENESS_S)
+        try:
+            reply = client(url).chat.completions.create(model="default", temperature=0, **bodies[i])
+            results[i] = (reply.choices[0].message.content, reply.choices[0].finish_reason)
+        except Exception as exc:  # noqa: BLE001  (reported by the comparison)
+            results[i] = exc
 
-    monkeypatch.setattr(Worker, "_serve", spy)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(LIVENESS_S)
+    return results
+
+
+BODIES = [{"messages": [{"role": "user", "content": f"Question {i}: " + "what is a KV cache? " * (1 + 2 * i)}],
+           "max_tokens": 24 + 4 * i} for i in range(4)]
+
+
+def test_four_requests_decode_together_and_reply_as_one_at_a_time(qtbot, make_window, forward_threads):
+    window = make_window()
+    url = serve(qtbot, window)
+    worker = window.api_serving._current[1]
+    assert worker.parallel == 4 and worker.batching_refused is None  # Settings' default, as engine serve's
+    alone = [_together(url, [body])[0] for body in BODIES]
+    together = _together(url, BODIES)
+    assert together == alone and all(reason == "length" for _, reason in alone)
+    assert worker._engine.largest_batch >= 2  # they shared decode forwards
+    assert set(forward_threads) == {"miaohui-engine"}  # every one of them on the thread that owns the model
+    qtbot.waitUntil(lambda: window.api_serving.label.text().endswith("· 8 requests served"), timeout=REPLY_TIMEOUT_MS)
+
+
+def test_a_chat_turn_sent_while_the_server_is_busy_runs_between_its_steps(qtbot, make_window, store,
+                                                                           forward_threads):
     window = make_window(max_new_tokens=8)
     url = serve(qtbot, window)
-    api_alone = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=8, temperature=0)
+    alone = [_together(url, [body])[0] for body in BODIES]
     assert send_and_wait(qtbot, window, "Tell me more") == "length"
     chat_alone = window.chat.messages()[-1].text
     window.on_new_chat_triggered()
 
-    # The engine thread is held by a task, so both arrive while it is busy and wait in its one queue.
+    # The engine thread is held by a task, so the four requests and the chat turn arrive while it is busy.
     gate = threading.Event()
     window.bridge.submit_task(lambda _loaded, _cancel: gate.wait(LIVENESS_S))
-    results: dict[str, Any] = {}
-
-    def api_client() -> None:
-        try:
-            results["reply"] = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=8,
-                                                                   temperature=0)
-        except Exception as exc:  # noqa: BLE001  (reported by the assertion below)
-            results["error"] = exc
-
-    thread = threading.Thread(target=api_client)
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.extend(_together(url, BODIES)))
     thread.start()
-    queue_worker = api._current[1] if (api := window.api_serving)._current else None
-    assert queue_worker is not None
-    qtbot.waitUntil(lambda: queue_worker.running, timeout=REPLY_TIMEOUT_MS)  # handed to the engine thread
+    worker = window.api_serving._current[1]
+    qtbot.waitUntil(lambda: running(window.api_serving.port) == 4, timeout=REPLY_TIMEOUT_MS)  # all four in flight
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
-        assert window.send("Tell me more")
-        assert window.is_generating() and not window.send_button.isEnabled()  # Send waits its turn
+        assert window.send("Tell me more")  # accepted at once: the server's requests are no reply of the window's
         gate.set()
-    thread.join(LIVENESS_S)
-    assert "error" not in results, results.get("error")
     assert done.args == ["length"]
-    assert results["reply"].choices[0].message.content == api_alone.choices[0].message.content
-    assert results["reply"].usage.completion_tokens == 8
-    cid = window.current_conversation()
-    rows = store.messages(cid)
+    thread.join(LIVENESS_S)
+    assert results == alone  # the server went on after the chat's reply, its replies unchanged
+    rows = store.messages(window.current_conversation())
     assert [r.role for r in rows] == ["user", "assistant"] and rows[1].text == chat_alone
-    assert rows[1].perf is not None and rows[1].perf.generated_tokens == 8
-    qtbot.waitUntil(lambda: api.label.text().endswith("· 2 requests served"), timeout=REPLY_TIMEOUT_MS)
-    assert serving_threads == ["miaohui-engine"] * 2  # the chat's own engine thread: the one that owns the model
+    assert set(forward_threads) == {"miaohui-engine"}
 
 
 def test_no_model_is_a_503_until_one_is_loaded_then_it_is_served(qtbot, make_window, tiny_model_dir):
@@ -231,6 +280,7 @@ def test_turning_it_off_mid_stream_cancels_the_request_and_frees_the_window(qtbo
     # The server's sessions go through the plan too: its reply holds after two tokens until it is cancelled.
     monkeypatch.setattr(engine.serve.worker, "ChatSession", engine.generate.session.ChatSession)
     window = make_window(max_new_tokens=4)
+    window.settings.set_serve_parallel(1)  # the plan's held runner is a plain one: served one at a time
     url = serve(qtbot, window)
     port = window.api_serving.port
     plan.hold_decode_after = 2
@@ -254,7 +304,14 @@ def test_the_serve_settings_default_to_off_on_8000_and_refuse_bad_values(tmp_pat
     from app.state.settings import Settings
 
     stored = Settings.in_file(tmp_path / "s.ini")
-    assert stored.serve_enabled() is False and stored.serve_port() == 8000
+    assert stored.serve_enabled() is False and stored.serve_port() == 8000 and stored.serve_parallel() == 4
+    stored.set_serve_parallel(2)
+    assert Settings.in_file(tmp_path / "s.ini").serve_parallel() == 2
+    for bad in ("0", "17", "four"):
+        stored._q.setValue("serve/parallel", bad)
+        assert stored.serve_parallel() == 4
+    with pytest.raises(ValueError):
+        stored.set_serve_parallel(0)
     stored.set_serve_port(8080)
     stored.set_serve_enabled(True)
     again = Settings.in_file(tmp_path / "s.ini")

@@ -3,6 +3,10 @@ default model (and the tiny one for the damaged file), the real bridge and worke
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -111,3 +115,118 @@ def test_an_evicted_conversation_comes_back_from_disk_and_is_not_called_evicted(
     started, again = _reply(qtbot, loaded_bridge, 1)
     assert not started.kv_evicted and started.reused_tokens == started.prompt_tokens - 1
     assert again.text == first.text
+
+
+# ------------------------------------------------------------------- saved when the user switches away (issue 29)
+
+def _persists(monkeypatch) -> list[tuple[str, int, float, float]]:
+    """Each PersistJob's save as the worker runs it: ("save", conversation, start, end), perf_counter seconds."""
+    import app.runtime.worker
+
+    ran: list[tuple[str, int, float, float]] = []
+    real = app.runtime.worker.SessionCache.persist
+
+    def persist(self: Any, conversation_id: int) -> bool:
+        start = time.perf_counter()
+        try:
+            return real(self, conversation_id)
+        finally:
+            ran.append(("save", conversation_id, start, time.perf_counter()))
+
+    monkeypatch.setattr(app.runtime.worker.SessionCache, "persist", persist)
+    return ran
+
+
+def test_a_conversation_switched_away_from_is_on_disk_before_any_exit_and_written_once(qtbot, open_window,
+                                                                                      tiny_model_dir, monkeypatch):
+    saves = _persists(monkeypatch)
+    window = open_window(str(tiny_model_dir), "fp32")
+    send_and_wait(qtbot, window, "Hello there, what is a KV cache?")
+    first = window.current_conversation()
+    path = kv_folder() / f"conversation-{first}.kv"
+    assert not path.exists()  # in memory only while it is open
+    window.on_new_chat_triggered()  # switched away: written once the engine is idle, the window still open
+    qtbot.waitUntil(path.exists, timeout=SLOW_MS)
+    written = path.stat()
+    persistence = window.bridge._worker.sessions.persistence
+    window.open_conversation(first)
+    window.on_new_chat_triggered()  # away again, nothing new: the file holds these very ids
+    qtbot.waitUntil(lambda: [s[1] for s in saves].count(first) == 2, timeout=SLOW_MS)  # (the empty chat has none)
+    assert persistence.skipped == 1 and path.stat().st_ino == written.st_ino and path.stat().st_size == written.st_size
+    window.open_conversation(first)
+    send_and_wait(qtbot, window, "And a prefill?")
+    window.on_new_chat_triggered()  # a new turn: written again
+    qtbot.waitUntil(lambda: [s[1] for s in saves].count(first) == 3, timeout=SLOW_MS)
+    assert path.stat().st_ino != written.st_ino and path.stat().st_size > written.st_size
+    assert persistence.skipped == 1
+
+
+def test_a_reply_asked_for_before_a_save_began_goes_first(qtbot, open_window, tiny_model_dir, monkeypatch):
+    saves = _persists(monkeypatch)
+    replies: list[float] = []
+    window = open_window(str(tiny_model_dir), "fp32")
+    window.bridge.generation_finished.connect(lambda _finished: replies.append(time.perf_counter()))
+    send_and_wait(qtbot, window, "Hello there, what is a KV cache?")
+    first = window.current_conversation()
+    gate = threading.Event()
+    window.bridge.submit_task(lambda _loaded, _cancel: gate.wait(SLOW_MS / 1000))  # the engine thread is busy
+    window.on_new_chat_triggered()  # the save of `first` waits for an idle engine
+    with qtbot.waitSignal(window.reply_finished, timeout=SLOW_MS):
+        assert window.send("Another question")
+        gate.set()
+    qtbot.waitUntil(lambda: any(s[1] == first for s in saves), timeout=SLOW_MS)
+    (save,) = [s for s in saves if s[1] == first]
+    assert save[2] >= replies[-1]  # written after the reply, not before it
+    assert (kv_folder() / f"conversation-{first}.kv").exists()
+
+
+def test_a_deleted_conversation_loses_its_session_and_its_file(qtbot, open_window, tiny_model_dir, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    saves = _persists(monkeypatch)
+    window = open_window(str(tiny_model_dir), "fp32")
+    send_and_wait(qtbot, window, "Hello there, what is a KV cache?")
+    first = window.current_conversation()
+    window.on_new_chat_triggered()
+    path = kv_folder() / f"conversation-{first}.kv"
+    qtbot.waitUntil(path.exists, timeout=SLOW_MS)
+    monkeypatch.setattr(QMessageBox, "question", lambda *_a, **_k: QMessageBox.StandardButton.Yes)
+    window.conversations.select(first)
+    window.conversations.on_delete_clicked()
+    qtbot.waitUntil(lambda: not path.exists(), timeout=SLOW_MS)
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=SLOW_MS)
+    assert first not in window.bridge._worker.sessions.kept()  # nor written again at exit
+    assert {s[1] for s in saves} == {first}
+
+
+@pytest.mark.default_model
+def test_a_4000_token_conversations_save_delays_a_reply_asked_meanwhile_by_at_most_the_write(qtbot, open_window,
+                                                                                           default_model_dir,
+                                                                                           monkeypatch):
+    import app.runtime.worker
+
+    saves = _persists(monkeypatch)
+    began = threading.Event()
+    recorded = app.runtime.worker.SessionCache.persist
+
+    def persist(self: Any, conversation_id: int) -> bool:
+        began.set()
+        return recorded(self, conversation_id)
+
+    monkeypatch.setattr(app.runtime.worker.SessionCache, "persist", persist)
+    window = open_window(str(default_model_dir), "bf16")
+    send_and_wait(qtbot, window, LONG * 19)
+    first = window.current_conversation()
+    assert window.last_metrics.prompt_tokens >= 4000
+    starts: list[Any] = []
+    window.bridge.generation_started.connect(starts.append)
+    window.on_new_chat_triggered()  # the engine is idle: the save begins at once
+    qtbot.waitUntil(began.is_set, timeout=SLOW_MS)
+    asked = time.perf_counter()
+    send_and_wait(qtbot, window, "Hello")  # asked for during the write
+    (save,) = [s for s in saves if s[1] == first]
+    assert (kv_folder() / f"conversation-{first}.kv").exists()
+    assert starts[-1].t >= save[3]  # the reply began once the write was done, not during it
+    # Measured, not asserted (a shared machine): the write, and how long the reply asked during it waited.
+    print(f"4,000-token save: write {save[3] - save[2]:.3f} s; the reply asked during it waited "
+          f"{starts[-1].t - asked:.3f} s ({window.bridge._worker.sessions.persistence.store().used_bytes()} bytes)")

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from app.history.store import StoreError
+from app.runtime.kv_persist import kv_folder
 from app.runtime.worker import SessionCache
 from tests.app._gui_fixtures import (REPLY_TIMEOUT_MS, greedy, make_window, send_and_wait, settings,  # noqa: F401
                                      store)
@@ -58,6 +59,8 @@ def test_fork_from_here_opens_a_copy_whose_first_turn_reuses_the_shared_kv_cache
     assert row.settings == source.settings and row.settings["seed"] == 7
     assert (window.chat_settings().system_prompt, window.chat_settings().seed) == ("Answer briefly.", 7)  # in use
     assert [(m.role, m.text) for m in window.chat.messages()] == [(r[1], r[2]) for r in original[:2]]
+    # Switched away from, the original's cache goes to disk once the engine is idle (app/window/kv_keeping.py).
+    qtbot.waitUntil((kv_folder() / f"conversation-{cid}.kv").exists, timeout=REPLY_TIMEOUT_MS)
 
     # While typing, the forecast already counts the original's cache (the fork's first turn will take it over).
     starts = []
@@ -74,12 +77,13 @@ def test_fork_from_here_opens_a_copy_whose_first_turn_reuses_the_shared_kv_cache
     assert len(store.messages(new)) == 4
     assert [(r.id, r.role, r.text, r.finish_reason) for r in store.messages(cid)] == original  # unchanged
 
-    # The original goes on correctly: its session went to the fork, so its whole prompt is computed again (said
-    # so), and it replies exactly as a conversation the worker never saw would.
+    # The original goes on correctly: its session went to the fork, but its cache was saved when the user left it,
+    # so it reopens from the file (not an eviction), and it replies exactly as a conversation the worker never saw
+    # would.
     window.conversations.conversation_selected.emit(cid)  # the user picks the original in the list
     assert window.current_conversation() == cid
     assert send_and_wait(qtbot, window, "And Paris?") == "length"
-    assert starts[-1].kv_evicted and starts[-1].reused_tokens == 0
+    assert not starts[-1].kv_evicted and 0 < starts[-1].reused_tokens < starts[-1].prompt_tokens
     qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)
     asked = window.controller.conversation_for_engine(len(window.controller.messages()) - 1)
     with qtbot.waitSignal(window.bridge.generation_finished, timeout=REPLY_TIMEOUT_MS) as fresh:

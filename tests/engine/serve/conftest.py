@@ -58,7 +58,8 @@ class Served:
 
 def start_server(loaded: Any, *, key: str | None = KEY, **options: Any) -> tuple[Served, Callable[[], None]]:
     """Start worker + HTTP server; returns the handle and the function that stops both."""
-    worker_options = {k: options.pop(k) for k in ("max_queue", "sessions", "parallel", "speculation") if k in options}
+    worker_options = {k: options.pop(k) for k in ("max_queue", "sessions", "parallel", "speculation", "executor")
+                      if k in options}
     worker = Worker(loaded, **worker_options).start()
     http_server = BackgroundServer(create_app(worker, api_key=key, **options)).start()
 

@@ -13,7 +13,7 @@ import pytest
 from engine.events import Message
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.models.loader import load_model
-from engine.serve.worker import Job, Reply, Worker, run_here
+from engine.serve.worker import Job, Reply, Worker
 from tests.engine.serve.conftest import LIVENESS_S, HeldJob, start_server, wait_until
 from tests.helpers.tiny_model import build_tiny_model
 
@@ -216,9 +216,37 @@ def test_a_model_the_batched_step_cannot_run_is_served_one_at_a_time(varied, mon
         assert done.wait(LIVENESS_S) and replies[0].finish_reason == "length"
     finally:
         worker.close()
-    monkeypatch.delenv("MIAOHUI_FASTPATH")
-    handed = Worker(varied, parallel=4, executor=lambda serve: run_here(serve))  # the window's hand-over
-    assert handed.parallel == 1 and "executor" in handed.batching_refused
+
+
+def test_with_an_executor_its_thread_makes_every_batched_forward(varied, one_at_a_time, monkeypatch):
+    """The window's hand-over (``app.runtime.serve_handoff``): one thread owns the model and makes each step's
+    forwards; the requests still decode together and reply as they do one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.serve.batching import BatchEngine
+
+    owner = ThreadPoolExecutor(1, thread_name_prefix="model-owner")
+    forwards: set[str] = set()
+    real_step = BatchEngine._step
+
+    def step(self: BatchEngine, *args: Any) -> None:
+        forwards.add(threading.current_thread().name)
+        real_step(self, *args)
+
+    monkeypatch.setattr(BatchEngine, "_step", step)
+    bodies = [_request(i) for i in (0, 2, 4, 6)]
+    alone = [_ask(one_at_a_time, body) for body in bodies]
+    forwards.clear()
+    served, stop_server = start_server(varied, key=None, parallel=4,
+                                       executor=lambda fn: owner.submit(fn).result(LIVENESS_S))
+    try:
+        assert served.worker.parallel == 4 and served.worker.batching_refused is None
+        assert _together(served, bodies) == alone
+        assert served.worker._engine.largest_batch >= 2  # they shared decode forwards
+        assert forwards == {"model-owner_0"}  # every forward on the owner's thread, none on the step thread
+    finally:
+        stop_server()
+        owner.shutdown()
 
 
 def test_the_next_turn_reuses_its_slots_cache_and_reports_cached_tokens(varied, one_at_a_time):
