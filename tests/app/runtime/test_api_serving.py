@@ -19,6 +19,7 @@ from engine.remote import RemoteSpec
 from engine.serve.worker import Worker
 from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, make_window, plan, send_and_wait,  # noqa: F401
                                      settings, store)
+from tests.helpers.concurrency import all_at_once
 from tests.helpers.openai_wire import WireServer
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
@@ -148,23 +149,11 @@ def test_a_raw_text_completion_is_served_on_the_windows_engine_thread(qtbot, mak
 
 def _together(url: str, bodies: list[dict[str, Any]]) -> list[Any]:
     """Each body sent by a thread of its own at the same moment; (text, finish reason) or the exception, in order."""
-    results: list[Any] = [None] * len(bodies)
-    start = threading.Barrier(len(bodies))
+    def one(i: int) -> Any:
+        reply = client(url).chat.completions.create(model="default", temperature=0, **bodies[i])
+        return reply.choices[0].message.content, reply.choices[0].finish_reason
 
-    def one(i: int) -> None:
-        start.wait(LIVENESS_S)
-        try:
-            reply = client(url).chat.completions.create(model="default", temperature=0, **bodies[i])
-            results[i] = (reply.choices[0].message.content, reply.choices[0].finish_reason)
-        except Exception as exc:  # noqa: BLE001  (reported by the comparison)
-            results[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(LIVENESS_S)
-    return results
+    return all_at_once(one, len(bodies), LIVENESS_S)
 
 
 BODIES = [{"messages": [{"role": "user", "content": f"Question {i}: " + "what is a KV cache? " * (1 + 2 * i)}],

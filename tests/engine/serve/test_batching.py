@@ -15,6 +15,7 @@ from engine.inputs import LoadSpec, SamplingConfig
 from engine.models.loader import load_model
 from engine.serve.worker import Job, Reply, Worker
 from tests.engine.serve.conftest import LIVENESS_S, HeldJob, start_server, wait_until
+from tests.helpers.concurrency import all_at_once
 from tests.helpers.tiny_model import build_tiny_model
 
 
@@ -63,22 +64,7 @@ def _ask(served, body: dict[str, Any]) -> tuple[str, str, int | None]:
 
 def _together(served, bodies: list[dict[str, Any]]) -> list[Any]:
     """Send every body at the same moment (one thread each) and collect the results in order."""
-    results: list[Any] = [None] * len(bodies)
-    start = threading.Barrier(len(bodies))
-
-    def one(i: int) -> None:
-        start.wait(LIVENESS_S)
-        try:
-            results[i] = _ask(served, bodies[i])
-        except Exception as exc:  # noqa: BLE001  (reported by the comparison)
-            results[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(LIVENESS_S)
-    return results
+    return all_at_once(lambda i: _ask(served, bodies[i]), len(bodies), LIVENESS_S)
 
 
 @pytest.mark.parametrize("parallel", [4, 8])
