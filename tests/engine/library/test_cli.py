@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,9 @@ def test_recommended_ranks_the_curated_list_offline_with_the_stored_bandwidth(ho
     from engine.library.curated import CURATED
 
     device = fit.machine_memory().device
-    (paths.data_dir() / roofline.BANDWIDTH_FILE).write_text(json.dumps({device: {"read_bytes_s": 20e9}}))
+    # Stamped fresh and quiet: a figure without its load would be measured again (roofline.stale_reason).
+    stored = {"read_bytes_s": 20e9, "measured_at": time.time(), "others_cpu_share": 0.0}
+    (paths.data_dir() / roofline.BANDWIDTH_FILE).write_text(json.dumps({device: stored}))
     data = _json(capsys, "recommended")
     assert data["bandwidth"]["read_bytes_s"] == 20e9 and len(data["models"]) == len(CURATED)
     assert {m["repo"] for m in data["models"]} == {c.repo for c in CURATED}
