@@ -14,12 +14,13 @@ Rows equal a sequence decoded alone, bit for bit, for dense weights: a matrix pr
 order for B rows than for one (fp32 GEMM on x86 does; bf16 does for some shapes, e.g. the default model's MLP
 down projection), and one rounding step is enough to turn a greedy reply elsewhere a few dozen tokens later. So
 each dense projection is probed once per batch size (``rows_apart``: B rows at once against one at a time, on its
-own weight); where they differ, that projection runs as ONE batched product of B one-row products (``torch.bmm``
-over the weight expanded to B, no copy: each batch entry is the one-row kernel, so its bits are the row's own,
-probed too) and only if that differs as well row by row (B calls of the one-row kernel); the others stay one
-product. bmm costs one operation where row by row cost B calls and a join (on a CPU each call's overhead is tens of
-microseconds; the weight is still read per row, from the cache after the first). Quantized weights have no exact
-reference (their decode step is not transformers' either) and are always one product.
+own weight); where they differ, that projection runs in the fastest form that gives each row its one-row bits,
+chosen by ``probe`` among those probed exact and timed there: one ``torch.bmm`` of B one-row products (the weight
+expanded to B: fp32's bmm reads it in place, bf16's copies it once per batch entry, which measured 7x slower than
+row by row for the 576 x 1536 down projection), B one-row products through the weight packed once for oneDNN
+(``engine.generate.row_products``: no per-call re-layout), or B plain one-row ``F.linear`` calls (always exact,
+the fallback); the others stay one product. Quantized weights have no exact reference (their decode step is not
+transformers' either) and are always one product.
 
 Reads the runner's tables and step plan (``_w``, ``_plan``, ``_cos``...) and attends through its cache without changing
 how the runner works; does not own scheduling (``engine.serve.batching``), sampling or text.
@@ -28,6 +29,7 @@ how the runner works; does not own scheduling (``engine.serve.batching``), sampl
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 import torch
@@ -35,6 +37,7 @@ import torch.nn.functional as F
 
 from engine.generate.fastpath import FastRunner
 from engine.generate.llama_fused import embed, rotate
+from engine.generate.row_products import packed_rows
 
 
 def batchable(runner: Any) -> bool:
@@ -47,7 +50,9 @@ def batchable(runner: Any) -> bool:
 PROBE_ROWS = 64
 HEAD_ROWS = 16
 _ROWS_APART: dict[tuple[Any, ...], bool] = {}
-_BMM_EXACT: dict[tuple[Any, ...], bool] = {}  # rows apart, but a bmm of one-row products gives the row's own bits
+# rows apart: the fastest exact form ("bmm", "packed" or "rows", see the module docstring)
+_SPLIT_FORM: dict[tuple[Any, ...], str] = {}
+TIMING_CALLS = 3  # calls of each exact form timed (their best) when choosing one
 _ROWS_LOCK = threading.Lock()
 
 
@@ -76,17 +81,50 @@ def probe(weight: torch.Tensor, sizes: Sequence[int], rows: int | None = None) -
         generator = torch.Generator(device=weight.device).manual_seed(rows)
         x = torch.randn(rows, weight.shape[1], generator=generator, device=weight.device).to(weight.dtype)
         alone = torch.cat([F.linear(x[i:i + 1], weight) for i in range(rows)])
-        found, stacked = {}, {}
+        found, forms = {}, {}
         for batch in sizes:
             starts = range(0, rows - batch + 1, batch)
             found[batch] = any(not torch.equal(F.linear(x[i:i + batch], weight), alone[i:i + batch]) for i in starts)
-            stacked[batch] = found[batch] and all(torch.equal(_bmm(weight)(x[i:i + batch]), alone[i:i + batch])
-                                                  for i in starts)
+            if found[batch]:
+                forms[batch] = _fastest_exact(weight, x, alone, batch, starts)
     with _ROWS_LOCK:
         for batch, apart in found.items():
             _ROWS_APART[_key(weight, batch)] = apart
-            _BMM_EXACT[_key(weight, batch)] = stacked[batch]
+            if apart:
+                _SPLIT_FORM[_key(weight, batch)] = forms[batch]
     return found
+
+
+def _fastest_exact(weight: torch.Tensor, x: torch.Tensor, alone: torch.Tensor, batch: int, starts: range) -> str:
+    """The quickest of ``_split``'s forms whose every group of ``batch`` rows of ``x`` equals ``alone`` bit for bit
+    ("rows", plain one-row products, is exact by definition), each timed by its best of ``TIMING_CALLS`` calls."""
+    best, best_s = "rows", float("inf")
+    for form in ("bmm", "packed", "rows"):
+        call = _split(form, weight, None)
+        if call is None or (form != "rows" and not all(torch.equal(call(x[i:i + batch]), alone[i:i + batch])
+                                                        for i in starts)):
+            continue
+        seconds = float("inf")
+        for _ in range(TIMING_CALLS):
+            t0 = time.perf_counter()
+            call(x[:batch])
+            seconds = min(seconds, time.perf_counter() - t0)
+        if seconds < best_s:
+            best, best_s = form, seconds
+    return best
+
+
+def _split(form: str, weight: torch.Tensor, bias: Any,
+           call: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """x (B, in) -> (B, out), each row its one-row product, in ``form`` (None: that form is not available here).
+    ``call``: the step plan's own projection, for "rows" (else ``F.linear``)."""
+    if form == "bmm":
+        return _bmm(weight) if bias is None else None
+    if form == "packed":
+        packed = packed_rows(weight, None) if bias is None else None
+        return None if packed is None else lambda x: torch.cat([packed(x[i:i + 1]) for i in range(x.shape[0])])
+    one = call or (lambda row: F.linear(row, weight, bias))
+    return lambda x: torch.cat([one(x[i:i + 1]) for i in range(x.shape[0])])
 
 
 def _bmm(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -117,13 +155,13 @@ def prepare(model: Any, largest: int) -> None:
 
 def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int,
            bias: Any = None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``call`` (a projection of the step plan) as one product, or where ``rows_apart`` says so as a bmm of one-row
-    products (when probed exact, no bias) or row by row."""
+    """``call`` (a projection of the step plan) as one product, or where ``rows_apart`` says so in the fastest form
+    ``probe`` found exact (a form that needs no bias, on a projection with one: row by row through ``call``)."""
     if not rows_apart(weight, batch):
         return call
-    if bias is None and _BMM_EXACT.get(_key(weight, batch)):
-        return _bmm(weight)
-    return lambda x: torch.cat([call(x[i:i + 1]) for i in range(x.shape[0])])
+    form = _SPLIT_FORM.get(_key(weight, batch), "rows")
+    chosen = None if form == "rows" else _split(form, weight, bias)
+    return chosen or _split("rows", weight, bias, call)  # type: ignore[return-value]
 
 
 def same_model(a: FastRunner, b: FastRunner) -> bool:

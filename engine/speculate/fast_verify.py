@@ -12,11 +12,10 @@ round alike does) and row by row otherwise; attention runs per token through the
 ``FastRunner.attend_position``. Weights are still read from memory once per layer for all tokens: what makes
 checking k tokens cheaper than decoding them.
 
-Row by row, a dense CPU weight is multiplied through oneDNN with the weight packed once (``packed_rows``), where a
-probe finds its one-row products equal to the decode step's ``F.linear`` (same kernel; ``F.linear`` re-lays the
-weight out on every call, which measured ~half of a 576 x 1536 bf16 product's time on this project's AVX-512 CPU).
-The packed copies (only of the projections that need rows, the down projection on the default model) are the
-extra memory speculation costs.
+Row by row, a dense CPU weight is multiplied through its copy packed once for oneDNN
+(``engine.generate.row_products.packed_rows``), where a probe finds its one-row products equal to the decode step's
+``F.linear``. The packed copies (only of the projections that need rows, the down projection on the default model,
+shared with a batched step's) are the extra memory speculation costs.
 
 Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position``
 (``engine.generate.fastpath``); never changes weights.
@@ -24,27 +23,15 @@ Reads the runner's weights, plan and RoPE tables and writes its cache through ``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from engine.generate.llama_fused import embed_row, rotate
+from engine.generate.row_products import Projection, packed_rows
 
-Projection = Callable[[torch.Tensor], torch.Tensor]
 PROBE_TRIALS = 4  # random inputs a batched call must match row for row before it is trusted
 _UNSET = object()
-
-
-def packed_rows(weight: Any, bias: torch.Tensor | None) -> Projection | None:
-    """``F.linear(x, weight, bias)`` through oneDNN with ``weight`` packed once, or None where that is not available
-    (a quantized module, not a CPU tensor, a torch without oneDNN). Whether it is exact is ``RowExact``'s probe."""
-    if not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
-        return None
-    try:
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight)
-    except Exception:  # noqa: BLE001  (an optimisation: row by row through F.linear is exact anyway)
-        return None
-    return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
 def _probes(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, seed: int) -> list[torch.Tensor]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from engine.generate.batched import batchable, decode_batch, rows_apart
 from engine.generate.fastpath import FastRunner
@@ -88,3 +89,32 @@ def test_batch_logits_are_bit_identical_to_each_sequence_alone(tiny_model_dir, p
 def test_rows_apart_is_false_for_a_quantized_module_and_a_single_row():
     assert rows_apart(object(), 4) is False
     assert rows_apart(torch.ones(4, 4), 1) is False
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_split_projection_runs_in_an_exact_form_and_one_with_a_bias_row_by_row_through_its_own_call(dtype):
+    """Whatever form ``probe`` times fastest (bmm, packed weight, plain rows), each row gets its one-row bits;
+    a projection with a bias goes row by row through the step plan's own call."""
+    from engine.generate import batched
+
+    generator = torch.Generator().manual_seed(3)
+    weight = torch.randn(160, 384, generator=generator).to(dtype)
+    bias = torch.randn(160, generator=generator).to(dtype)
+    x = torch.randn(16, 384, generator=generator).to(dtype)
+    alone = torch.cat([F.linear(x[i:i + 1], weight) for i in range(16)])
+    form = batched._fastest_exact(weight, x, alone, 8, range(0, 16, 8))
+    assert form in ("bmm", "packed", "rows")
+    assert torch.equal(batched._split(form, weight, None)(x[:8]), alone[:8])
+    key = batched._key(weight, 8)
+    calls = []
+
+    def call(row):
+        calls.append(row.shape[0])
+        return F.linear(row, weight, bias)
+
+    try:  # forced apart, as the default model's bf16 down projection measures
+        batched._ROWS_APART[key], batched._SPLIT_FORM[key] = True, form
+        out = batched._exact(call, weight, 8, bias)(x[:8])
+    finally:
+        batched._ROWS_APART.pop(key), batched._SPLIT_FORM.pop(key)
+    assert calls == [1] * 8 and torch.equal(out, torch.cat([F.linear(x[i:i + 1], weight, bias) for i in range(8)]))

@@ -72,7 +72,8 @@ def test_fast_verify_is_bit_identical_on_the_default_model(default_model_dir):
 def test_rows_that_cannot_batch_go_singly_through_an_exact_projection(dtype):
     """A projection judged not row-exact (forced here) runs row by row, through the packed weight only where its
     probe matched F.linear's one-row products: either way every row is F.linear's own, bit for bit."""
-    from engine.speculate.fast_verify import RowExact, packed_rows
+    from engine.generate.row_products import packed_rows
+    from engine.speculate.fast_verify import RowExact
 
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(96, 384, generator=generator).to(dtype)
