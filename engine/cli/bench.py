@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="bf16", help="main precision: fp32 | bf16 | fp16 | auto")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--tokens", type=int, default=None, help="new tokens per decode run (default 128)")
-    parser.add_argument("--reps", type=int, default=None, help="timed repetitions (default 3)")
+    parser.add_argument("--reps", type=int, default=None, help="timed repetitions (default 3; --roofline-check: 5)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes, one repetition, no other precisions (a smoke run)")
     parser.add_argument("--precisions", default=None,
@@ -85,7 +85,7 @@ def _roofline_check(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     try:
         result = roofline_check.roofline_check(args.model, args.precision, args.device, args.tokens or 128,
-                                               args.reps or 3, _progress)
+                                               args.reps or roofline_check.REPS, _progress)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
