@@ -64,9 +64,12 @@ def build(verbose: bool = False) -> Path:
     folder = build_folder()
     folder.mkdir(parents=True, exist_ok=True)
     # No -march: the kernel's functions name their instruction sets, so the library loads on any x86-64 CPU
-    # and the op says so (``int4_sym_available``) where AVX-512 is missing.
+    # and the op says so (``int4_sym_available``) where AVX-512 is missing. -fopenmp: at::parallel_for runs its
+    # loop on torch's threads only when the including file is compiled with OpenMP, else serially (the kernels ran on
+    # one core of two until 2026-12-03); only compiled, not linked: GOMP_* resolve to the libgomp torch already loaded,
+    # so there is one OpenMP thread pool, not two (miaohui::q8act_threads says how many threads the ops get).
     load(name=NAME, sources=[str(path) for path in SOURCES], build_directory=str(folder), is_python_module=False,
-         extra_cflags=["-O3"], verbose=verbose)
+         extra_cflags=["-O3", "-fopenmp"], verbose=verbose)
     return library_path()
 
 

@@ -27,6 +27,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -367,6 +368,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> q8_quantize(const at::Tensor& a_i
 // The best instruction set this CPU offers the ops: 2 (AVX512-VNNI), 1 (AVX2 with FMA and F16C) or 0 (none).
 int64_t q8act_isa() { return has_vnni() ? kVnni : has_avx2() ? kAvx2 : 0; }
 
+// How many threads the ops' at::parallel_for runs on: torch's thread count where the library was compiled with
+// OpenMP (engine/quant/native.py's -fopenmp), 1 where it was not. Without it at::parallel_for runs serially, and the
+// decode step's products used one core of two while llama.cpp used both (found 2026-12-03).
+int64_t q8act_threads() {
+  std::atomic<int64_t> most{1};
+  at::parallel_for(0, 1024, 1, [&](int64_t, int64_t) {
+    const int64_t seen = at::get_thread_num() + 1;
+    int64_t was = most.load();
+    while (seen > was && !most.compare_exchange_weak(was, seen)) {
+    }
+  });
+  return most.load();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(miaohui, m) {
@@ -374,6 +389,7 @@ TORCH_LIBRARY_FRAGMENT(miaohui, m) {
   m.def("q8_q8_mm(Tensor a, Tensor tiles, Tensor scales, int out_features, int isa) -> Tensor");
   m.def("q8_quantize(Tensor a) -> (Tensor, Tensor, Tensor)");
   m.def("q8act_isa() -> int", &q8act_isa);
+  m.def("q8act_threads() -> int", &q8act_threads);
 }
 
 TORCH_LIBRARY_IMPL(miaohui, CPU, m) {

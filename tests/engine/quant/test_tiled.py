@@ -140,6 +140,27 @@ def test_the_int4_module_runs_few_rows_on_the_kernel_and_many_on_its_dequantized
     assert error < 0.03  # int8 activations: about 1% of the largest output
 
 
+def test_the_kernels_run_on_torchs_threads_and_give_the_same_bits_on_one_thread_or_all(best_isa):
+    """The library is built with OpenMP, so at::parallel_for uses torch's threads (it ran serially before); each
+    thread takes whole tiles, so the bits do not depend on how many there are."""
+    threads = torch.get_num_threads()
+    if threads < 2:
+        pytest.skip("one thread here: nothing to share")
+    assert torch.ops.miaohui.q8act_threads() == threads
+    weight = torch.randn(1000, 576, generator=torch.Generator().manual_seed(9)).bfloat16()
+    int8 = int8_module(weight)
+    int4 = Int4Q8Linear.from_tiled_codes(*_int4(1000, 576, seed=9, symmetric=False), 32, torch.bfloat16)
+    x = _activations(3, 576, seed=9).bfloat16()
+    together = [int8(x), int4(x)]
+    try:
+        torch.set_num_threads(1)
+        assert torch.ops.miaohui.q8act_threads() == 1
+        alone = [int8(x), int4(x)]
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(together, alone))
+
+
 def test_the_int8_module_and_the_table_it_shares(best_isa):
     weight = torch.randn(300, 256, generator=torch.Generator().manual_seed(6)).bfloat16()
     module = int8_module(weight)
