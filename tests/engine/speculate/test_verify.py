@@ -87,6 +87,26 @@ def test_rows_that_cannot_batch_go_singly_through_an_exact_projection(dtype):
     out = exact(project, x, "down", (("down", 0), weight, bias))
     assert torch.equal(out, torch.cat([project(x[i:i + 1]) for i in range(5)]))
     packed = packed_rows(weight, bias)
-    if packed is not None and exact._known[("down", "packed")]:
+    if packed is not None and exact._known[("down", "packed", 1)]:
         assert exact._packed[("down", 0)] is not None
     assert packed_rows(object(), None) is None  # a quantized module: no packing, its own kernel row by row
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_that_batch_exactly_run_through_the_packed_weight_only_where_it_gives_the_same_bits(dtype):
+    """A projection judged row-exact (forced here) runs on all rows at once, through the packed weight where a probe
+    on that many rows found its bits equal to F.linear's: either way the result is F.linear's own."""
+    from engine.speculate.fast_verify import RowExact
+
+    generator = torch.Generator().manual_seed(1)
+    weight = torch.randn(96, 384, generator=generator).to(dtype)
+    x = torch.randn(5, 384, generator=generator).to(dtype)
+    exact = RowExact()
+    exact._known[("qkv", 5)] = True
+
+    def project(t):
+        return torch.nn.functional.linear(t, weight)
+
+    out = exact(project, x, "qkv", (("qkv", 0), weight, None))
+    assert torch.equal(out, project(x))
+    assert ("qkv", "packed", 5) in exact._known or exact._packed[("qkv", 0)] is None  # probed, unless none packs
