@@ -14,9 +14,9 @@ checking k tokens cheaper than decoding them.
 
 Every dense CPU projection, rows together or one by one, is multiplied through its copy packed once for oneDNN
 (``engine.generate.row_products.packed_rows``) where a probe finds the same bits as ``F.linear`` on that many rows
-(the same kernel, without re-laying the weight out on every call). The packed copies (about the size of the dense
-weights: ~215 MB on the default model in bf16, shared with a batched step's) are the memory speculation costs on
-top of its drafter; speculation is off unless the user turns it on.
+(the same kernel, without re-laying the weight out on every call). The packed copies, about the size of the dense
+weights (resident memory grew ~300 MB on the default model in bf16; shared with a batched step's), are the memory
+speculation costs on top of its drafter; speculation is off unless the user turns it on.
 
 Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position``
 (``engine.generate.fastpath``); never changes weights.
