@@ -19,7 +19,9 @@ chosen by ``probe`` among those probed exact and timed there: one ``torch.bmm`` 
 expanded to B: fp32's bmm reads it in place, bf16's copies it once per batch entry, which measured 7x slower than
 row by row for the 576 x 1536 down projection), B one-row products through the weight packed once for oneDNN
 (``engine.generate.row_products``: no per-call re-layout), or B plain one-row ``F.linear`` calls (always exact,
-the fallback); the others stay one product. Quantized weights have no exact reference (their decode step is not
+the fallback); the others stay one product, through the packed weight where ``probe`` found its B-row product
+equal to the rows alone too (bf16 products measured ~1.7x faster packed; it costs a packed copy of every dense
+weight the batch multiplies, about the model's dense size, while a server batches). Quantized weights have no exact reference (their decode step is not
 transformers' either) and are always one product.
 
 Reads the runner's tables and step plan (``_w``, ``_plan``, ``_cos``...) and attends through its cache without changing
@@ -53,6 +55,8 @@ _ROWS_APART: dict[tuple[Any, ...], bool] = {}
 # rows apart: the fastest exact form ("bmm", "packed" or "rows", see the module docstring)
 _SPLIT_FORM: dict[tuple[Any, ...], str] = {}
 TIMING_CALLS = 3  # calls of each exact form timed (their best) when choosing one
+# rows together: whether the weight packed once for oneDNN gives F.linear's bits on B rows (then it runs packed)
+_PACKED_SAME: dict[tuple[Any, ...], bool] = {}
 _ROWS_LOCK = threading.Lock()
 
 
@@ -87,9 +91,14 @@ def probe(weight: torch.Tensor, sizes: Sequence[int], rows: int | None = None) -
             found[batch] = any(not torch.equal(F.linear(x[i:i + batch], weight), alone[i:i + batch]) for i in starts)
             if found[batch]:
                 forms[batch] = _fastest_exact(weight, x, alone, batch, starts)
+        packed = packed_rows(weight, None)
+        same = {batch: packed is not None and not found[batch]
+                and all(torch.equal(packed(x[i:i + batch]), alone[i:i + batch]) for i in range(0, rows - batch + 1, batch))
+                for batch in sizes}
     with _ROWS_LOCK:
         for batch, apart in found.items():
             _ROWS_APART[_key(weight, batch)] = apart
+            _PACKED_SAME[_key(weight, batch)] = same[batch]
             if apart:
                 _SPLIT_FORM[_key(weight, batch)] = forms[batch]
     return found
@@ -151,6 +160,12 @@ def prepare(model: Any, largest: int) -> None:
     if isinstance(w.lm_head, torch.Tensor):
         # The head's rounding reaches no cache (only this step's logits), and each of its rows is costly: fewer.
         probe(w.lm_head, sizes, HEAD_ROWS)
+    # Pack now every weight a batch will multiply packed, so no request's step pays for the copies.
+    heads = (w.lm_head,) if isinstance(w.lm_head, torch.Tensor) else ()
+    for weight in [wt for layer in w.layers for wt in (layer.qkv, layer.o, layer.gate_up, layer.down)] + list(heads):
+        if isinstance(weight, torch.Tensor) and any(
+                _PACKED_SAME.get(_key(weight, b)) or _SPLIT_FORM.get(_key(weight, b)) == "packed" for b in sizes):
+            packed_rows(weight, None)
 
 
 def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int,
@@ -158,7 +173,8 @@ def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int
     """``call`` (a projection of the step plan) as one product, or where ``rows_apart`` says so in the fastest form
     ``probe`` found exact (a form that needs no bias, on a projection with one: row by row through ``call``)."""
     if not rows_apart(weight, batch):
-        return call
+        packed = packed_rows(weight, None) if bias is None and _PACKED_SAME.get(_key(weight, batch)) else None
+        return packed or call
     form = _SPLIT_FORM.get(_key(weight, batch), "rows")
     chosen = None if form == "rows" else _split(form, weight, bias)
     return chosen or _split("rows", weight, bias, call)  # type: ignore[return-value]
@@ -223,5 +239,6 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)
         out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
         x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
-    head = plan.head if not rows_apart(w.lm_head, batch, HEAD_ROWS) else _exact(plan.head, w.lm_head, batch)
+    rows_apart(w.lm_head, batch, HEAD_ROWS)  # probed with fewer rows (see prepare), then known to _exact
+    head = _exact(plan.head, w.lm_head, batch)
     return w.cap_logits(head(norm(x, plan.final_norm)))  # (B, vocab)

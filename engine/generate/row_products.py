@@ -32,17 +32,16 @@ def packed_weight(weight: Any) -> torch.Tensor | None:
     not a CPU tensor, a torch without oneDNN, a layout the op refuses)."""
     if not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
         return None
-    with _LOCK:
-        for key in [k for k, (ref, _) in _PACKED.items() if ref() is None]:  # weights gone with their model
-            del _PACKED[key]
-        known = _PACKED.get(id(weight))
-        if known is not None and known[0]() is weight:
-            return known[1]
+    known = _PACKED.get(id(weight))  # a dict read: safe without the lock, and on every batched step's call
+    if known is not None and known[0]() is weight:
+        return known[1]
     try:
         packed: torch.Tensor | None = torch.ops.mkldnn._reorder_linear_weight(weight)
     except Exception:  # noqa: BLE001  (an optimisation: row by row through F.linear is exact anyway)
         packed = None
     with _LOCK:
+        for key in [k for k, (ref, _) in _PACKED.items() if ref() is None]:  # weights gone with their model
+            del _PACKED[key]
         _PACKED[id(weight)] = (weakref.ref(weight), packed)
     return packed
 

@@ -118,3 +118,27 @@ def test_a_split_projection_runs_in_an_exact_form_and_one_with_a_bias_row_by_row
     finally:
         batched._ROWS_APART.pop(key), batched._SPLIT_FORM.pop(key)
     assert calls == [1] * 8 and torch.equal(out, torch.cat([F.linear(x[i:i + 1], weight, bias) for i in range(8)]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_that_batch_exactly_run_packed_only_where_the_probe_found_the_rows_alone_bits(dtype):
+    """A projection whose B-row product equals its rows alone runs through the packed weight only where ``probe``
+    found the packed B-row product equal to the rows alone too; with a bias, the plan's own call."""
+    from engine.generate import batched
+
+    generator = torch.Generator().manual_seed(5)
+    weight = torch.randn(128, 320, generator=generator).to(dtype)
+    batched.probe(weight, (4,), 16)
+    key = batched._key(weight, 4)
+    x = torch.randn(4, 320, generator=generator).to(dtype)
+    alone = torch.cat([F.linear(x[i:i + 1], weight) for i in range(4)])
+    chosen = batched._exact(lambda t: F.linear(t, weight), weight, 4)
+    assert torch.equal(chosen(x), alone)  # whichever form: each row its one-row bits
+    if batched._PACKED_SAME[key]:
+        assert torch.equal(chosen(x), F.linear(x, weight))
+
+    def call(t):
+        return F.linear(t, weight, torch.ones(128, dtype=dtype))
+
+    if not batched._ROWS_APART[key]:
+        assert batched._exact(call, weight, 4, torch.ones(128, dtype=dtype)) is call
