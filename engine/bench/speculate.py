@@ -173,6 +173,24 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measure(model: str = "default", rounds: int = 3, max_new_tokens: int = 160, only: str | None = None,
+            targets_only: bool = False) -> dict[str, Any]:
+    """Every comparison (or those whose name contains ``only``; ``targets_only``: the issue's three) on ``model``
+    loaded in bf16 on the CPU, as one JSON-ready dict (``python -m engine.bench.speculate`` and ``engine bench
+    --speculation`` print it)."""
+    import torch
+
+    from engine.models.loader import load_model
+
+    loaded = load_model(LoadSpec(model=model, precision="bf16", device="cpu"))
+    rows = [{**compare(loaded, name, PROMPTS[prompt], method, rounds, max_new_tokens), "target": target}
+            for name, prompt, _, method, target in COMPARISONS
+            if (only is None or only in name) and not (targets_only and target is None)]
+    return {"model": loaded.facts.name, "precision": loaded.facts.precision, "cpu": cpu_name(),
+            "threads": torch.get_num_threads(), "rounds": rounds, "max_new_tokens": max_new_tokens,
+            "comparisons": rows}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.speculate", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="default")
@@ -182,17 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the docs/BENCHMARK.md table too")
     parser.add_argument("--targets-only", action="store_true", help="only the issue's three targets (no edit)")
     args = parser.parse_args(argv)
-    import torch
-
-    from engine.models.loader import load_model
-
-    loaded = load_model(LoadSpec(model=args.model, precision="bf16", device="cpu"))
-    rows = [{**compare(loaded, name, PROMPTS[prompt], method, args.rounds, args.max_new_tokens), "target": target}
-            for name, prompt, _, method, target in COMPARISONS
-            if (args.only is None or args.only in name) and not (args.targets_only and target is None)]
-    result = {"model": loaded.facts.name, "precision": loaded.facts.precision, "cpu": cpu_name(),
-              "threads": torch.get_num_threads(), "rounds": args.rounds, "max_new_tokens": args.max_new_tokens,
-              "comparisons": rows}
+    result = measure(args.model, args.rounds, args.max_new_tokens, args.only, args.targets_only)
     print(json.dumps(result, ensure_ascii=False))
     if args.markdown:
         print(markdown(result), file=sys.stderr)

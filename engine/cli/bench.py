@@ -4,7 +4,8 @@
 Owns the arguments, the progress lines on stderr and the printing of the result: the readable table, or
 one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itself is
 ``engine.bench.run.bench``; its figures and their formatting live in ``engine/bench/``. ``--kv int8`` runs
-``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON). Exit status: 0
+``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
+``engine.bench.speculate`` (plain against speculative decoding). Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """
 
@@ -47,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv", default="auto", metavar="auto|int8",
                         help="int8: instead, the 8-bit KV cache against the 16-bit one (KV bytes, top-1 agreement over "
                              "512 teacher-forced positions, decode tok/s at 2,000 positions: engine.bench.kv_cache)")
+    parser.add_argument("--speculation", action="store_true",
+                        help="instead: plain against speculative decoding in bf16 (engine.bench.speculate: prompt "
+                             "lookup on a text to rewrite, a function to edit and a story, self-speculation; each "
+                             "target met or missed; --reps rounds, --tokens new tokens, --quick the targets only)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
@@ -66,12 +71,34 @@ def run(args: argparse.Namespace) -> int:
         return _roofline_check(args)
     if args.families is not None:
         return _families(args)
+    if args.speculation:
+        return _speculation(args)
     try:
         result = bench(args, _progress)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(to_json(result) if args.json else format_table(result))
+    return 0
+
+
+def _speculation(args: argparse.Namespace) -> int:
+    """``--speculation``: engine.bench.speculate's comparisons (its table, or ``--json``)."""
+    import json
+
+    from engine.bench import speculate
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    _progress("plain and speculative replies alternated on one loaded model (minutes)")
+    try:
+        result = speculate.measure(args.model, args.reps or 3, args.tokens or 160, targets_only=args.quick)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else speculate.markdown(result))
     return 0
 
 

@@ -28,3 +28,26 @@ def test_the_three_targets_are_the_issues_scenarios():
     # The rewrite gives the whole ~300-word text and asks for it back with a change; the edit stays as a row.
     assert len(PROMPTS["rewrite"].split()) > 300 and "Copy the text above" in PROMPTS["rewrite"]
     assert "whole function" in PROMPTS["edit"] and "def summarize_orders" in PROMPTS["edit"]
+
+
+def test_engine_bench_has_a_speculation_section(tiny_model_dir, capsys, monkeypatch):
+    """``engine bench --speculation``: the same comparisons through the benchmark's own command; ``--quick`` the
+    issue's three targets, each with its verdict. The tiny model holds 256 positions: a prompt past that is one
+    error line, so the run itself takes short prompts."""
+    import json
+
+    from engine.__main__ import main
+    from engine.bench import speculate
+
+    assert main(["bench", "--speculation", "--model", str(tiny_model_dir), "--quick", "--reps", "1"]) == 2
+    assert "context holds 256" in capsys.readouterr().err
+    for key in PROMPTS:
+        monkeypatch.setitem(speculate.PROMPTS, key, "alpha beta gamma alpha beta gamma")
+    assert main(["bench", "--speculation", "--model", str(tiny_model_dir), "--quick", "--reps", "1", "--tokens", "8",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [row["target"] for row in result["comparisons"]] == [t for *_, t in COMPARISONS if t is not None]
+    assert all(row["identical"] for row in result["comparisons"]) and result["precision"] == "bf16"
+    assert main(["bench", "--speculation", "--model", str(tiny_model_dir), "--quick", "--reps", "1", "--tokens",
+                 "8"]) == 0
+    assert "| self-speculation int4 -> bf16 |" in capsys.readouterr().out
