@@ -31,6 +31,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from engine import paths
+from engine.cpu import native_bf16
 from engine.errors import EngineError
 from engine.inputs import INT4_GROUP_SIZE
 from engine.quant import tiled
@@ -49,6 +50,9 @@ def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GR
         files.append([path.name, stat.st_size, stat.st_mtime_ns])
     identity = {"format": FORMAT, "files": files, "precision": precision, "group": group,
                 "torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+                # the dtype the modules are built for follows it (engine.cpu: bf16 where native, else fp32); a file
+                # written under the other choice (MIAOHUI_CPU_BF16 flipped, as CI's second pass does) broke decode
+                "native_bf16": native_bf16(),
                 "tiled": tiled.int4_enabled(torch.bfloat16) is not None}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 

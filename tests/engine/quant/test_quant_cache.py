@@ -97,6 +97,12 @@ def test_the_key_changes_with_the_weights_the_precision_the_group_and_the_kernel
     tiles = cache_key([weights], "int4")
     monkeypatch.setattr(quant_cache.tiled, "int4_enabled", lambda dtype: None)  # aten's layout
     assert cache_key([weights], "int4") != tiles
+    # bf16 computed natively or not (the modules' dtype follows it): a data folder moved between CPUs, or CI's
+    # second pass with MIAOHUI_CPU_BF16 flipped, must not read the other's file
+    monkeypatch.setenv("MIAOHUI_CPU_BF16", "1")
+    native = cache_key([weights], "int4")
+    monkeypatch.setenv("MIAOHUI_CPU_BF16", "0")
+    assert cache_key([weights], "int4") != native
 
 
 def test_without_a_usable_data_folder_it_quantizes_without_a_cache(tmp_path, monkeypatch, tiny_model_dir):
