@@ -42,8 +42,10 @@ log = logging.getLogger(__name__)
 FORMAT = 2
 
 
-def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GROUP_SIZE) -> str:
-    """The hash naming the cache file of these weights quantized this way on this torch and CPU build."""
+def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GROUP_SIZE,
+              dtype: torch.dtype | None = None) -> str:
+    """The hash naming the cache file of these weights quantized this way on this torch and CPU build, for a model
+    in ``dtype`` (the modules' scales and outputs take it: an fp32 model's file read by a bf16 one broke decode)."""
     files = []
     for path in sorted(weight_files):
         stat = path.stat()
@@ -52,7 +54,7 @@ def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GR
                 "torch": torch.__version__, "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
                 # the dtype the modules are built for follows it (engine.cpu: bf16 where native, else fp32); a file
                 # written under the other choice (MIAOHUI_CPU_BF16 flipped, as CI's second pass does) broke decode
-                "native_bf16": native_bf16(),
+                "native_bf16": native_bf16(), "dtype": str(dtype) if dtype is not None else None,
                 "tiled": tiled.int4_enabled(torch.bfloat16) is not None}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -69,7 +71,8 @@ def quantize_cached(model: Any, precision: str, weight_files: Sequence[Path],
     quantize, never the load.
     """
     try:
-        path = cache_folder() / f"{cache_key(weight_files, precision, group)}.safetensors"
+        dtype = model.model.embed_tokens.weight.dtype  # what _check_fits builds the modules for
+        path = cache_folder() / f"{cache_key(weight_files, precision, group, dtype)}.safetensors"
     except (OSError, EngineError) as exc:  # no usable data folder: quantize without a cache
         log.info("quantized-weight cache unavailable: %s", exc)
         quantize_model(model, precision, group)
