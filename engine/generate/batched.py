@@ -172,6 +172,8 @@ def _exact(call: Callable[[torch.Tensor], torch.Tensor], weight: Any, batch: int
            bias: Any = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """``call`` (a projection of the step plan) as one product, or where ``rows_apart`` says so in the fastest form
     ``probe`` found exact (a form that needs no bias, on a projection with one: row by row through ``call``)."""
+    if not isinstance(weight, torch.Tensor):  # a quantized module: one product, its rows independent
+        return call
     if not rows_apart(weight, batch):
         packed = packed_rows(weight, None) if bias is None and _PACKED_SAME.get(_key(weight, batch)) else None
         return packed or call
@@ -209,8 +211,8 @@ def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> tor
 def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: list[int]) -> torch.Tensor:
     first = runners[0]
     w, plan = first._w, first._plan
-    heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
-    norm, exact_norm, act = plan.norm, w.norm, w.act
+    heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
+    norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
     batch = len(runners)
     device = first._device
     # Each sequence's RoPE row at its own position, stacked per RoPE kind: (B, 1, rotary) broadcast over heads.
@@ -229,7 +231,7 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         gate_up_proj = _exact(gate_up_proj, fused.gate_up, batch, fused.gate_up_bias)
         down_proj = _exact(down_proj, fused.down, batch, fused.down_bias)
         qkv = qkv_proj(norm(x, attn_norm)).view(batch, heads + 2 * kvh, dim)  # rows q | k | v per sequence
-        qk = qkv[:, :heads + kvh] if qk_norm is None else exact_norm(qkv[:, :heads + kvh], qk_norm)
+        qk = qkv[:, :heads + kvh] if qk_norm is None else qk_norm_of(qkv[:, :heads + kvh], qk_norm)
         qk = rotate(qk, *ropes[rope])  # (B, H+KV, D)
         # each sequence's key and value into its own cache (dense or int8), its query over them: the runner's own step
         rows = [runner.attend_position(index, positions[b], qk[b, :heads], qk[b, heads:], qkv[b, heads + kvh:], window)
@@ -237,7 +239,7 @@ def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions:
         out = o_proj(torch.cat(rows))  # (B, d)
         x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
         gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)
-        out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+        out = down_proj(mlp(gate_up))
         x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
     rows_apart(w.lm_head, batch, HEAD_ROWS)  # probed with fewer rows (see prepare), then known to _exact
     head = _exact(plan.head, w.lm_head, batch)

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
+from engine.generate import native_step
 from engine.generate.families import refusal
 from engine.generate.kv_cache import DenseKVCache, Int8KVCache
 from engine.generate.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
@@ -126,6 +127,10 @@ class FastRunner(ModelRunner):
         self._quantized = not isinstance(self._w.layers[0].qkv, torch.Tensor) if self._w.layers else False
         self._cpu = device.type == "cpu"  # CUDA's SDPA kernels stay fast for one query: attend_one is for CPUs
         self._plan = step_plan(self._w, self._quantized)  # the eager decode step's weights as plain calls
+        # the quantized step in one native call where it can run (engine.generate.native_step), else None and why
+        self.native_step_reason = native_step.why_not(self._w, self._dtype, self._kv8 is None) \
+            if self._plan.native and not static and not compile else "not a quantized eager CPU step"
+        self._native = native_step.build(self._w) if self.native_step_reason is None else None
         super().__init__(model, use_kv_cache=True)
         if static:
             self._pos_t = torch.zeros(1, dtype=torch.long, device=device)  # (1,) position of the step
@@ -296,9 +301,12 @@ class FastRunner(ModelRunner):
         """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix (for a
         sliding layer, its last ``window`` positions)."""
         w, plan = self._w, self._plan
-        heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
-        norm, exact_norm, act = plan.norm, w.norm, w.act  # q/k norms: always the exact one (per-head weights)
+        heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
+        norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
         tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
+        if self._native is not None and self._kv.base == 0:  # the whole step in one call (engine.generate.native_step)
+            x = embed_row(w.embed, token_id)
+            return self._native.step(x, pos, tables[0][0], tables[1][0], self._kv.k, self._kv.v)
         ropes = [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]  # (head_dim,) each
         attend = self.attend_position  # which attention, and the cache write: see there
         x = embed_row(w.embed, token_id)  # (1, d)
@@ -307,13 +315,13 @@ class FastRunner(ModelRunner):
         for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
                     post_mlp_norm, window, rope) in enumerate(plan.layers):
             qkv = qkv_proj(norm(x, attn_norm)).view(heads + 2 * kvh, dim)  # rows q | k | v
-            qk = qkv[:heads + kvh] if qk_norm is None else exact_norm(qkv[:heads + kvh], qk_norm)
+            qk = qkv[:heads + kvh] if qk_norm is None else qk_norm_of(qkv[:heads + kvh], qk_norm)
             qk = rotate(qk, *ropes[rope])  # (H+KV, D)
             attn = attend(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window)  # (1, H·D)
             out = o_proj(attn)
             x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
             gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
-            out = down_proj(act(gate_up[:, :intermediate]) * gate_up[:, intermediate:])
+            out = down_proj(mlp(gate_up))
             x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
         return w.cap_logits(plan.head(norm(x, plan.final_norm)))  # (1, vocab)
 

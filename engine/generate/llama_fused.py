@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from engine.generate import native_step
 from engine.generate.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
 from engine.quant.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 
@@ -283,12 +284,17 @@ class StepPlan:
     tensor costs less than ``project``'s type check and a quantized module's attribute lookups.
 
     Dense weights: transformers' exact operations (``rms_norm``, ``F.linear``), so logits stay bit-identical.
-    Quantized weights: ``rms_norm_one_kernel`` with padded norm weights, and each module's ``bound_kernel``."""
+    Quantized weights: each module's ``bound_kernel`` with the native row operations where they are loaded (norms and
+    q/k norms, the MLP's activation: the very functions of ``engine.generate.native_step``'s one-call step), else
+    ``rms_norm_one_kernel`` with padded norm weights and the exact q/k norm."""
 
     layers: tuple[StepLayer, ...]
     final_norm: torch.Tensor
     head: Callable[[torch.Tensor], torch.Tensor]
     norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, the norm weight as in this plan) -> x normed
+    qk_norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (q|k heads (..., H+KV, D), per-head weights)
+    mlp: Callable[[torch.Tensor], torch.Tensor]  # gate|up (n, 2I) -> act(gate) * up (n, I)
+    native: bool = False  # the quantized plan of engine.generate.native_step: its row operations, in C++
 
 
 def _call(weight: Projection, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -303,9 +309,19 @@ def _call(weight: Projection, bias: torch.Tensor | None = None) -> Callable[[tor
 
 def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
     """The decode step's plan for ``w`` (``quantized``: the projections are int8/int4 modules)."""
-    eps = w.eps
+    eps, intermediate, act = w.eps, w.intermediate, w.act
+    qk_norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = w.norm
+    native = quantized and not w.gemma and native_step.row_ops() and w.final_norm.device.type == "cpu" \
+        and w.final_norm.dtype in (torch.bfloat16, torch.float32)
+
+    def mlp(gate_up: torch.Tensor) -> torch.Tensor:
+        return act(gate_up[:, :intermediate]) * gate_up[:, intermediate:]
+
     if w.gemma:  # Gemma's (1 + w) fp32 norm weights have no one-kernel form here
         norm, norm_weight = w.norm, (lambda weight: weight)
+    elif native:
+        norm, mlp = native_step.plan_ops(eps, intermediate)
+        norm_weight, qk_norm = (lambda weight: weight), norm
     elif quantized:
         def norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             return rms_norm_one_kernel(x, weight, eps)
@@ -320,7 +336,7 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
                     norm_weight(layer.mlp_norm), _call(layer.gate_up, layer.gate_up_bias),
                     _call(layer.down, layer.down_bias), layer.qk_norm, layer.post_attn_norm, layer.post_mlp_norm,
                     layer.window, layer.rope) for layer in w.layers)
-    return StepPlan(layers, norm_weight(w.final_norm), _call(w.lm_head), norm)
+    return StepPlan(layers, norm_weight(w.final_norm), _call(w.lm_head), norm, qk_norm, mlp, native)
 
 
 def embed(table: torch.Tensor | Int8Linear, ids: torch.Tensor) -> torch.Tensor:
@@ -379,11 +395,17 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
     ~8,000 positions, and only with native bf16). Its logits differ from SDPA's by bf16 rounding, so the
     dense path keeps SDPA while it promises transformers' exact numbers (``engine/generate/fastpath.py``).
     """
+    if _native_attention(q):
+        return torch.ops.miaohui.attend_one(q, k, v, scaling)
     kv_heads, _, dim = k.shape
     queries = q.view(kv_heads, -1, dim).float()  # (KV, G, D): the G query heads that share a KV head
     scores = torch.bmm(queries, k.float().transpose(1, 2))  # (KV, G, n)
     probs = torch.softmax(scores.mul_(scaling), dim=-1)
     return torch.bmm(probs, v.float()).to(q.dtype).view(1, -1)  # (1, H·D)
+
+
+def _native_attention(q: torch.Tensor) -> bool:
+    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float32) and native_step.row_ops()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:

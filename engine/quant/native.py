@@ -11,6 +11,9 @@ buffer its kernel takes) and bf16 scales only, with one fused multiply-add per w
 exact in fp32 and summed in aten's order, so its output equals aten's with every zero 0 bit for bit
 (tests/engine/quant/test_native.py), and the greedy tokens of every exactness test stay what they were.
 
+The third source, ``decode_step.cpp``, is the int8/int4 decode step in one call and its row operations
+(``engine.generate.native_step`` says why; ``decode_ops()`` whether they are loaded).
+
 The second source, ``q8act.cpp`` (``miaohui::q4_q8_mm``, ``q8_q8_mm``), holds a different exactness contract: int4
 and int8 weights times activations quantized to int8 per block of 32 (d = max|x|/127, nearest even), summed with
 integer dot products (AVX512-VNNI ``vpdpbusd``, or AVX2 ``vpmaddubsw``/``vpmaddwd``) and combined in fp32, as
@@ -43,7 +46,7 @@ log = logging.getLogger(__name__)
 
 NAME = "miaohui_int4"
 SOURCE = Path(__file__).with_name("int4_sym.cpp")
-SOURCES = (SOURCE, SOURCE.with_name("q8act.cpp"))  # one library, both sources
+SOURCES = (SOURCE, SOURCE.with_name("q8act.cpp"), SOURCE.with_name("decode_step.cpp"))  # one library
 
 
 def build_folder() -> Path:
@@ -69,7 +72,7 @@ def build(verbose: bool = False) -> Path:
     # one core of two until 2026-12-03); only compiled, not linked: GOMP_* resolve to the libgomp torch already loaded,
     # so there is one OpenMP thread pool, not two (miaohui::q8act_threads says how many threads the ops get).
     load(name=NAME, sources=[str(path) for path in SOURCES], build_directory=str(folder), is_python_module=False,
-         extra_cflags=["-O3", "-fopenmp"], verbose=verbose)
+         extra_cflags=["-O3", "-fopenmp", "-ffp-contract=off"], verbose=verbose)
     return library_path()
 
 
@@ -109,6 +112,13 @@ def q8act_isa() -> int | None:
         return None
     forced = os.environ.get("MIAOHUI_NATIVE_ISA", "")
     return min(best, ISAS[forced]) if forced in ISAS else best
+
+
+@lru_cache(maxsize=1)
+def decode_ops() -> bool:
+    """Whether decode_step.cpp's row operations and ``DecodeStep`` are loaded (with the int8-activation kernels, which
+    need AVX2): a library built before it lacks them, and the engine then keeps its torch operations."""
+    return q8act_isa() is not None and hasattr(torch.ops.miaohui, "rms_norm_rows")
 
 
 def _not_loaded() -> str | None:

@@ -26,6 +26,8 @@
 
 #include <immintrin.h>
 
+#include "q8act.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -308,8 +310,8 @@ template <int R> struct Q4Avx2 { template <typename... A> static void call(A&&..
 template <int R> struct Q8Vnni { template <typename... A> static void call(A&&... a) { q8_tile_vnni<R>(std::forward<A>(a)...); } };
 template <int R> struct Q8Avx2 { template <typename... A> static void call(A&&... a) { q8_tile_avx2<R>(std::forward<A>(a)...); } };
 
-at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
-                    int64_t isa_in) {
+at::Tensor q4_q8_mm_op(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
+                       int64_t isa_in) {
   const Isa isa = resolve(isa_in);
   TORCH_CHECK(codes.dim() == 3 && codes.size(2) == 256 && codes.scalar_type() == at::kByte && codes.is_contiguous(),
               "codes: contiguous (tiles, K/32, 256) uint8");
@@ -331,8 +333,8 @@ at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tens
   }, nullptr);
 }
 
-at::Tensor q8_q8_mm(const at::Tensor& a, const at::Tensor& tiles_in, const at::Tensor& scales, int64_t out_features,
-                    int64_t isa_in) {
+at::Tensor q8_q8_mm_op(const at::Tensor& a, const at::Tensor& tiles_in, const at::Tensor& scales, int64_t out_features,
+                       int64_t isa_in) {
   const Isa isa = resolve(isa_in);
   TORCH_CHECK(tiles_in.dim() == 3 && tiles_in.size(2) == 64 && tiles_in.scalar_type() == at::kChar &&
                   tiles_in.is_contiguous(), "tiles: contiguous (tiles, K/4, 64) int8");
@@ -385,6 +387,18 @@ int64_t q8act_threads() {
 
 }  // namespace
 
+namespace miaohui {
+// For decode_step.cpp's fused step: the same products, called without the dispatcher (q8act.h).
+at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
+                    int64_t isa) {
+  return q4_q8_mm_op(a, codes, scales, out_features, isa);
+}
+at::Tensor q8_q8_mm(const at::Tensor& a, const at::Tensor& tiles, const at::Tensor& scales, int64_t out_features,
+                    int64_t isa) {
+  return q8_q8_mm_op(a, tiles, scales, out_features, isa);
+}
+}  // namespace miaohui
+
 TORCH_LIBRARY_FRAGMENT(miaohui, m) {
   m.def("q4_q8_mm(Tensor a, Tensor codes, Tensor scales, int out_features, int isa) -> Tensor");
   m.def("q8_q8_mm(Tensor a, Tensor tiles, Tensor scales, int out_features, int isa) -> Tensor");
@@ -394,7 +408,7 @@ TORCH_LIBRARY_FRAGMENT(miaohui, m) {
 }
 
 TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
-  m.impl("q4_q8_mm", &q4_q8_mm);
-  m.impl("q8_q8_mm", &q8_q8_mm);
+  m.impl("q4_q8_mm", &q4_q8_mm_op);
+  m.impl("q8_q8_mm", &q8_q8_mm_op);
   m.impl("q8_quantize", &q8_quantize);
 }

@@ -99,8 +99,8 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) ->
     ``runner``'s decode step writes them (see the module docstring; each token's cache write and attention are the
     step's own, ``attend_position``, dense or int8). The caller grows the cache first."""
     w, plan = runner._w, runner._plan
-    heads, kvh, dim, intermediate = w.heads, w.kv_heads, w.head_dim, w.intermediate
-    norm, exact_norm, act = plan.norm, w.norm, w.act
+    heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
+    norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
     n = len(ids)
     positions = range(start, start + n)
     ropes = []
@@ -120,7 +120,7 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) ->
         outs = []
         for i, pos in enumerate(positions):  # token i writes its key and value, then sees exactly 0..pos
             qkv = qkv_all[i].view(heads + 2 * kvh, dim)
-            qk = qkv[:heads + kvh] if qk_norm is None else exact_norm(qkv[:heads + kvh], qk_norm)
+            qk = qkv[:heads + kvh] if qk_norm is None else qk_norm_of(qkv[:heads + kvh], qk_norm)
             qk = rotate(qk, *ropes[i][rope])
             # the decode step's own write and attention (dense or int8 cache): FastRunner.attend_position
             outs.append(runner.attend_position(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window))
@@ -128,7 +128,7 @@ def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) ->
         x = x + (out if post_attn_norm is None else each(out, post_attn_norm))  # elementwise: as per row
         gate_up = exact(gate_up_proj, each(x, mlp_norm), "gate_up", (("gate_up", index), layer.gate_up,
                                                                      layer.gate_up_bias))  # (n, 2I)
-        out = exact(down_proj, act(gate_up[:, :intermediate]) * gate_up[:, intermediate:], "down",
+        out = exact(down_proj, mlp(gate_up), "down",
                     (("down", index), layer.down, layer.down_bias))
         x = x + (out if post_mlp_norm is None else each(out, post_mlp_norm))
     return w.cap_logits(exact(plan.head, each(x, plan.final_norm), None, ("head", w.lm_head, None)))  # (n, vocab)

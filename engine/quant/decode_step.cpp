@@ -1,0 +1,398 @@
+// The int8/int4 decode step in one call: miaohui::DecodeStep, and the row operations it is made of, each also an op
+// the Python step calls (miaohui::rms_norm_rows, miaohui::silu_mul, miaohui::attend_one), so the two compute the same
+// bits: engine/generate/native_step.py says why this exists and when it runs; tests/engine/generate/test_native_step.py
+// checks it against the Python step bit for bit.
+//
+// What each operation computes, in the model's dtype T (bf16 or fp32; "round" = to T, nearest even):
+// - rms_norm_rows: per row of d, ss = Σ x² (8 fp32 lanes with fused multiply-adds, the lanes summed in order, then the
+//   tail), out = round((x · (1 / sqrt(ss / d + eps))) · w). Row r uses weight row r mod (weight rows).
+// - silu_mul: (n, 2I) → (n, I), round(round(g / (1 + exp(-g))) · u), exp by exp8 below.
+// - attend_one: one query per head over n cached positions, GQA (head h reads KV head h / (H / KV)): scores q·k in fp32
+//   times the scaling, softmax with exp8, Σ p·v in fp32, rounded once.
+// - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/generate/llama_fused.py's
+//   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
+// - products: q8act.cpp's int8-activation kernels (q8act.h), a bias added after the product's rounding, as the
+//   Python step's kernel(x).add_(bias).
+// Compiled with -ffp-contract=off (engine/quant/native.py): a multiply and an add fused by the compiler would round
+// once where torch rounds twice.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "q8act.h"
+
+namespace {
+
+template <typename T> inline float get(const T* p, int64_t i) { return static_cast<float>(p[i]); }
+template <typename T> inline T to(float v) { return static_cast<T>(v); }  // c10::BFloat16(float): nearest even
+template <typename T> inline float rounded(float v) { return static_cast<float>(static_cast<T>(v)); }
+
+__attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma"))) inline __m256 load8(const at::BFloat16* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+}
+
+__attribute__((target("avx2,fma"))) inline float lanes_sum(__m256 v) {
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, v);
+  float s = 0.0f;
+  for (int i = 0; i < 8; ++i) s += lane[i];
+  return s;
+}
+
+// e^x for 8 lanes: Cephes' range reduction and degree-6 polynomial (~1-2 ulp); inputs clamped to [-87.3, 88].
+__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365478515625f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// x[i] = e^(x[i] - shift) for n values, every one through exp8 (the tail padded), returns their sum in a fixed order.
+__attribute__((target("avx2,fma"))) float exp_shifted(float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 total = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    total = _mm256_add_ps(total, e);
+  }
+  float sum = lanes_sum(total);
+  if (i < n) {
+    alignas(32) float tail[8] = {0};
+    std::memcpy(tail, x + i, sizeof(float) * (n - i));
+    _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), s)));
+    for (int64_t j = 0; j < n - i; ++j) {
+      x[i + j] = tail[j];
+      sum += tail[j];
+    }
+  }
+  return sum;
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) float sum_squares(const T* x, int64_t d) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    const __m256 v = load8(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  float s = lanes_sum(acc);
+  for (; i < d; ++i) s += get(x, i) * get(x, i);
+  return s;
+}
+
+template <typename T>
+void norm_rows(const T* x, const T* w, int64_t rows, int64_t d, int64_t weight_rows, float eps, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    const T* wr = w + (r % weight_rows) * d;
+    const float inverse = 1.0f / std::sqrt(sum_squares(xr, d) / static_cast<float>(d) + eps);
+    for (int64_t i = 0; i < d; ++i) out[r * d + i] = to<T>((get(xr, i) * inverse) * get(wr, i));
+  }
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) void silu_rows(const T* gate_up, int64_t rows, int64_t inter, T* out) {
+  std::vector<float> s(inter + 8);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* g = gate_up + r * 2 * inter;
+    const T* u = g + inter;
+    int64_t i = 0;
+    for (; i < inter; i += 8) {  // the tail read through a padded copy, so every value takes the same path
+      alignas(32) float lane[8] = {0};
+      const int64_t count = std::min<int64_t>(8, inter - i);
+      for (int64_t j = 0; j < count; ++j) lane[j] = get(g, i + j);
+      const __m256 v = _mm256_load_ps(lane);
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+      _mm256_storeu_ps(s.data() + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+    }
+    for (int64_t j = 0; j < inter; ++j) out[r * inter + j] = to<T>(rounded<T>(s[j]) * get(u, j));
+  }
+}
+
+// One head's attention: q (D) in fp32, k and v rows j at k + j·ks, v + j·vs, n positions → out (D) in T.
+template <typename T>
+__attribute__((target("avx2,fma"))) void attend_head(const float* q, const T* k, int64_t ks, const T* v, int64_t vs,
+                                                     int64_t n, int64_t D, float scaling, T* out) {
+  std::vector<float> p(n);
+  float most = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const T* kr = k + j * ks;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(kr + d), acc);
+    float s = lanes_sum(acc);
+    for (; d < D; ++d) s += q[d] * get(kr, d);
+    p[j] = s * scaling;
+    most = std::max(most, p[j]);
+  }
+  const float inverse = 1.0f / exp_shifted(p.data(), n, most);
+  std::vector<float> acc(D + 8, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const T* vr = v + j * vs;
+    const float w = p[j] * inverse;
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(acc.data() + d, _mm256_fmadd_ps(wv, load8(vr + d), _mm256_loadu_ps(acc.data() + d)));
+    for (; d < D; ++d) acc[d] += w * get(vr, d);
+  }
+  for (int64_t d = 0; d < D; ++d) out[d] = to<T>(acc[d]);
+}
+
+// Grouped-query attention of one query per head: q (H, D) rows contiguous, KV heads at k + g·ks0 (+ j·ks1 per
+// position); heads spread over torch's threads once the span is long enough to pay for it.
+template <typename T>
+void attend(const T* q, int64_t H, int64_t KV, int64_t D, const T* k, int64_t ks0, int64_t ks1, const T* v,
+            int64_t vs0, int64_t vs1, int64_t n, float scaling, T* out) {
+  const int64_t group = H / KV;
+  auto heads = [&](int64_t begin, int64_t end) {
+    std::vector<float> qf(D);
+    for (int64_t h = begin; h < end; ++h) {
+      for (int64_t d = 0; d < D; ++d) qf[d] = get(q, h * D + d);
+      const int64_t g = h / group;
+      attend_head(qf.data(), k + g * ks0, ks1, v + g * vs0, vs1, n, D, scaling, out + h * D);
+    }
+  };
+  if (n * D < 16384) heads(0, H);
+  else at::parallel_for(0, H, 1, heads);
+}
+
+// f(T{}) with T the tensor's element type: the two the step computes in.
+template <typename F>
+void by_dtype(at::ScalarType type, F f) {
+  if (type == at::kBFloat16) f(at::BFloat16{});
+  else f(float{});
+}
+
+void check_dtype(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kFloat, what, ": bf16 or fp32");
+}
+
+at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
+  check_dtype(x_in, "x");
+  TORCH_CHECK(weight_in.scalar_type() == x_in.scalar_type(), "weight: x's dtype");
+  const at::Tensor x = x_in.contiguous(), weight = weight_in.contiguous();
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  TORCH_CHECK(weight.size(-1) == d, "weight: (d,) or (m, d)");
+  const int64_t weight_rows = weight.numel() / d;
+  TORCH_CHECK(weight_rows > 0 && rows % weight_rows == 0, "x's rows must be a multiple of weight's");
+  at::Tensor out = at::empty_like(x);
+  by_dtype(x.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    norm_rows(x.data_ptr<T>(), weight.data_ptr<T>(), rows, d, weight_rows, static_cast<float>(eps), out.data_ptr<T>());
+  });
+  return out;
+}
+
+at::Tensor silu_mul(const at::Tensor& gate_up_in, int64_t inter) {
+  check_dtype(gate_up_in, "gate_up");
+  const at::Tensor gate_up = gate_up_in.contiguous();
+  TORCH_CHECK(gate_up.dim() == 2 && gate_up.size(1) == 2 * inter, "gate_up: (n, 2·intermediate)");
+  at::Tensor out = at::empty({gate_up.size(0), inter}, gate_up.options());
+  by_dtype(gate_up.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    silu_rows(gate_up.data_ptr<T>(), gate_up.size(0), inter, out.data_ptr<T>());
+  });
+  return out;
+}
+
+at::Tensor attend_one(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, double scaling) {
+  check_dtype(q_in, "q");
+  TORCH_CHECK(k_in.scalar_type() == q_in.scalar_type() && v_in.scalar_type() == q_in.scalar_type(), "k, v: q's dtype");
+  TORCH_CHECK(q_in.dim() == 2 && k_in.dim() == 3 && v_in.sizes() == k_in.sizes() && k_in.size(2) == q_in.size(1) &&
+                  q_in.size(0) % k_in.size(0) == 0, "q (H, D), k and v (KV, n, D), H a multiple of KV");
+  const at::Tensor q = q_in.contiguous();
+  const at::Tensor k = k_in.stride(2) == 1 ? k_in : k_in.contiguous();
+  const at::Tensor v = v_in.stride(2) == 1 ? v_in : v_in.contiguous();
+  const int64_t H = q.size(0), D = q.size(1), KV = k.size(0), n = k.size(1);
+  TORCH_CHECK(n > 0, "attention over no positions");
+  at::Tensor out = at::empty({1, H * D}, q.options());
+  by_dtype(q.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    attend(q.data_ptr<T>(), H, KV, D, k.data_ptr<T>(), k.stride(0), k.stride(1), v.data_ptr<T>(), v.stride(0),
+           v.stride(1), n, static_cast<float>(scaling), out.data_ptr<T>());
+  });
+  return out;
+}
+
+// ---- the whole step
+
+struct Projection {
+  int64_t bits = 4;  // 4: q4_q8_mm (codes, scales); 8: q8_q8_mm (tiles, per-row scales)
+  at::Tensor weight, scales, bias;  // bias undefined when none
+  int64_t out = 0, isa = 0;
+};
+
+struct Layer {
+  at::Tensor attn_norm, mlp_norm, qk_norm;  // qk_norm undefined when none
+  int64_t qkv, o, gate_up, down, window;  // window 0: global attention
+};
+
+class DecodeStep : public torch::CustomClassHolder {
+ public:
+  DecodeStep(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t intermediate, double eps, double scaling)
+      : heads_(heads), kv_heads_(kv_heads), dim_(head_dim), inter_(intermediate), eps_(static_cast<float>(eps)),
+        scaling_(static_cast<float>(scaling)) {
+    TORCH_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && intermediate > 0, "bad shape");
+  }
+
+  int64_t add_projection(int64_t bits, at::Tensor weight, at::Tensor scales, int64_t out, at::Tensor bias,
+                         int64_t isa) {
+    TORCH_CHECK(bits == 4 || bits == 8, "bits: 4 or 8");
+    projections_.push_back({bits, weight, scales, bias.numel() ? bias : at::Tensor(), out, isa});
+    return static_cast<int64_t>(projections_.size()) - 1;
+  }
+
+  void add_layer(at::Tensor attn_norm, at::Tensor mlp_norm, at::Tensor qk_norm, int64_t qkv, int64_t o,
+                 int64_t gate_up, int64_t down, int64_t window) {
+    const int64_t count = static_cast<int64_t>(projections_.size());
+    for (int64_t index : {qkv, o, gate_up, down}) TORCH_CHECK(index >= 0 && index < count, "no such projection");
+    layers_.push_back({attn_norm.contiguous(), mlp_norm.contiguous(),
+                       qk_norm.numel() ? qk_norm.contiguous() : at::Tensor(), qkv, o, gate_up, down, window});
+  }
+
+  void set_head(at::Tensor final_norm, int64_t head) {
+    TORCH_CHECK(head >= 0 && head < static_cast<int64_t>(projections_.size()), "no such projection");
+    final_norm_ = final_norm.contiguous();
+    head_ = head;
+  }
+
+  // x (1, d) the token's embedding; pos its position; cos and sin the RoPE tables (positions, rotary) with rotate_half's
+  // sign in sin; k and v the cache (layers, KV, capacity, D), written at pos → logits (1, vocab).
+  at::Tensor step(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
+    check_dtype(x, "x");
+    TORCH_CHECK(head_ >= 0, "set_head first");
+    TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && k.dim() == 4 && k.sizes() == v.sizes() &&
+                    k.size(0) == static_cast<int64_t>(layers_.size()) && k.size(1) == kv_heads_ && k.size(3) == dim_ &&
+                    pos >= 0 && pos < k.size(2), "k, v: contiguous (layers, KV, capacity > pos, D)");
+    TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.dim() == 2 && cos.sizes() == sin.sizes() &&
+                    pos < cos.size(0) && cos.size(1) <= dim_ && cos.size(1) % 2 == 0, "cos, sin: (positions, rotary)");
+    for (const at::Tensor& t : {k, v, cos, sin}) TORCH_CHECK(t.scalar_type() == x.scalar_type(), "one dtype throughout");
+    at::Tensor logits;
+    by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), pos, cos, sin, k, v); });
+    return logits;
+  }
+
+ private:
+  at::Tensor product(const Projection& p, const at::Tensor& x) const {
+    at::Tensor y = p.bits == 4 ? miaohui::q4_q8_mm(x, p.weight, p.scales, p.out, p.isa)
+                               : miaohui::q8_q8_mm(x, p.weight, p.scales, p.out, p.isa);
+    if (p.bias.defined()) y.add_(p.bias);  // the Python step's kernel(x).add_(bias): rounded after the product's rounding
+    return y;
+  }
+
+  template <typename T>
+  at::Tensor norm(const at::Tensor& x, const at::Tensor& w, int64_t rows) const {
+    at::Tensor out = at::empty_like(x);
+    const int64_t d = x.numel() / rows;
+    norm_rows(x.data_ptr<T>(), w.data_ptr<T>(), rows, d, w.numel() / d, eps_, out.data_ptr<T>());
+    return out;
+  }
+
+  template <typename T>
+  static void add_into(at::Tensor& x, const at::Tensor& y) {  // x = round(x + y), torch's bf16 add
+    T* xp = x.data_ptr<T>();
+    const T* yp = y.data_ptr<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) xp[i] = to<T>(get(xp, i) + get(yp, i));
+  }
+
+  template <typename T>
+  at::Tensor run(at::Tensor x, int64_t pos, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k,
+                 at::Tensor& v) {
+    const int64_t H = heads_, KV = kv_heads_, D = dim_, rotary = cos.size(1), half = rotary / 2;
+    const int64_t capacity = k.size(2);
+    const T* c = cos.data_ptr<T>() + pos * rotary;
+    const T* s = sin.data_ptr<T>() + pos * rotary;
+    x = x.clone();  // the residual stream, updated in place
+    at::Tensor rotated = at::empty({H + KV, D}, x.options());
+    at::Tensor attn = at::empty({1, H * D}, x.options());
+    for (size_t index = 0; index < layers_.size(); ++index) {
+      const Layer& layer = layers_[index];
+      const at::Tensor qkv = product(projections_[layer.qkv], norm<T>(x, layer.attn_norm, 1));
+      const T* qk = qkv.data_ptr<T>();
+      at::Tensor normed;
+      if (layer.qk_norm.defined()) {
+        normed = norm<T>(qkv.narrow(1, 0, (H + KV) * D).contiguous(), layer.qk_norm, H + KV);
+        qk = normed.data_ptr<T>();
+      }
+      // RoPE as rotate(): x·cos + roll(x, half)·sin, each product and the sum rounded; the rest of the head passes
+      T* r = rotated.data_ptr<T>();
+      for (int64_t row = 0; row < H + KV; ++row) {
+        const T* in = qk + row * D;
+        T* o = r + row * D;
+        for (int64_t i = 0; i < rotary; ++i) {
+          const float a = rounded<T>(get(in, i) * get(c, i));
+          const float b = rounded<T>(get(in, i < half ? i + half : i - half) * get(s, i));
+          o[i] = to<T>(a + b);
+        }
+        for (int64_t i = rotary; i < D; ++i) o[i] = in[i];
+      }
+      T* kl = k.data_ptr<T>() + static_cast<int64_t>(index) * KV * capacity * D;
+      T* vl = v.data_ptr<T>() + static_cast<int64_t>(index) * KV * capacity * D;
+      const T* values = qkv.data_ptr<T>() + (H + KV) * D;
+      for (int64_t g = 0; g < KV; ++g) {
+        std::memcpy(kl + (g * capacity + pos) * D, r + (H + g) * D, sizeof(T) * D);
+        std::memcpy(vl + (g * capacity + pos) * D, values + g * D, sizeof(T) * D);
+      }
+      const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
+      attend(r, H, KV, D, kl + first * D, capacity * D, D, vl + first * D, capacity * D, D, pos + 1 - first, scaling_,
+             attn.data_ptr<T>());
+      add_into<T>(x, product(projections_[layer.o], attn));
+      const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, 1));
+      at::Tensor act = at::empty({1, inter_}, x.options());
+      silu_rows(gate_up.data_ptr<T>(), 1, inter_, act.data_ptr<T>());
+      add_into<T>(x, product(projections_[layer.down], act));
+    }
+    return product(projections_[head_], norm<T>(x, final_norm_, 1));
+  }
+
+  int64_t heads_, kv_heads_, dim_, inter_;
+  float eps_, scaling_;
+  std::vector<Projection> projections_;
+  std::vector<Layer> layers_;
+  at::Tensor final_norm_;
+  int64_t head_ = -1;
+};
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(miaohui, m) {
+  m.class_<DecodeStep>("DecodeStep")
+      .def(torch::init<int64_t, int64_t, int64_t, int64_t, double, double>())
+      .def("add_projection", &DecodeStep::add_projection)
+      .def("add_layer", &DecodeStep::add_layer)
+      .def("set_head", &DecodeStep::set_head)
+      .def("step", &DecodeStep::step);
+  m.def("rms_norm_rows(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("silu_mul(Tensor gate_up, int intermediate) -> Tensor");
+  m.def("attend_one(Tensor q, Tensor k, Tensor v, float scaling) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
+  m.impl("rms_norm_rows", &rms_norm_rows);
+  m.impl("silu_mul", &silu_mul);
+  m.impl("attend_one", &attend_one);
+}

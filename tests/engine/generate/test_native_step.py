@@ -1,0 +1,126 @@
+"""The int8/int4 decode step in one native call (engine/generate/native_step.py, engine/quant/decode_step.cpp): the
+same logits and cache, bit for bit, as the Python step it replaces, for the default model and for random-weight models
+of each family it takes (built from the families' real transformers configs, scaled down); speculation's verify and
+the batched step still give a decode's bits; and the row operations it shares with the Python step match torch's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.generate import native_step
+from engine.generate.batched import decode_batch
+from engine.generate.fastpath import FastRunner
+from engine.quant import native
+from tests.engine.generate.test_families import _llama_biased, _qwen2, _qwen3
+from tests.engine.generate.test_families_mistral import _mistral
+from tests.engine.generate.test_families_phi_gemma2_llama3 import _phi4_mini
+from tests.helpers.family_models import build_family, load_cpu
+from tests.helpers.reference_forward import random_prompt
+
+pytestmark = pytest.mark.skipif(not native.decode_ops(), reason="native library not built here, or no AVX2")
+
+FAMILIES = {"qwen2": _qwen2, "qwen3": _qwen3, "llama-biased": _llama_biased, "mistral-window": _mistral,
+            "phi4-partial-rotary": _phi4_mini}
+STEPS = 24
+
+
+def _python_twin(runner: FastRunner) -> FastRunner:
+    """A runner of the same model whose decode runs the Python step."""
+    twin = FastRunner(runner.model)
+    twin._native = None
+    return twin
+
+
+def _same_decodes(a: FastRunner, b: FastRunner, prompt: list[int], steps: int) -> None:
+    for runner in (a, b):
+        list(runner.prefill(prompt))
+    token = prompt[-1]
+    for step in range(steps):
+        got, want = a.decode(token), b.decode(token)
+        assert torch.equal(got, want), f"step {step}: logits differ by {(got.float() - want.float()).abs().max()}"
+        token = int(got.argmax())
+    end = len(prompt) + steps
+    assert torch.equal(a._kv.k[:, :, :end], b._kv.k[:, :, :end]) and torch.equal(a._kv.v[:, :, :end], b._kv.v[:, :, :end])
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("native_families")
+    return {name: build_family(root / name, make) for name, make in FAMILIES.items()}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("precision", ["int4", "int8"])
+def test_native_step_equals_the_python_step_for_each_family(family_dirs, family, precision):
+    model = load_cpu(family_dirs[family], precision).model
+    runner = FastRunner(model)
+    assert runner.native_step_reason is None and runner._native is not None
+    # past the mistral model's sliding window, through every layer's bias, q/k norm or partial rotary
+    _same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 20, seed=5), STEPS)
+
+
+@pytest.mark.parametrize("native_bf16", ["1", "0"])
+def test_native_step_equals_the_python_step_on_the_default_model(default_model_dir, monkeypatch, native_bf16):
+    """The real default model in int4, whether or not bf16 is computed natively here."""
+    monkeypatch.setenv("MIAOHUI_CPU_BF16", native_bf16)
+    model = load_cpu(default_model_dir, "int4").model
+    runner = FastRunner(model)
+    assert runner._native is not None, runner.native_step_reason
+    _same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 30, seed=1), 12)
+
+
+def test_verify_and_the_batched_step_give_the_native_steps_bits(family_dirs):
+    """Speculation prints what plain decoding prints, and a batch what each sequence alone gives, because the
+    Python rows they run are the native step's own operations."""
+    model = load_cpu(family_dirs["qwen3"], "int4").model
+    prompt = random_prompt(model.config.vocab_size, 16, seed=7)
+    alone, checked = FastRunner(model), FastRunner(model)
+    assert alone._native is not None
+    for runner in (alone, checked):
+        list(runner.prefill(prompt))
+    tokens = random_prompt(model.config.vocab_size, 6, seed=8)
+    decoded = torch.cat([alone.decode(token) for token in tokens])
+    assert torch.equal(checked.verify(tokens), decoded)
+    others = [FastRunner(model) for _ in range(2)]
+    for runner, seed in zip(others, (9, 10)):
+        list(runner.prefill(random_prompt(model.config.vocab_size, 11 + seed, seed=seed)))
+    single = FastRunner(model)
+    list(single.prefill(prompt + tokens))
+    batch = decode_batch([single, *others], [3, 4, 5])
+    reference = FastRunner(model)
+    list(reference.prefill(prompt + tokens))
+    assert torch.equal(batch[:1], reference.decode(3))
+
+
+def test_why_not_names_what_keeps_a_model_on_the_python_step(family_dirs, monkeypatch):
+    model = load_cpu(family_dirs["qwen2"], "int4").model
+    assert FastRunner(model, kv_precision="int8").native_step_reason == "int8 KV cache"
+    monkeypatch.setenv(native_step.NATIVE_STEP_ENV, "0")
+    runner = FastRunner(model)
+    assert runner._native is None and "MIAOHUI_NATIVE_STEP=0" in runner.native_step_reason
+    dense = load_cpu(family_dirs["qwen2"], "bf16").model
+    assert FastRunner(dense).native_step_reason  # dense weights: the exact Python step
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_row_operations_match_torch_within_rounding(dtype):
+    torch.manual_seed(0)
+    x = (torch.randn(5, 200) * 3).to(dtype)
+    weight = torch.randn(200).to(dtype)
+    want = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float())
+    got = torch.ops.miaohui.rms_norm_rows(x, weight, 1e-6)
+    torch.testing.assert_close(got.float(), want, atol=0.02, rtol=0.01)
+    # rows are independent: one row alone gives its bits in the batch
+    assert torch.equal(torch.ops.miaohui.rms_norm_rows(x[2:3], weight, 1e-6), got[2:3])
+    gate_up = (torch.randn(3, 2 * 77) * 4).to(dtype)
+    want = torch.nn.functional.silu(gate_up[:, :77].float()) * gate_up[:, 77:].float()
+    torch.testing.assert_close(torch.ops.miaohui.silu_mul(gate_up, 77).float(), want, atol=0.05, rtol=0.02)
+    for positions in (1, 7, 300):  # short spans on one thread, long ones spread over heads
+        q = torch.randn(6, 40).to(dtype)
+        cache = torch.randn(2, 2, positions + 5, 40).to(dtype)
+        k, v = cache[0, :, 3:3 + positions], cache[1, :, 3:3 + positions]  # strided views, as the cache is read
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q.float().view(1, 6, 1, 40), k.float()[None], v.float()[None], scale=40 ** -0.5, enable_gqa=True)
+        got = torch.ops.miaohui.attend_one(q, k, v, 40 ** -0.5)
+        torch.testing.assert_close(got.float(), want.view(1, -1), atol=0.02, rtol=0.02)
