@@ -113,7 +113,8 @@ def format_card(card: dict[str, Any]) -> str:
             f"{name} agreed on {share:.1%}" for name, share in choice["rejected"]) + ", below the bar")
     if card.get("runner"):  # which forward pass a chat gets, and for the plain one why
         reason = card.get("runner_reason")
-        lines.insert(2, f"  runner              {card['runner']}" + (f": {reason}" if reason else ""))
+        lines.insert(2, f"  runner              {card['runner']}" + (f": {reason}" if reason else "")
+                     + (f"; decode step {card['decode_step']}" if card.get("decode_step") else ""))
     if card.get("device_map"):
         places = sorted(set(card["device_map"].values()))
         lines.append("  offload split       " + ", ".join(

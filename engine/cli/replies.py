@@ -117,7 +117,8 @@ def reply_facts(loaded: Any, config: SamplingConfig) -> Any:
     from engine.generate.runners import choose_runner  # torch: only once a model is loaded
 
     choice = choose_runner(loaded.model, use_kv_cache=False).to_dict()
-    return dataclasses.replace(loaded.facts, runner=choice["runner"], runner_reason=choice["runner_reason"])
+    return dataclasses.replace(loaded.facts, runner=choice["runner"], runner_reason=choice["runner_reason"],
+                               decode_step=None)
 
 
 def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

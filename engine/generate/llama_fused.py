@@ -8,7 +8,8 @@ duplicated), the per-operation math a decoder layer is made of (``rms_norm``, Ge
 ``rotate`` for RoPE, ``project`` through a dense or quantized weight and its bias, ``embed`` / ``embed_row``),
 each written to match transformers' operation for operation, and the eager decode step's faster pieces that
 are not exact (``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which
-says which of them a model's decode step uses. Weight-only int8/int4 models (``engine/quant/quant.py``)
+says which of them a model's decode step uses (a quantized plan takes the native row operations of
+``engine.generate.native_step`` where they are loaded). Weight-only int8/int4 models (``engine/quant/quant.py``)
 arrive already fused by ``quantize_model`` and are used as they are.
 
 Which models qualify, and why one does not, is ``engine.generate.families`` (``refusal``; ``unsupported_reason``
@@ -394,6 +395,10 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
     with oneDNN and ATen limited to AVX2; a bf16 batched product on the cache as it is was faster only past
     ~8,000 positions, and only with native bf16). Its logits differ from SDPA's by bf16 rounding, so the
     dense path keeps SDPA while it promises transformers' exact numbers (``engine/generate/fastpath.py``).
+
+    On a CPU where the native library is loaded it is ``miaohui::attend_one`` (engine/quant/decode_step.cpp): the same
+    fp32 computation as one loop over the bf16 cache in place (no upcast copy of it per layer), and the very function
+    the native quantized step calls, so verify and batched rows keep that step's bits.
     """
     if _native_attention(q):
         return torch.ops.miaohui.attend_one(q, k, v, scaling)

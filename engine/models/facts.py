@@ -154,4 +154,18 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
         runner=runner.runner,
         runner_reason=None if runner.reason is None else runner.reason.detail,
         kv_precision=kv_precision,
+        decode_step=_decode_step(model, runner.runner, precision, kv_precision),
     )
+
+
+def _decode_step(model: Any, runner: str, precision: str, kv_precision: str) -> str | None:
+    """"native" where the fast runner's quantized step runs as one C++ call (engine/generate/native_step.py), else why
+    not; None for the plain runner or float weights (the Python step, exact against transformers)."""
+    if runner != "fast" or precision not in ("int8", "int4"):
+        return None
+    from engine.generate import native_step
+    from engine.generate.llama_fused import weights_for
+
+    weights = weights_for(model)
+    reason = native_step.why_not(weights, weights.final_norm.dtype, kv_precision != "int8")
+    return "native" if reason is None else f"python: {reason}"

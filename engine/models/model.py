@@ -59,6 +59,9 @@ class ModelFacts:
     # plain the one line saying why ("model_type gemma3_text not on the fast path yet: ..."). None: not known.
     runner: str | None = None
     runner_reason: str | None = None
+    # The fast runner's int8/int4 decode step: "native" (one C++ call per token, engine/generate/native_step.py) or
+    # "python: <why not>"; None for the plain runner and float weights.
+    decode_step: str | None = None
     # The KV cache's precision (engine.inputs.KV_PRECISIONS): "auto" keeps it in the activations' dtype
     # (``kv_dtype_bytes`` per element); "int8" is one byte per element plus a scale per head and position.
     kv_precision: str = "auto"
