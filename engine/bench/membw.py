@@ -42,7 +42,7 @@ class Bandwidth:
 
 def measure_bandwidth(device: str | torch.device = "cpu", buffer_bytes: int | None = None,
                       passes: int = 5) -> Bandwidth:
-    """Read and copy bandwidth of ``device`` (best of ``passes``: noise only ever slows a pass down)."""
+    """Read and copy bandwidth of ``device`` (the second best of ``passes``, see below)."""
     device = torch.device(device)
     if buffer_bytes is None:
         buffer_bytes = CUDA_BUFFER_BYTES if device.type == "cuda" else CPU_BUFFER_BYTES
@@ -52,8 +52,11 @@ def measure_bandwidth(device: str | torch.device = "cpu", buffer_bytes: int | No
         src = torch.ones(elements, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
         dst.fill_(0.0)
-        read_s = best_seconds(lambda: src.sum(), passes, lambda: sync(device))
-        copy_s = best_seconds(lambda: dst.copy_(src), passes, lambda: sync(device))
+        # The second-best pass: noise mostly slows a pass down, but on a VM one pass in a few hundred came out far
+        # faster than the memory allows (47.8 GB/s against 26-30 in every other, 2026-12-03), and a bandwidth set by
+        # it halved the roofline shares of that run.
+        read_s = best_seconds(lambda: src.sum(), passes, lambda: sync(device), rank=1)
+        copy_s = best_seconds(lambda: dst.copy_(src), passes, lambda: sync(device), rank=1)
         nbytes = src.nbytes
         del src, dst
     if device.type == "cuda":

@@ -82,3 +82,17 @@ def test_token_clock_skips_the_prompt_and_syncs_before_each_time():
     clock.end()
     assert clock.ids == [1, 2] and len(clock.times) == 2 and syncs == [0, 1]
     assert clock.decode_tok_s is None or clock.decode_tok_s > 0
+
+
+
+@pytest.mark.parametrize("rank, want", [(0, 0.001), (1, 0.01), (9, 0.03)])
+def test_best_seconds_can_skip_the_fastest_pass(monkeypatch, rank, want):
+    """rank 1 is the second best: one freak pass does not set the figure (engine/bench/membw.py)."""
+    clock = [0.0]
+    durations = iter([0.5, 0.03, 0.001, 0.02, 0.01])  # the untimed call, then four timed ones
+    monkeypatch.setattr(core.time, "perf_counter", lambda: clock[0])
+
+    def call() -> None:
+        clock[0] += next(durations)
+
+    assert core.best_seconds(call, 4, rank=rank) == pytest.approx(want)
