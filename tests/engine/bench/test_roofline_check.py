@@ -51,3 +51,20 @@ def test_a_missing_model_is_one_line(tmp_path):
                            str(tmp_path / "nothing"), "--precision", "fp32"], capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_the_stored_bandwidth_is_measured_again_first(tiny_model_dir, home):
+    """A kept figure (here an absurd 1 GB/s, quiet and new, which chat alone would keep) is measured again at the start,
+    as the window's Measure again does, and the one it replaced is reported."""
+    import time
+
+    from engine.bench import roofline
+
+    path = roofline._bandwidth_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cpu": {"read_bytes_s": 1e9, "measured_at": time.time(), "others_cpu_share": 0.0}}))
+    done = _run(tiny_model_dir, home, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["stored_before"]["read_bytes_s"] == 1e9
+    assert result["chat"]["bandwidth_bytes_s"] != 1e9
