@@ -124,3 +124,16 @@ def test_row_operations_match_torch_within_rounding(dtype):
             q.float().view(1, 6, 1, 40), k.float()[None], v.float()[None], scale=40 ** -0.5, enable_gqa=True)
         got = torch.ops.miaohui.attend_one(q, k, v, 40 ** -0.5)
         torch.testing.assert_close(got.float(), want.view(1, -1), atol=0.02, rtol=0.02)
+
+
+def test_the_model_facts_name_the_decode_step(default_model_dir, family_dirs):
+    """What engine info, engine chat --json and the facts say: native for the default model in int4, the Python step
+    and why for an int8 KV cache, nothing for float weights (their step is transformers-exact Python)."""
+    assert load_cpu(default_model_dir, "int4").facts.decode_step == "native"
+    assert load_cpu(family_dirs["qwen3"], "bf16").facts.decode_step is None
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+
+    loaded = load_model(LoadSpec(model=str(family_dirs["qwen2"]), precision="int4", device="cpu", kv_precision="int8"))
+    assert loaded.facts.decode_step == "python: int8 KV cache"
+    assert loaded.facts.to_dict()["decode_step"] == "python: int8 KV cache"
