@@ -20,7 +20,9 @@ filled cache prefix in place (GQA inside the kernel, no ``repeat_kv`` copies). O
 step (``static=True``) can be captured as a CUDA graph with ``torch.compile(mode="reduce-overhead")``.
 
 Weight-only int8/int4 models (``engine/quant/quant.py``) run here too: the step calls the packed kernels
-directly, and prefill dequantizes one projection at a time for its matrix product. A decode step's attention
+directly (where it can, the whole step is one native call, ``engine.generate.native_step``, with the same bits as
+the Python step), and prefill runs on the kernel under AVX512-VNNI or dequantizes one projection at a time for its
+matrix product. A decode step's attention
 runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_ATTENTION_POSITIONS``, for dense
 ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 positions.
 
