@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from engine.generate import native_step
 from engine.generate.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
+from engine.quant.native import decode_ops
 from engine.quant.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 
 # A projection: a dense (out, in) weight, or a module (quantized) called on (n, in) activations.
@@ -312,7 +313,7 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
     """The decode step's plan for ``w`` (``quantized``: the projections are int8/int4 modules)."""
     eps, intermediate, act = w.eps, w.intermediate, w.act
     qk_norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = w.norm
-    native = quantized and not w.gemma and native_step.row_ops() and w.final_norm.device.type == "cpu" \
+    native = quantized and not w.gemma and decode_ops() and w.final_norm.device.type == "cpu" \
         and w.final_norm.dtype in (torch.bfloat16, torch.float32)
 
     def mlp(gate_up: torch.Tensor) -> torch.Tensor:
@@ -410,7 +411,7 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
 
 
 def _native_attention(q: torch.Tensor) -> bool:
-    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float32) and native_step.row_ops()
+    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float32) and decode_ops()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:

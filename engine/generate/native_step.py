@@ -34,14 +34,9 @@ from engine.quant.tiled import Int4Q8Linear, Int8Q8Linear
 NATIVE_STEP_ENV = "MIAOHUI_NATIVE_STEP"
 
 
-def row_ops() -> bool:
-    """Whether the native row operations are loaded here (the library built with decode_step.cpp, AVX2 present)."""
-    return native.decode_ops()
-
-
 def plan_ops(eps: float, intermediate: int
              ) -> tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]:
-    """(norm(x, weight), mlp(gate_up)) as the native step computes them: the quantized plan's, when ``row_ops()``."""
+    """(norm(x, weight), mlp(gate_up)) as the native step computes them: the quantized plan's, when ``native.decode_ops()``."""
     norm_op, silu_op = torch.ops.miaohui.rms_norm_rows.default, torch.ops.miaohui.silu_mul.default
     return (lambda x, weight: norm_op(x, weight, eps)), (lambda gate_up: silu_op(gate_up, intermediate))
 
@@ -56,7 +51,7 @@ def why_not(w: Any, dtype: torch.dtype, kv_dense: bool) -> str | None:
     """Why fused weights ``w`` (``engine.generate.llama_fused.FusedWeights``) cannot take the native step, or None."""
     if os.environ.get(NATIVE_STEP_ENV, "1") == "0":
         return f"{NATIVE_STEP_ENV}=0"
-    if not row_ops():
+    if not native.decode_ops():
         return "native library not built or this CPU lacks AVX2"
     if dtype not in (torch.bfloat16, torch.float32):
         return f"dtype {dtype}"
@@ -91,4 +86,4 @@ def build(w: Any) -> Any:
     return step
 
 
-__all__ = ["NATIVE_STEP_ENV", "build", "plan_ops", "row_ops", "why_not"]
+__all__ = ["NATIVE_STEP_ENV", "build", "plan_ops", "why_not"]
