@@ -1,34 +1,35 @@
 # Miaohui: `make run` and `make test` set everything up on a fresh clone (idempotent).
-# `make run` installs the runtime dependencies only; `make test` adds the test extras (pytest, keyrings.alt).
-# TORCH_SPEC is the torch requirement, TORCH_BUILD which build of it: auto (a CUDA build where an NVIDIA GPU is
-# found, the CPU build where none is: packaging/install_torch.py), cpu or cuda. CI passes TORCH_SPEC=torch==2.13.0
-# (a CPU build that installs from local disk in seconds).
+# Every dependency comes from requirements.lock (pinned, with hashes: packaging/lock.py), so a fresh clone today
+# installs exactly what CI tested; `make lock` refreshes the lock and runs the tests on it.
+# TORCH_SPEC is the torch requirement (default: the lock's `# torch:` pin), TORCH_BUILD which build of it: auto (a
+# CUDA build where an NVIDIA GPU is found, the CPU build where none is: packaging/install_torch.py), cpu or cuda.
+# CI passes TORCH_SPEC=torch==2.13.0 (a CPU build that installs from local disk in seconds).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TORCH_SPEC ?= torch>=2.6
+LOCKFILE := requirements.lock
+TORCH_SPEC ?= $(shell sed -n 's/^\# torch: \([^ ]*\).*/\1/p' $(LOCKFILE))
 TORCH_BUILD ?= auto
 PYTEST_ARGS ?=
 STAMP := $(VENV)/.miaohui-installed
-TEST_STAMP := $(VENV)/.miaohui-test-installed
 QM := assets/i18n/miaohui_zh_CN.qm
 
-.PHONY: install install-test run test bench bench-peer lab package package-test bundle bundle-test clean gui-bench i18n
+.PHONY: install install-test run test bench bench-peer lab package package-test bundle bundle-test clean gui-bench i18n lock
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# Reinstall only when pyproject.toml, the torch spec or the torch build changed.
-$(STAMP): pyproject.toml packaging/install_torch.py | $(PY)
+# Reinstall only when the lock, the torch spec or the torch build changed. The lock holds the test and packaging
+# tools too (one resolution for everything CI runs); --no-deps: the lock is the whole set, pip resolves nothing, and
+# `pip check` then proves it consistent with the torch build install_torch.py chose.
+$(STAMP): $(LOCKFILE) pyproject.toml packaging/install_torch.py | $(PY)
 	$(PY) packaging/install_torch.py --spec "$(TORCH_SPEC)" --build $(TORCH_BUILD)
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(LOCKFILE)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	echo "$(TORCH_SPEC) $(TORCH_BUILD)" > $(STAMP)
-
-$(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test]"
-	touch $(TEST_STAMP)
 
 # The interface's compiled translations (app/ui/i18n.py loads them), rebuilt only when their .ts source changed.
 assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
@@ -44,7 +45,7 @@ install: $(STAMP) $(QM) $(NATIVE)
 	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC) $(TORCH_BUILD)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
 	$(PY) -m engine fetch
 
-install-test: install $(TEST_STAMP)
+install-test: install
 
 # After changing texts in app/: update the .ts sources (new texts arrive unfinished; translate them), build .qm.
 i18n: $(STAMP)
@@ -77,7 +78,6 @@ lab: install
 	$(PY) -m engine lab --out lab-results $(ARGS)
 
 package: install
-	$(PY) -m pip install --quiet -e ".[package]"
 	bash packaging/build.sh
 
 package-test: package
@@ -85,11 +85,17 @@ package-test: package
 
 # The frozen folder alone (no .tar.gz/.deb), then its --self-test offscreen on a scratch data folder: what CI runs.
 bundle: install
-	$(PY) -m pip install --quiet -e ".[package]"
 	bash packaging/build.sh --bundle-only
 
 bundle-test: bundle
 	bash packaging/self_test_bundle.sh
+
+# Refresh requirements.lock from pyproject.toml (newest releases that satisfy it), install it, run the tests on it.
+# Commit the lock alone, with what changed and that the tests passed (README: Upgrading).
+lock: | $(PY)
+	$(PY) -m pip install --quiet "$$(grep -m1 -o '^uv==[^ ]*' $(LOCKFILE) || echo uv)"
+	$(PY) packaging/lock.py
+	$(MAKE) --no-print-directory test
 
 clean:
 	rm -rf $(VENV) build dist packaging/out
