@@ -75,6 +75,6 @@ def _run(args: argparse.Namespace) -> int:
                                  allow_remote_code=args.allow_remote_code, kv_precision=args.kv))
     from engine.generate.session import ChatSession  # torch: after the load, as chat (see the docstring)
     session = ChatSession(loaded)
-    facts = replies.reply_facts(loaded, config)  # --no-kv-cache: the plain runner
+    facts = replies.reply_facts(loaded, config)  # --no-kv-cache: the same runner, rebuilt every step
     return replies.print_reply(lambda cancel: session.complete(text, config, cancel), facts, args.json,
                                replies.local_roofline(loaded) if args.json else None)

@@ -108,17 +108,15 @@ def local_roofline(loaded: Any) -> Callable[[Any], Any]:
 
 
 def reply_facts(loaded: Any, config: SamplingConfig) -> Any:
-    """``loaded.facts`` as a reply with ``config`` runs: without a KV cache (``--no-kv-cache``) every step runs on
-    the plain runner (``engine.generate.runners.choose_runner``), so ``runner`` / ``runner_reason`` say so."""
+    """``loaded.facts`` as a reply with ``config`` runs: without a KV cache (``--no-kv-cache``) every step rebuilds
+    the whole sequence on the same runner and decode step (``engine.generate.recompute``), so ``runner_reason``
+    says so."""
     if config.use_kv_cache:
         return loaded.facts
     import dataclasses
 
-    from engine.generate.runners import choose_runner  # torch: only once a model is loaded
-
-    choice = choose_runner(loaded.model, use_kv_cache=False).to_dict()
-    return dataclasses.replace(loaded.facts, runner=choice["runner"], runner_reason=choice["runner_reason"],
-                               decode_step=None)
+    return dataclasses.replace(loaded.facts, runner_reason="no KV cache: every step recomputes the whole sequence "
+                               "on this runner (the same kernels, so the same text, more time)")
 
 
 def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -34,7 +34,6 @@ class RefusalKind(enum.Enum):
     LAYOUT = "layout"  # modules not where or what the family puts them (custom or bitsandbytes layers)
     PLACEMENT = "placement"  # parameters split across devices, on meta, or in mixed dtypes
     DISABLED = "disabled"  # MIAOHUI_FASTPATH=0 in the environment
-    NO_CACHE = "no_cache"  # the user asked for no KV cache: nothing to be fast about
     FAILED = "failed"  # the model qualified but the fast runner could not be built
 
 

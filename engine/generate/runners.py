@@ -5,7 +5,8 @@ Owns ``Runner``, the protocol both ``engine.generate.runner.ModelRunner`` (trans
 ``engine.generate.families``, static cache) implement; ``choose_runner``, which says which one a model gets
 and why (a ``RunnerChoice``: what ``engine info`` and ``engine chat --json`` report); and ``make_runner``, the
 factory ``ChatSession`` uses by default, which builds that choice and records it on the runner as ``choice``
-(a fast runner that fails to build leaves a plain one whose choice says why). Implements no forward pass
+(a fast runner that fails to build leaves a plain one whose choice says why); without a KV cache it wraps that runner
+in ``engine.generate.recompute.RecomputeRunner``. Implements no forward pass
 itself; knows nothing of text, sampling or timing.
 """
 
@@ -81,9 +82,9 @@ FAST = RunnerChoice("fast")
 
 
 def choose_runner(model: Any, use_kv_cache: bool = True) -> RunnerChoice:
-    """The runner ``make_runner`` builds for a loaded transformers ``model``, and why (``ModelFacts.runner``)."""
-    if not use_kv_cache:
-        return RunnerChoice("plain", Refusal(RefusalKind.NO_CACHE, "no KV cache asked for"))
+    """The runner ``make_runner`` builds for a loaded transformers ``model``, and why (``ModelFacts.runner``).
+    Without a KV cache it is the same runner, rebuilt every step (``engine.generate.recompute``)."""
+    del use_kv_cache  # the same kernels either way: the cache changes the time, never the text
     if os.environ.get(FASTPATH_ENV, "1") == "0":
         return RunnerChoice("plain", Refusal(RefusalKind.DISABLED, f"{FASTPATH_ENV}=0 in the environment"))
     refused = refusal(model)
@@ -95,6 +96,11 @@ def make_runner(loaded: Any, use_kv_cache: bool = True, **options: Any) -> Runne
     the plain ``ModelRunner``; either carries the choice as its ``choice`` attribute. The fast runner's KV cache
     takes ``loaded.facts.kv_precision`` unless ``options`` name one (an int8 load never gets the plain runner: the
     loader refuses it, ``engine.models.facts.build_facts``)."""
+    if not use_kv_cache:
+        # the runner a cached reply gets, its cache rebuilt from the whole sequence at every step
+        from engine.generate.recompute import recompute_runner
+
+        return recompute_runner(lambda: make_runner(loaded, True, **options))  # type: ignore[return-value]
     model = loaded.model
     choice = choose_runner(model, use_kv_cache)
     runner: Any = None

@@ -12,6 +12,7 @@ import pytest
 from engine.generate.families import Refusal, RefusalKind, refusal
 from engine.generate.fastpath import FastRunner
 from engine.generate.llama_fused import unsupported_reason
+from engine.generate.recompute import RecomputeRunner
 from engine.generate.runner import ModelRunner
 from engine.generate.runners import FASTPATH_ENV, Runner, RunnerChoice, choose_runner, make_runner
 from engine.inputs import LoadSpec
@@ -30,6 +31,7 @@ def test_both_runners_implement_the_runner_protocol(tiny_fp32):
     assert isinstance(ModelRunner(tiny_fp32.model), Runner)
     assert isinstance(ModelRunner(tiny_fp32.model, use_kv_cache=False), Runner)
     assert isinstance(FastRunner(tiny_fp32.model), Runner)
+    assert isinstance(make_runner(tiny_fp32, False), Runner)
 
 
 def test_unsupported_models_fall_back_to_the_plain_runner(tmp_path, tiny_fp32):
@@ -41,8 +43,9 @@ def test_unsupported_models_fall_back_to_the_plain_runner(tmp_path, tiny_fp32):
     runner = make_runner(other, True)
     assert type(runner) is ModelRunner
     assert runner.choice == RunnerChoice("plain", Refusal(RefusalKind.FEATURE, "activation gelu"))
-    no_cache = make_runner(tiny_fp32, False)
-    assert type(no_cache) is ModelRunner and no_cache.choice.reason.kind is RefusalKind.NO_CACHE
+    no_cache = make_runner(tiny_fp32, False)  # the runner a cached reply gets, rebuilt every step
+    assert type(no_cache) is RecomputeRunner and type(no_cache.inner) is FastRunner and no_cache.exact_rows
+    assert make_runner(other, False).inner.choice == runner.choice
     fast = make_runner(tiny_fp32, True)
     assert type(fast) is FastRunner and fast.choice.to_dict() == {
         "runner": "fast", "runner_reason": None, "runner_reason_kind": None}
