@@ -19,24 +19,31 @@ def _verdicts() -> list[Path]:
     return sorted(cache_folder().glob("*.quality.json"))
 
 
-def test_default_model_auto_on_cpu_is_int4_by_its_measured_agreement_and_remembers_it(default_model_dir, home):
+def test_default_model_auto_on_cpu_follows_its_measured_agreement_and_remembers_it(default_model_dir, home):
+    """The mechanism, not today's outcome: ``auto`` keeps int4 when int4's measured agreement reaches its bar, else it
+    names int4 among the rejected with the figure that missed and moves on (int4 on the CPUs measured so far: an AMD
+    EPYC and an Intel Xeon with AMX; a CPU whose kernels round differently may land on the other side)."""
     first = load_model(LoadSpec(model=str(default_model_dir), precision="auto", device="cpu"))
     choice = first.facts.auto_choice
-    assert first.facts.precision == "int4" and choice is not None
-    assert choice.precision == "int4" and choice.reference in ("bf16", "fp32") and choice.measured_now
-    assert choice.bar == precision.QUALITY_BARS["int4"] <= choice.agreement <= 1.0 and choice.rejected == ()
-    [verdict] = _verdicts()
-    assert json.loads(verdict.read_text())["agreement"] == choice.agreement
+    assert choice is not None and first.facts.precision == choice.precision
+    assert choice.reference in ("bf16", "fp32") and choice.measured_now and 0.0 <= choice.agreement <= 1.0
+    rejected = dict(choice.rejected)
+    if choice.precision == "int4":
+        assert choice.bar == precision.QUALITY_BARS["int4"] <= choice.agreement and not rejected
+    else:
+        assert rejected["int4"] < precision.QUALITY_BARS["int4"]
+    verdicts = [json.loads(path.read_text())["agreement"] for path in _verdicts()]  # one per measured candidate
+    assert len(verdicts) == 1 + len(rejected) and choice.agreement in verdicts
     events = list(ChatSession(first).generate([Message("user", "What is the capital of France?")],
                                               SamplingConfig(temperature=0.0, max_new_tokens=16)))
     assert isinstance(events[-1], Finished) and "Paris" in events[-1].text
     del first
 
     again = load_model(LoadSpec(model=str(default_model_dir), precision="auto", device="cpu"))
-    assert again.facts.precision == "int4" and again.facts.auto_choice is not None
+    assert again.facts.precision == choice.precision and again.facts.auto_choice is not None
     assert not again.facts.auto_choice.measured_now  # remembered, not measured again
     assert again.facts.auto_choice.agreement == choice.agreement
-    assert again.facts.to_dict()["auto_choice"]["precision"] == "int4"  # what `engine info --json` prints
+    assert again.facts.to_dict()["auto_choice"]["precision"] == choice.precision  # what `engine info --json` prints
 
 
 @pytest.fixture
