@@ -21,7 +21,8 @@ folder (``engine.generate.kv_store``); a longer saved prefix is restored (a copy
 anyway). A session's cache is saved (key: a hash of its ids) when a request is about to overwrite most of it
 (another conversation took its slot) and for every session when the server closes (``save_all``); the store keeps
 its folder within its byte budget, least recently used first. A file that is stale or damaged is deleted and
-recomputed (``miaohui:kv_store_discarded``).
+recomputed (``miaohui:kv_store_discarded``); a file the store's key does not verify (another machine's, a forgery, a
+hostile header) is skipped, never restored, and fails no request (issue 40).
 
 Runs on the thread that serves the request (it owns the routed session; a source session is borrowed, marked
 busy, for a copy); the publish at the end of a prefill runs where the forward ran (the batch engine's thread).
@@ -146,7 +147,11 @@ class PrefixCache:
 
     def _from_store(self, session: Any, ids: Sequence[int], usable: int, best: int) -> None:
         identity = self._identity_of(session)
-        key, stored = self.store.best(ids, identity)
+        try:
+            key, stored = self.store.best(ids, identity)  # skips (and logs once) any file not the store's own
+        except OSError as exc:
+            log.warning("cannot read the KV store: %s", exc)
+            return
         if min(stored, usable) <= max(best, MIN_SHARED_TOKENS - 1):
             return
         try:

@@ -252,3 +252,19 @@ def test_an_8_bit_kv_cache_is_shared_by_copy_and_kept_across_a_restart(tiny_mode
     finally:
         stop()
     assert text == from_scratch(loaded, turn2)
+
+
+def test_a_hostile_saved_cache_never_fails_a_request(tiny_loaded, tmp_path):
+    """Issue 40, item 4: a ``.kv`` whose header nests JSON 100,000 deep made every request a 500."""
+    from tests.engine.generate.test_kv_store import hostile_file
+
+    store_dir = tmp_path / "kv"
+    hostile_file(store_dir)
+    served, stop = start(tiny_loaded, kv_store=KVStore(store_dir))
+    try:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+        for _ in range(2):
+            text, _, _ = ask(served, messages)
+            assert text == from_scratch(tiny_loaded, messages)
+    finally:
+        stop()
