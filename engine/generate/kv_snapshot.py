@@ -148,22 +148,22 @@ def asdict_identity(identity: KVIdentity) -> dict[str, Any]:
 
 
 # -- writing ------------------------------------------------------------------------------------
-def encode(snapshot: KVSnapshot, identity: KVIdentity, key: bytes) -> bytes:
+def encode(snapshot: KVSnapshot, identity: KVIdentity, key: bytes, scope: str = "") -> bytes:
     """The file's bytes for ``snapshot`` computed by ``identity``'s model, sealed with the store's ``key``."""
     if snapshot.kv_precision != identity.kv_precision:
         raise ValueError(f"a {snapshot.kv_precision} cache saved as {identity.kv_precision}")
     header = {"format": FORMAT_VERSION, "identity": asdict(identity), "runner": snapshot.runner,
               "dtypes": {name: dtype_name(t.dtype) for name, t in snapshot.tensors.items()},
-              "ids": list(snapshot.ids)}
+              "ids": list(snapshot.ids), "scope": scope}  # whose rows (``engine.serve.prefix``): "" the window's
     tensors = {name: t.detach().to("cpu").contiguous() for name, t in snapshot.tensors.items()}
     body = st_save(tensors, metadata={_META_KEY: json.dumps(header, separators=(",", ":"))})
     return seal(body, key)
 
 
-def save_snapshot(path: Path, snapshot: KVSnapshot, identity: KVIdentity, key: bytes) -> Path:
+def save_snapshot(path: Path, snapshot: KVSnapshot, identity: KVIdentity, key: bytes, scope: str = "") -> Path:
     """Write ``snapshot`` to ``path`` whole or not at all (``engine.paths.replace_file``), readable by the user only
     (it holds a conversation); the folder must exist."""
-    data = encode(snapshot, identity, key)
+    data = encode(snapshot, identity, key, scope)
     return replace_file(Path(path), lambda fh: fh.write(data), mode=0o600)
 
 

@@ -47,9 +47,10 @@ DEFAULT_BUDGET_BYTES = 2 << 30  # 2 GiB: about 90,000 tokens of the default mode
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def key_for_ids(ids: Sequence[int]) -> str:
-    """A file key for a cache that holds ``ids`` (the server's: it has no conversation ids)."""
-    return "p-" + hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:32]
+def key_for_ids(ids: Sequence[int], scope: str = "") -> str:
+    """A file key for a cache that holds ``ids`` for ``scope`` (the server's: it has no conversation ids)."""
+    return "p-" + hashlib.sha256((scope + "|" if scope else "").encode() + ",".join(map(str, ids)).encode()
+                                 ).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -94,14 +95,14 @@ class KVStore:
         return self.folder / f"{name}{SUFFIX}"
 
     # -- writing ----------------------------------------------------------------------------------
-    def save(self, key: str, snapshot: KVSnapshot, identity: KVIdentity) -> Path | None:
+    def save(self, key: str, snapshot: KVSnapshot, identity: KVIdentity, scope: str = "") -> Path | None:
         """Write ``snapshot`` under ``key``, then keep the folder within budget; the path, or None when the snapshot
         alone is over the budget (nothing kept). ``OSError`` when the folder cannot be written."""
         from engine.generate.kv_snapshot import save_snapshot
 
         with self._lock:
             self._make_folder()
-            path = save_snapshot(self.path_for(key), snapshot, identity, self._mac_key(create=True))
+            path = save_snapshot(self.path_for(key), snapshot, identity, self._mac_key(create=True), scope)
             self.evict()
             return path if path.exists() else None
 
@@ -198,9 +199,9 @@ class KVStore:
         with self._lock:
             return self._header(self.path_for(key))
 
-    def best(self, ids: Sequence[int], identity: KVIdentity) -> tuple[str, int]:
-        """(key, tokens) of the file of ``identity``'s model sharing the longest token prefix with ``ids``;
-        ("", 0) when none shares any."""
+    def best(self, ids: Sequence[int], identity: KVIdentity, scope: str = "") -> tuple[str, int]:
+        """(key, tokens) of the file of ``identity``'s model and ``scope`` (``engine.serve.prefix``) sharing the
+        longest token prefix with ``ids``; ("", 0) when none shares any."""
         from engine.generate.kv_snapshot import asdict_identity
 
         wanted = asdict_identity(identity)
@@ -208,7 +209,7 @@ class KVStore:
         with self._lock:
             for entry in self.entries():
                 header = self._header(entry.path)
-                if header is None or header.get("identity") != wanted:
+                if header is None or header.get("identity") != wanted or header.get("scope", "") != scope:
                     continue
                 common = common_prefix(header["ids"], ids)
                 if common > best_len:
