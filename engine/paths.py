@@ -106,21 +106,24 @@ def bundled_models_dir() -> Path | None:
     return Path(base) / "models" if base else None
 
 
-def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> Path:
+def replace_file(path: Path, write: Callable[[BinaryIO], object], mode: int | None = None) -> Path:
     """Make ``path`` hold what ``write(file)`` writes, or leave it as it was.
 
     ``write`` fills a new file in the same folder (a rename within one file system is atomic); it is flushed
     and fsynced, then ``os.replace``d over ``path``. On any failure, Ctrl-C included, the temporary file is
     removed and the error raised: the old file is untouched. The new file gets the old one's permissions, or
-    those ``open()`` would give (not ``mkstemp``'s owner-only 0600). The folder must exist.
+    those ``open()`` would give (not ``mkstemp``'s owner-only 0600); with ``mode``, that mode from its creation
+    on (a private file is never readable by others, not even while it is written). The folder must exist.
     """
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = None
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except OSError:
+            mode = None
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                 0o666 if mode is None else mode)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)

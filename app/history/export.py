@@ -29,8 +29,12 @@ PERF_CSV_COLUMNS = (["conversation_id", "conversation_title", "message_id", "cre
 
 
 def iso(timestamp: float) -> str:
-    """Seconds since the epoch as ISO 8601 UTC, e.g. ``2026-11-29T10:05:54Z``."""
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """Seconds since the epoch as ISO 8601 UTC, e.g. ``2026-11-29T10:05:54Z``; "unknown" for a time no calendar holds
+    (an old import stored 1e17)."""
+    try:
+        return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "unknown"
 
 
 def to_markdown(store: HistoryStore, cid: int) -> str:

@@ -16,7 +16,13 @@ on.
 Reading is element by element (``json.JSONDecoder.raw_decode`` over the list; no streaming JSON library is a
 dependency): a 100 MB export holds its text and one conversation's tree at a time, and ``report`` gets the fraction
 read after each conversation. A file that is not an export is one line (``ChatGptImportError``), and ``write`` adds
-every conversation in one transaction: nothing is half-written. Plain Python + sqlite3: no Qt, no torch; the window
+every conversation in one transaction: nothing is half-written.
+
+Any file is read to its end (issue 40): one conversation that cannot be read - nested past the parser's depth, ids
+that are lists, numbers no float holds - is skipped and said in one line (``ImportReport.problems``), never the
+whole import; the tree's walks stop at a node seen before (a ``children`` or ``parent`` cycle); ids are strings or
+integers, anything else is no id; times outside 1970..2100 are dropped (the message's neighbour's, or the import's,
+is used), so no stored time is past what a calendar shows; lone surrogates become U+FFFD wherever text is kept. Plain Python + sqlite3: no Qt, no torch; the window
 runs it off the GUI thread (``app.window.chatgpt_import``).
 """
 
@@ -30,6 +36,7 @@ from typing import Any, Callable
 
 from app.history.perf import PerfRecord
 from app.history.store import HistoryStore, StoreError, _clean_text
+from engine.fmt import one_line
 
 IMPORT_KEY = "imported_from"  # in an imported conversation's settings: {"source": "ChatGPT", "model": ...}
 SOURCE = "ChatGPT"
@@ -74,11 +81,38 @@ class ImportReport:
 
     conversations: tuple[ImportedConversation, ...]
     skipped: int  # list entries that held no conversation with a message to import
+    problems: tuple[str, ...] = ()  # one line per skipped entry: which, and why
+
+
+# Times kept: 1970-01-01 .. 2100-01-01. ChatGPT began in 2022; a time past this is damage (1e17, 1e308), and one past
+# year 9999 makes every date formatter raise.
+_LATEST = 4_102_444_800.0
 
 
 def _time(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if isinstance(value, int) and not 0 <= value <= _LATEST:  # a 400-digit integer: float() would overflow
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0.0 <= value <= _LATEST else None
+
+
+def _id(value: Any) -> str | int | None:
+    """A node id as a dict key may be one: a string or an integer (a list or a dict is no id: unhashable)."""
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def _children(mapping: dict, node_id: Any) -> list:
+    node = mapping.get(node_id)
+    children = node.get("children") if isinstance(node, dict) else None
+    return [c for c in (_id(c) for c in children) if c is not None and c in mapping] \
+        if isinstance(children, list) else []
+
+
+def _parent(mapping: dict, node_id: Any) -> Any:
+    node = mapping.get(node_id)
+    return _id(node.get("parent")) if isinstance(node, dict) else None
 
 
 def _part_text(part: Any) -> str:
@@ -126,22 +160,22 @@ def _usable(node: Any) -> tuple[str, str, float | None, str] | None:
 
 def _main_path(mapping: dict, current: Any) -> list[str]:
     """Node ids from the root to ``current`` (or, when it is missing, to the leaf reached by the last children)."""
+    current = _id(current)
     if current not in mapping:
-        roots = [key for key, node in mapping.items()
-                 if not isinstance(node, dict) or node.get("parent") not in mapping]
+        roots = [key for key in mapping if _parent(mapping, key) not in mapping]
         current = roots[0] if roots else None
-        while current is not None:
-            children = [c for c in (mapping[current].get("children") or []) if c in mapping] \
-                if isinstance(mapping[current], dict) else []
-            if not children:
+        seen = set()
+        while current is not None and current not in seen:  # a children cycle ends the walk where it closes
+            seen.add(current)
+            children = _children(mapping, current)
+            if not children or children[-1] in seen:
                 break
             current = children[-1]
     path, seen = [], set()
     while current in mapping and current not in seen:  # a cycle in a damaged file ends the walk
         seen.add(current)
         path.append(current)
-        node = mapping[current]
-        current = node.get("parent") if isinstance(node, dict) else None
+        current = _parent(mapping, current)
     return path[::-1]
 
 
@@ -153,8 +187,8 @@ def _first_reply(mapping: dict, node_id: Any) -> tuple[str, float | None] | None
         found = _usable(mapping[node_id])
         if found is not None:
             return (found[1], found[2]) if found[0] == "assistant" else None
-        children = mapping[node_id].get("children") if isinstance(mapping[node_id], dict) else None
-        node_id = children[-1] if isinstance(children, list) and children else None
+        children = _children(mapping, node_id)
+        node_id = children[-1] if children else None
     return None
 
 
@@ -181,8 +215,8 @@ def parse_conversation(data: Any) -> ImportedConversation | None:
         if role == "user":
             question = index
         elif question is not None and question + 1 < len(path):  # a regenerate branches at the question
-            children = mapping[path[question]].get("children") if isinstance(mapping[path[question]], dict) else None
-            if isinstance(children, list) and len(children) > 1:
+            children = _children(mapping, path[question])
+            if len(children) > 1:
                 branches[len(messages)] = (children, path[question + 1])
         messages.append(ImportedMessage(role, text, created))
     for at, (children, on_path) in branches.items():
@@ -196,11 +230,18 @@ def parse_conversation(data: Any) -> ImportedConversation | None:
     if not messages:
         return None
     title = data.get("title")
-    title = " ".join(title.split()) if isinstance(title, str) and title.strip() else UNTITLED
+    title = _clean_text(" ".join(title.split())) if isinstance(title, str) and title.strip() else UNTITLED
     model = data.get("default_model_slug")
     return ImportedConversation(title, _time(data.get("create_time")), _time(data.get("update_time")),
-                                model if isinstance(model, str) and model else (models[-1] if models else ""),
+                                _clean_text(model if isinstance(model, str) and model else (models[-1] if models else "")),
                                 tuple(messages))
+
+
+def _entry_name(entry: Any, number: int) -> str:
+    title = entry.get("title") if isinstance(entry, dict) else None
+    if isinstance(title, str) and title.strip():
+        return f"conversation {number} ({_clean_text(' '.join(title.split()))[:60]!r})"
+    return f"conversation {number}"
 
 
 def parse(text: str, report: Callable[[float], None] | None = None) -> ImportReport:
@@ -209,6 +250,7 @@ def parse(text: str, report: Callable[[float], None] | None = None) -> ImportRep
     decoder = json.JSONDecoder()
     conversations: list[ImportedConversation] = []
     skipped = 0
+    problems: list[str] = []
     i = _skip_space(text, 0)
     if text.startswith("\ufeff"):
         i = _skip_space(text, 1)
@@ -224,14 +266,30 @@ def parse(text: str, report: Callable[[float], None] | None = None) -> ImportRep
             if i >= len(text) or text[i] != ",":
                 raise _bad(text, i, "expected ',' or ']'")
             i = _skip_space(text, i + 1)
+        number = len(conversations) + skipped + 1
         try:
             entry, i = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
             raise _bad(text, exc.pos, exc.msg) from None
+        except (RecursionError, MemoryError):  # nested past the parser's depth: step over it, read the rest
+            entry, i = None, _skip_value(text, i)
+            why = "nested too deeply to read"
+        except ValueError as exc:  # an integer past Python's 4,300 digits: this entry only
+            entry, i = None, _skip_value(text, i)
+            why = f"cannot be read ({one_line(exc)})"
+        else:
+            why = ""
         first = False
-        conversation = parse_conversation(entry)
+        conversation = None
+        if entry is not None:
+            try:
+                conversation = parse_conversation(entry)
+                why = "" if conversation is not None else "holds no user or assistant text"
+            except (TypeError, ValueError, OverflowError, RecursionError, UnicodeError) as exc:
+                why = f"cannot be read ({type(exc).__name__})"  # a shape no check above foresaw: this one only
         if conversation is None:
             skipped += 1
+            problems.append(f"{_entry_name(entry, number)} skipped: {why}")
         else:
             conversations.append(conversation)
         if report is not None:
@@ -239,7 +297,30 @@ def parse(text: str, report: Callable[[float], None] | None = None) -> ImportRep
         i = _skip_space(text, i)
     if _skip_space(text, i + 1) != len(text):
         raise _bad(text, _skip_space(text, i + 1), "extra data after the list")
-    return ImportReport(tuple(conversations), skipped)
+    return ImportReport(tuple(conversations), skipped, tuple(problems))
+
+
+def _skip_value(text: str, i: int) -> int:
+    """The end of the JSON value starting at ``text[i]``, by its brackets and strings (no recursion): for a value too
+    deep for ``json`` to decode. ``ChatGptImportError`` when it never ends."""
+    depth = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth <= 0:
+                return i + 1
+        elif depth == 0 and ch in ",":
+            return i
+        i += 1
+    raise _bad(text, n, "a list entry never ends")
 
 
 def _skip_space(text: str, i: int) -> int:
@@ -272,11 +353,12 @@ def write(store: HistoryStore, imported: ImportReport, now: float) -> list[int]:
         for conv in imported.conversations:
             created = conv.created or next((m.created for m in conv.messages if m.created), None) or now
             updated = conv.updated or max([m.created or 0.0 for m in conv.messages] + [created])
-            settings = {IMPORT_KEY: {"source": SOURCE, "model": conv.model}}
+            settings = {IMPORT_KEY: {"source": SOURCE, "model": _clean_text(conv.model)}}
             cid = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings) "
                                 "VALUES (?, ?, ?, '', ?)", (_clean_text(conv.title), created, updated,
                                                             json.dumps(settings, ensure_ascii=False))).lastrowid)
-            record = PerfRecord(model=f"ChatGPT import ({conv.model})" if conv.model else "ChatGPT import").to_json()
+            record = PerfRecord(model=_clean_text(f"ChatGPT import ({conv.model})" if conv.model else "ChatGPT import")
+                                ).to_json()
             previous, when = None, created
             for message in conv.messages:
                 when = message.created or when  # a message without a time: its predecessor's, so the order holds

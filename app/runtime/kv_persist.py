@@ -45,18 +45,14 @@ def key_for(conversation_id: int) -> str:
     return f"conversation-{int(conversation_id)}"
 
 
-def _holds(path: Path, snapshot: Any, identity: Any) -> bool:
-    """Whether the file at ``path`` was written for exactly ``snapshot``'s ids, runner and ``identity`` (its header
-    only: whether its rows are intact is checked when it is read, and a damaged one is discarded then)."""
-    from engine.generate.kv_snapshot import KVSnapshotError, asdict_identity, read_header
+def _holds(store: KVStore, key: str, snapshot: Any, identity: Any) -> bool:
+    """Whether the store's file under ``key`` was written for exactly ``snapshot``'s ids, runner and ``identity`` (its
+    verified header only: whether its rows are intact is checked when it is read, and a damaged one is discarded
+    then)."""
+    from engine.generate.kv_snapshot import asdict_identity
 
-    if not path.exists():
-        return False
-    try:
-        header = read_header(path)
-    except KVSnapshotError:
-        return False
-    return (header.get("ids") == list(snapshot.ids) and header.get("runner") == snapshot.runner
+    header = store.header(key)
+    return (header is not None and header.get("ids") == list(snapshot.ids) and header.get("runner") == snapshot.runner
             and header.get("identity") == asdict_identity(identity))
 
 
@@ -82,7 +78,7 @@ class KVPersistence:
         store, key = self.store(), key_for(conversation_id)
         try:
             identity = session.kv_identity()
-            if _holds(store.path_for(key), snapshot, identity):
+            if _holds(store, key, snapshot, identity):
                 os.utime(store.path_for(key))  # used now: the folder's budget deletes the least recently used
                 self.skipped += 1
                 return True

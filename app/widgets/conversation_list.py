@@ -32,6 +32,15 @@ _ID_ROLE = Qt.ItemDataRole.UserRole
 EXPORT_FORMATS = {"markdown": ("Markdown (*.md)", ".md"), "json": ("JSON (*.json)", ".json")}  # format names
 
 
+
+def _when(seconds: float) -> str:
+    """``seconds`` since the epoch as the list shows it; "?" for a time no calendar holds (an old import stored
+    1e17: the list must still open)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "?"
+
 class ConversationList(QWidget):
     """Search box, conversation list (newest first) and New / Rename / Delete / Export buttons.
 
@@ -143,7 +152,7 @@ class ConversationList(QWidget):
                 title = self.tr("New chat") if row.title == DEFAULT_TITLE else row.title
                 item = QListWidgetItem(title)
                 item.setData(_ID_ROLE, row.id)
-                updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
+                updated = _when(row.updated)
                 item.setToolTip(self.tr("{title}\n{n} messages · updated {updated}").format(
                     title=title, n=row.message_count, updated=updated))
                 self.list.addItem(item)

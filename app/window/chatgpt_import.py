@@ -10,6 +10,8 @@ the first one is opened, ready to go on with the loaded local model. The format 
 
 from __future__ import annotations
 
+import logging
+
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +23,8 @@ from PySide6.QtWidgets import QFileDialog
 from app.history import import_chatgpt
 from app.history.store import StoreError
 from app.runtime.background import TaskRunner, error_line
+
+log = logging.getLogger(__name__)
 
 class ImportHost(Protocol):
     """What the importer uses of the main window (a protocol, so this module does not import the window)."""
@@ -79,6 +83,8 @@ class ChatGptImport(QObject):
 
         def work(report: Any) -> list[int]:
             read = import_chatgpt.read_export(Path(path), report)
+            for line in read.problems:  # one line per entry not imported, and why
+                log.warning("ChatGPT import: %s", line)
             return import_chatgpt.write(store, read, time.time())
 
         self._runner.submit(work, self.on_import_done, self.on_import_failed, self.on_import_progressed,

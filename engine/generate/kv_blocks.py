@@ -150,9 +150,9 @@ class BlockPool:
             return sum(1 for b in self._blocks.values() if b.refs)
 
     # -- lookups --------------------------------------------------------------------------------------------
-    def _chain(self, ids: Sequence[int], limit: int) -> list[_Block]:
+    def _chain(self, ids: Sequence[int], limit: int, root: bytes) -> list[_Block]:
         chain: list[_Block] = []
-        parent = b""
+        parent = root
         for start in range(0, (min(limit, len(ids)) // BLOCK) * BLOCK, BLOCK):
             block = self._blocks.get(_key(parent, ids[start:start + BLOCK]))
             if block is None:
@@ -161,12 +161,13 @@ class BlockPool:
             parent = block.key
         return chain
 
-    def acquire(self, ids: Sequence[int], limit: int | None = None) -> SharedPrefix | None:
+    def acquire(self, ids: Sequence[int], limit: int | None = None, root: bytes = b"") -> SharedPrefix | None:
         """The longest chain of blocks that starts ``ids`` (at most ``limit`` tokens), referenced until released;
-        None when not even one block matches. Counts ``queries`` and ``hits`` in tokens."""
+        None when not even one block matches. Counts ``queries`` and ``hits`` in tokens. ``root`` starts the chain's
+        keys: blocks published under another root are never found (one root per cache scope)."""
         limit = len(ids) if limit is None else limit
         with self._lock:
-            chain = self._chain(ids, limit)
+            chain = self._chain(ids, limit, root)
             self.queries += max(0, min(limit, len(ids)))
             self.hits += len(chain) * BLOCK
             if not chain:
@@ -187,7 +188,7 @@ class BlockPool:
                 block.refs -= 1
 
     # -- publishing -----------------------------------------------------------------------------------------
-    def publish(self, ids: Sequence[int], read: Any, start: int = 0) -> int:
+    def publish(self, ids: Sequence[int], read: Any, start: int = 0, root: bytes = b"") -> int:
         """Add the full blocks of ``ids`` the pool lacks, their rows from ``read(first, end)`` -> (K, V) each
         (layers, kv_heads, end - first, head_dim) for positions first..end-1 (only positions >= ``start`` are asked
         for: those before are the caller's own shared prefix, already here). Evicts unreferenced blocks least
@@ -197,7 +198,7 @@ class BlockPool:
             parent: _Block | None = None
             tick = next(self._clock)
             for begin in range(0, (len(ids) // BLOCK) * BLOCK, BLOCK):
-                key = _key(parent.key if parent else b"", ids[begin:begin + BLOCK])
+                key = _key(parent.key if parent else root, ids[begin:begin + BLOCK])
                 block = self._blocks.get(key)
                 if block is None:
                     if begin < start:

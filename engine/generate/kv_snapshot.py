@@ -7,13 +7,15 @@ kind and the KV precision they were computed in (part of the identity: an 8-bit 
 16-bit cache, nor the reverse). Restored (``ChatSession.restore``), the next
 prompt reuses the longest common token prefix with them exactly as an in-memory reuse would.
 
-The file: ``MAGIC`` (8 bytes: the name and the format version), the SHA-256 of everything after it (32 bytes),
-then a safetensors body (the tensors, and the header as its ``__metadata__``: format version, model identity,
-precision, KV precision, dtype, runner, layers/kv_heads/head_dim and the exact token ids). The tensors are
-safetensors' (no pickle, no code); the checksum and the header checks are ours: safetensors checks neither the
-bytes of a tensor nor who wrote it. ``load_snapshot`` refuses a file with a typed error - ``DamagedKVError``
-(unreadable, truncated, flipped bytes) or ``StaleKVError`` (written for another model, precision, KV precision,
-format or geometry) - and the caller discards it: a snapshot is a cache, never trusted over recomputing.
+The file: an envelope (``engine.generate.kv_header``: ``MAGIC``, then two HMAC-SHA256 tags made with the store's
+key, one of the header, one of the body), then a safetensors body (the tensors, and the header as its
+``__metadata__``: format version, model identity, precision, KV precision, dtype, runner, layers/kv_heads/head_dim
+and the exact token ids). The tensors are safetensors' (no pickle, no code); the tags and the header checks are
+ours: safetensors checks neither the bytes of a tensor nor who wrote it, and an unkeyed checksum would not either
+(anyone can recompute one over another prompt's rows). ``load_snapshot`` refuses a file with a typed error -
+``ForeignKVError`` (not written with this key), ``DamagedKVError`` (unreadable, truncated, flipped bytes) or
+``StaleKVError`` (written for another model, precision, KV precision, format or geometry) - and the caller discards
+it: a snapshot is a cache, never trusted over recomputing.
 
 The model identity (``identity_of``) is a fingerprint of the weights as loaded (a sample of every parameter's
 bytes, with names, shapes and dtypes), the weights files' path, size and mtime where the source is a path, and
@@ -28,44 +30,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from engine.errors import EngineError, ErrorKind
+from engine.generate.kv_header import (FORMAT_VERSION, MAGIC, META_KEY, PREFIX, DamagedKVError,  # noqa: F401
+                                       ForeignKVError, KVSnapshotError, StaleKVError, body_verifies, read_envelope,
+                                       read_header, seal)
 from engine.paths import replace_file
 
-FORMAT_VERSION = 1
-MAGIC = b"MIAOKV" + struct.pack("<H", FORMAT_VERSION)  # 8 bytes
-_DIGEST = 32
-_PREFIX = len(MAGIC) + _DIGEST  # where the safetensors body starts
-_META_KEY = "miaohui_kv"
-_MAX_HEADER = 64 << 20  # a safetensors header longer than this is not ours (ids of a 1M-token context fit)
+_PREFIX = PREFIX  # where the safetensors body starts (tests forge files from it)
+_META_KEY = META_KEY
 _SAMPLE = 64  # elements read from the start, middle and end of every parameter for the fingerprint
 _WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.int8: "int8",
                torch.uint8: "uint8"}
-
-
-class KVSnapshotError(EngineError):
-    """A KV snapshot file cannot be used; the caller discards it (the conversation is recomputed instead)."""
-
-    kind = ErrorKind.CORRUPT
-
-
-class DamagedKVError(KVSnapshotError):
-    """The file is unreadable, truncated or altered (its checksum or structure does not hold)."""
-
-
-class StaleKVError(KVSnapshotError):
-    """The file is intact but was written for another model, precision, KV precision, runner or format."""
 
 
 @dataclass(frozen=True)
@@ -163,60 +148,26 @@ def asdict_identity(identity: KVIdentity) -> dict[str, Any]:
 
 
 # -- writing ------------------------------------------------------------------------------------
-def encode(snapshot: KVSnapshot, identity: KVIdentity) -> bytes:
-    """The file's bytes for ``snapshot`` computed by ``identity``'s model."""
+def encode(snapshot: KVSnapshot, identity: KVIdentity, key: bytes, scope: str = "") -> bytes:
+    """The file's bytes for ``snapshot`` computed by ``identity``'s model, sealed with the store's ``key``."""
     if snapshot.kv_precision != identity.kv_precision:
         raise ValueError(f"a {snapshot.kv_precision} cache saved as {identity.kv_precision}")
     header = {"format": FORMAT_VERSION, "identity": asdict(identity), "runner": snapshot.runner,
               "dtypes": {name: dtype_name(t.dtype) for name, t in snapshot.tensors.items()},
-              "ids": list(snapshot.ids)}
+              "ids": list(snapshot.ids), "scope": scope}  # whose rows (``engine.serve.prefix``): "" the window's
     tensors = {name: t.detach().to("cpu").contiguous() for name, t in snapshot.tensors.items()}
     body = st_save(tensors, metadata={_META_KEY: json.dumps(header, separators=(",", ":"))})
-    return MAGIC + hashlib.sha256(body).digest() + body
+    return seal(body, key)
 
 
-def save_snapshot(path: Path, snapshot: KVSnapshot, identity: KVIdentity) -> Path:
-    """Write ``snapshot`` to ``path`` whole or not at all (``engine.paths.replace_file``); the folder must exist."""
-    data = encode(snapshot, identity)
-    return replace_file(Path(path), lambda fh: fh.write(data))
+def save_snapshot(path: Path, snapshot: KVSnapshot, identity: KVIdentity, key: bytes, scope: str = "") -> Path:
+    """Write ``snapshot`` to ``path`` whole or not at all (``engine.paths.replace_file``), readable by the user only
+    (it holds a conversation); the folder must exist."""
+    data = encode(snapshot, identity, key, scope)
+    return replace_file(Path(path), lambda fh: fh.write(data), mode=0o600)
 
 
 # -- reading ------------------------------------------------------------------------------------
-def _read_prefix_and_header(fh: BinaryIO, where: str) -> tuple[bytes, dict[str, Any], int]:
-    """(stored digest, our header, the safetensors header's length) from an open file."""
-    prefix = fh.read(_PREFIX + 8)
-    if len(prefix) < _PREFIX + 8:
-        raise DamagedKVError(f"{where}: truncated KV snapshot")
-    if prefix[:6] != MAGIC[:6]:
-        raise DamagedKVError(f"{where}: not a KV snapshot")
-    if prefix[:len(MAGIC)] != MAGIC:
-        raise StaleKVError(f"{where}: KV snapshot of another format version")
-    (length,) = struct.unpack("<Q", prefix[_PREFIX:])
-    if not 0 < length <= _MAX_HEADER:
-        raise DamagedKVError(f"{where}: damaged KV snapshot header")
-    raw = fh.read(length)
-    if len(raw) < length:
-        raise DamagedKVError(f"{where}: truncated KV snapshot")
-    try:
-        header = json.loads(json.loads(raw)["__metadata__"][_META_KEY])
-        if not isinstance(header, dict) or not isinstance(header.get("ids"), list):
-            raise ValueError("no ids")
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise DamagedKVError(f"{where}: damaged KV snapshot header") from None
-    return prefix[len(MAGIC):_PREFIX], header, length
-
-
-def read_header(path: Path) -> dict[str, Any]:
-    """The header of the snapshot at ``path`` (ids, identity, runner) without reading or checking its tensors:
-    for an index of what a folder holds. ``KVSnapshotError`` when it cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            return _read_prefix_and_header(fh, Path(path).name)[1]
-    except OSError as exc:
-        raise DamagedKVError(f"{Path(path).name}: cannot read KV snapshot ({exc.strerror or type(exc).__name__})") \
-            from None
-
-
 def _check_identity(header: dict[str, Any], identity: KVIdentity, where: str) -> None:
     stored = header.get("identity")
     if not isinstance(stored, dict):
@@ -227,22 +178,22 @@ def _check_identity(header: dict[str, Any], identity: KVIdentity, where: str) ->
             raise StaleKVError(f"{where}: KV snapshot of another {what} ({stored.get(field)!r}, not {wanted!r})")
 
 
-def load_snapshot(path: Path, identity: KVIdentity) -> KVSnapshot:
-    """The snapshot at ``path``, if it was written by ``identity``'s model and is intact; else ``StaleKVError`` /
-    ``DamagedKVError`` (a missing or unreadable file is damaged)."""
+def load_snapshot(path: Path, identity: KVIdentity, key: bytes) -> KVSnapshot:
+    """The snapshot at ``path``, if it was sealed with ``key`` by ``identity``'s model and is intact; else
+    ``ForeignKVError`` / ``StaleKVError`` / ``DamagedKVError`` (a missing or unreadable file is damaged)."""
     path = Path(path)
     where = path.name
     try:
         with open(path, "rb") as fh:
-            digest, header, _ = _read_prefix_and_header(fh, where)
+            tag, header = read_envelope(fh, where, key)
             _check_identity(header, identity, where)  # stale before the whole file is read and hashed
             size = os.fstat(fh.fileno()).st_size
             fh.seek(_PREFIX)
             body = fh.read(size - _PREFIX)
     except OSError as exc:
         raise DamagedKVError(f"{where}: cannot read KV snapshot ({exc.strerror or type(exc).__name__})") from None
-    if hashlib.sha256(body).digest() != digest:
-        raise DamagedKVError(f"{where}: KV snapshot checksum mismatch (damaged file)")
+    if not body_verifies(key, tag, body):
+        raise DamagedKVError(f"{where}: KV snapshot checksum mismatch: its MAC does not verify (damaged or altered file)")
     if header.get("format") != FORMAT_VERSION:
         raise StaleKVError(f"{where}: KV snapshot of another format version")
     try:

@@ -7,8 +7,15 @@ ids it holds. ``save`` writes atomically, then deletes the least recently used f
 only if it fits by itself, else it is deleted too (a budget is a promise about the disk). ``load`` returns the
 snapshot or None when there is none; a file that is stale or damaged is deleted and its ``KVSnapshotError`` raised,
 so the caller can say so once and recompute. ``best(ids)`` finds the file sharing the longest token prefix with
-``ids``, from the files' headers (read once per file version, never trusted for more than choosing: the load
-checks everything). ``used_bytes`` and ``clear`` are what Settings shows and does.
+``ids``, from the files' headers (read once per file version - inode, size, mtime - never trusted for more than
+choosing: the load checks everything). ``used_bytes`` and ``clear`` are what Settings shows and does.
+
+Only the store's own files count (issue 40): each is sealed with the folder's key (``kv_header``: HMAC-SHA256, a
+random key in ``mac.key``, 0600, the folder 0700, every file 0600). A ``.kv`` file the key does not verify - copied
+from another machine, written by another process or user, hostile - is skipped with one log line per version of it,
+never restored, never counted in ``used_bytes`` and never deleted by ``evict``/``clear``/a failed load: the store
+deletes only files it wrote. Nothing a file holds can fail a request: every way it can be unreadable is a
+``KVSnapshotError``.
 
 Imports no torch until a snapshot is read or written: the window's Settings show the folder's size and clear it
 without loading it. Plain files and a lock: safe for the threads of one process; two processes sharing a folder at
@@ -28,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from engine.generate.context import common_prefix
+from engine.generate.kv_header import KEY_NAME, ForeignKVError, KVSnapshotError, load_key, read_header
 
 if TYPE_CHECKING:  # imported where used: the folder's size and Clear (the window's Settings) need no torch
     from engine.generate.kv_snapshot import KVIdentity, KVSnapshot
@@ -39,9 +47,10 @@ DEFAULT_BUDGET_BYTES = 2 << 30  # 2 GiB: about 90,000 tokens of the default mode
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def key_for_ids(ids: Sequence[int]) -> str:
-    """A file key for a cache that holds ``ids`` (the server's: it has no conversation ids)."""
-    return "p-" + hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:32]
+def key_for_ids(ids: Sequence[int], scope: str = "") -> str:
+    """A file key for a cache that holds ``ids`` for ``scope`` (the server's: it has no conversation ids)."""
+    return "p-" + hashlib.sha256((scope + "|" if scope else "").encode() + ",".join(map(str, ids)).encode()
+                                 ).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -57,11 +66,28 @@ class StoredEntry:
 class KVStore:
     """Snapshots in ``folder`` (created on first save), at most ``budget_bytes`` of them on disk."""
 
-    def __init__(self, folder: Path, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+    def __init__(self, folder: Path, budget_bytes: int = DEFAULT_BUDGET_BYTES, key_file: Path | None = None) -> None:
         self.folder = Path(folder)
         self.budget_bytes = max(0, int(budget_bytes))
+        self.key_file = Path(key_file) if key_file is not None else self.folder / KEY_NAME
+        self._key: bytes | None = None  # read (or made, by the first save) once
         self._lock = threading.RLock()
-        self._headers: dict[Path, tuple[tuple[int, int], dict]] = {}  # path -> ((mtime_ns, size), header)
+        # path -> ((inode, size, mtime_ns), verified header or None when the file is not usable): a file is read and
+        # judged once per version, not once per request.
+        self._headers: dict[Path, tuple[tuple[int, int, int], dict | None]] = {}
+
+    def _mac_key(self, create: bool) -> bytes | None:
+        if self._key is None:
+            if create:
+                self._make_folder()
+            self._key = load_key(self.key_file, create)
+        return self._key
+
+    def _make_folder(self) -> None:
+        """The folder, private to the user: it holds conversations' caches."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if os.name != "nt" and self.folder.stat().st_mode & 0o077:
+            os.chmod(self.folder, 0o700)
 
     def path_for(self, key: str) -> Path:
         """The file of ``key``; a key that is not a plain name is hashed (no path tricks)."""
@@ -69,14 +95,14 @@ class KVStore:
         return self.folder / f"{name}{SUFFIX}"
 
     # -- writing ----------------------------------------------------------------------------------
-    def save(self, key: str, snapshot: KVSnapshot, identity: KVIdentity) -> Path | None:
+    def save(self, key: str, snapshot: KVSnapshot, identity: KVIdentity, scope: str = "") -> Path | None:
         """Write ``snapshot`` under ``key``, then keep the folder within budget; the path, or None when the snapshot
         alone is over the budget (nothing kept). ``OSError`` when the folder cannot be written."""
         from engine.generate.kv_snapshot import save_snapshot
 
         with self._lock:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path = save_snapshot(self.path_for(key), snapshot, identity)
+            self._make_folder()
+            path = save_snapshot(self.path_for(key), snapshot, identity, self._mac_key(create=True), scope)
             self.evict()
             return path if path.exists() else None
 
@@ -97,7 +123,9 @@ class KVStore:
 
     def discard(self, key: str) -> None:
         with self._lock:
-            self._delete(self.path_for(key))
+            path = self.path_for(key)
+            if self._header(path) is not None:  # only the store's own file
+                self._delete(path)
 
     def clear(self) -> int:
         """Delete every snapshot; bytes freed."""
@@ -116,7 +144,7 @@ class KVStore:
 
     # -- reading ----------------------------------------------------------------------------------
     def entries(self) -> list[StoredEntry]:
-        """The snapshot files, most recently used last."""
+        """The store's own snapshot files (their key verifies them), most recently used last."""
         found = []
         try:
             paths = list(self.folder.glob(f"*{SUFFIX}"))
@@ -126,6 +154,8 @@ class KVStore:
             try:
                 stat = path.stat()
             except OSError:
+                continue
+            if self._header(path) is None:
                 continue
             found.append(StoredEntry(path.name[:-len(SUFFIX)], path, stat.st_size, stat.st_mtime))
         return sorted(found, key=lambda e: e.used_at)
@@ -139,25 +169,39 @@ class KVStore:
         return self._load(self.path_for(key), identity)
 
     def _load(self, path: Path, identity: KVIdentity) -> KVSnapshot | None:
-        from engine.generate.kv_snapshot import KVSnapshotError, load_snapshot
+        from engine.generate.kv_snapshot import load_snapshot
 
         with self._lock:
             if not path.exists():
                 return None
+            key = self._mac_key(create=False)
             try:
-                snapshot = load_snapshot(path, identity)
+                if key is None:
+                    raise ForeignKVError(f"{path.name}: KV snapshot not written by this store (it has no key yet)")
+                snapshot = load_snapshot(path, identity, key)
+            except ForeignKVError:
+                raise  # not the store's: left where it is
             except KVSnapshotError:
                 self._delete(path)
                 raise
             try:
                 os.utime(path)  # last use: what eviction orders by
+                known = self._headers.get(path)
+                if known is not None:  # the same file: no need to read its header again
+                    self._headers[path] = (self._version(path.stat()), known[1])
             except OSError:
                 pass
             return snapshot
 
-    def best(self, ids: Sequence[int], identity: KVIdentity) -> tuple[str, int]:
-        """(key, tokens) of the file of ``identity``'s model sharing the longest token prefix with ``ids``;
-        ("", 0) when none shares any."""
+    def header(self, key: str) -> dict | None:
+        """The verified header (ids, identity, runner) of the store's file under ``key``; None when there is none of
+        the store's."""
+        with self._lock:
+            return self._header(self.path_for(key))
+
+    def best(self, ids: Sequence[int], identity: KVIdentity, scope: str = "") -> tuple[str, int]:
+        """(key, tokens) of the file of ``identity``'s model and ``scope`` (``engine.serve.prefix``) sharing the
+        longest token prefix with ``ids``; ("", 0) when none shares any."""
         from engine.generate.kv_snapshot import asdict_identity
 
         wanted = asdict_identity(identity)
@@ -165,27 +209,35 @@ class KVStore:
         with self._lock:
             for entry in self.entries():
                 header = self._header(entry.path)
-                if header is None or header.get("identity") != wanted:
+                if header is None or header.get("identity") != wanted or header.get("scope", "") != scope:
                     continue
                 common = common_prefix(header["ids"], ids)
                 if common > best_len:
                     best_key, best_len = entry.key, common
         return best_key, best_len
 
-    def _header(self, path: Path) -> dict | None:
-        from engine.generate.kv_snapshot import KVSnapshotError, read_header
+    @staticmethod
+    def _version(stat: os.stat_result) -> tuple[int, int, int]:
+        return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
+    def _header(self, path: Path) -> dict | None:
+        """``path``'s verified header, None when it is not the store's or cannot be read (said once per version)."""
         try:
             stat = path.stat()
         except OSError:
             return None
-        version = (stat.st_ino, stat.st_size)  # not mtime: load() refreshes it; a rewrite is a new inode
+        version = self._version(stat)
         known = self._headers.get(path)
         if known is not None and known[0] == version:
             return known[1]
-        try:
-            header = read_header(path)
-        except KVSnapshotError:
-            return None  # found damaged when (if) it is loaded
+        key = self._mac_key(create=False)
+        header: dict | None = None
+        if key is None:
+            log.info("skipped KV snapshot %s: this store has no key yet, so it wrote no file", path.name)
+        else:
+            try:
+                header = read_header(path, key)
+            except KVSnapshotError as exc:
+                log.warning("skipped KV snapshot: %s", exc)
         self._headers[path] = (version, header)
         return header

@@ -14,11 +14,18 @@ arrive through ``loop.call_soon_threadsafe``. A request's status is decided when
 (a conversation longer than the context is a 400, not a broken stream). A client that goes away, while
 queued or mid-stream, sets its job's cancel flag: the worker skips it or stops within one decode step.
 No CORS headers unless ``cors_origins`` names the origins that may call from a browser.
+
+Prefix-cache scope (issue 40): a request reuses only KV rows that requests of its own scope computed, so
+``usage.prompt_tokens_details.cached_tokens`` (and the time to first token) tells a client nothing about another's
+prompts. With ``api_key`` the scope is the key (whoever holds it is one principal); without one, it is the
+connection (``engine.serve.connections`` gives each an unguessable id): a client that keeps its connection open
+reuses its own turns, and another client's guess of its prompt finds nothing cached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -67,6 +74,15 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
             raise ApiError(401, "invalid or missing API key: send the header Authorization: Bearer <key>",
                            code="invalid_api_key")
 
+    def cache_scope(request: Request) -> str:
+        if key is not None:  # require_key has checked it is this key
+            return "key:" + hashlib.sha256(key).hexdigest()[:32]
+        connection = request.scope.get("miaohui.connection")
+        if isinstance(connection, str) and connection:
+            return "conn:" + connection
+        client = request.client  # another ASGI server: the peer, the best identity it offers
+        return f"peer:{client.host}:{client.port}" if client is not None else "peer:?"
+
     def check_model(name: str | None) -> None:
         if name is not None and name not in names:
             raise ApiError(404, f"the model {name!r} does not exist: this server serves {worker.model_id!r}",
@@ -88,13 +104,14 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
         parsed = parse_chat(await read_body(request, max_body_bytes), native=native)
         check_model(parsed.model)
         return await _respond(request, worker, parsed, Shaper("chat", worker.model_id),
-                              parsed.tools.headers if parsed.tools else {})
+                              parsed.tools.headers if parsed.tools else {}, cache_scope(request))
 
     @v1.post("/completions")
     async def completions(request: Request) -> Response:
         parsed = parse_completion(await read_body(request, max_body_bytes))
         check_model(parsed.model)
-        return await _respond(request, worker, parsed, Shaper("completion", worker.model_id), COMPLETION_MODE)
+        return await _respond(request, worker, parsed, Shaper("completion", worker.model_id), COMPLETION_MODE,
+                              cache_scope(request))
 
     app.include_router(v1)
 
@@ -160,7 +177,7 @@ async def _watch_disconnect(request: Request, job: Job) -> None:
 
 
 async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Shaper,
-                   headers: dict[str, str]) -> Response:
+                   headers: dict[str, str], scope: str) -> Response:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -168,7 +185,8 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
         loop.call_soon_threadsafe(events.put_nowait, event)
 
     job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text,
-              constraint=parsed.constraint, template_kwargs=parsed.template_kwargs, tools=parsed.template_tools)
+              constraint=parsed.constraint, template_kwargs=parsed.template_kwargs, tools=parsed.template_tools,
+              scope=scope)
     try:
         worker.submit(job)
     except QueueFullError as exc:

@@ -17,6 +17,10 @@ server stopped accepting. Here:
   once rather than after the deadline. When every connection has a request in progress, the new one is answered
   503 (``too_many_connections``) and closed; none in progress is ever cut off.
 
+Each connection also gets an unguessable id, put in every request's ASGI scope as ``miaohui.connection``: without an
+API key it is the client identity the prefix cache is partitioned by (``engine.serve.app``); a peer's address and
+port are not one (another process may bind the same port once the connection closes).
+
 Used by ``engine.serve.server.make_server`` (``engine serve`` and the window's server). Owns connection lifetimes
 only; what a request may contain is ``engine.serve.guard`` and ``engine.serve.app``.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +75,7 @@ class LimitedH11Protocol(H11Protocol):
         self.waiting_since: float | None = None
         self._deadline: asyncio.TimerHandle | None = None  # for the headers, then for the body
         self._reading_body = False
+        self.connection_id = secrets.token_hex(16)  # the client identity of a key-less server's prefix cache
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -89,6 +95,9 @@ class LimitedH11Protocol(H11Protocol):
 
     def handle_events(self) -> None:
         super().handle_events()
+        scope = getattr(self, "scope", None)  # the request just parsed; its ASGI task has not run yet
+        if isinstance(scope, dict):
+            scope.setdefault("miaohui.connection", self.connection_id)
         state = self.conn.their_state
         if self.waiting_since is not None and state is not h11.IDLE:  # its headers are in
             self.waiting_since = None

@@ -95,6 +95,9 @@ class Job:
     constraint: Any = None  # an engine.constrain.ConstraintSpec the reply must follow (built on the model's thread)
     template_kwargs: dict[str, Any] | None = None  # chat-template variables (``enable_thinking``), checked
     tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode, engine.tools.calls)
+    # Whose caches this request may reuse (``engine.serve.prefix``): "" for in-process callers (the window); the HTTP
+    # side sets one per API key, or per connection on a key-less server, so cached tokens are no oracle across them.
+    scope: str = ""
     id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
     cancel: threading.Event = field(default_factory=threading.Event)
     t_arrival: float = field(default_factory=time.perf_counter)

@@ -21,7 +21,13 @@ folder (``engine.generate.kv_store``); a longer saved prefix is restored (a copy
 anyway). A session's cache is saved (key: a hash of its ids) when a request is about to overwrite most of it
 (another conversation took its slot) and for every session when the server closes (``save_all``); the store keeps
 its folder within its byte budget, least recently used first. A file that is stale or damaged is deleted and
-recomputed (``miaohui:kv_store_discarded``).
+recomputed (``miaohui:kv_store_discarded``); a file the store's key does not verify (another machine's, a forgery, a
+hostile header) is skipped, never restored, and fails no request (issue 40).
+
+Scopes (issue 40): blocks are published and found under their request's scope (``Job.scope``: an API key, or a
+connection on a key-less server; ``BlockPool``'s chain ``root``), rows are copied only between sessions of one scope
+(``SessionPool.borrow_for``) and saved files carry and match their scope; a connection's scope ends with it, so its
+sessions are not saved. No request reuses rows another scope computed: ``cached_tokens`` is no oracle across them.
 
 Runs on the thread that serves the request (it owns the routed session; a source session is borrowed, marked
 busy, for a copy); the publish at the end of a prefill runs where the forward ran (the batch engine's thread).
@@ -31,6 +37,8 @@ format or the folder (``engine.generate.kv_snapshot``, ``kv_store``).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import threading
 from typing import Any, Sequence
@@ -47,6 +55,16 @@ log = logging.getLogger(__name__)
 # Fewer shared tokens than this are recomputed, not copied: vLLM's default block size, the least its prefix cache
 # reuses. Below it the common start is a chat template's role header, shared by every conversation.
 MIN_SHARED_TOKENS = 16
+
+
+def _root(scope: str) -> bytes:
+    """The block chain's root for ``scope`` ("" - in-process callers - keeps the pool's plain root)."""
+    return hashlib.blake2b(scope.encode("utf-8", "replace"), digest_size=16).digest() if scope else b""
+
+
+def _persists(scope: str) -> bool:
+    """Whether rows of ``scope`` are worth a file: a connection's scope is never seen again after a restart."""
+    return not scope.startswith(("conn:", "peer:"))
 
 
 class PrefixCache:
@@ -82,20 +100,21 @@ class PrefixCache:
     def prepare(self, slot: Slot, ids: Sequence[int]) -> None:
         """Before ``slot``'s session prefills ``ids``: give it the longest kept prefix of them it lacks."""
         session = slot.session
+        scope = slot.scope
         usable = len(ids) - 1  # the session computes the last prompt token anyway: its logits choose the reply
         runner = session.kv_runner()
         inner = getattr(runner, "inner", runner)
         blocks = self._blocks_for(inner)
         if blocks is not None:
-            inner.on_prefilled = self.publish
+            inner.on_prefilled = functools.partial(self.publish, root=_root(scope))
         held = session.cached_ids()
         best = common_prefix(held, ids)
         if best >= usable:
             return
         if self.store is not None and len(held) > 1 and best < len(held) // 2:
-            self._save(session)  # another conversation is about to overwrite most of this one
+            self._save(session, scope)  # another conversation is about to overwrite most of this one
         if blocks is not None:
-            shared = blocks.acquire(ids, usable)
+            shared = blocks.acquire(ids, usable, root=_root(scope))
             if shared is not None and len(shared) > best:
                 inner.attach(shared)  # read in place: nothing copied
                 best = len(shared)
@@ -104,10 +123,10 @@ class PrefixCache:
                 blocks.release(shared)
         else:
             best = self._copy_from_session(slot, ids, usable, best)
-        if self.store is not None:
-            self._from_store(session, ids, usable, best)
+        if self.store is not None and _persists(scope):
+            self._from_store(session, ids, usable, best, scope)
 
-    def publish(self, runner: Any) -> None:
+    def publish(self, runner: Any, root: bytes = b"") -> None:
         """Add the full blocks ``runner`` (a dense ``FastRunner``) caches to the pool (its prefill just ended, or its
         request did); on the thread that ran its forwards, or one it has finished with."""
         blocks = self.blocks
@@ -116,7 +135,8 @@ class PrefixCache:
         kv = runner._kv
         base = kv.base
         blocks.publish(runner.cached_ids, lambda first, end: (kv.k[:, :, first - base:end - base],
-                                                              kv.v[:, :, first - base:end - base]), start=base)
+                                                              kv.v[:, :, first - base:end - base]), start=base,
+                      root=root)
         self._metrics.blocks(blocks.used_blocks, blocks.free_blocks)
 
     def finished(self, slot: Slot) -> None:
@@ -124,11 +144,11 @@ class PrefixCache:
         conversation routed elsewhere."""
         if self.blocks is not None:
             runner = slot.session.kv_runner()
-            self.publish(getattr(runner, "inner", runner))
+            self.publish(getattr(runner, "inner", runner), root=_root(slot.scope))
 
     def _copy_from_session(self, slot: Slot, ids: Sequence[int], usable: int, best: int) -> int:
         """The row-copy path (no pool for this runner): copy the longest prefix an idle session holds."""
-        borrowed = self._pool.borrow(ids, slot)
+        borrowed = self._pool.borrow_for(ids, slot, slot.scope)
         if borrowed is None:
             return best
         source, shared = borrowed
@@ -144,9 +164,13 @@ class PrefixCache:
             self._pool.release(source)
         return best
 
-    def _from_store(self, session: Any, ids: Sequence[int], usable: int, best: int) -> None:
+    def _from_store(self, session: Any, ids: Sequence[int], usable: int, best: int, scope: str) -> None:
         identity = self._identity_of(session)
-        key, stored = self.store.best(ids, identity)
+        try:
+            key, stored = self.store.best(ids, identity, scope)  # skips (and logs once) any file not the store's own
+        except OSError as exc:
+            log.warning("cannot read the KV store: %s", exc)
+            return
         if min(stored, usable) <= max(best, MIN_SHARED_TOKENS - 1):
             return
         try:
@@ -161,12 +185,14 @@ class PrefixCache:
             log.warning("cannot read the KV store: %s", exc)
         self._metrics.store_bytes(self.store.used_bytes())
 
-    def _save(self, session: Any) -> None:
+    def _save(self, session: Any, scope: str) -> None:
+        if not _persists(scope):
+            return
         snapshot = session.snapshot()
         if snapshot is None:
             return
         try:
-            self.store.save(key_for_ids(snapshot.ids), snapshot, self._identity_of(session))
+            self.store.save(key_for_ids(snapshot.ids, scope), snapshot, self._identity_of(session), scope)
             self._metrics.store_bytes(self.store.used_bytes())
         except (OSError, ValueError) as exc:
             log.warning("cannot save a KV cache to %s: %s", self.store.folder, exc)
@@ -178,6 +204,7 @@ class PrefixCache:
         saved = 0
         for slot in list(self._pool.slots):
             if not slot.busy and slot.session.cached_tokens > 1:
-                self._save(slot.session)
-                saved += 1
+                if _persists(slot.scope):
+                    self._save(slot.session, slot.scope)
+                    saved += 1
         return saved

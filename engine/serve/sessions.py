@@ -16,6 +16,11 @@ slot is ``busy`` from ``route`` until ``release``: a session generates for one r
 slot is never routed to (the pool holds at least N slots). Owns routing and the slots' KV byte counts; the
 cache itself is the session's. ``borrow`` lends an idle slot whose cache shares the most leading tokens with a
 prompt, for ``engine.serve.prefix`` to copy them.
+
+Scopes (issue 40): each slot belongs to the scope of the request that last filled it (``Job.scope``: an API key, or
+a connection). ``route`` matches a conversation only against slots of its own scope, and a slot taken over by
+another scope has its cache dropped first; ``borrow`` lends only slots of the asking scope. So no request reuses
+rows another scope computed, and its cached-token count says nothing about another client's prompts.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class Slot:
     kv_bytes: int = 0  # measured bytes of its filled cache, from the last Stats/Finished
     uses: int = 0  # requests it has served
     busy: bool = False  # a request is generating with it (from route to release)
+    scope: str = ""  # whose rows the cache holds (``Job.scope``)
 
 
 class SessionPool:
@@ -67,16 +73,18 @@ class SessionPool:
         self.slots: list[Slot] = []
         self._lock = threading.Lock()
 
-    def route(self, messages: Sequence[Message]) -> Slot:
-        """The slot that should serve ``messages`` (marked most recently used and busy, its conversation unknown).
+    def route(self, messages: Sequence[Message], scope: str = "") -> Slot:
+        """The slot that should serve ``messages`` for ``scope`` (marked most recently used and busy, its conversation
+        unknown); one that held another scope's rows is reset first (the caller's thread owns the sessions).
 
         ``RuntimeError`` when every slot is busy (the worker never runs more requests than slots)."""
         wanted = conversation(messages)
         with self._lock:
             idle = [slot for slot in self.slots if not slot.busy]
+            own = [slot for slot in idle if slot.scope == scope]
             best: Slot | None = None
             best_len = 0
-            for slot in reversed(idle):  # most recent first: it wins ties
+            for slot in reversed(own):  # most recent first: it wins ties
                 common = _common(slot.held, wanted)
                 agrees = common == min(len(slot.held), len(wanted))  # one is a prefix of the other
                 if slot.held and agrees and common > best_len:
@@ -85,7 +93,7 @@ class SessionPool:
                 if len(self.slots) < self.size:
                     best = Slot(self._new_session())
                 elif idle:  # least recently used first among equals: max() keeps the first maximum
-                    best = max(idle, key=lambda s: _common(s.held, wanted))
+                    best = max(idle, key=lambda s: _common(s.held, wanted) if s.scope == scope else -1)
                 else:
                     raise RuntimeError("every session is busy")
             if best in self.slots:
@@ -94,16 +102,24 @@ class SessionPool:
             best.held = ()  # being rewritten: nobody may route to it on its old contents
             best.uses += 1
             best.busy = True
-            return best
+            stranger = best.scope != scope
+            best.scope = scope
+        if stranger:
+            best.session.reset()  # another scope's rows: reusing them would tell this one what they held
+        return best
 
     def borrow(self, ids: Sequence[int], exclude: Slot) -> tuple[Slot, int] | None:
+        """As ``borrow_for`` for ``exclude``'s scope."""
+        return self.borrow_for(ids, exclude, exclude.scope)
+
+    def borrow_for(self, ids: Sequence[int], exclude: Slot, scope: str) -> tuple[Slot, int] | None:
         """The idle slot (not ``exclude``) whose session caches the longest token prefix of ``ids``, and that length;
         marked busy until ``release`` (its rows are being copied: ``engine.serve.prefix``). None when none shares any."""
         with self._lock:
             best: Slot | None = None
             best_len = 0
             for slot in self.slots:
-                if slot is not exclude and not slot.busy:
+                if slot is not exclude and not slot.busy and slot.scope == scope:
                     common = common_prefix(slot.session.cached_ids(), ids)
                     if common > best_len:
                         best, best_len = slot, common

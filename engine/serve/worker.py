@@ -275,8 +275,8 @@ class Worker:
             if slot is not None:
                 self._pool.release(slot)  # free for the next request, however this one ended
 
-    def _route(self, messages: tuple[Message, ...]) -> Slot:
-        slot = self._pool.route(messages)
+    def _route(self, messages: tuple[Message, ...], scope: str) -> Slot:
+        slot = self._pool.route(messages, scope)
         self._routed_slot.slot = slot
         return slot
 
@@ -287,7 +287,7 @@ class Worker:
         try:
             if job.text is None:
                 config, ids = self._budget(job)
-                slot = self._route(job.messages)
+                slot = self._route(job.messages, job.scope)
                 self.prefix.prepare(slot, ids)
                 constraint = None
                 if job.constraint is not None:
@@ -296,7 +296,7 @@ class Worker:
                                                template_kwargs=job.template_kwargs, tools=job.tools)
             else:  # complete() fits the budget to the room itself and refuses a prompt that leaves none
                 config = job.config
-                slot = self._route(_routed(job))
+                slot = self._route(_routed(job), job.scope)
                 self.prefix.prepare(slot, build_text_prompt(self.loaded.tokenizer, job.text, self.context_max, 1).ids)
                 events = slot.session.complete(job.text, config, job.cancel)
         except CancelledError:

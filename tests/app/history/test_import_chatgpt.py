@@ -141,3 +141,58 @@ def test_a_failure_while_writing_leaves_no_conversation_behind(tmp_path):
         with pytest.raises(Exception, match="disk full"):
             write(store, report, now=0.0)
         assert store.list_conversations() == []
+
+
+# -- hostile exports (issue 40, item 7): read without hanging or crashing, one line per skipped conversation ----------
+def _hostile_export() -> str:
+    good = export_sample()[0]
+    cycle = {"title": "cycle", "mapping": {  # no current_node, and the last children lead back up: a -> b -> a
+        "r": _node("r", None, ["a"]), "a": _node("a", "r", ["b"], "user", ["hi"]),
+        "b": _node("b", "a", ["a"], "assistant", ["hello"])}}
+    unhashable = {"title": "unhashable", "current_node": ["x"], "mapping": {
+        "x": _node("x", {"p": 1}, [["y"], {"z": 1}], "user", ["hi"])}}
+    huge = {"title": "huge", "create_time": 10 ** 400, "update_time": 1e308,
+            "mapping": {"x": _node("x", None, [], "user", ["hi"], 10 ** 400)}}
+    surrogate = {"title": "surrogate \ud800", "default_model_slug": "gpt-\ud800",
+                 "mapping": {"x": _node("x", None, [], "assistant", ["hi \udfff"], metadata={"model_slug": "\ud800"})}}
+    entries = [dict(good, title="future", update_time=1e17, create_time=1e308), cycle, unhashable, huge, surrogate]
+    text = json.dumps(entries)  # ASCII: the lone surrogates are \u escapes, as a hostile file would hold them
+    deep = '{"title": "deep", "mapping": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    return text[:-1] + ", " + deep + ', {"title": "after deep", "mapping": {"q": ' \
+        + json.dumps(_node("q", None, [], "user", ["still here"])) + "}}]"
+
+
+def _parse_within(text: str, seconds: float = 30.0):
+    import threading
+
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(parse(text)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert done, "the import did not finish (a cycle it did not detect?)"
+    return done[0]
+
+
+def test_a_hostile_export_imports_every_conversation_it_can_and_says_why_for_the_rest(tmp_path):
+    report = _parse_within(_hostile_export())
+    titles = [c.title for c in report.conversations]
+    assert titles == ["future", "cycle", "unhashable", "huge", "surrogate \ufffd", "after deep"]
+    assert report.skipped == 1 and len(report.problems) == 1
+    assert "deep" in report.problems[0] and "\n" not in report.problems[0]
+    assert [m.text for m in report.conversations[1].messages] == ["hi", "hello"]
+    for conv in report.conversations:  # times past any calendar are dropped, not kept to crash a list later
+        assert all(t is None or 0 <= t < 1e10 for t in [conv.created, conv.updated, *(m.created for m in conv.messages)])
+    with HistoryStore(tmp_path / "history.sqlite3") as store:
+        ids = write(store, report, now=1_800_000_000.0)
+        assert len(ids) == 6
+        rows = {row.id: row for row in store.list_conversations("")}
+        assert all(0 <= rows[cid].updated < 1e10 and 0 <= rows[cid].created < 1e10 for cid in ids)
+        surrogate = store.get_conversation(ids[4])
+        assert surrogate.title == "surrogate \ufffd" and surrogate.settings[IMPORT_KEY]["model"] == "gpt-\ufffd"
+        assert store.messages(ids[4])[0].text == "hi \ufffd"
+
+
+def test_entries_without_a_conversation_are_each_said_in_one_line():
+    report = parse(json.dumps(export_sample(), ensure_ascii=False))
+    assert report.skipped == len(report.problems) == 2
+    assert all(line and "\n" not in line for line in report.problems)

@@ -221,3 +221,15 @@ def test_export_suggests_a_safe_file_name_for_a_hostile_title(qtbot, store, widg
     widget.on_export_triggered("json")
     name = Path(offered[1]).name
     assert name.endswith(".json") and len(name.encode("utf-8")) <= 120 and name.startswith("秒秒")
+
+
+@pytest.mark.parametrize("when", [1e17, 1e308, -1e308])
+def test_a_stored_time_out_of_any_calendar_does_not_break_the_list(qtbot, store, when):
+    """Issue 40, item 7: an imported ``update_time`` of 1e17 made the list raise at every start."""
+    cid = store.create_conversation("From the far future")
+    with store._write() as c:  # noqa: SLF001 - a row as an older import wrote it
+        c.execute("UPDATE conversations SET updated = ?, created = ? WHERE id = ?", (when, when, cid))
+    w = ConversationList(store)
+    qtbot.addWidget(w)
+    assert titles(w) == ["From the far future"]
+    assert "From the far future" in w.list.item(0).toolTip()

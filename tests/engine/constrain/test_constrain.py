@@ -93,6 +93,41 @@ def test_unusable_specs_are_one_line_errors(spec):
     assert str(caught.value) and "\n" not in str(caught.value)
 
 
+INFINITE = {
+    "self": {"$ref": "#"},
+    "mutual-defs": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+    "required-self": {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]},
+    "mutual-objects": {"$defs": {"a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}, "required": ["b"]},
+                                 "b": {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "required": ["a"]}},
+                       "$ref": "#/$defs/a"},
+    "non-empty-array-of-self": {"type": "array", "items": {"$ref": "#"}, "minItems": 1},
+    "allof-self": {"allOf": [{"type": "object"}, {"$ref": "#"}]},
+}
+
+
+@pytest.mark.parametrize("schema", list(INFINITE.values()), ids=list(INFINITE))
+def test_a_schema_whose_only_instances_are_infinite_is_refused(schema):
+    with pytest.raises(ConstraintError, match="no finite") as caught:
+        check_spec(ConstraintSpec.json_schema(schema))
+    assert "\n" not in str(caught.value)
+
+
+TREE = {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+        "required": ["v", "kids"]}
+
+
+def test_a_recursive_schema_with_a_way_out_is_followed(tiny):
+    """Recursion llguidance handles, with finite instances (an empty ``kids``): served, and the reply validates."""
+    check_spec(ConstraintSpec.json_schema(TREE))
+    check_spec(ConstraintSpec.json_schema({"anyOf": [{"type": "null"}, {"type": "array", "items": {"$ref": "#"}}]}))
+    finished, _ = _reply(tiny, ConstraintSpec.json_schema(TREE),
+                         SamplingConfig(temperature=0, repetition_penalty=1.0, max_new_tokens=200))
+    if finished.reason == "eos":
+        jsonschema.validate(json.loads(finished.text), TREE)
+    else:
+        assert finished.text.startswith('{"')
+
+
 def test_unknown_kind_is_refused():
     with pytest.raises(ConstraintError, match="unknown constraint kind"):
         ConstraintSpec("xml")

@@ -165,8 +165,8 @@ def test_a_damaged_saved_cache_is_discarded_and_the_reply_recomputed(tiny_loaded
     assert all(e.path != entry.path or e.bytes != len(data) for e in KVStore(store_dir).entries())
 
 
-def _serve_process(model_dir, store_dir):
-    """``python -m engine serve --kv-store`` in a process of its own; (process, base URL)."""
+def _serve_process(model_dir, store_dir, key=None):
+    """``python -m engine serve --kv-store`` in a process of its own (with ``key`` as its API key); (process, URL)."""
     import os
     import queue
     import subprocess
@@ -175,6 +175,8 @@ def _serve_process(model_dir, store_dir):
     from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if k != "MIAOHUI_API_KEY"}
+    if key is not None:
+        env["MIAOHUI_API_KEY"] = key
     proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", str(model_dir), "--precision", "fp32",
                              "--device", "cpu", "--port", "0", "--kv-store", str(store_dir)],
                             cwd=Path(__file__).resolve().parents[3], env=env, stdout=subprocess.PIPE,
@@ -200,24 +202,26 @@ def _stop(proc) -> None:
 
 
 def test_engine_serve_kv_store_survives_a_real_restart(tiny_model_dir, tiny_loaded, tmp_path):
+    """With an API key: the key is the cache's scope, and it outlives a restart (a key-less server's scope is a
+    connection, which does not: issue 40, item 6)."""
     import openai
 
     store_dir = tmp_path / "kv"
     turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
 
     def chat(url, messages):
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=60)
+        client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=60)
         response = client.chat.completions.create(model="default", messages=messages, temperature=0, max_tokens=TOKENS)
         return response.choices[0].message.content, response.usage.prompt_tokens_details.cached_tokens
 
-    proc, url = _serve_process(tiny_model_dir, store_dir)
+    proc, url = _serve_process(tiny_model_dir, store_dir, KEY)
     try:
         reply, _ = chat(url, turn1)
     finally:
         _stop(proc)
     assert [e.path.suffix for e in KVStore(store_dir).entries()] == [".kv"]
     turn2 = [*turn1, {"role": "assistant", "content": reply}, {"role": "user", "content": "And a prefill?"}]
-    proc, url = _serve_process(tiny_model_dir, store_dir)
+    proc, url = _serve_process(tiny_model_dir, store_dir, KEY)
     try:
         text, cached = chat(url, turn2)
     finally:
@@ -252,3 +256,48 @@ def test_an_8_bit_kv_cache_is_shared_by_copy_and_kept_across_a_restart(tiny_mode
     finally:
         stop()
     assert text == from_scratch(loaded, turn2)
+
+
+def test_a_hostile_saved_cache_never_fails_a_request(tiny_loaded, tmp_path):
+    """Issue 40, item 4: a ``.kv`` whose header nests JSON 100,000 deep made every request a 500."""
+    from tests.engine.generate.test_kv_store import hostile_file
+
+    store_dir = tmp_path / "kv"
+    hostile_file(store_dir)
+    served, stop = start(tiny_loaded, kv_store=KVStore(store_dir))
+    try:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+        for _ in range(2):
+            text, _, _ = ask(served, messages)
+            assert text == from_scratch(tiny_loaded, messages)
+    finally:
+        stop()
+
+
+def _ask_as(client, model: str, messages: list[dict]) -> int:
+    response = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=TOKENS)
+    return response.usage.prompt_tokens_details.cached_tokens
+
+
+@pytest.mark.parametrize("sessions", [4, 1], ids=["a-slot-each", "one-shared-slot"])
+def test_cached_tokens_tell_a_client_nothing_about_another_clients_prompt(tiny_loaded, sessions):
+    """Issue 40, item 6: on a key-less server (the window's), client B learned from ``cached_tokens`` whether its guess
+    of client A's prompt was right. Now each connection reuses only its own rows."""
+    worker = Worker(tiny_loaded, sessions=sessions).start()
+    http = BackgroundServer(create_app(worker)).start()  # no API key
+    served = Served(http.url, worker, http.port, None)
+    try:
+        secret = [{"role": "system", "content": SYSTEM},
+                  {"role": "user", "content": "My bank PIN is 4921 and my mother's maiden name is Okafor."}]
+        wrong = [secret[0], {"role": "user", "content": "My bank PIN is 1111 and my mother's maiden name is Smith."}]
+        alice, bob, carol = served.client(), served.client(), served.client()  # three clients: a connection each
+        model = worker.model_id
+        _ask_as(alice, model, secret)
+        hers = _ask_as(alice, model, secret)
+        assert hers > BLOCK  # her own repeat is cached: the cache still works for her
+        assert _ask_as(bob, model, secret) == 0  # a right guess finds nothing of hers
+        assert _ask_as(carol, model, wrong) == 0
+        assert _ask_as(carol, model, secret) < hers  # only what her own wrong guess shares with it
+    finally:
+        http.stop()
+        worker.close()

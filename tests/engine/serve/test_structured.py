@@ -134,6 +134,12 @@ BAD = {
     "unknown tool_choice": {"tools": TOOLS, "tool_choice": "always"},
     "tools with a response format": {"tools": TOOLS, "response_format": {"type": "json_object"}},
     "legacy functions": {"functions": [{"name": "f"}]},
+    # Issue 40, item 8: schemas whose only instances are infinite answered 200 "stop" with '' or '{"a":'.
+    "schema that is its own $ref": {"response_format": _response_format({"$ref": "#"})},
+    "two $defs that refer to each other": {"response_format": _response_format(
+        {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})},
+    "an object that requires itself": {"response_format": _response_format(
+        {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})},
 }
 
 
