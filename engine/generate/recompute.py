@@ -10,10 +10,11 @@ quantized model the cached path decodes on int8 activations (``engine.quant``'s 
 a many-row forward runs prefill's dequantized products, so the two rounded differently and a greedy reply could
 change its text when the cache was turned off (issue 39: "What is the capital of France?" at int4). The seeds'
 experiment is meant to show that the cache changes the time, not the answer. So the rebuild replays exactly what
-the cached path computed: the prompt's prefill calls with their own chunks, then the generated tokens through the
-decode step's arithmetic (``FastRunner.verify``: one pass whose rows are bit for bit one-token decodes,
-``engine.speculate.fast_verify``; one ``decode`` per token on the plain runner, whose multi-row forward is not). The
-cost keeps the shape the Lab measures: step i recomputes the prompt and i tokens.
+the cached path computed: the prompt's prefill calls with their own chunks, then the generated tokens one ``decode``
+each. (``FastRunner.verify`` gives the same bits in one pass, but at int4 its per-token Python attention made a
+48-token reply 2.3x slower than the native step's one-token decodes, measured side by side on an Intel Xeon with
+AMX; and it holds a packed copy of the dense weights.) The cost keeps the shape the Lab measures: step i recomputes
+the prompt and i tokens.
 """
 
 from __future__ import annotations
@@ -37,15 +38,13 @@ class _Segment:
 class RecomputeRunner:
     """A ``Runner`` that keeps no KV cache: each step rebuilds ``inner``'s cache from all tokens, then resets it.
 
-    ``inner`` is the runner the cached mode would use; ``exact_rows`` says whether its ``verify`` gives a decode's
-    bits (``FastRunner``), else generated tokens are replayed one ``decode`` at a time.
+    ``inner`` is the runner the cached mode would use.
     """
 
     use_kv_cache = False
 
-    def __init__(self, inner: Any, exact_rows: bool) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.exact_rows = exact_rows
         self.device: torch.device = inner.device
         self._segments: list[_Segment] = []
 
@@ -119,8 +118,6 @@ class RecomputeRunner:
                     logits = out
                 if logits is None:
                     return None  # cancelled between chunks
-            elif self.exact_rows:
-                logits = self.inner.verify(segment.ids)[-1:]  # (1, vocab): the decode step's bits, all rows at once
             else:
                 for token in segment.ids:
                     logits = self.inner.decode(token)
@@ -137,9 +134,7 @@ class RecomputeRunner:
 
 def recompute_runner(make_cached: Callable[[], Any]) -> RecomputeRunner:
     """A ``RecomputeRunner`` over the runner ``make_cached()`` builds (the one a cached reply gets)."""
-    from engine.generate.fastpath import FastRunner  # its verify is the exact one (engine.speculate.fast_verify)
-
     inner = make_cached()
-    runner = RecomputeRunner(inner, exact_rows=isinstance(inner, FastRunner))
+    runner = RecomputeRunner(inner)
     runner.choice = getattr(inner, "choice", None)  # type: ignore[attr-defined]
     return runner
