@@ -17,9 +17,10 @@ No CORS headers unless ``cors_origins`` names the origins that may call from a b
 
 Prefix-cache scope (issue 40): a request reuses only KV rows that requests of its own scope computed, so
 ``usage.prompt_tokens_details.cached_tokens`` (and the time to first token) tells a client nothing about another's
-prompts. With ``api_key`` the scope is the key (whoever holds it is one principal); without one, it is the
-connection (``engine.serve.connections`` gives each an unguessable id): a client that keeps its connection open
-reuses its own turns, and another client's guess of its prompt finds nothing cached.
+prompts. With ``api_key`` the scope is the key (whoever holds it is one principal); without one, it is the request's
+``prompt_cache_key`` (OpenAI's field: a client's own random secret, so its reuse, and its saved caches, outlive a
+connection) or else the connection (``engine.serve.connections`` gives each an unguessable id): a client that keeps
+its connection open reuses its own turns, and another client's guess of its prompt finds nothing cached.
 """
 
 from __future__ import annotations
@@ -74,9 +75,11 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
             raise ApiError(401, "invalid or missing API key: send the header Authorization: Bearer <key>",
                            code="invalid_api_key")
 
-    def cache_scope(request: Request) -> str:
+    def cache_scope(request: Request, parsed: Parsed) -> str:
         if key is not None:  # require_key has checked it is this key
             return "key:" + hashlib.sha256(key).hexdigest()[:32]
+        if parsed.cache_key:  # the client's secret: hashed, so no scope name in memory or a file holds it
+            return "client:" + hashlib.sha256(parsed.cache_key.encode("utf-8", "replace")).hexdigest()[:32]
         connection = request.scope.get("miaohui.connection")
         if isinstance(connection, str) and connection:
             return "conn:" + connection
@@ -104,14 +107,14 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
         parsed = parse_chat(await read_body(request, max_body_bytes), native=native)
         check_model(parsed.model)
         return await _respond(request, worker, parsed, Shaper("chat", worker.model_id),
-                              parsed.tools.headers if parsed.tools else {}, cache_scope(request))
+                              parsed.tools.headers if parsed.tools else {}, cache_scope(request, parsed))
 
     @v1.post("/completions")
     async def completions(request: Request) -> Response:
         parsed = parse_completion(await read_body(request, max_body_bytes))
         check_model(parsed.model)
         return await _respond(request, worker, parsed, Shaper("completion", worker.model_id), COMPLETION_MODE,
-                              cache_scope(request))
+                              cache_scope(request, parsed))
 
     app.include_router(v1)
 

@@ -72,6 +72,9 @@ class _Common(_Strict):
     frequency_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
     user: str | None = None
+    # OpenAI's field: on a server without an API key, the client's own secret scope for the prefix cache
+    # (engine.serve.app.cache_scope), so its reuse outlives a connection without another client seeing it.
+    prompt_cache_key: str | None = None
     top_k: int | None = None  # vLLM's extra
     repetition_penalty: float | None = None  # vLLM's extra
 
@@ -117,6 +120,7 @@ class Parsed:
     tools: ToolPlan | None = None  # the tools the reply may call
     template_kwargs: dict[str, Any] | None = None  # chat_template_kwargs, checked (engine.generate.reasoning)
     template_tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode)
+    cache_key: str | None = None  # ``prompt_cache_key``: the client's prefix-cache scope on a key-less server
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -138,6 +142,9 @@ def _load(body: bytes, model: type[_Strict]) -> Any:
         raise ApiError(400, f"{where}: {first['msg']}{more}", param=param) from None
 
 
+MIN_CACHE_KEY_CHARS = 16
+
+
 def _unsupported(request: _Common) -> None:
     """Refuse what the engine cannot do rather than silently ignore it."""
     if request.n not in (None, 1):
@@ -147,6 +154,11 @@ def _unsupported(request: _Common) -> None:
             raise ApiError(400, f"{name} is not supported (use repetition_penalty)", param=name)
     if request.logit_bias:
         raise ApiError(400, "logit_bias is not supported", param="logit_bias")
+    key = request.prompt_cache_key
+    if key is not None and not MIN_CACHE_KEY_CHARS <= len(key) <= 256:
+        # a short key could be guessed by another client, who would then share (and probe) this one's cache
+        raise ApiError(400, f"prompt_cache_key must be {MIN_CACHE_KEY_CHARS} to 256 characters (a random secret: it "
+                            "scopes this client's prefix cache)", param="prompt_cache_key")
 
 
 def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
@@ -249,7 +261,8 @@ def parse_chat(body: bytes, native: bool = False) -> Parsed:
     messages = _messages(rewrite_messages(request.messages, None if native else plan, native))
     return Parsed(request.model, messages, config, _stops(request.stop), logprobs, bool(request.stream),
                   _stream_usage(request), constraint=constraint, tools=plan, template_kwargs=template_kwargs,
-                  template_tools=plan.template_tools() if plan is not None and native else None)
+                  template_tools=plan.template_tools() if plan is not None and native else None,
+                  cache_key=request.prompt_cache_key)
 
 
 def parse_completion(body: bytes) -> Parsed:
@@ -281,4 +294,4 @@ def parse_completion(body: bytes) -> Parsed:
                        param="logprobs")
     config = _config(request, request.max_tokens, 0 if logprobs is None else max(1, logprobs))
     return Parsed(request.model, (), config, _stops(request.stop), logprobs, bool(request.stream),
-                  _stream_usage(request), text=prompt, echo=bool(request.echo))
+                  _stream_usage(request), text=prompt, echo=bool(request.echo), cache_key=request.prompt_cache_key)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import openai
+
 import pytest
 
 from engine.generate.kv_blocks import BLOCK
@@ -298,6 +300,35 @@ def test_cached_tokens_tell_a_client_nothing_about_another_clients_prompt(tiny_l
         assert _ask_as(bob, model, secret) == 0  # a right guess finds nothing of hers
         assert _ask_as(carol, model, wrong) == 0
         assert _ask_as(carol, model, secret) < hers  # only what her own wrong guess shares with it
+    finally:
+        http.stop()
+        worker.close()
+
+
+def test_a_prompt_cache_key_keeps_a_clients_reuse_across_connections_and_private(tiny_loaded):
+    """On a key-less server a client's reuse used to end with its connection (uvicorn closes an idle one after 5 s, so
+    a person's next turn came in cold). OpenAI's ``prompt_cache_key``, a client's own secret, is its scope instead:
+    a new connection with the same key reuses its rows, and a client without it still finds nothing."""
+    worker = Worker(tiny_loaded, sessions=2).start()
+    http = BackgroundServer(create_app(worker)).start()  # no API key
+    served = Served(http.url, worker, http.port, None)
+    try:
+        secret = [{"role": "system", "content": SYSTEM},
+                  {"role": "user", "content": "My bank PIN is 4921 and my mother's maiden name is Okafor."}]
+        key = {"prompt_cache_key": "a7Kq0v1s9-mine-and-nobody-elses"}
+        model = worker.model_id
+
+        def ask(client, extra):
+            response = client.chat.completions.create(model=model, messages=secret, temperature=0, max_tokens=TOKENS,
+                                                      extra_body=extra)
+            return response.usage.prompt_tokens_details.cached_tokens
+
+        assert ask(served.client(), key) == 0
+        assert ask(served.client(), key) > BLOCK  # another connection, the same key: reused
+        assert ask(served.client(), {}) == 0  # no key: this connection's own scope, nothing of the keyed client's
+        assert ask(served.client(), {"prompt_cache_key": "a-different-sixteen+"}) == 0
+        with pytest.raises(openai.BadRequestError, match="prompt_cache_key"):
+            ask(served.client(), {"prompt_cache_key": "1234"})  # guessable: refused
     finally:
         http.stop()
         worker.close()
