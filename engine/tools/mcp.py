@@ -9,6 +9,11 @@ Threading: the SDK is asyncio/anyio and its clients must be entered and left in 
 event loop on its own thread with one task per server, which owns that server's client and serves the calls sent
 to it in turn. The caller's thread waits on each call for at most ``timeout_s`` (plus a margin): a server that
 hangs is a timeout line, one that crashes or writes garbage an error line, and the others keep working.
+
+Identity: a tool's ``name`` is unique across the hub (``McpTool.name``; what the model calls, the window enables and
+the approval reads). Two servers may offer the same name, and one of them may call its copy read-only: each such
+copy is renamed ``NAME_<server's position>`` (``remote_name`` keeps the server's own), so the tool approved is the
+tool run and its own read-only hint decides (issue 40).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import ipaddress
 import shlex
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -76,6 +82,12 @@ class McpTool:
     description: str
     parameters: dict[str, Any]
     read_only: bool = False  # the server says it changes nothing (ToolAnnotations.readOnlyHint)
+    remote_name: str = ""  # the server's own name for it when ``name`` had to be made unique; "" the same
+
+    @property
+    def server_name(self) -> str:
+        """The name sent to the server in a call."""
+        return self.remote_name or self.name
 
 
 @dataclass(frozen=True)
@@ -136,6 +148,7 @@ class McpHub:
         self._thread.start()
         ready.wait()
         self._servers = self._submit(self._start_all(), self.connect_timeout_s + _MARGIN_S, [])
+        _unique_names(self._servers)
         for server in self._servers:
             if server.error:
                 self.problems.append(f"MCP server {server.spec.label}: {server.error}")
@@ -147,11 +160,12 @@ class McpHub:
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         t = time.perf_counter()
-        server = next((s for s in self._servers if not s.error and any(x.name == name for x in s.tools)), None)
-        if server is None:
+        found = next(((s, x) for s in self._servers if not s.error for x in s.tools if x.name == name), None)
+        if found is None:
             return ToolOutcome(f"no connected MCP server has a tool named {name!r}", False, 0.0)
+        server, tool = found
         try:
-            outcome = self._submit(self._ask(server, name, arguments), self.timeout_s + _MARGIN_S, None)
+            outcome = self._submit(self._ask(server, tool.server_name, arguments), self.timeout_s + _MARGIN_S, None)
         except Exception as exc:  # noqa: BLE001  (the caller gets one line whatever went wrong)
             return ToolOutcome(one_line(exc, name_type=True), False, time.perf_counter() - t)
         if outcome is None:
@@ -268,6 +282,23 @@ class McpHub:
             _, pending = await asyncio.wait(tasks, timeout=self.timeout_s)
             for task in pending:
                 task.cancel()
+
+
+def _unique_names(servers: list[_Server]) -> None:
+    """Rename each tool whose name another tool of the hub also has (``McpTool`` ``name``/``remote_name``)."""
+    counts = Counter(tool.name for server in servers if not server.error for tool in server.tools)
+    taken = set(counts)
+    for position, server in enumerate(servers, 1):
+        renamed = []
+        for tool in server.tools:
+            if counts[tool.name] > 1:
+                name = f"{tool.name}_{position}"
+                while name in taken:  # a server may already offer NAME_2, or list NAME twice
+                    name += "_"
+                taken.add(name)
+                tool = replace(tool, name=name, remote_name=tool.name)
+            renamed.append(tool)
+        server.tools = renamed
 
 
 def _innermost(exc: BaseException) -> BaseException:
