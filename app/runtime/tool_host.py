@@ -173,7 +173,7 @@ class ToolHost:
         if not tools:
             yield from session.generate(list(messages), config, cancel)
             return
-        loop = ToolLoop(session, messages, config, _Gate(self, hub, chosen, cancel), tools,  # type: ignore[arg-type]
+        loop = ToolLoop(session, messages, config, _Gate(self, hub, chosen, cancel), tools,
                         tool_choice=request.choice if request.choice in ("auto", "required") else "auto")
         yield from loop.events(cancel)
 

@@ -37,10 +37,11 @@ def _nested(depth: int) -> dict[str, Any]:
 
 def build(args: argparse.Namespace) -> Server:
     tools = []
+    text_only = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 8}}}  # a forced call ends
     for spec in args.tool:
         name, _, flag = spec.partition(":")
         tools.append(types.Tool(name=name, description=args.describe or f"{name} of {args.id}",
-                                input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+                                input_schema=text_only,
                                 annotations=types.ToolAnnotations(read_only_hint=True) if flag == "ro" else None))
     if args.deep:
         tools.append(types.Tool(name="deep", description="a schema nested deep",
