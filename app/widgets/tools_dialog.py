@@ -107,6 +107,9 @@ class ToolsDialog(QDialog):
         layout.addWidget(QLabel(self.tr("Tools this conversation may call (a tool that does not say it changes "
                                         "nothing asks you before each run):"), wordWrap=True))
         self.tools = QListWidget()
+        # Each tool's row by name: a server may list thousands, and finding a row by scanning them all made
+        # listing quadratic (8,000 tools froze the window 87 s, issue 40).
+        self._items: dict[str, QListWidgetItem] = {}
         layout.addWidget(self.tools, 1)
         for name in sorted(self._enabled):  # shown before listing, so a choice is never lost unseen
             self._add_tool_item(name, None)
@@ -139,19 +142,16 @@ class ToolsDialog(QDialog):
         return [self.servers.item(i).text() for i in range(self.servers.count())]
 
     def tool_item(self, name: str) -> QListWidgetItem | None:
-        for i in range(self.tools.count()):
-            if self.tools.item(i).data(Qt.ItemDataRole.UserRole) == name:
-                return self.tools.item(i)
-        return None
+        return self._items.get(name)
 
     def values(self) -> ToolChoices:
-        checked = tuple(self.tools.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.tools.count())
-                        if self.tools.item(i).checkState() == Qt.CheckState.Checked)
+        checked = tuple(name for name, item in self._items.items() if item.checkState() == Qt.CheckState.Checked)
         return ToolChoices(tuple(self.server_list()), checked, "required" if self.required.isChecked() else "auto",
                            self.schema.toPlainText().strip() if self.json_box.isChecked() else "")
 
     def _add_tool_item(self, name: str, tool: McpTool | None) -> None:
-        item = self.tool_item(name) or QListWidgetItem()
+        known = self._items.get(name)
+        item = known or QListWidgetItem()
         if tool is None:
             item.setText(self.tr("{name} (not listed yet)").format(name=name))
         else:
@@ -162,7 +162,8 @@ class ToolsDialog(QDialog):
         item.setData(Qt.ItemDataRole.UserRole, name)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(Qt.CheckState.Checked if name in self._enabled else Qt.CheckState.Unchecked)
-        if self.tool_item(name) is None:
+        if known is None:
+            self._items[name] = item
             self.tools.addItem(item)
 
     # -- slots ------------------------------------------------------------------------------------------
@@ -199,8 +200,7 @@ class ToolsDialog(QDialog):
     @Slot(object)
     def on_tools_listed(self, result: Any) -> None:
         tools, problems = result
-        self._enabled = {name for name in self._enabled if self.tool_item(name) is None
-                         or self.tool_item(name).checkState() == Qt.CheckState.Checked} | set(self.values().tools)
+        self._enabled = {name for name in self._enabled if name not in self._items} | set(self.values().tools)
         for tool in tools:
             self._add_tool_item(tool.name, tool)
         self.server_error.setText("\n".join(problems) if problems else self.tr("{n} tools listed.").format(
