@@ -8,7 +8,9 @@ refused: a tool server elsewhere is not this flag's job). Nothing is started or 
 Threading: the SDK is asyncio/anyio and its clients must be entered and left in one task, so the hub runs one
 event loop on its own thread with one task per server, which owns that server's client and serves the calls sent
 to it in turn. The caller's thread waits on each call for at most ``timeout_s`` (plus a margin): a server that
-hangs is a timeout line, one that crashes or writes garbage an error line, and the others keep working.
+hangs is a timeout line, one that crashes or writes garbage an error line, and the others keep working. A tool
+whose schema nests too deep is one line and left out, the server kept; ``close`` also ends the processes a stdio
+server started and left running; an HTTP answer is read up to a bound (``engine.tools.mcp_transport``).
 
 Identity: a tool's ``name`` is unique across the hub (``McpTool.name``; what the model calls, the window enables and
 the approval reads). Two servers may offer the same name, and one of them may call its copy read-only: each such
@@ -21,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import shlex
+import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +34,8 @@ from urllib.parse import urlsplit
 
 from engine.errors import BadInputError
 from engine.fmt import one_line
+from engine.tools.mcp_transport import (MAX_SCHEMA_DEPTH, http_target, reap, repairing, schema_depth, stdio_target,
+                                        too_deep)
 
 DEFAULT_TIMEOUT_S = 20.0  # one call may take this long
 CONNECT_TIMEOUT_S = 60.0  # starting a server and listing its tools (a Python server imports its SDK: seconds)
@@ -106,6 +112,8 @@ class _Server:
     tools: list[McpTool] = field(default_factory=list)
     error: str | None = None
     task: "asyncio.Task[None] | None" = None
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)  # marks the processes it starts (reap)
+    dropped: list[str] = field(default_factory=list)  # tools left out for a schema nested too deep
 
 
 def _result_text(result: Any) -> str:
@@ -152,6 +160,7 @@ class McpHub:
         for server in self._servers:
             if server.error:
                 self.problems.append(f"MCP server {server.spec.label}: {server.error}")
+            self.problems.extend(too_deep(name, server.spec.label) for name in server.dropped)
         return self.tools
 
     @property
@@ -173,7 +182,7 @@ class McpHub:
         return outcome
 
     def close(self) -> None:
-        """Stop every server (bounded) and the loop."""
+        """Stop every server (bounded) and the loop, then every process a stdio server started and left behind."""
         if self._loop is None:
             return
         self._submit(self._stop_all(), self.timeout_s, None)
@@ -181,6 +190,7 @@ class McpHub:
         if self._thread is not None:
             self._thread.join(self.timeout_s)
         self._loop = None
+        reap({server.token for server in self._servers if server.spec.kind == "stdio"})
 
     def __enter__(self) -> "McpHub":
         self.connect()
@@ -214,15 +224,20 @@ class McpHub:
 
     async def _own(self, server: _Server, connected: "asyncio.Future[None]") -> None:
         """The one task that holds ``server``'s client: connect, list, then serve calls until told to stop."""
-        from mcp import Client, StdioServerParameters
+        from mcp import Client
+        from mcp.client.stdio import stdio_client
 
         spec = server.spec
-        target: Any = (StdioServerParameters(command=spec.argv[0], args=list(spec.argv[1:]))
-                       if spec.kind == "stdio" else spec.url)
+        # errlog now, not the SDK's default (sys.stderr when it was imported, which may be closed since).
+        inner = (stdio_client(stdio_target(spec.argv, server.token), errlog=sys.stderr) if spec.kind == "stdio"
+                 else http_target(spec.url))
         try:
-            async with Client(target, read_timeout_seconds=self.timeout_s) as client:
+            async with Client(repairing(inner, server.dropped.append), read_timeout_seconds=self.timeout_s) as client:
                 listing = await client.list_tools()
                 for tool in listing.tools:
+                    if schema_depth(tool.input_schema) > MAX_SCHEMA_DEPTH:
+                        server.dropped.append(tool.name)
+                        continue
                     hints = getattr(tool, "annotations", None)
                     server.tools.append(McpTool(spec.label, tool.name, tool.description or "",
                                                 dict(tool.input_schema or {"type": "object"}),

@@ -11,6 +11,7 @@ schema nested hundreds deep, a result of hundreds of MB, a child process that ou
 - ``--deep N``: a tool ``deep`` whose schema nests N objects.
 - ``--big MB``: a tool ``big`` that returns MB megabytes of text.
 - ``--child PIDFILE``: starts a child process (sleeps) and writes its pid to PIDFILE before serving.
+- ``--json``: over HTTP, answer each request with one JSON body instead of an event stream.
 - ``http``: serve streamable HTTP on 127.0.0.1 (a port bound to 0, printed as the first stdout line); else stdio.
 """
 
@@ -62,7 +63,7 @@ def build(args: argparse.Namespace) -> Server:
     return Server(args.id, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def serve_http(server: Server) -> None:
+def serve_http(server: Server, json_response: bool) -> None:
     import socket
 
     import uvicorn
@@ -72,7 +73,7 @@ def serve_http(server: Server) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     print(sock.getsockname()[1], flush=True)
-    uvicorn.Server(uvicorn.Config(server.streamable_http_app(host="127.0.0.1"), log_level="warning")).run(
+    uvicorn.Server(uvicorn.Config(server.streamable_http_app(host="127.0.0.1", json_response=json_response), log_level="warning")).run(
         sockets=[sock])
 
 
@@ -92,6 +93,7 @@ def main() -> None:
     parser.add_argument("--deep", type=int, default=0)
     parser.add_argument("--big", type=int, default=0)
     parser.add_argument("--child", default="")
+    parser.add_argument("--json", action="store_true")
     parser.add_argument("mode", nargs="?", default="stdio")
     args = parser.parse_args()
     if args.child:  # a helper process a real server might start (a language server, a browser), never reaped by it
@@ -100,7 +102,7 @@ def main() -> None:
         Path(args.child).write_text(str(child.pid))
     server = build(args)
     if args.mode == "http":
-        serve_http(server)
+        serve_http(server, args.json)
     else:
         anyio.run(serve_stdio, server)
     os._exit(0)  # leave the child running, as a careless server does
