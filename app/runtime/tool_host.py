@@ -6,7 +6,8 @@ The MCP hub (``engine.tools.mcp.McpHub``) lives here, beside the worker's model:
 enables a tool (never before: nothing is started or contacted until the user added a server and enabled one of its
 tools), kept for the next replies, connected again when the list of servers changes or one of them failed.
 
-A tool whose server does not say it is read-only (``McpTool.read_only``) runs only once the user allowed it: the
+A tool that needs the user's approval (``engine.tools.approval.needs_approval``, the rule the command line uses
+too: its own server does not say it is read-only) runs only once the user allowed it: the
 worker posts a ``ConfirmRequest`` (the window shows the question) and waits on its ``threading.Event``, polling the
 reply's cancel flag, so Stop or closing the window ends the wait; the GUI thread never waits on the worker. A
 refusal is the one-line result the model reads (``REFUSED``).
@@ -27,10 +28,10 @@ from engine.errors import BadInputError
 from engine.events import Event, Finished, Stats
 from engine.fmt import one_line
 from engine.remote import RemoteSession
+from engine.tools.approval import REFUSED, needs_approval
 from engine.tools.loop import ToolLoop, usable_tools
 from engine.tools.mcp import DEFAULT_TIMEOUT_S, McpHub, McpServerSpec, McpTool, ToolOutcome, parse_server
 
-REFUSED = "the user refused to run this tool"
 _POLL_S = 0.1  # how often a wait for the user's answer looks at the reply's cancel flag
 
 
@@ -88,13 +89,13 @@ class _Gate:
 
     def __init__(self, host: "ToolHost", hub: McpHub, tools: list[McpTool], cancel: threading.Event) -> None:
         self._host, self._hub, self._cancel = host, hub, cancel
-        self._read_only = {tool.name for tool in tools if tool.read_only}
+        self._tools = {tool.name: tool for tool in tools}  # names are unique across the hub (McpHub)
         self._count = 0
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         index, self._count = self._count, self._count + 1
         text = json.dumps(arguments, ensure_ascii=False)
-        if name not in self._read_only:
+        if needs_approval(self._tools.get(name)):
             self._host.report(ToolCallEvent(index, name, text, "asking"))
             request = ConfirmRequest(name, text)
             self._host.ask(request)
@@ -172,7 +173,7 @@ class ToolHost:
         if not tools:
             yield from session.generate(list(messages), config, cancel)
             return
-        loop = ToolLoop(session, messages, config, _Gate(self, hub, chosen, cancel), tools,  # type: ignore[arg-type]
+        loop = ToolLoop(session, messages, config, _Gate(self, hub, chosen, cancel), tools,
                         tool_choice=request.choice if request.choice in ("auto", "required") else "auto")
         yield from loop.events(cancel)
 

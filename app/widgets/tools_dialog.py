@@ -5,12 +5,16 @@ be used). Also ``ToolConfirmation``: the question asked before a tool that may c
 
 Nothing is started or contacted here until the user presses "List tools": the servers are then started, listed and
 closed on one of the app's background threads (``app.runtime.background``); a server that cannot start, hangs or
-answers garbage is one line in the list. Owns these widgets; the window applies their values
+answers garbage is one line in the list. Every text a server or the model chose (tool names, descriptions, server
+names, problems, arguments) reaches a widget as plain text: labels are ``Qt.TextFormat.PlainText``, a tooltip is
+escaped (``plain_tooltip``), so ``<!--`` hides nothing and ``<img src=…>`` loads no file (issue 40). Owns these
+widgets; the window applies their values
 (``app.window.tool_turns``), the worker runs the tools (``app.runtime.tool_host``).
 """
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -50,6 +54,12 @@ def list_server_tools(servers: Sequence[str]) -> tuple[list[McpTool], list[str]]
         return tools, problems + hub.problems
     finally:
         hub.close()
+
+
+def plain_tooltip(text: str) -> str:
+    """``text`` as a tooltip that shows its characters: a tooltip guesses rich text from tags, so the text is
+    escaped inside a paragraph that is rich text on purpose (line breaks kept)."""
+    return f"<p style='white-space:pre-wrap'>{html.escape(text)}</p>" if text else ""
 
 
 def schema_problem(text: str) -> str:
@@ -92,11 +102,14 @@ class ToolsDialog(QDialog):
         for widget in (self.server_edit, self.add_button, self.remove_button, self.list_button):
             row.addWidget(widget, 1 if widget is self.server_edit else 0)
         layout.addLayout(row)
-        self.server_error = QLabel("", objectName="notice", wordWrap=True)
+        self.server_error = QLabel("", objectName="notice", wordWrap=True, textFormat=Qt.TextFormat.PlainText)
         layout.addWidget(self.server_error)
         layout.addWidget(QLabel(self.tr("Tools this conversation may call (a tool that does not say it changes "
                                         "nothing asks you before each run):"), wordWrap=True))
         self.tools = QListWidget()
+        # Each tool's row by name: a server may list thousands, and finding a row by scanning them all made
+        # listing quadratic (8,000 tools froze the window 87 s, issue 40).
+        self._items: dict[str, QListWidgetItem] = {}
         layout.addWidget(self.tools, 1)
         for name in sorted(self._enabled):  # shown before listing, so a choice is never lost unseen
             self._add_tool_item(name, None)
@@ -110,7 +123,7 @@ class ToolsDialog(QDialog):
                                                    '"maxLength": 80}}, "required": ["answer"]}')
         self.schema.setMaximumHeight(120)
         layout.addWidget(self.schema)
-        self.schema_error = QLabel("", objectName="notice", wordWrap=True)
+        self.schema_error = QLabel("", objectName="notice", wordWrap=True, textFormat=Qt.TextFormat.PlainText)
         layout.addWidget(self.schema_error)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         layout.addWidget(self.buttons)
@@ -129,30 +142,28 @@ class ToolsDialog(QDialog):
         return [self.servers.item(i).text() for i in range(self.servers.count())]
 
     def tool_item(self, name: str) -> QListWidgetItem | None:
-        for i in range(self.tools.count()):
-            if self.tools.item(i).data(Qt.ItemDataRole.UserRole) == name:
-                return self.tools.item(i)
-        return None
+        return self._items.get(name)
 
     def values(self) -> ToolChoices:
-        checked = tuple(self.tools.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.tools.count())
-                        if self.tools.item(i).checkState() == Qt.CheckState.Checked)
+        checked = tuple(name for name, item in self._items.items() if item.checkState() == Qt.CheckState.Checked)
         return ToolChoices(tuple(self.server_list()), checked, "required" if self.required.isChecked() else "auto",
                            self.schema.toPlainText().strip() if self.json_box.isChecked() else "")
 
     def _add_tool_item(self, name: str, tool: McpTool | None) -> None:
-        item = self.tool_item(name) or QListWidgetItem()
+        known = self._items.get(name)
+        item = known or QListWidgetItem()
         if tool is None:
             item.setText(self.tr("{name} (not listed yet)").format(name=name))
         else:
             kind = self.tr("changes nothing") if tool.read_only else self.tr("asks before running")
             item.setText(f"{tool.name} — {tool.description.splitlines()[0] if tool.description else ''} "
                          f"[{tool.server} · {kind}]")
-            item.setToolTip(tool.description)
+            item.setToolTip(plain_tooltip(tool.description))
         item.setData(Qt.ItemDataRole.UserRole, name)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(Qt.CheckState.Checked if name in self._enabled else Qt.CheckState.Unchecked)
-        if self.tool_item(name) is None:
+        if known is None:
+            self._items[name] = item
             self.tools.addItem(item)
 
     # -- slots ------------------------------------------------------------------------------------------
@@ -189,8 +200,7 @@ class ToolsDialog(QDialog):
     @Slot(object)
     def on_tools_listed(self, result: Any) -> None:
         tools, problems = result
-        self._enabled = {name for name in self._enabled if self.tool_item(name) is None
-                         or self.tool_item(name).checkState() == Qt.CheckState.Checked} | set(self.values().tools)
+        self._enabled = {name for name in self._enabled if name not in self._items} | set(self.values().tools)
         for tool in tools:
             self._add_tool_item(tool.name, tool)
         self.server_error.setText("\n".join(problems) if problems else self.tr("{n} tools listed.").format(
@@ -219,6 +229,8 @@ class ToolConfirmation(QMessageBox):
         super().__init__(parent)
         self.request = request
         self.setIcon(QMessageBox.Icon.Question)
+        # The name and arguments are the model's (and a server's): as rich text, "<!--" would hide the command.
+        self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWindowTitle(self.tr("Run this tool?"))
         self.setText(self.tr("The model wants to run {name}, which may change something.").format(name=request.name))
         self.setInformativeText(self.tr("Arguments: {arguments}").format(arguments=request.arguments))

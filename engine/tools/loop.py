@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from engine.constrain import ConstraintError, ConstraintSpec, check_spec
 from engine.errors import BadInputError
@@ -27,9 +27,16 @@ from engine.events import Event, Finished, Message, Token, ToolCall
 from engine.fmt import one_line
 from engine.inputs import SamplingConfig
 from engine.tools.calls import TOOL_OPEN, Tool, ToolPlan, native_tools, tool_response
-from engine.tools.mcp import McpHub, McpTool
+from engine.tools.mcp import McpTool, ToolOutcome
 
 DEFAULT_MAX_ROUNDS = 4
+
+
+class ToolCaller(Protocol):
+    """What the loop calls each tool through: a gate that asks first where ``engine.tools.approval`` says so (the
+    window's ``app.runtime.tool_host``, the command line's ``engine.cli.tool_chat.TerminalGate``) before ``McpHub``."""
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
 
 
 @dataclass(frozen=True)
@@ -61,9 +68,9 @@ def usable_tools(tools: Sequence[McpTool], report: Callable[[str], None]) -> lis
 
 
 class ToolLoop:
-    """One user turn answered with tools: ``session`` a ``ChatSession``, ``hub`` a connected ``McpHub``."""
+    """One user turn answered with tools: ``session`` a ``ChatSession``, ``hub`` the gate before a connected ``McpHub``."""
 
-    def __init__(self, session: Any, messages: Sequence[Message], config: SamplingConfig, hub: McpHub,
+    def __init__(self, session: Any, messages: Sequence[Message], config: SamplingConfig, hub: ToolCaller,
                  tools: Sequence[Tool], *, tool_choice: str = "auto", max_rounds: int = DEFAULT_MAX_ROUNDS,
                  on_call: Callable[[CallRecord], None] = lambda _record: None) -> None:
         names = {t.name for t in tools}

@@ -8,7 +8,14 @@ refused: a tool server elsewhere is not this flag's job). Nothing is started or 
 Threading: the SDK is asyncio/anyio and its clients must be entered and left in one task, so the hub runs one
 event loop on its own thread with one task per server, which owns that server's client and serves the calls sent
 to it in turn. The caller's thread waits on each call for at most ``timeout_s`` (plus a margin): a server that
-hangs is a timeout line, one that crashes or writes garbage an error line, and the others keep working.
+hangs is a timeout line, one that crashes or writes garbage an error line, and the others keep working. A tool
+whose schema nests too deep is one line and left out, the server kept; ``close`` also ends the processes a stdio
+server started and left running; an HTTP answer is read up to a bound (``engine.tools.mcp_transport``).
+
+Identity: a tool's ``name`` is unique across the hub (``McpTool.name``; what the model calls, the window enables and
+the approval reads). Two servers may offer the same name, and one of them may call its copy read-only: each such
+copy is renamed ``NAME_<server's position>`` (``remote_name`` keeps the server's own), so the tool approved is the
+tool run and its own read-only hint decides (issue 40).
 """
 
 from __future__ import annotations
@@ -16,14 +23,19 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import shlex
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from engine.errors import BadInputError
 from engine.fmt import one_line
+from engine.tools.mcp_transport import (MAX_SCHEMA_DEPTH, http_target, reap, repairing, schema_depth, stdio_target,
+                                        too_deep)
 
 DEFAULT_TIMEOUT_S = 20.0  # one call may take this long
 CONNECT_TIMEOUT_S = 60.0  # starting a server and listing its tools (a Python server imports its SDK: seconds)
@@ -76,6 +88,12 @@ class McpTool:
     description: str
     parameters: dict[str, Any]
     read_only: bool = False  # the server says it changes nothing (ToolAnnotations.readOnlyHint)
+    remote_name: str = ""  # the server's own name for it when ``name`` had to be made unique; "" the same
+
+    @property
+    def server_name(self) -> str:
+        """The name sent to the server in a call."""
+        return self.remote_name or self.name
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,8 @@ class _Server:
     tools: list[McpTool] = field(default_factory=list)
     error: str | None = None
     task: "asyncio.Task[None] | None" = None
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)  # marks the processes it starts (reap)
+    dropped: list[str] = field(default_factory=list)  # tools left out for a schema nested too deep
 
 
 def _result_text(result: Any) -> str:
@@ -136,9 +156,11 @@ class McpHub:
         self._thread.start()
         ready.wait()
         self._servers = self._submit(self._start_all(), self.connect_timeout_s + _MARGIN_S, [])
+        _unique_names(self._servers)
         for server in self._servers:
             if server.error:
                 self.problems.append(f"MCP server {server.spec.label}: {server.error}")
+            self.problems.extend(too_deep(name, server.spec.label) for name in server.dropped)
         return self.tools
 
     @property
@@ -147,11 +169,12 @@ class McpHub:
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         t = time.perf_counter()
-        server = next((s for s in self._servers if not s.error and any(x.name == name for x in s.tools)), None)
-        if server is None:
+        found = next(((s, x) for s in self._servers if not s.error for x in s.tools if x.name == name), None)
+        if found is None:
             return ToolOutcome(f"no connected MCP server has a tool named {name!r}", False, 0.0)
+        server, tool = found
         try:
-            outcome = self._submit(self._ask(server, name, arguments), self.timeout_s + _MARGIN_S, None)
+            outcome = self._submit(self._ask(server, tool.server_name, arguments), self.timeout_s + _MARGIN_S, None)
         except Exception as exc:  # noqa: BLE001  (the caller gets one line whatever went wrong)
             return ToolOutcome(one_line(exc, name_type=True), False, time.perf_counter() - t)
         if outcome is None:
@@ -159,7 +182,7 @@ class McpHub:
         return outcome
 
     def close(self) -> None:
-        """Stop every server (bounded) and the loop."""
+        """Stop every server (bounded) and the loop, then every process a stdio server started and left behind."""
         if self._loop is None:
             return
         self._submit(self._stop_all(), self.timeout_s, None)
@@ -167,6 +190,7 @@ class McpHub:
         if self._thread is not None:
             self._thread.join(self.timeout_s)
         self._loop = None
+        reap({server.token for server in self._servers if server.spec.kind == "stdio"})
 
     def __enter__(self) -> "McpHub":
         self.connect()
@@ -200,15 +224,20 @@ class McpHub:
 
     async def _own(self, server: _Server, connected: "asyncio.Future[None]") -> None:
         """The one task that holds ``server``'s client: connect, list, then serve calls until told to stop."""
-        from mcp import Client, StdioServerParameters
+        from mcp import Client
+        from mcp.client.stdio import stdio_client
 
         spec = server.spec
-        target: Any = (StdioServerParameters(command=spec.argv[0], args=list(spec.argv[1:]))
-                       if spec.kind == "stdio" else spec.url)
+        # errlog now, not the SDK's default (sys.stderr when it was imported, which may be closed since).
+        inner = (stdio_client(stdio_target(spec.argv, server.token), errlog=sys.stderr) if spec.kind == "stdio"
+                 else http_target(spec.url))
         try:
-            async with Client(target, read_timeout_seconds=self.timeout_s) as client:
+            async with Client(repairing(inner, server.dropped.append), read_timeout_seconds=self.timeout_s) as client:
                 listing = await client.list_tools()
                 for tool in listing.tools:
+                    if schema_depth(tool.input_schema) > MAX_SCHEMA_DEPTH:
+                        server.dropped.append(tool.name)
+                        continue
                     hints = getattr(tool, "annotations", None)
                     server.tools.append(McpTool(spec.label, tool.name, tool.description or "",
                                                 dict(tool.input_schema or {"type": "object"}),
@@ -268,6 +297,23 @@ class McpHub:
             _, pending = await asyncio.wait(tasks, timeout=self.timeout_s)
             for task in pending:
                 task.cancel()
+
+
+def _unique_names(servers: list[_Server]) -> None:
+    """Rename each tool whose name another tool of the hub also has (``McpTool`` ``name``/``remote_name``)."""
+    counts = Counter(tool.name for server in servers if not server.error for tool in server.tools)
+    taken = set(counts)
+    for position, server in enumerate(servers, 1):
+        renamed = []
+        for tool in server.tools:
+            if counts[tool.name] > 1:
+                name = f"{tool.name}_{position}"
+                while name in taken:  # a server may already offer NAME_2, or list NAME twice
+                    name += "_"
+                taken.add(name)
+                tool = replace(tool, name=name, remote_name=tool.name)
+            renamed.append(tool)
+        server.tools = renamed
 
 
 def _innermost(exc: BaseException) -> BaseException:
