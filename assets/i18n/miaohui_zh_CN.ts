@@ -93,8 +93,16 @@
         <translation>此对话打开后已在另一个窗口中被修改，未删除任何内容。对话已重新载入，请再试一次。</translation>
     </message>
     <message>
+        <source>Stopped: the partial reply is kept; press Continue for more.</source>
+        <translation>已停止：已生成的部分回复会保留；点击“继续生成”可以接着写。</translation>
+    </message>
+    <message>
+        <source>Stopped before the reply began.</source>
+        <translation>已在回复开始前停止。</translation>
+    </message>
+    <message>
         <source>Stopped: the partial reply is kept.</source>
-        <translation>已停止：已生成的部分回复会保留。</translation>
+        <translation type="vanished">已停止：已生成的部分回复会保留。</translation>
     </message>
     <message>
         <source>The reply reached the max new tokens limit: press Continue for more.</source>
@@ -1391,8 +1399,12 @@ This model ships Python code that would run on your computer with your permissio
         <translation>重新生成这条回复</translation>
     </message>
     <message>
+        <source>Continue this reply where it stopped</source>
+        <translation>从停止处继续这条回复</translation>
+    </message>
+    <message>
         <source>Continue this reply where the length limit cut it</source>
-        <translation>从长度上限截断处继续这条回复</translation>
+        <translation type="vanished">从长度上限截断处继续这条回复</translation>
     </message>
     <message>
         <source>You</source>
