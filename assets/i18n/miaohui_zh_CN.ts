@@ -3207,6 +3207,10 @@ Result ({ms} ms):
         <translation>第一次回复必须调用工具</translation>
     </message>
     <message>
+        <source>Only this conversation&apos;s first reply; later replies call a tool when the model chooses to.</source>
+        <translation>仅限本对话的第一条回复；之后的回复由模型自行决定是否调用工具。</translation>
+    </message>
+    <message>
         <source>Answer as JSON matching this schema</source>
         <translation>以符合此 schema 的 JSON 作答</translation>
     </message>
