@@ -32,8 +32,8 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (chatgpt_import, conversation_model, fork, kv_keeping, prompt_meter, remote_code, remote_source,
-                        tool_turns, versions)
+from app.window import (chatgpt_import, context_meter, conversation_model, fork, kv_keeping, prompt_meter, remote_code,
+                        remote_source, tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.prefill_progress import show_prefill_progress
 from app.window.speculation import Speculation
@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
+        self.context_meter = context_meter.ContextMeter(self)  # the context bar counts the open conversation's tokens
         self.speculation = Speculation.attach(self)  # its choice on the model bar, its rows, the tint of drafts
         self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
         self.kv_keeping = kv_keeping.KVKeeping(self)  # a conversation switched away from: its KV cache to disk

@@ -390,6 +390,14 @@
 {n} 条消息 · 更新于 {updated}</translation>
     </message>
     <message>
+        <source>Fork of a deleted chat</source>
+        <translation>分支自一个已删除的对话</translation>
+    </message>
+    <message>
+        <source>Fork of “{source}”</source>
+        <translation>分支自“{source}”</translation>
+    </message>
+    <message>
         <source>Rename conversation</source>
         <translation>重命名对话</translation>
     </message>
