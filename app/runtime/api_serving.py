@@ -15,8 +15,8 @@ end (503 if still queued or cancelled in time, else an error saying the model ch
 
 Safe by default, as ``engine serve``: it listens on 127.0.0.1 only, so no API key is asked for, and its server
 (``engine.serve.server.BackgroundServer``) refuses what only a web page would send, for every route and the 503s
-alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off by default; the
-toggle is remembered (``Settings.serve_enabled``), so a window closed while serving serves again when it next opens.
+alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off at every start, whatever the last
+run did (``Settings.start_with_switches_off``): a server never turns on by itself.
 The port is a setting (Chat → "API port…", default 8000); a port in use is one line in the window and the toggle
 goes back off. Changing the port or the parallel requests while serving starts over with them. Turning it off, or
 closing the window (``Bridge.closing``), cancels what runs and stops the server.
@@ -114,8 +114,6 @@ class ApiServing(QObject):
         self._finished.connect(self.on_request_finished)
         self._bridge.model_loaded.connect(self.on_bridge_model_loaded)
         self._bridge.closing.connect(self.stop)
-        if self._settings.serve_enabled():  # it was on when the last window closed
-            self.start()
 
     @property
     def serving(self) -> bool:

@@ -63,8 +63,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setWindowTitle("Miaohui 秒回")
         self.setWindowIcon(QIcon(str(ASSETS / "miaohui.svg")))
-        self.settings = settings
-        self.store = store
+        self.settings, self.store = settings, store
+        settings.start_with_switches_off()  # serving and downloads: on only when turned on in this run
         self.bridge = bridge or Bridge(self)
         self.controller = ChatController(settings, store, self.bridge, self)
         self._closed = False

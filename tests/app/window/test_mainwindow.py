@@ -306,3 +306,15 @@ def test_a_reply_whose_kv_cache_was_evicted_says_so_in_the_panel(make_window, qt
     send_and_wait(qtbot, window, "and once more")
     assert not starts[-1].kv_evicted and starts[-1].reused_tokens > 0
     assert window.perf_panel.displayed()["kv_note"] == ""  # the note was about that one turn
+
+
+@pytest.mark.qt_log_ignore("propagateSizeHints", "raise")  # the offscreen platform cannot raise the Models window
+def test_downloads_allowed_in_the_last_run_are_off_at_the_next_start(qtbot, make_window, settings):
+    # Issue 41 point 9: "Allow downloads" stayed on across restarts, silently: network access must be turned on in
+    # the run that uses it.
+    settings.set_allow_downloads(True)  # as the last run left it
+    window = make_window(loaded=False)
+    [a for a in window.actions() if a.text() == "Models…"][0].trigger()
+    assert not window.models_window.allow_box.isChecked() and not window.models_window.search_tab.query.isEnabled()
+    qtbot.mouseClick(window.models_window.allow_box, Qt.MouseButton.LeftButton)  # turned on in this run: it is on
+    assert window.models_window.allow_box.isChecked() and settings.allow_downloads()
