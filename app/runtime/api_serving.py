@@ -206,6 +206,7 @@ class ApiServing(QObject):
                 handoff.close()
             worker.close(STOP_WAIT_S)  # else its steps are quick: the requests end as cancelled first
             handoff.close()
+            self._show()
             self.model_served.emit("")
 
     # -- following the window's model ---------------------------------------------------------------------------
@@ -255,6 +256,7 @@ class ApiServing(QObject):
         handoff, worker, app = prepared
         self._current = (handoff, worker.start())
         self._switch.current = (app, "")
+        self._show()
         if worker.batching_refused and self._settings.serve_parallel() > 1:  # said once, where the user looks
             self._window.messages.show_message(self.tr("The API serves one request at a time with this model: "
                                                        "{reason}").format(reason=worker.batching_refused), "info")
@@ -269,6 +271,8 @@ class ApiServing(QObject):
 
     def _show(self) -> None:
         n = self._served  # one source text per English form (Chinese has one form for both)
-        text = (self.tr("API {url} · {n} request served") if n == 1 else
-                self.tr("API {url} · {n} requests served"))
+        if self._current is None:  # listening, but every request gets 503 model_not_available: no advertising it
+            text = self.tr("API {url} · waiting for a model loaded on this computer")
+        else:
+            text = self.tr("API {url} · {n} request served") if n == 1 else self.tr("API {url} · {n} requests served")
         self.label.setText(text.format(url=self.url, n=n))

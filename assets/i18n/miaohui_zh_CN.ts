@@ -62,6 +62,10 @@
         <translation>此模型的 API 一次只处理一个请求：{reason}</translation>
     </message>
     <message>
+        <source>API {url} · waiting for a model loaded on this computer</source>
+        <translation>API {url} · 等待在本机加载模型</translation>
+    </message>
+    <message>
         <source>API {url} · {n} request served</source>
         <translation>API {url} · 已处理 {n} 个请求</translation>
     </message>

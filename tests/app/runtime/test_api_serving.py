@@ -211,10 +211,13 @@ def test_no_model_is_a_503_until_one_is_loaded_then_it_is_served(qtbot, make_win
     with pytest.raises(openai.InternalServerError) as error:
         client(url).models.list()
     assert error.value.status_code == 503
+    # Issue 41 point 9: the status bar advertised the API while it answered model_not_available.
+    assert api.label.text() == f"API {url} · waiting for a model loaded on this computer"
 
     with qtbot.waitSignal(api.model_served, timeout=LOAD_TIMEOUT_MS, check_params_cb=bool) as served:
         window.load_model(str(tiny_model_dir), "fp32", "cpu")
     assert served.args == [window.controller.facts.name]
+    assert api.label.text() == f"API {url} · 0 requests served"
     reply = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=3, temperature=0)
     assert reply.choices[0].finish_reason == "length" and reply.model == window.controller.facts.name
 
