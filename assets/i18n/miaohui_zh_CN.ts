@@ -2,6 +2,37 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="zh_CN">
 <context>
+    <name>About</name>
+    <message>
+        <source>&amp;Help</source>
+        <translation>帮助(&amp;H)</translation>
+    </message>
+    <message>
+        <source>A chat app that runs language models on this computer and shows why their replies come fast.</source>
+        <translation>一个在本机运行语言模型的聊天应用，并展示回复为什么来得这么快。</translation>
+    </message>
+    <message>
+        <source>Data folder: {path}</source>
+        <translation>数据文件夹：{path}</translation>
+    </message>
+    <message>
+        <source>Logs folder: {path}</source>
+        <translation>日志文件夹：{path}</translation>
+    </message>
+    <message>
+        <source>Licences:</source>
+        <translation>许可证：</translation>
+    </message>
+    <message>
+        <source>A model you download keeps its own licence: its page in Models… names it.</source>
+        <translation>你下载的模型沿用其自身的许可证：“模型管理…”中该模型的页面会写明。</translation>
+    </message>
+    <message>
+        <source>About Miaohui</source>
+        <translation>关于秒回</translation>
+    </message>
+</context>
+<context>
     <name>Accessibility</name>
     <message>
         <source>{figure}: {value}</source>
