@@ -1214,6 +1214,14 @@
         <translation>正在取消…</translation>
     </message>
     <message>
+        <source>yes</source>
+        <translation>是</translation>
+    </message>
+    <message>
+        <source>no</source>
+        <translation>否</translation>
+    </message>
+    <message>
         <source>table shows the first {shown} of {total} rows; the CSV has all</source>
         <translation>表格只显示 {total} 行中的前 {shown} 行；CSV 中有全部数据</translation>
     </message>
