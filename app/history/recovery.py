@@ -95,9 +95,11 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
             prompt, _ = as_text(row.get("system_prompt"))
             settings = row.get("settings") if isinstance(row.get("settings"), str) else "{}"
             created = as_number(row.get("created")) or now
-            conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+            source = row.get("forked_from") if isinstance(row.get("forked_from"), int) else None  # v6's column
+            conn.execute("INSERT INTO conversations(id, title, created, updated, system_prompt, settings, forked_from) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (cid, title or f"Recovered chat {cid}", created, as_number(row.get("updated")) or created,
-                          prompt or "", settings))
+                          prompt or "", settings, source))
             conversations.add(cid)
         messages = set()
         for mid, row in tables["messages"].items():
@@ -106,7 +108,7 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
             if not isinstance(cid, int) or role not in ROLES or text is None:
                 continue
             if cid not in conversations:  # its conversation row was lost: keep the messages under a stand-in
-                conn.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, '', '{}')",
+                conn.execute("INSERT INTO conversations(id, title, created, updated) VALUES (?, ?, ?, ?)",
                              (cid, f"Recovered chat {cid}", now, now))
                 conversations.add(cid)
             finish = row.get("finish_reason") if row.get("finish_reason") in FINISH_REASONS else None

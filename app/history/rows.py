@@ -19,7 +19,8 @@ from app.history.tool_record import ToolCallRecord, records_from_json
 MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record, m.reasoning, "
                    "m.tool_calls FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
 CONVERSATION_COLUMNS = ("SELECT c.id, c.title, c.created, c.updated, c.system_prompt, c.settings, "
-                        "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id) FROM conversations c")
+                        "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.forked_from, "
+                        "(SELECT s.title FROM conversations s WHERE s.id = c.forked_from) FROM conversations c")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class ConversationRow:
     system_prompt: str
     settings: dict = field(hash=False)
     message_count: int
+    forked_from: int | None = None  # the conversation this one was forked from (None: not a fork)
+    fork_source: str | None = None  # that conversation's title now (None: not a fork, or its source was deleted)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
 
 def conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
     """(conversation, repaired) from a ``CONVERSATION_COLUMNS`` row: None when its id is unusable."""
-    cid, raw_title, created, updated, raw_prompt, raw_settings, count = row
+    cid, raw_title, created, updated, raw_prompt, raw_settings, count, forked_from, raw_source = row
     if not isinstance(cid, int):
         return None, True
     title, bad_title = as_text(raw_title)
@@ -86,4 +89,6 @@ def conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:
     damaged = (bad_title or bad_prompt or not isinstance(settings, dict) or created_n is None
                or updated_n is None)
     return ConversationRow(cid, title or f"Chat {cid}", created_n or 0.0, updated_n or created_n or 0.0,
-                           prompt or "", settings if isinstance(settings, dict) else {}, int(count)), damaged
+                           prompt or "", settings if isinstance(settings, dict) else {}, int(count),
+                           forked_from if isinstance(forked_from, int) else None,
+                           as_text(raw_source)[0] if raw_source is not None else None), damaged

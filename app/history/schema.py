@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v5), the migration step from each older version, and the values a
+Owns the tables of the current version (v6), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -84,6 +84,14 @@ def _migrate_v4_to_v5(c: sqlite3.Connection) -> None:
               "finish_reason TEXT, record TEXT, tool_calls TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (turn_id, position))")
 
 
+def _migrate_v5_to_v6(c: sqlite3.Connection) -> None:
+    """v6 remembers which conversation a fork was copied from (``conversations.forked_from``; NULL: not a fork), so
+    the list can mark a fork and name its source. No foreign key: a deleted source leaves the fork a fork, and
+    AUTOINCREMENT never hands its id to another conversation."""
+    c.execute("ALTER TABLE conversations ADD COLUMN forked_from INTEGER")
+
+
 # schema version -> the step that brings it to the next version
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
-                                                                3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5}
+                                                                3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5,
+                                                                5: _migrate_v5_to_v6}

@@ -263,7 +263,7 @@ class HistoryStore:
 
     def fork_conversation(self, cid: int, mid: int, title: str | None = None) -> int:
         """A new conversation (one transaction) with ``cid``'s system prompt, settings and messages up to and including
-        ``mid``, titled ``title`` ("<title> (fork)"); perf records stay with the replies they measured."""
+        ``mid``, titled ``title`` ("<title> (fork)"), ``cid`` kept as its source; perf records stay with their replies."""
         now = self._now()
         with self._write() as c:
             row = c.execute("SELECT title, system_prompt, settings FROM conversations WHERE id = ?", (cid,)).fetchone()
@@ -271,8 +271,8 @@ class HistoryStore:
                                         (mid, cid)).fetchone() is None:
                 raise NotFoundError(f"message {mid} not found in conversation {cid}")
             name = _clean_text(title if title is not None else f"{row[0]} (fork)")
-            new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings) "
-                                "VALUES (?, ?, ?, ?, ?)", (name, now, now, *row[1:])).lastrowid)
+            new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings, "
+                                "forked_from) VALUES (?, ?, ?, ?, ?, ?)", (name, now, now, *row[1:], cid)).lastrowid)
             c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, tool_calls) "
                       "SELECT ?, role, text, created, finish_reason, reasoning, tool_calls FROM messages "
                       "WHERE conversation_id = ? AND id <= ? ORDER BY id",

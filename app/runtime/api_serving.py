@@ -15,8 +15,8 @@ end (503 if still queued or cancelled in time, else an error saying the model ch
 
 Safe by default, as ``engine serve``: it listens on 127.0.0.1 only, so no API key is asked for, and its server
 (``engine.serve.server.BackgroundServer``) refuses what only a web page would send, for every route and the 503s
-alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off by default; the
-toggle is remembered (``Settings.serve_enabled``), so a window closed while serving serves again when it next opens.
+alike: another site's ``Host`` (DNS rebinding) and bodies not declared JSON. Off at every start, whatever the last
+run did (``Settings.start_with_switches_off``): a server never turns on by itself.
 The port is a setting (Chat → "API port…", default 8000); a port in use is one line in the window and the toggle
 goes back off. Changing the port or the parallel requests while serving starts over with them. Turning it off, or
 closing the window (``Bridge.closing``), cancels what runs and stops the server.
@@ -114,8 +114,6 @@ class ApiServing(QObject):
         self._finished.connect(self.on_request_finished)
         self._bridge.model_loaded.connect(self.on_bridge_model_loaded)
         self._bridge.closing.connect(self.stop)
-        if self._settings.serve_enabled():  # it was on when the last window closed
-            self.start()
 
     @property
     def serving(self) -> bool:
@@ -208,6 +206,7 @@ class ApiServing(QObject):
                 handoff.close()
             worker.close(STOP_WAIT_S)  # else its steps are quick: the requests end as cancelled first
             handoff.close()
+            self._show()
             self.model_served.emit("")
 
     # -- following the window's model ---------------------------------------------------------------------------
@@ -257,6 +256,7 @@ class ApiServing(QObject):
         handoff, worker, app = prepared
         self._current = (handoff, worker.start())
         self._switch.current = (app, "")
+        self._show()
         if worker.batching_refused and self._settings.serve_parallel() > 1:  # said once, where the user looks
             self._window.messages.show_message(self.tr("The API serves one request at a time with this model: "
                                                        "{reason}").format(reason=worker.batching_refused), "info")
@@ -271,6 +271,8 @@ class ApiServing(QObject):
 
     def _show(self) -> None:
         n = self._served  # one source text per English form (Chinese has one form for both)
-        text = (self.tr("API {url} · {n} request served") if n == 1 else
-                self.tr("API {url} · {n} requests served"))
+        if self._current is None:  # listening, but every request gets 503 model_not_available: no advertising it
+            text = self.tr("API {url} · waiting for a model loaded on this computer")
+        else:
+            text = self.tr("API {url} · {n} request served") if n == 1 else self.tr("API {url} · {n} requests served")
         self.label.setText(text.format(url=self.url, n=n))

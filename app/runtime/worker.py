@@ -66,7 +66,7 @@ class GenerateJob:
     config: SamplingConfig
     prefix_from: int | None = None  # a fork's first turn: the conversation whose session may be handed over
     template_kwargs: dict[str, Any] | None = None  # chat-template variables (enable_thinking); a local model's only
-    partial: Message | None = None  # the reply cut at its length limit, continued where it stopped
+    partial: Message | None = None  # the reply cut at its length limit or stopped, continued where it stopped
     text: str | None = None  # Complete text: this document is continued raw (no chat template), ``messages`` unused
     speculation: SpeculationConfig | None = None  # speculative decoding (app.window.speculation); a local model's only
     tools: ReplyTools | None = None  # the conversation's MCP tools and JSON schema (``app.runtime.tool_host``)

@@ -31,6 +31,18 @@ class ChatMessage:
         """The figures shown under a reply, e.g. ``41.8 tok/s · TTFT 86 ms · 12 tokens · KV 2.9 MiB``."""
         return self.perf.footer() if self.perf is not None else ""
 
+    @property
+    def continuable(self) -> bool:
+        """Continue can resume it: a reply cut by its length limit, or stopped by the user after some text."""
+        return continuable(self.role, self.finish_reason, self.text, self.reasoning)
+
+
+def continuable(role: str, finish_reason: str | None, text: str, reasoning: str) -> bool:
+    """Whether Continue can resume this message: a reply the length limit cut, or one Stop cut after it said
+    something (a reply stopped before its first token has nothing to continue: Regenerate is the action there)."""
+    return role == "assistant" and (finish_reason == "length" or (finish_reason == "cancelled"
+                                                                   and bool(text or reasoning)))
+
 
 @dataclass(frozen=True)
 class ShownMessage:
@@ -45,6 +57,11 @@ class ShownMessage:
     thinking_tokens: int | None = None
     thinking_s: float | None = None
     tool_calls: tuple[ToolCallRecord, ...] = ()  # the bubble's tool-call blocks (``app.widgets.tool_call_view``)
+
+    @property
+    def continuable(self) -> bool:
+        """The bubble offers Continue (when it is the last reply)."""
+        return continuable(self.role, self.finish_reason, self.text, self.reasoning)
 
     @classmethod
     def of(cls, m: ChatMessage) -> ShownMessage:

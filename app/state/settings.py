@@ -343,9 +343,15 @@ class Settings:
             self._q.setValue("history/last_conversation", cid)
         self._q.sync()
 
+    def start_with_switches_off(self) -> None:
+        """A window starts: serving the model and downloads go off, whatever the last run left them at. A server and
+        network access are turned on by the user in this run, never by themselves at a start (issue 41)."""
+        self.set_serve_enabled(False)
+        self.set_allow_downloads(False)
+
     # -- model library ----------------------------------------------------------------------------
     def allow_downloads(self) -> bool:
-        """Whether the Models window may reach Hugging Face; off unless the user turned it on."""
+        """Whether the Models window may reach Hugging Face; off unless the user turned it on in this run."""
         return self._read("library/allow_downloads", False)
 
     def set_allow_downloads(self, allowed: bool) -> None:
@@ -380,8 +386,8 @@ class Settings:
 
     # -- serving the window's model (app.runtime.api_serving) ---------------------------------------------
     def serve_enabled(self) -> bool:
-        """Whether the window serves its model over the OpenAI API; off unless the user turned it on (it then
-        starts again with the next window, since it was on when the last one closed)."""
+        """Whether the window serves its model over the OpenAI API; off unless the user turned it on in this run
+        (``start_with_switches_off``)."""
         return self._read("serve/enabled", False)
 
     def set_serve_enabled(self, enabled: bool) -> None:

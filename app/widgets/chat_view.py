@@ -71,7 +71,7 @@ class MessageWidget(QFrame):
     Signals:
         edit_clicked(): the user wants to edit and resend this (user) message.
         regenerate_clicked(): the user wants this (last) reply generated again.
-        continue_clicked(): the user wants this reply, cut at the length limit, continued.
+        continue_clicked(): the user wants this reply, cut at the length limit or stopped, continued.
         fork_clicked(): the user wants a new conversation holding the messages up to this one.
     """
 
@@ -85,7 +85,7 @@ class MessageWidget(QFrame):
                "fork": QT_TRANSLATE_NOOP("MessageWidget", "Fork from here")}  # key -> button text
     TOOLTIPS = {"edit": QT_TRANSLATE_NOOP("MessageWidget", "Edit this message and send it again"),
                 "regenerate": QT_TRANSLATE_NOOP("MessageWidget", "Generate this reply again"),
-                "continue": QT_TRANSLATE_NOOP("MessageWidget", "Continue this reply where the length limit cut it"),
+                "continue": QT_TRANSLATE_NOOP("MessageWidget", "Continue this reply where it stopped"),
                 "fork": QT_TRANSLATE_NOOP("MessageWidget", "Start a new chat with the messages up to this one; this "
                                                            "chat stays as it is.")}  # key -> tooltip and description
 
@@ -191,7 +191,7 @@ class ChatView(QScrollArea):
     Signals:
         edit_requested(int): index of a user message to edit and resend.
         regenerate_requested(): regenerate the last reply.
-        continue_requested(): continue the last reply (it stopped at the length limit).
+        continue_requested(): continue the last reply (the length limit or Stop cut it).
         fork_requested(int): index of a message to fork the conversation at (it and the ones before it).
         code_copied(str): a code block was copied to the clipboard.
     """
@@ -407,7 +407,7 @@ class ChatView(QScrollArea):
         for i, widget in enumerate(self._widgets):
             is_last_reply = i == last and widget.message.role == "assistant" and widget is not self._reply
             widget.set_actions(edit=widget.message.role == "user", regenerate=is_last_reply,
-                               continue_=is_last_reply and widget.message.finish_reason == "length",
+                               continue_=is_last_reply and widget.message.continuable,
                                enabled=self._actions_enabled,
                                fork=widget.message.message_id is not None and widget is not self._reply)
 

@@ -5,7 +5,8 @@ choice). It reads and writes through the ``HistoryStore`` it is given and does n
 chat or create conversations itself: it emits ``conversation_selected`` / ``new_requested`` and the window
 acts (the window knows the current settings a new conversation starts with). An export replaces the chosen
 file only once it is written whole (``engine.paths.replace_text``): a failure leaves the old file as
-it was and says so in one line.
+it was and says so in one line. A fork carries a drawn fork mark (its "(fork)" suffix is what eliding a long title
+cuts) and names its source in its tooltip.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtCore import QPointF, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QIcon, QKeySequence, QPainter, QPainterPath, QPalette, QPen, QPixmap, QShortcut
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMenu, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
@@ -153,8 +154,15 @@ class ConversationList(QWidget):
                 item = QListWidgetItem(title)
                 item.setData(_ID_ROLE, row.id)
                 updated = _when(row.updated)
-                item.setToolTip(self.tr("{title}\n{n} messages · updated {updated}").format(
-                    title=title, n=row.message_count, updated=updated))
+                tooltip = self.tr("{title}\n{n} messages · updated {updated}").format(
+                    title=title, n=row.message_count, updated=updated)
+                if row.forked_from is not None:  # an icon, not a title suffix: the list elides a long title's end
+                    source = (self.tr("Fork of a deleted chat") if row.fork_source is None
+                              else self.tr("Fork of “{source}”").format(source=row.fork_source))
+                    item.setIcon(self._fork_icon())
+                    item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{title} · {source}")
+                    tooltip = f"{source}\n{tooltip}"
+                item.setToolTip(tooltip)
                 self.list.addItem(item)
                 if row.id == self._current:
                     self.list.setCurrentItem(item)
@@ -252,6 +260,22 @@ class ConversationList(QWidget):
         return False
 
     # -- helpers -------------------------------------------------------------------------------------
+    def _fork_icon(self) -> QIcon:
+        """A fork's mark, drawn in the list's text colour (a glyph such as ⑂ is missing from many fonts)."""
+        pixmap = QPixmap(16, 16)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(QPen(self.list.palette().color(QPalette.ColorRole.Text), 1.6))
+        painter.drawLine(QPointF(5, 3), QPointF(5, 13))  # the trunk: the source conversation
+        path = QPainterPath(QPointF(5, 10))
+        path.cubicTo(QPointF(5, 6), QPointF(11, 8), QPointF(11, 4))  # the branch leaving it
+        painter.drawPath(path)
+        for x, y in ((5, 3), (5, 13), (11, 3)):
+            painter.drawEllipse(QPointF(x, y), 1.5, 1.5)
+        painter.end()
+        return QIcon(pixmap)
+
     def _item(self, cid: int | None) -> QListWidgetItem | None:
         for row in range(self.list.count()):
             item = self.list.item(row)

@@ -244,6 +244,12 @@ class LabTab(QWidget):
             raise ValueError("nothing to export yet")
         return save_png(self._result, Path(path))
 
+    def _cell_text(self, value: Any, missing: str) -> str:
+        """A figure as words: yes/no for a flag, ``missing`` for none (never Python's True/None), 4 digits."""
+        if isinstance(value, bool):
+            return self.tr("yes") if value else self.tr("no")
+        return missing if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
     def show_result(self, result: ExperimentResult) -> None:
         """Draw, list and summarise ``result``."""
         self._result = result
@@ -259,16 +265,17 @@ class LabTab(QWidget):
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, cell in enumerate(row):
-                text = "" if cell is None else (f"{cell:.4g}" if isinstance(cell, float) else str(cell))
+                text = self._cell_text(cell, "")
                 item = QTableWidgetItem(text)
                 item.setToolTip(text)
                 self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()  # whole headers: the default width cut their words (a scroll bar is fine)
         parts = [f"<b>{html.escape(result.title)}</b> — {html.escape(result.model)}, {result.elapsed_s:.1f} s"]
         if len(result.rows) > MAX_TABLE_ROWS:
             parts.append("<i>" + self.tr("table shows the first {shown} of {total} rows; the CSV has all").format(
                 shown=MAX_TABLE_ROWS, total=len(result.rows)) + "</i>")
         parts += [f"<span style='color:#b54708'>⚠ {html.escape(flag)}</span>" for flag in result.flags]
-        parts.append("<br>".join(f"{html.escape(human(k))}: <b>{html.escape(str(v))}</b>"
+        parts.append("<br>".join(f"{html.escape(human(k))}: <b>{html.escape(self._cell_text(v, '—'))}</b>"
                                  for k, v in result.summary.items()))
         parts += [f"<small>{html.escape(note)}</small>" for note in result.notes]
         self.findings.setHtml("<br>".join(parts))

@@ -1,17 +1,20 @@
 """The one channel for messages to the user: a dismissable strip above the chat plus the status bar.
 
 Owns how a message looks (info, warning, error) and how long it stays; never shows a traceback
-(callers pass one line, and only the first line of anything longer is shown).
+(callers pass one line, and only the first line of anything longer is shown). The level's icon is the style's
+own message-box icon: the glyphs it was before (⛔, ℹ) are missing from many UI fonts and drew an empty box.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QStyle, QToolButton, QWidget
 
 from app.ui import accessibility
 
 INFO_TIMEOUT_MS = 8000  # info fades; warnings and errors stay until dismissed or replaced
+ICON_PX = 16
+ICONS = {"error": QStyle.StandardPixmap.SP_MessageBoxCritical, "warning": QStyle.StandardPixmap.SP_MessageBoxWarning}
 
 
 class MessageArea(QFrame):
@@ -47,7 +50,8 @@ class MessageArea(QFrame):
     def show_message(self, text: str, level: str = "info") -> None:
         line = (text.strip().splitlines() or [""])[0]
         self.level = level
-        self._icon.setText({"error": "⛔", "warning": "⚠"}.get(level, "ℹ"))
+        icon = self.style().standardIcon(ICONS.get(level, QStyle.StandardPixmap.SP_MessageBoxInformation))
+        self._icon.setPixmap(icon.pixmap(ICON_PX, ICON_PX))
         self.label.setText(line)
         self.setProperty("level", level)
         self.style().unpolish(self)

@@ -4,7 +4,7 @@ page with the fit estimate before downloading, and downloads with progress, paus
 The Recommended tab ranks a curated list of real chat models for this machine (no network).
 
 Non-modal: chat goes on while it is open, and a download goes on while it is hidden. The "Allow downloads from
-Hugging Face" checkbox is ``Settings.allow_downloads`` (off by default); with it off the search controls are
+Hugging Face" checkbox is ``Settings.allow_downloads`` (off at every start of the window); with it off the search controls are
 disabled, Resume too, and nothing in this window opens a socket (every Hub call passes the setting to
 ``engine.library``, which refuses before building a request). Turning it off pauses a download under way.
 

@@ -271,9 +271,18 @@ class PerfPanel(QWidget):
             self._context_bar.setFormat(self.tr("0 / {max} tokens").format(max=context))
             self._name_context()
         else:  # a server that does not say its context: no bar left over from the model before
-            self._context_bar.setRange(0, 1)
-            self._context_bar.setValue(0)
-            self._context_bar.setFormat("—")
+            self.show_context(None, 0)
+
+    def show_context(self, used: int | None, limit: int) -> None:
+        """The context bar: ``used`` of ``limit`` tokens (a reply's figure, or the open conversation's measured);
+        "—" when either is unknown (a server that does not say, a model with no tokenizer here)."""
+        known = used is not None and limit > 0
+        share = f"{100.0 * used / limit:.1f}" if used is not None and known else ""
+        text = self.tr("{used} / {max} tokens ({share} %)").format(used=used, max=limit, share=share) if known else "—"
+        if text != self._context_bar.format():  # each change is a synchronous repaint of the bar
+            self._context_bar.setRange(0, int(limit) if known else 1)
+            self._context_bar.setValue(min(int(used or 0), int(limit)) if known else 0)
+            self._context_bar.setFormat(text)
             self._name_context()
 
     def reset(self) -> None:
@@ -357,13 +366,7 @@ class PerfPanel(QWidget):
             v["precision"].setText(outside_text(m("precision")))
         used, limit = m("context_tokens"), m("context_max")
         if used is not None and limit:
-            text = self.tr("{used} / {max} tokens ({share} %)").format(used=used, max=limit,
-                                                                      share=f"{100.0 * used / limit:.1f}")
-            if text != self._context_bar.format():  # each change is a synchronous repaint of the bar
-                self._context_bar.setRange(0, int(limit))
-                self._context_bar.setValue(min(int(used), int(limit)))
-                self._context_bar.setFormat(text)
-                self._name_context()
+            self.show_context(used, limit)
         dropped = m("dropped_turns") or 0
         self._dropped.setVisible(bool(dropped))
         if dropped:

@@ -115,6 +115,8 @@ class ToolsDialog(QDialog):
             self._add_tool_item(name, None)
         self.required = QCheckBox(self.tr("The first reply must call a tool"))
         self.required.setChecked(tool_choice == "required")
+        self.required.setToolTip(self.tr("Only this conversation's first reply; later replies call a tool when the "
+                                         "model chooses to."))
         layout.addWidget(self.required)
         self.json_box = QCheckBox(self.tr("Answer as JSON matching this schema"))
         self.json_box.setChecked(bool(json_schema))

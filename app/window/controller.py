@@ -252,9 +252,9 @@ class ChatController(QObject):
         return config is not None and self._cut(len(self._messages) - 1) and self._start_reply(config)
 
     def continue_reply(self) -> bool:
-        """Resume the last reply where its length limit cut it: the prompt continues it, the same message grows."""
+        """Resume the last reply where its length limit or Stop cut it: the same message grows (no new turn)."""
         last = self._messages[-1] if self._messages else None
-        usable = not self._generating and last is not None and last.finish_reason == "length" and bool(self._facts)
+        usable = not self._generating and last is not None and last.continuable and bool(self._facts)
         config = self._sampling_config() if usable else None
         return config is not None and self._start_reply(config, last)
 
@@ -374,13 +374,13 @@ class ChatController(QObject):
                 self._messages[-1] = message
             else:
                 self._messages.pop()
-        self._generating = False
+        self._generating = self._reply_shown = False
         self._reply_mid = self._gen_cid = None
-        self._reply_shown = False
         if error:
             self.notice.emit(engine_text(error), "error")  # the worker's fixed refusals are translated
         elif reason == "cancelled":
-            self.status_note.emit(self.tr("Stopped: the partial reply is kept."), 5000)
+            self.status_note.emit(self.tr("Stopped: the partial reply is kept; press Continue for more.")
+                                  if message.continuable else self.tr("Stopped before the reply began."), 5000)
         elif reason == "length":
             self.status_note.emit(self.tr("The reply reached the max new tokens limit: press Continue for more."), 8000)
         self.state_changed.emit()

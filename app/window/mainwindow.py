@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QSplitter, QToolBar, QVBoxLayout, QWidget
 
@@ -32,8 +32,8 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (chatgpt_import, conversation_model, fork, kv_keeping, prompt_meter, remote_code, remote_source,
-                        tool_turns, versions)
+from app.window import (about, chatgpt_import, context_meter, conversation_model, fork, kv_keeping, prompt_meter,
+                        remote_code, remote_source, tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.prefill_progress import show_prefill_progress
 from app.window.speculation import Speculation
@@ -63,8 +63,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setWindowTitle("Miaohui 秒回")
         self.setWindowIcon(QIcon(str(ASSETS / "miaohui.svg")))
-        self.settings = settings
-        self.store = store
+        self.settings, self.store = settings, store
+        settings.start_with_switches_off()  # serving and downloads: on only when turned on in this run
         self.bridge = bridge or Bridge(self)
         self.controller = ChatController(settings, store, self.bridge, self)
         self._closed = False
@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
+        self.context_meter = context_meter.ContextMeter(self)  # the context bar counts the open conversation's tokens
         self.speculation = Speculation.attach(self)  # its choice on the model bar, its rows, the tint of drafts
         self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
         self.kv_keeping = kv_keeping.KVKeeping(self)  # a conversation switched away from: its KV cache to disk
@@ -137,9 +138,7 @@ class MainWindow(QMainWindow):
         status = self.statusBar()
         self.status_model, self.status_device, self.status_precision, self.status_state = labels = tuple(
             QLabel(text, textFormat=Qt.TextFormat.PlainText) for text in (self.tr("no model"), "", "", self.tr("idle")))
-        self.load_progress = QProgressBar()
-        self.load_progress.setMaximumSize(160, 14)
-        self.load_progress.setTextVisible(False)
+        self.load_progress = QProgressBar(maximumSize=QSize(160, 14), textVisible=False)
         self.load_progress.hide()
         for widget in (self.load_progress, *labels):  # labels in plain text: a server names its own model
             status.addPermanentWidget(widget)
@@ -156,6 +155,7 @@ class MainWindow(QMainWindow):
         self.tool_turns = tool_turns.ToolTurns.attach(self, menu)  # Tools… (MCP servers, JSON answers); a separator
         self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
         self.menuBar().addMenu(self.tr("&View")).addAction(self.perf_dock.toggleViewAction())
+        self.about = about.About.attach(self)  # Help → About: version, data and logs folders, licences
         accessibility.tab_order(self.model_bar, self.conversations, self.chat, composer, self.perf_dock)  # as laid out
 
     def _action(self, menu: Any, text: str, shortcut: Any, slot: Any) -> QAction:

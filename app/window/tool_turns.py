@@ -3,10 +3,11 @@ calls shown in the reply as they happen, the question before a tool that may cha
 round-trips with the reply and the panel's "Tools and constraints" view.
 
 What a reply may use is read when it is sent (``Bridge.reply_tools``): the servers in settings, and the open
-conversation's tools, tool choice and JSON schema (``ChatSettings``' per-conversation fields, saved with it). A
-reply's ``ToolCallEvent``s arrive in order with its stream: each becomes a block in the streaming bubble
-(``app.widgets.tool_call_view``) and a line in the panel; once the reply is saved, its round-trips are saved with it
-(``HistoryStore.update_message(tool_calls=…)``), so reopening and exports show them. Owns no widget of its own
+conversation's tools, tool choice and JSON schema (``ChatSettings``' per-conversation fields, saved with it); a
+"required" tool choice binds the conversation's first reply only. A reply's ``ToolCallEvent``s arrive in order with
+its stream: each becomes a block in the streaming bubble (``app.widgets.tool_call_view``) and a line in the panel;
+once the reply is saved, its round-trips are saved with it (``HistoryStore.update_message(tool_calls=…)``), so
+reopening and exports show them. Owns no widget of its own
 beyond the dialogs it opens, and runs no tool (``app.runtime.tool_host``).
 """
 
@@ -59,7 +60,10 @@ class ToolTurns(QObject):
         servers = tuple(self.window.settings.mcp_servers())
         if not (servers and chat.tools) and not chat.json_schema:
             return None
-        return ReplyTools(servers if chat.tools else (), chat.tools, chat.tool_choice, chat.json_schema)
+        # "The first reply must call a tool" is the conversation's first reply only: read from its messages (the
+        # history's, after a restart too), it never forces a call again on a later turn ("thanks, bye").
+        choice = chat.tool_choice if _answers_first_turn(self.controller.messages()) else "auto"
+        return ReplyTools(servers if chat.tools else (), chat.tools, choice, chat.json_schema)
 
     @Slot()
     def open_dialog(self) -> ToolsDialog:
@@ -116,3 +120,10 @@ class ToolTurns(QObject):
                                                  tool_calls=records)
         except StoreError as exc:
             self.window.messages.show_message(self.tr("Tool calls not saved: {why}").format(why=exc), "warning")
+
+
+def _answers_first_turn(messages: list[Any]) -> bool:
+    """No reply comes before the last user message: the reply about to be written (or continued, or regenerated
+    after the cut) is the conversation's first."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return not any(m.role == "assistant" for m in messages[:last_user])

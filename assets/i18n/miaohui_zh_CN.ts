@@ -2,6 +2,37 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="zh_CN">
 <context>
+    <name>About</name>
+    <message>
+        <source>&amp;Help</source>
+        <translation>帮助(&amp;H)</translation>
+    </message>
+    <message>
+        <source>A chat app that runs language models on this computer and shows why their replies come fast.</source>
+        <translation>一个在本机运行语言模型的聊天应用，并展示回复为什么来得这么快。</translation>
+    </message>
+    <message>
+        <source>Data folder: {path}</source>
+        <translation>数据文件夹：{path}</translation>
+    </message>
+    <message>
+        <source>Logs folder: {path}</source>
+        <translation>日志文件夹：{path}</translation>
+    </message>
+    <message>
+        <source>Licences:</source>
+        <translation>许可证：</translation>
+    </message>
+    <message>
+        <source>A model you download keeps its own licence: its page in Models… names it.</source>
+        <translation>你下载的模型沿用其自身的许可证：“模型管理…”中该模型的页面会写明。</translation>
+    </message>
+    <message>
+        <source>About Miaohui</source>
+        <translation>关于秒回</translation>
+    </message>
+</context>
+<context>
     <name>Accessibility</name>
     <message>
         <source>{figure}: {value}</source>
@@ -62,6 +93,10 @@
         <translation>此模型的 API 一次只处理一个请求：{reason}</translation>
     </message>
     <message>
+        <source>API {url} · waiting for a model loaded on this computer</source>
+        <translation>API {url} · 等待在本机加载模型</translation>
+    </message>
+    <message>
         <source>API {url} · {n} request served</source>
         <translation>API {url} · 已处理 {n} 个请求</translation>
     </message>
@@ -93,8 +128,16 @@
         <translation>此对话打开后已在另一个窗口中被修改，未删除任何内容。对话已重新载入，请再试一次。</translation>
     </message>
     <message>
+        <source>Stopped: the partial reply is kept; press Continue for more.</source>
+        <translation>已停止：已生成的部分回复会保留；点击“继续生成”可以接着写。</translation>
+    </message>
+    <message>
+        <source>Stopped before the reply began.</source>
+        <translation>已在回复开始前停止。</translation>
+    </message>
+    <message>
         <source>Stopped: the partial reply is kept.</source>
-        <translation>已停止：已生成的部分回复会保留。</translation>
+        <translation type="vanished">已停止：已生成的部分回复会保留。</translation>
     </message>
     <message>
         <source>The reply reached the max new tokens limit: press Continue for more.</source>
@@ -380,6 +423,14 @@
 {n} messages · updated {updated}</source>
         <translation>{title}
 {n} 条消息 · 更新于 {updated}</translation>
+    </message>
+    <message>
+        <source>Fork of a deleted chat</source>
+        <translation>分支自一个已删除的对话</translation>
+    </message>
+    <message>
+        <source>Fork of “{source}”</source>
+        <translation>分支自“{source}”</translation>
     </message>
     <message>
         <source>Rename conversation</source>
@@ -1163,6 +1214,14 @@
         <translation>正在取消…</translation>
     </message>
     <message>
+        <source>yes</source>
+        <translation>是</translation>
+    </message>
+    <message>
+        <source>no</source>
+        <translation>否</translation>
+    </message>
+    <message>
         <source>table shows the first {shown} of {total} rows; the CSV has all</source>
         <translation>表格只显示 {total} 行中的前 {shown} 行；CSV 中有全部数据</translation>
     </message>
@@ -1391,8 +1450,12 @@ This model ships Python code that would run on your computer with your permissio
         <translation>重新生成这条回复</translation>
     </message>
     <message>
+        <source>Continue this reply where it stopped</source>
+        <translation>从停止处继续这条回复</translation>
+    </message>
+    <message>
         <source>Continue this reply where the length limit cut it</source>
-        <translation>从长度上限截断处继续这条回复</translation>
+        <translation type="vanished">从长度上限截断处继续这条回复</translation>
     </message>
     <message>
         <source>You</source>
@@ -3193,6 +3256,10 @@ Result ({ms} ms):
     <message>
         <source>The first reply must call a tool</source>
         <translation>第一次回复必须调用工具</translation>
+    </message>
+    <message>
+        <source>Only this conversation&apos;s first reply; later replies call a tool when the model chooses to.</source>
+        <translation>仅限本对话的第一条回复；之后的回复由模型自行决定是否调用工具。</translation>
     </message>
     <message>
         <source>Answer as JSON matching this schema</source>

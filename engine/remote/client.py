@@ -73,6 +73,11 @@ class ServedModel:
     weights_bytes: int | None = None  # llama-server's meta.size
 
 
+# A served model's precision as the window and the CLI show it: the server does not say how its weights are stored,
+# and its model name (shown once already, as the name) would read as a precision that is not one.
+REMOTE_PRECISION = "remote"
+
+
 @dataclass(frozen=True)
 class RemoteFacts:
     """What the window and the CLI know of a model served elsewhere. Shaped after ``ModelFacts`` for the fields
@@ -81,7 +86,7 @@ class RemoteFacts:
     name: str  # the served model's name
     source: str  # the base URL
     device: str  # "remote: host[:port]"
-    precision: str  # the served model's name: how it is stored is the server's business, it does not say
+    precision: str  # REMOTE_PRECISION: how the weights are stored is the server's business, and it does not say
     context_length: int  # 0 when the server does not say
     params: int | None = None
     weights_bytes: int | None = None
@@ -115,7 +120,7 @@ class RemoteModel:
         self.served = served
         self.listed = listed
         self.facts = RemoteFacts(name=served.id, source=spec.base_url, device=f"remote: {spec.host}",
-                                 precision=served.id, context_length=served.context_length or 0,
+                                 precision=REMOTE_PRECISION, context_length=served.context_length or 0,
                                  params=served.params, weights_bytes=served.weights_bytes,
                                  models=tuple(m.id for m in listed))
         self._client: Any = None

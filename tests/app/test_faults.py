@@ -73,6 +73,31 @@ def test_stop_mid_stream_keeps_the_partial_reply_marked_stopped(qtbot, make_wind
     assert send_and_wait(qtbot, window, "next") == "length"  # the app is usable after a stop
 
 
+def test_stop_offers_continue_and_continue_extends_the_stopped_reply(qtbot, make_window, store, plan):
+    # Issue 41 point 4: only the length limit offered Continue; a stopped reply must offer it too, and Continue
+    # grows that same message (no new turn) from where Stop cut it.
+    window = make_window(max_new_tokens=40)
+    _start_long_reply(qtbot, window, plan)
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as done:
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+    assert done.args == ["cancelled"]
+    bubble = window.chat.widgets()[-1]
+    stopped = bubble.message.text
+    assert stopped and bubble.footer.text().endswith("stopped")
+    button = bubble._buttons.get("continue")
+    assert button is not None and button.isVisible() and button.isEnabled()
+    cid = window.current_conversation()
+    reply_id = store.messages(cid)[-1].id
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as again:
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert again.args == ["length"]
+    assert window.chat.widgets()[-1] is bubble and [m.role for m in window.chat.messages()] == ["user", "assistant"]
+    assert bubble.message.text.startswith(stopped) and len(bubble.message.text) > len(stopped)
+    rows = store.messages(cid)
+    assert [(r.role, r.id) for r in rows][-1] == ("assistant", reply_id) and len(rows) == 2
+    assert rows[-1].text == bubble.message.text and rows[-1].finish_reason == "length"
+
+
 def test_rapid_send_during_a_reply_gives_one_reply(qtbot, make_window, store, plan):
     window = make_window(max_new_tokens=200)
     _start_long_reply(qtbot, window, plan, "first")

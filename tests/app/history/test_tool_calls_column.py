@@ -22,6 +22,7 @@ def _v3_file(path):
     create_or_migrate(raw, 0)  # today's tables, then turned back into v3's by dropping v4's column
     raw.execute("ALTER TABLE messages DROP COLUMN tool_calls")
     raw.execute("DROP TABLE versions")  # v5's (app.history.versions)
+    raw.execute("ALTER TABLE conversations DROP COLUMN forked_from")  # v6's
     raw.execute("PRAGMA user_version = 3")
     raw.execute("INSERT INTO conversations VALUES (1, 'old chat', 1.0, 2.0, '', '{}')")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning) "

@@ -48,6 +48,9 @@ def test_search_without_a_network_says_so_at_once(qtbot, home, settings, styled,
             assert line == f"Cannot reach {endpoint}: {why}."
         assert "Error" not in line and "Errno" not in line and "\n" not in line
         assert window.search_tab.status.text() == ""  # no "Searching…" left behind
+        # Issue 41 point 9: the banner's icon was a glyph (⛔) many fonts lack: it drew an empty box.
+        icon = window.messages._icon
+        assert icon.text() == "" and not icon.pixmap().isNull() and icon.pixmap().width() > 0
     finally:
         assert window.shutdown(10_000)
 

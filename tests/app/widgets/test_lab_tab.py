@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 
 import pytest
 from PySide6.QtCore import Qt
@@ -52,6 +53,20 @@ def test_attention_heatmap_is_drawn_and_listed(qtbot, tab, tmp_path):
     assert rows[0] == list(result.columns) and len(rows) == len(result.rows) + 1
     png = tab.export_png(tmp_path / "attention.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_table_shows_whole_headers_and_the_summary_words_not_python_values(qtbot, tab):
+    # Issue 41 point 9: the headers were cut, and the summary showed Python's True/None.
+    tab.select("kv_cache")
+    with qtbot.waitSignal(tab.result_shown, timeout=RUN_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(tab.run_button, Qt.MouseButton.LeftButton)
+    result = blocker.args[0]
+    assert isinstance(result.summary["texts_identical"], bool) and "first_divergence" in result.summary
+    header = tab.table.horizontalHeader()
+    assert all(tab.table.columnWidth(c) >= header.sectionSizeHint(c) for c in range(tab.table.columnCount()))
+    findings = tab.findings.toPlainText()
+    assert not re.search(r"\b(True|False|None)\b", findings), findings
+    assert re.search(r": (yes|no)\b", findings), findings
 
 
 def test_sampling_experiment_runs_with_progress(qtbot, tab):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.history.store import StoreError
 from app.runtime.kv_persist import kv_folder
@@ -104,3 +105,40 @@ def test_a_fork_the_history_refuses_says_why_and_changes_nothing(qtbot, make_win
     assert window.forker.fork(0) is None
     assert "Could not fork this chat: history cannot be written" in window.messages.text()
     assert window.current_conversation() == cid and [c.id for c in store.list_conversations()] == [cid]
+
+
+def test_a_fork_is_marked_in_the_list_and_its_context_bar_counts_its_own_tokens(qtbot, make_window, store):
+    # Issue 41 point 7: the "(fork)" suffix was elided away in the list (two identical rows), and the fork's context
+    # bar went on showing its source's token count.
+    window = make_window(max_new_tokens=12)
+    send_and_wait(qtbot, window, "What is the capital of France?")
+    send_and_wait(qtbot, window, "And what is the capital of Italy, and why is it there?")
+    cid = window.current_conversation()
+    long_title = "A conversation whose title is far too long for the list to show whole " * 2
+    store.rename_conversation(cid, long_title.strip())
+    window.conversations.refresh()
+    bar = window.perf_panel._context_bar
+    source_tokens = bar.value()
+    assert source_tokens > 0 and "tokens" in bar.text()
+
+    with qtbot.waitSignal(window.forker.forked, timeout=5000) as forked:
+        qtbot.mouseClick(window.chat.widgets()[1]._buttons["fork"], Qt.MouseButton.LeftButton)  # the first reply
+    new = forked.args[0]
+    items = {window.conversations.list.item(i).data(Qt.ItemDataRole.UserRole): window.conversations.list.item(i)
+             for i in range(window.conversations.list.count())}
+    fork_item, source_item = items[new], items[cid]
+    assert not fork_item.icon().isNull() and source_item.icon().isNull()  # the mark survives eliding the title
+    assert fork_item.toolTip().startswith(f"Fork of “{long_title.strip()}”")
+    # The fork's own conversation (one question, one reply) is measured: fewer tokens than its source's two turns.
+    qtbot.waitUntil(lambda: 0 < bar.value() < source_tokens, timeout=REPLY_TIMEOUT_MS)
+    fork_tokens = bar.value()
+    assert bar.text().startswith(f"{fork_tokens} / ")
+
+    window.conversations.conversation_selected.emit(cid)  # back to the source: its own count again
+    qtbot.waitUntil(lambda: bar.value() > fork_tokens, timeout=REPLY_TIMEOUT_MS)
+    window.conversations.conversation_selected.emit(new)
+    store.delete_conversation(cid)  # the source goes: the fork stays marked, and says so
+    window.conversations.refresh()
+    fork_item = next(window.conversations.list.item(i) for i in range(window.conversations.list.count())
+                     if window.conversations.list.item(i).data(Qt.ItemDataRole.UserRole) == new)
+    assert not fork_item.icon().isNull() and fork_item.toolTip().startswith("Fork of a deleted chat")

@@ -98,7 +98,7 @@ def test_a_reply_streams_from_the_server_with_its_kv_usage_and_no_key_is_kept(qt
 
     cid = window.current_conversation()
     record = store.messages(cid)[-1].perf
-    assert record.device == f"remote: 127.0.0.1:{server.port}" and record.precision == facts.name
+    assert record.device == f"remote: 127.0.0.1:{server.port}" and record.precision == "remote"
     assert record.model == facts.name and record.generated_tokens == 8 and record.kv_cache_bytes is None
     footer = window.controller.messages()[-1].footer
     assert "KV" not in footer and ("tok/s" in footer) == timed
@@ -259,7 +259,9 @@ def test_a_model_name_the_server_chose_is_shown_as_plain_escaped_text_everywhere
         assert window.messages.text().startswith(f"Connected to {shown} at ")
         assert facts.name == name  # ...and kept as the server names it (it is sent back as is)
         assert send_and_wait(qtbot, window, "Hi") == "eos" and wire.requests[-1]["model"] == name
-        assert window.status_model.text() == shown and window.perf_panel.displayed()["precision"] == shown
+        assert window.status_model.text() == shown
+        # Issue 41 point 9: the precision field showed the model's name; a server does not say its precision.
+        assert window.perf_panel.displayed()["precision"] == "remote" and window.status_precision.text() == "· remote"
         widgets = window.findChildren(QWidget) + [window]
         labels = [w for w in widgets
                   if isinstance(w, QLabel) and ("SESSION EXPIRED" in w.text() or "pwned" in w.text())]

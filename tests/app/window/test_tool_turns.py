@@ -102,6 +102,7 @@ def test_a_hanging_and_a_crashing_tool_cost_one_line_each(qtbot, window):
     _choose(qtbot, window, ["hang"])
     blocks = _send(qtbot, window, "Wait.", confirm=["run"])
     assert re.search(r"hang\(\{\}\) ✗ hang: no answer within 3 s", blocks[0]), blocks
+    window.controller.new_conversation()  # a required call binds a conversation's first reply only
     _choose(qtbot, window, ["crash"])
     blocks = _send(qtbot, window, "Crash.", confirm=["run"])
     assert "crash({}) ✗" in blocks[0] and "\n" not in blocks[0], blocks
@@ -126,3 +127,25 @@ def test_the_json_switch_gives_a_reply_that_validates_and_the_panel_shows_the_ma
     jsonschema.validate(json.loads(window.controller.messages()[-1].text), SCHEMA)
     assert re.match(r"Mask: [\d.]+ ms/token wait · [\d.]+ ms/token build · \d+ tokens",
                     window.tool_turns.cost_view.text())
+
+
+def test_the_required_tool_call_binds_the_first_reply_only_across_a_restart(qtbot, window, make_window, long_tiny,
+                                                                            store):
+    # Issue 41 point 5: "The first reply must call a tool" was sent as tool_choice="required" on every turn, so
+    # "thanks, bye" called the tool again, after a restart too.
+    _choose(qtbot, window, ["add"])
+    assert window.chat_settings().tool_choice == "required"
+    first = _send(qtbot, window, "What is 2 plus 40? Use the add tool.")
+    assert first and "add(" in first[0], first
+    assert _send(qtbot, window, "Thanks, bye.") == []
+    cid = window.current_conversation()
+    assert [bool(r.tool_calls) for r in store.messages(cid) if r.role == "assistant"] == [True, False]
+
+    window.shutdown()
+    again = make_window(max_new_tokens=110, loaded=False)  # a restart on the same settings and history
+    with qtbot.waitSignal(again.model_ready, timeout=LOAD_TIMEOUT_MS):
+        again.load_model(str(long_tiny), "fp32", "cpu")
+    again.open_conversation(cid)
+    assert again.chat_settings().tool_choice == "required"  # the conversation's choice, kept with it
+    assert _send(qtbot, again, "See you.") == []
+    assert [bool(r.tool_calls) for r in store.messages(cid) if r.role == "assistant"] == [True, False, False]

@@ -29,7 +29,7 @@ def test_the_json_of_a_remote_run_has_the_keys_of_a_local_run(server, tiny_model
     for name in UNKNOWN_ALWAYS:
         assert remote[name] is None and local[name] is not None, name
     assert remote["device"] == f"remote: 127.0.0.1:{server.port}" and remote["model"]["layers"] is None
-    assert remote["model"]["name"] == remote["precision"] and remote["model"]["context_length"] == 256
+    assert remote["precision"] == "remote" and remote["model"]["context_length"] == 256
 
 
 def test_the_key_can_come_from_the_environment_and_streams_like_a_local_run(server, monkeypatch, capsys):

@@ -40,7 +40,7 @@ def test_connect_lists_the_servers_model_and_its_context(server, spec):
     assert remote.model_id == server.worker.model_id  # "default" took the server's only model
     facts = remote.facts
     assert facts.remote and facts.name == remote.model_id and facts.context_length == 256
-    assert facts.device == f"remote: 127.0.0.1:{server.port}" and facts.precision == remote.model_id
+    assert facts.device == f"remote: 127.0.0.1:{server.port}" and facts.precision == "remote"
     assert facts.params is None and facts.weights_bytes is None  # engine serve does not say: unknown, not 0
     with pytest.raises(RemoteError, match="does not serve 'nope'"):
         connect(RemoteSpec(server.url, "nope", server.key))

@@ -1,0 +1,71 @@
+"""The context bar follows the open conversation: ``ContextMeter``.
+
+The performance panel's context bar showed the last reply's figure whichever conversation was open, so a fork (its
+replies carry no performance record of their own) showed its source's token count. When a conversation is shown, or a
+model loaded, its own prompt is measured on the worker (``Bridge.measure_prompt``: the template, the tokenizer and
+the trimming the next reply would use) and the bar shows that count; a reply's live figures take over as it streams.
+A server's model has no tokenizer here: its bar says "—" until a reply reports. Owns when to measure; no SQL, no
+inference, no widget.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, Slot
+
+from engine.errors import BadInputError
+from engine.generate.measure import PromptMeasure
+
+NO_SESSION = -1  # an unsaved conversation: the worker keeps no session for it
+
+
+class ContextHost(Protocol):
+    """What the meter uses of the main window (a protocol, so this module does not import the window)."""
+
+    controller: Any
+    bridge: Any
+    perf_panel: Any
+
+
+class ContextMeter(QObject):
+    """Measures the open conversation's prompt when it is shown and puts the count on the context bar (no signals)."""
+
+    def __init__(self, window: ContextHost) -> None:
+        super().__init__(window)  # type: ignore[arg-type]
+        self._controller, self._bridge, self._panel = window.controller, window.bridge, window.perf_panel
+        self._pending = 0  # the measurement on the worker (task id), 0 when none
+        self._controller.conversation_shown.connect(self.measure)
+        self._controller.model_ready.connect(self.measure)
+        self._bridge.task_finished.connect(self.on_bridge_task_finished)
+
+    @Slot()
+    def measure(self, *_args: Any) -> int:
+        """Measure the open conversation now; the task id, or 0 when the bar was set without measuring."""
+        c = self._controller
+        facts, self._pending = c.facts, 0  # an answer on its way is for the conversation shown before
+        if facts is None:
+            return 0
+        limit = getattr(facts, "context_length", None) or 0
+        if getattr(facts, "remote", False) or not limit:
+            self._panel.show_context(None, limit)  # no tokenizer here, or no limit to measure against: "—"
+            return 0
+        messages = c.conversation_for_engine()
+        if not any(m.role != "system" for m in messages):
+            self._panel.show_context(0, limit)  # no message yet (a system prompt alone is not sent by itself)
+            return 0
+        try:
+            config = c.chat_settings().sampling_config()
+        except BadInputError:
+            return 0  # Send will say what is wrong with the settings
+        cid = c.conversation_id
+        self._pending = self._bridge.measure_prompt(cid if cid is not None else NO_SESSION, messages, config)
+        return self._pending
+
+    @Slot(int, object)
+    def on_bridge_task_finished(self, task_id: int, result: object) -> None:
+        if task_id != self._pending or not task_id:
+            return
+        self._pending = 0
+        if isinstance(result, PromptMeasure) and result.context_max and not self._controller.is_generating():
+            self._panel.show_context(result.prompt_tokens, result.context_max)
