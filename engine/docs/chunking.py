@@ -67,7 +67,7 @@ def chunk(document: Document, config: ChunkConfig = ChunkConfig()) -> list[Passa
             if text:
                 passages.append(Passage(len(passages), page.number, " › ".join(t for _, t in path), text))
 
-        for block in _blocks(page.text):
+        for block in _blocks(page.text, headings):
             match = _HEADING.match(block) if headings and "\n" not in block else None
             if match:
                 flush()
@@ -82,8 +82,8 @@ def chunk(document: Document, config: ChunkConfig = ChunkConfig()) -> list[Passa
     return passages
 
 
-def _blocks(text: str) -> list[str]:
-    """Paragraphs (blank-line separated), each heading line a block of its own."""
+def _blocks(text: str, headings: bool) -> list[str]:
+    """Paragraphs (blank-line separated); with ``headings``, each heading line a block of its own."""
     blocks: list[str] = []
     current: list[str] = []
     for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
@@ -91,7 +91,7 @@ def _blocks(text: str) -> list[str]:
             if current:
                 blocks.append("\n".join(current).strip())
                 current = []
-        elif _HEADING.match(line.strip()):
+        elif headings and _HEADING.match(line.strip()):
             if current:
                 blocks.append("\n".join(current).strip())
                 current = []
