@@ -67,12 +67,7 @@ def _embedder(keywords_only: bool):  # -> Embedder | None; the import is lazy: t
     from engine.docs.embed import default_embedder
 
     hf_logging.disable_progress_bar()  # a weights bar between the progress lines is noise
-    embedder = default_embedder()
-    if embedder is None:
-        from engine.docs.retrieve import KEYWORDS_ONLY_NOTE
-
-        _stderr(f"note: {KEYWORDS_ONLY_NOTE}")
-    return embedder
+    return default_embedder()
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -87,6 +82,10 @@ def _add(args: argparse.Namespace) -> int:
         print("error: nothing to index", file=sys.stderr)
         return 2
     embedder = _embedder(args.keywords_only)
+    if embedder is None and not args.keywords_only:
+        from engine.docs.retrieve import KEYWORDS_ONLY_NOTE
+
+        _stderr(f"note: {KEYWORDS_ONLY_NOTE}")
     with DocumentStore(paths.documents_path()) as store:
         report = index_paths(store, args.collection, present, embedder=embedder, progress=_stderr)
     print(f"{printable(args.collection)}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
@@ -129,6 +128,8 @@ def _search(args: argparse.Namespace) -> int:
     embedder = _embedder(args.keywords_only)
     with DocumentStore(paths.documents_path()) as store:
         result = search(store, args.query, args.collection, k=args.k, embedder=embedder)
+    if result.note and not args.keywords_only:  # after the search: an error is then the only line
+        _stderr(f"note: {result.note}")
     if args.json:
         print(json.dumps([hit.as_json() for hit in result.hits], ensure_ascii=False))
         return 0
