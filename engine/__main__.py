@@ -1,4 +1,4 @@
-"""Headless command line: ``python -m engine {chat,complete,info,fetch,bench,lab,models,serve}``.
+"""Headless command line: ``python -m engine {chat,complete,info,fetch,bench,lab,models,serve,docs}``.
 
 Each sub-command lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``;
 this file only dispatches, so the commands stay independent. Exit status: 0 success, 2 bad input or
@@ -22,6 +22,7 @@ COMMANDS = {
     "lab": ("engine.cli.lab", "run the inference-lab experiments headless"),
     "serve": ("engine.cli.serve", "serve the model over an OpenAI-compatible HTTP API"),
     "models": ("engine.cli.models", "the model library: list, search, show, fit, pull, rm"),
+    "docs": ("engine.cli.docs", "your own documents: add, list, remove, search (issue 43)"),
 }
 
 

@@ -126,3 +126,19 @@ class DownloadsDisabledError(BadInputError):
 
 class HubError(FetchError):
     """The model hub could not be reached, refused a request, or sent a file that failed verification."""
+
+
+class DocumentError(BadInputError):
+    """A document cannot be read as text (engine/docs): too large, binary, a zip bomb, unreadable, gone.
+
+    One per file: the indexer reports it as that file's line and goes on with the others."""
+
+
+class NoTextLayerError(DocumentError):
+    """A PDF has no text to extract: encrypted, or pages that are only images (scans need OCR, which we lack)."""
+
+
+class CollectionNotFoundError(EngineError):
+    """No document collection of that name in the documents store (``engine docs list`` names them)."""
+
+    kind = ErrorKind.NOT_FOUND

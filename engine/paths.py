@@ -88,6 +88,19 @@ def history_path() -> Path:
     return state_root() / "history.sqlite3"
 
 
+def documents_path() -> Path:
+    """Where the documents store (engine/docs: collections, passages, their vectors) belongs: ``state_root()``, beside
+    the history, because it is the user's own material and a scripted run must leave it as it was. Creates nothing."""
+    return state_root() / "documents.sqlite3"
+
+
+def embedders_dir() -> Path:
+    """Folder of the embedding models (engine/docs/embed_fetch.py puts the default one there); not inside models/, whose
+    folders the chat-model picker lists. Like the models, an embedder is derived from its weights alone, so it stays in
+    the data directory and a scripted run finds it too."""
+    return _ensure_folder(data_dir() / "embedders", "the embedding models folder")
+
+
 def default_model_dir() -> Path:
     """Folder of the default model's safetensors copy (may not exist yet: see engine.models.fetch)."""
     return models_dir() / DEFAULT_MODEL_NAME

