@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import paths
+from engine.cli.replies import run_guarded
 from engine.errors import EngineError, printable
 from engine.fmt import format_bytes
 
@@ -48,11 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _COMMANDS[args.docs_command](args)
-    except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # an EngineError: one line, status 2
+    return run_guarded(lambda parsed: _COMMANDS[parsed.docs_command](parsed), args)
 
 
 def _stderr(line: str) -> None:

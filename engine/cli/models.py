@@ -25,6 +25,7 @@ from typing import Any
 
 from engine import paths
 from engine.cli.interrupt import first_ctrl_c_sets
+from engine.cli.replies import run_guarded
 from engine.errors import EngineError, ModelNotFoundError, printable
 from engine.fmt import format_bytes, format_rate
 from engine.inputs import PRECISIONS
@@ -69,11 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _COMMANDS[args.models_command](args)
-    except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # an EngineError: one line, status 2
+    return run_guarded(lambda parsed: _COMMANDS[parsed.models_command](parsed), args)
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> int:
