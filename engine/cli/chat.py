@@ -15,6 +15,8 @@ refused from its files' metadata before the weights load (``python -m engine com
 ``--speculative prompt-lookup|draft:MODEL|self`` decodes speculatively (``engine.speculate``; the JSON then has
 ``speculation``, ``acceptance_rate``, ``tokens_per_step`` and the counts). ``--kv int8`` keeps the KV cache in 8
 bits (``engine.generate.kv_cache``; the JSON's ``kv_cache_bytes`` are its real bytes, ``model.kv_precision`` says so).
+``--doc PATH`` / ``--collection NAME`` / ``--docs-mode`` answer from documents with numbered sources
+(``engine.cli.doc_chat``; the JSON then has ``sources``, ``docs_mode``, ``retrieval`` and ``docs_tokens``).
 Owns its own arguments; the flags and output it shares with ``complete`` are ``engine.cli.replies``'.
 ``engine/__main__.py`` imports every sub-command to build its parser, so the session (which loads torch, ~1.5 s)
 is imported in ``_run``: ``--help`` stays instant.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, remote_args, replies, tool_chat
+from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, doc_chat, remote_args, replies, tool_chat
 from engine.events import Message
 from engine.generate.context import check_messages
 from engine.errors import BadInputError
@@ -41,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remote_args.add_arguments(parser, "answer with")
     replies.add_generation_arguments(parser)
     tool_chat.add_arguments(parser)
+    doc_chat.add_arguments(parser)
     parser.add_argument("--speculative", default=None, metavar="prompt-lookup|draft:MODEL|self",
                         help="speculative decoding: drafts from the conversation's n-grams, a smaller model of the "
                              "same tokenizer, or this model's int4 copy, checked in one forward (greedy: same text)")
@@ -55,7 +58,9 @@ def _run(args: argparse.Namespace) -> int:
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.prompt)]
     check_messages(messages)  # bad input fails before the model loads
     tool_chat.check(args)
+    doc_chat.check(args)
     speculation = SpeculationConfig.parse(args.speculative) if args.speculative is not None else None
+    shown: dict[str, Any] = {}  # the documents' sources for print_reply (engine.cli.doc_chat), when there are any
 
     if args.base_url is not None:
         from engine.remote import RemoteSession, RemoteSpec, connect  # (the openai client loads on connect)
@@ -73,10 +78,15 @@ def _run(args: argparse.Namespace) -> int:
         # Torch loads here, after the load: a model refused from its files is refused before torch is imported.
         from engine.generate.session import ChatSession
         session, facts = ChatSession(loaded, speculation=speculation), replies.reply_facts(loaded, config)
+        if doc_chat.wanted(args):  # the question with numbered sources from the documents (engine.cli.doc_chat)
+            grounded = doc_chat.ground_prompt(args, loaded, config.max_new_tokens)
+            messages = grounded.messages
+            shown = {"extra": grounded.json_fields()} if args.json else {"after": grounded.text_after()}
         if args.mcp:  # the model may call the tools of the MCP servers the user named (engine.cli.tool_chat)
             return tool_chat.run(session, messages, config, args,
-                                 lambda start: replies.print_reply(start, facts, args.json))
+                                 lambda start: replies.print_reply(start, facts, args.json, **shown))
         if args.json:  # the decode's roofline beside the metrics
             return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, True,
-                                       replies.local_roofline(loaded))
-    return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, args.json)
+                                       replies.local_roofline(loaded), **shown)
+    return replies.print_reply(lambda cancel: session.generate(messages, config, cancel), facts, args.json,
+                               **shown)

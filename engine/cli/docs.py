@@ -68,6 +68,10 @@ def _embedder(keywords_only: bool):  # -> Embedder | None; the import is lazy: t
     return default_embedder()
 
 
+def embedder_for_search():  # -> Embedder | None: the default one if fetched (``engine chat --doc`` uses it too)
+    return _embedder(keywords_only=False)
+
+
 def _add(args: argparse.Namespace) -> int:
     from engine.docs.index import index_paths
     from engine.docs.store import DocumentStore

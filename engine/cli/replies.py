@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from engine.cli.interrupt import first_ctrl_c_sets
 from engine.cli.prefill_line import PrefillLine
@@ -129,8 +129,12 @@ def run_guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespa
 
 
 def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any, as_json: bool,
-                roofline: Callable[[Any], Any] | None = None) -> int:
+                roofline: Callable[[Any], Any] | None = None, extra: Mapping[str, Any] | None = None,
+                after: str | None = None) -> int:
     """Stream the events ``start(cancel)`` gives and print the result; returns the exit status.
+
+    ``extra``: more keys for the ``--json`` object; ``after``: lines the text output prints after the reply (both
+    the sources of ``chat --doc``).
 
     ``start`` is called inside the Ctrl-C guard: the first Ctrl-C sets ``cancel`` (the reply stops within one
     token and what was generated is still printed), a second one interrupts.
@@ -156,12 +160,14 @@ def print_reply(start: Callable[[threading.Event], Iterable[Event]], facts: Any,
         print("error: generation ended without a result", file=sys.stderr)
         return 1
     if as_json:
-        print(json.dumps(result_json(finished, facts, roofline), ensure_ascii=False))
+        print(json.dumps({**result_json(finished, facts, roofline), **(extra or {})}, ensure_ascii=False))
     else:
         # The stream may lack bytes held back at the very end (an incomplete character): print them.
         shown = "".join(streamed)
         tail = finished.text[len(shown):] if finished.text.startswith(shown) else ""
         sys.stdout.write(terminal_text(tail) + "\n")
+        if after:
+            sys.stdout.write("\n" + after + "\n")
         sys.stdout.flush()
         print(summary_line(finished), file=sys.stderr)
     if finished.reason == "error":

@@ -41,6 +41,10 @@ class Embedder(Protocol):
         """(len(texts), dim) float32, each row of length 1."""
         ...
 
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """The tokens ``embed(texts)`` reads (special tokens and truncation included): the server's usage."""
+        ...
+
 
 @dataclass(frozen=True)
 class EmbedConfig:
@@ -87,6 +91,11 @@ class TransformersEmbedder:
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
                 out[start:start + len(batch)] = pooled.float().numpy()
         return out
+
+
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        encoded = self._tokenizer(list(texts), truncation=True, max_length=self._config.max_tokens)
+        return sum(len(ids) for ids in encoded["input_ids"])
 
 
 def default_embedder_dir() -> Path:

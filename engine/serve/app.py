@@ -1,6 +1,7 @@
 """The ASGI application: ``create_app(worker, ...)`` -> a FastAPI app serving the OpenAI API over ``worker``.
 
-Routes: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions``, ``POST /v1/completions``
+Routes: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions``, ``POST /v1/completions``,
+``POST /v1/embeddings`` (the engine's embedding model: ``engine.serve.embeddings``; 503 while none is installed)
 (raw text continued with no chat template, so a base model is served too), both streaming as server-sent events
 ``data: {json}`` ending with ``data: [DONE]``, or one JSON body,
 ``GET /health`` and ``GET /metrics`` (Prometheus text). With ``api_key``, every ``/v1`` route wants
@@ -40,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from engine.errors import ContextTooLongError, TemplateError
+from engine.serve.embeddings import Embeddings, parse_embeddings
 from engine.serve.errors import ApiError, error_body
 from engine.serve.metrics import CONTENT_TYPE
 from engine.serve.responses import Shaper, chat_logprobs, completion_logprobs, model_list, sse
@@ -59,8 +61,10 @@ RAW_HINT = " (this server continues text without a template at POST /v1/completi
 
 
 def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-               cors_origins: Sequence[str] = (), aliases: Sequence[str] = ALIASES) -> FastAPI:
-    """The server's ASGI app over a started ``worker``."""
+               cors_origins: Sequence[str] = (), aliases: Sequence[str] = ALIASES,
+               embeddings: Embeddings | None = None) -> FastAPI:
+    """The server's ASGI app over a started ``worker``; ``embeddings`` serves ``/v1/embeddings`` (default: the
+    data folder's embedding model, found on the first request)."""
     app = FastAPI(title="Miaohui", docs_url=None, redoc_url=None, openapi_url=None)
     created = int(time.time())
     names = {worker.model_id, *aliases}
@@ -115,6 +119,12 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
         check_model(parsed.model)
         return await _respond(request, worker, parsed, Shaper("completion", worker.model_id), COMPLETION_MODE,
                               cache_scope(request, parsed))
+
+    embedder = embeddings or Embeddings()
+
+    @v1.post("/embeddings")
+    async def embeddings_route(request: Request) -> dict[str, Any]:
+        return await embedder.respond(parse_embeddings(await read_body(request, max_body_bytes)))
 
     app.include_router(v1)
 
