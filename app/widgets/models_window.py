@@ -151,6 +151,10 @@ class ModelsWindow(QDialog):
         self.installed_tab.refresh()
         self.tabs.setCurrentWidget(self.installed_tab)
 
+    def show_recommended(self) -> None:
+        """Bring the Recommended tab forward (the first start's note on the tiny default model asks for it)."""
+        self.tabs.setCurrentWidget(self.recommended_tab)
+
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         """Each time the window opens: the models folder and the recently used models read afresh."""
         self.installed_tab.set_recent(self._settings.recent_models())

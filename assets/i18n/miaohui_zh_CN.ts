@@ -462,6 +462,33 @@
     </message>
 </context>
 <context>
+    <name>DefaultModelNote</name>
+    <message>
+        <source>The default model, {name}, is tiny (135 M parameters): it is here to watch how the engine works, and its answers are often wrong (it may name Sydney as Australia&apos;s capital, or answer Chinese in English). For real answers, get a better model: Models… → Recommended lists the ones that fit this computer.</source>
+        <translation>默认模型 {name} 非常小（1.35 亿参数）：它是用来观察推理引擎如何工作的，回答常常是错的（可能说悉尼是澳大利亚的首都，或用英文回答中文问题）。想要真正可用的回答，请换一个更好的模型：“模型管理… → 推荐”列出了适合本机的模型。</translation>
+    </message>
+    <message>
+        <source>Show better models</source>
+        <translation>查看更好的模型</translation>
+    </message>
+    <message>
+        <source>Open Models… on its Recommended tab: real chat models ranked for this computer.</source>
+        <translation>打开“模型管理…”的“推荐”页：按本机情况排序、真正能对话的模型。</translation>
+    </message>
+    <message>
+        <source>Got it</source>
+        <translation>知道了</translation>
+    </message>
+    <message>
+        <source>Hide this note; it will not be shown again.</source>
+        <translation>隐藏这条提示；以后不再显示。</translation>
+    </message>
+    <message>
+        <source>About the default model</source>
+        <translation>关于默认模型</translation>
+    </message>
+</context>
+<context>
     <name>DownloadPanel</name>
     <message>
         <source>Pause</source>
