@@ -1453,6 +1453,10 @@ This model ships Python code that would run on your computer with your permissio
         <source>prefill {share} % ({done}/{total} tokens)</source>
         <translation>预填充 {share} %（{done}/{total} 个 token）</translation>
     </message>
+    <message>
+        <source>Waiting for the model…</source>
+        <translation>正在等待模型…</translation>
+    </message>
 </context>
 <context>
     <name>MessageArea</name>
