@@ -128,6 +128,10 @@ class HubError(FetchError):
     """The model hub could not be reached, refused a request, or sent a file that failed verification."""
 
 
+class GatedModelError(HubError):
+    """The Hub refused a gated model's files: no token was given, or its account has not been granted access."""
+
+
 class DocumentError(BadInputError):
     """A document cannot be read as text (engine/docs): too large, binary, a zip bomb, unreadable, gone.
 

@@ -84,8 +84,10 @@ class DownloadPanel(QFrame):
     def is_busy(self) -> bool:
         return self.job is not None
 
-    def start(self, repo: str, file: str | None, *, allow_downloads: bool, endpoint: str | None) -> bool:
-        """Start downloading ``repo`` (or its GGUF ``file``); False when one is already under way."""
+    def start(self, repo: str, file: str | None, *, allow_downloads: bool, endpoint: str | None,
+              token: str | None = None) -> bool:
+        """Start downloading ``repo`` (or its GGUF ``file``); False when one is already under way. ``token``: the
+        Hugging Face token for a gated model (sent to ``endpoint`` only), or None."""
         if self.job is not None:
             return False
         job = self.job = DownloadJob(repo, file)
@@ -100,7 +102,7 @@ class DownloadPanel(QFrame):
         def run(report):  # on a pool thread
             return download.download(repo, file=file, allow_downloads=allow_downloads, endpoint=endpoint,
                                      progress=report, cancel=job.cancel,
-                                     pause=job.pause, chunk_bytes=chunk)
+                                     pause=job.pause, chunk_bytes=chunk, token=token)
 
         self._runner.submit(run, self._on_done, self._on_failed, self._on_progress, with_report=True)
         self.busy_changed.emit(True)

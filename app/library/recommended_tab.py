@@ -6,14 +6,17 @@ decode ceiling, memory bandwidth ÷ bytes read per token (the seeds' lesson: dec
 token). The bandwidth is the one measured earlier and kept in the data folder (``engine.bench.roofline``);
 without one the speed column says so and "Measure bandwidth" measures it (about a second) off the GUI thread.
 Nothing here touches the network: the list carries its architectures. "Open its page" emits
-``open_requested(repo)``, which the window turns into the model's Hub page (downloads must be allowed).
+``open_requested(repo)``, which the window turns into the model's Hub page; "Download" emits
+``download_requested(repo, None)``, which the window's download panel (progress, pause, cancel) runs — both only
+once downloads are allowed. A gated model (Llama, Gemma) says so in the Access column, and the line under the
+table links its licence page on the Hub, where its owners grant access to the account of the token saved above.
 
 Owns this table and its buttons; the list, the ranking and the measuring are the engine's.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTableWidgetItem, QVBoxLayout, QWidget
 
 from app.library.tables import read_only_table
@@ -22,6 +25,7 @@ from app.ui.engine_texts import engine_text
 from engine.bench import roofline
 from engine.fmt import format_bytes, format_rate
 from engine.library import curated, fit
+from engine.library.access import DEFAULT_ENDPOINT
 from engine.library.curated import Recommendation
 
 
@@ -35,9 +39,16 @@ def _rank(remeasure: bool = False) -> tuple[list[Recommendation], dict | None]:
 
 
 class RecommendedTab(QWidget):
-    """``recommendations`` is what the table shows, best first."""
+    """``recommendations`` is what the table shows, best first.
 
-    open_requested = Signal(str)  # a curated model's Hub repo id
+    Signals:
+        open_requested(str): show this curated model's Hub page (its repo id).
+        download_requested(str, object): download this repo (the file: None, its safetensors weights).
+        error(str): one line to show.
+    """
+
+    open_requested = Signal(str)
+    download_requested = Signal(str, object)
     error = Signal(str)
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
@@ -71,6 +82,11 @@ class RecommendedTab(QWidget):
         self.bandwidth_note.setObjectName("footer")
         self.bandwidth_note.setWordWrap(True)
         layout.addWidget(self.bandwidth_note)
+        self.licence_note = QLabel()  # the selected gated model's licence page, a link the system browser opens
+        self.licence_note.setWordWrap(True)
+        self.licence_note.setTextFormat(Qt.TextFormat.RichText)
+        self.licence_note.setOpenExternalLinks(True)
+        layout.addWidget(self.licence_note)
         buttons = QHBoxLayout()
         self.measure_button = QPushButton(self.tr("Measure bandwidth"))
         self.measure_button.setToolTip(self.tr("Reads a 256 MiB buffer a few times to measure how fast this "
@@ -81,6 +97,9 @@ class RecommendedTab(QWidget):
         self.open_button = QPushButton(self.tr("Open its page"))
         self.open_button.clicked.connect(self.on_open_clicked)
         buttons.addWidget(self.open_button)
+        self.download_button = QPushButton(self.tr("Download"))
+        self.download_button.clicked.connect(self.on_download_clicked)
+        buttons.addWidget(self.download_button)
         layout.addLayout(buttons)
         self._update_buttons()
 
@@ -103,7 +122,7 @@ class RecommendedTab(QWidget):
                      if r.ceiling_tokens_per_s is not None else self.tr("not measured"))
             cells = [r.model.name, engine_text(r.model.note), f"{format_bytes(e.weights_bytes)} · {e.precision}",
                      self._verdict(e.verdict), speed,
-                     self.tr("license to accept on the Hub") if r.model.gated else self.tr("open")]
+                     self.tr("gated: accept its licence, save a token") if r.model.gated else self.tr("open")]
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(f"{r.model.repo}\n{e.summary()}" if column in (0, 3) else text)
@@ -130,12 +149,29 @@ class RecommendedTab(QWidget):
     def _update_buttons(self) -> None:
         chosen = self.selected()
         self.open_button.setEnabled(chosen is not None and self._allowed)
+        self.download_button.setEnabled(chosen is not None and self._allowed)
+        self.download_button.setToolTip(self.tr("Download its weights and tokenizer; the progress shows below.")
+                                        if self._allowed else self.tr("Allow downloads from Hugging Face above to "
+                                                                      "download it."))
+        if chosen is not None and chosen.model.gated:
+            page = f"{DEFAULT_ENDPOINT}/{chosen.model.repo}"
+            self.licence_note.setText(self.tr(
+                "{name} is gated: accept its licence on <a href=\"{url}\">its Hugging Face page</a> with your "
+                "account, then save a token of that account above.").format(name=chosen.model.name, url=page))
+        else:
+            self.licence_note.setText("")
         self.open_button.setToolTip(self.tr("Its files, license and download on Hugging Face.") if self._allowed
                                     else self.tr("Allow downloads from Hugging Face above to open its page."))
 
     @Slot()
     def on_measure_clicked(self) -> None:
         self.refresh(remeasure=True)
+
+    @Slot()
+    def on_download_clicked(self) -> None:
+        chosen = self.selected()
+        if chosen is not None and self._allowed:
+            self.download_requested.emit(chosen.model.repo, None)
 
     @Slot()
     def on_open_clicked(self) -> None:

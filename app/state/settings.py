@@ -1,10 +1,10 @@
 """User settings remembered between runs, backed by QSettings (organisation "Miaohui", app "miaohui").
 
-Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the interface
-language and appearance (light / dark / the system's), the model selection (model, precision, device; or the
-server last connected to; its API key only when there is no system keyring and the user ticked "Remember the key
-(stored unencrypted…)", ``app.state.api_keys``), the recently opened models, whether, on which port and how many
-requests at once the window serves its model, speculative decoding's drafter and draft tint
+Owns the generation settings a user edits in the settings dialog (``ChatSettings``), the interface language and
+appearance (light / dark / the system's), whether the note on the tiny default model was closed, the model selection
+(model, precision, device; or the server last connected to; its API key only when there is no system keyring and the
+user ticked "Remember the key (stored unencrypted…)", ``app.state.api_keys``), the recently opened models, whether, on
+which port and how many requests at once the window serves its model, speculative decoding's drafter and draft tint
 (``app.window.speculation``), and the window layout. It does not own history (``app.history.store``) or any widget.
 
 Every value read back is checked (type, range, finite) before anyone sees it: a settings file is user
@@ -414,7 +414,14 @@ class Settings:
         self._q.setValue("serve/parallel", int(n))
         self._q.sync()
 
-    # -- interface --------------------------------------------------------------------------------
+    # -- interface (the note on the tiny default model, app.window.first_run: shown until the user closes it) ---
+    def default_model_note_dismissed(self) -> bool:
+        return self._read("ui/default_model_note_dismissed", False)
+
+    def set_default_model_note_dismissed(self, dismissed: bool) -> None:
+        self._q.setValue("ui/default_model_note_dismissed", bool(dismissed))
+        self._q.sync()
+
     def language(self) -> str:
         """The interface language: "system" (follow the system's; the default), "en" or "zh_CN" (``app.ui.i18n``)."""
         language = self._read("ui/language", "system")

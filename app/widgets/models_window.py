@@ -26,13 +26,15 @@ from PySide6.QtWidgets import QCheckBox, QDialog, QHBoxLayout, QLabel, QTabWidge
 from app.library.download_panel import DownloadPanel
 from app.library.installed_tab import InstalledTab
 from app.library.recommended_tab import RecommendedTab
+from app.library.token_row import HubTokenRow
 from app.library.search_tab import SearchTab
 from app.runtime.background import TaskRunner
+from app.state.hub_token import HubToken
 from app.state.settings import Settings
 from app.ui import accessibility
 from app.widgets.message_area import MessageArea
 from engine.errors import EngineError
-from engine.library.access import resolve_endpoint
+from engine.library.access import DEFAULT_ENDPOINT, resolve_endpoint
 
 DEFAULT_SIZE = (1180, 820)
 
@@ -43,9 +45,11 @@ class ModelsWindow(QDialog):
     model_chosen = Signal(str)  # "Use this model": the model's path (a folder or a .gguf file)
     models_changed = Signal()  # a model was installed or deleted
 
-    def __init__(self, settings: Settings, parent: QWidget | None = None, *, endpoint: str | None = None) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, endpoint: str | None = None,
+                 tokens: HubToken | None = None) -> None:
         super().__init__(parent)
         self._settings = settings
+        self.tokens = tokens or HubToken()  # the Hugging Face token of gated models, in the system keyring
         self._endpoint = endpoint  # None: HF_ENDPOINT, else huggingface.co (engine.library.access)
         self.setWindowTitle(self.tr("Models"))
         self.setModal(False)
@@ -58,8 +62,8 @@ class ModelsWindow(QDialog):
         top = QHBoxLayout()
         self.allow_box = QCheckBox(self.tr("Allow downloads from Hugging Face"))
         self.allow_box.setToolTip(self.tr("Off by default. When on, this window searches huggingface.co (or the "
-                                          "HF_ENDPOINT you set) and downloads the models you choose. No account or "
-                                          "token is ever sent."))
+                                          "HF_ENDPOINT you set) and downloads the models you choose. A token is sent "
+                                          "only when you save one below, and only there."))
         self.allow_box.setAccessibleDescription(self.allow_box.toolTip())
         top.addWidget(self.allow_box)
         self.access_note = QLabel()
@@ -67,6 +71,8 @@ class ModelsWindow(QDialog):
         self.access_note.setWordWrap(True)
         top.addWidget(self.access_note, 1)
         layout.addLayout(top)
+        self.token_row = HubTokenRow(self.tokens, self.hub_endpoint)
+        layout.addWidget(self.token_row)
         self.messages = MessageArea()
         layout.addWidget(self.messages)
 
@@ -91,6 +97,7 @@ class ModelsWindow(QDialog):
         self.search_tab.error.connect(self.show_error)
         self.recommended_tab.error.connect(self.show_error)
         self.recommended_tab.open_requested.connect(self.open_repo_page)
+        self.recommended_tab.download_requested.connect(self.on_download_requested)
         self.search_tab.model_page.download_requested.connect(self.on_download_requested)
         self.download_panel.busy_changed.connect(self.on_download_busy)
         self.download_panel.finished.connect(self.on_download_finished)
@@ -112,6 +119,13 @@ class ModelsWindow(QDialog):
         """The same as ticking the checkbox (saved in the settings)."""
         self.allow_box.setChecked(allowed)
 
+    def hub_endpoint(self) -> str:
+        """The Hub this window talks to (its token is kept for this URL); the default one if the set one is bad."""
+        try:
+            return resolve_endpoint(self._endpoint)
+        except EngineError:
+            return resolve_endpoint(DEFAULT_ENDPOINT)
+
     def _apply_access(self) -> None:
         allowed = self.downloads_allowed()
         if allowed:
@@ -119,8 +133,8 @@ class ModelsWindow(QDialog):
                 where = resolve_endpoint(self._endpoint)
             except EngineError as exc:
                 where = str(exc)
-            self.access_note.setText(self.tr("On: searches and downloads go to {where}, without any account or "
-                                             "token.").format(where=where))
+            self.access_note.setText(self.tr("On: searches and downloads go to {where}; a saved token goes there "
+                                             "only.").format(where=where))
         else:
             self.access_note.setText(self.tr("Off: nothing in this window touches the network. Installed models "
                                              "work as always."))
@@ -150,6 +164,10 @@ class ModelsWindow(QDialog):
         self.installed_tab.set_recent(self._settings.recent_models())
         self.installed_tab.refresh()
         self.tabs.setCurrentWidget(self.installed_tab)
+
+    def show_recommended(self) -> None:
+        """Bring the Recommended tab forward (the first start's note on the tiny default model asks for it)."""
+        self.tabs.setCurrentWidget(self.recommended_tab)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         """Each time the window opens: the models folder and the recently used models read afresh."""
@@ -181,7 +199,8 @@ class ModelsWindow(QDialog):
             self.show_error(self.tr("Downloads from Hugging Face are off: tick “Allow downloads from Hugging Face” "
                                     "first."))
             return False
-        if not self.download_panel.start(repo, file, allow_downloads=True, endpoint=self._endpoint):
+        token = self.tokens.load(self.hub_endpoint())  # None: the Hub refuses a gated model and says why
+        if not self.download_panel.start(repo, file, allow_downloads=True, endpoint=self._endpoint, token=token):
             self.show_error(self.tr("Another download is under way: wait for it, or pause it first."))
             return False
         self.messages.on_close_clicked()

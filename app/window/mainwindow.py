@@ -32,10 +32,10 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (about, chatgpt_import, context_meter, conversation_model, fork, kv_keeping, prompt_meter,
-                        remote_code, remote_source, tool_turns, versions)
+from app.window import (about, chatgpt_import, context_meter, conversation_model, first_run, fork, kv_keeping,
+                        prompt_meter, remote_code, remote_source, tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
-from app.window.prefill_progress import show_prefill_progress
+from app.window.prefill_progress import show_prefill_progress, show_waiting
 from app.window.speculation import Speculation
 from engine.errors import BadInputError
 from engine.fmt import outside_text
@@ -115,6 +115,7 @@ class MainWindow(QMainWindow):
         top_layout = QVBoxLayout(top)
         top_layout.setContentsMargins(16, 8, 16, 0)
         top_layout.addWidget(self.messages)
+        self.first_run = first_run.DefaultModelNoteKeeper.attach(self, top_layout)  # "the default model is tiny"
         column_layout.addWidget(top)
         column_layout.addWidget(self.chat, 1)
         column_layout.addWidget(composer)
@@ -249,7 +250,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def on_controller_reply_started(self, reply: ChatMessage) -> None:
-        self.chat.begin_reply(ShownMessage.of(reply))  # a continued reply's own bubble grows again
+        show_waiting(self.chat.begin_reply(ShownMessage.of(reply)))  # a continued reply's bubble grows again
         self.token_inspector.clear()
         self.perf_panel.reset()
         if reply.message_id is not None:

@@ -462,6 +462,33 @@
     </message>
 </context>
 <context>
+    <name>DefaultModelNote</name>
+    <message>
+        <source>The default model, {name}, is tiny (135 M parameters): it is here to watch how the engine works, and its answers are often wrong (it may name Sydney as Australia&apos;s capital, or answer Chinese in English). For real answers, get a better model: Models… → Recommended lists the ones that fit this computer.</source>
+        <translation>默认模型 {name} 非常小（1.35 亿参数）：它是用来观察推理引擎如何工作的，回答常常是错的（可能说悉尼是澳大利亚的首都，或用英文回答中文问题）。想要真正可用的回答，请换一个更好的模型：“模型管理… → 推荐”列出了适合本机的模型。</translation>
+    </message>
+    <message>
+        <source>Show better models</source>
+        <translation>查看更好的模型</translation>
+    </message>
+    <message>
+        <source>Open Models… on its Recommended tab: real chat models ranked for this computer.</source>
+        <translation>打开“模型管理…”的“推荐”页：按本机情况排序、真正能对话的模型。</translation>
+    </message>
+    <message>
+        <source>Got it</source>
+        <translation>知道了</translation>
+    </message>
+    <message>
+        <source>Hide this note; it will not be shown again.</source>
+        <translation>隐藏这条提示；以后不再显示。</translation>
+    </message>
+    <message>
+        <source>About the default model</source>
+        <translation>关于默认模型</translation>
+    </message>
+</context>
+<context>
     <name>DownloadPanel</name>
     <message>
         <source>Pause</source>
@@ -680,6 +707,56 @@
     <message>
         <source>Forked into a new chat; the original is unchanged.</source>
         <translation>已分支为新对话，原对话保持不变。</translation>
+    </message>
+</context>
+<context>
+    <name>HubToken</name>
+    <message>
+        <source>The token could not be saved in the keyring ({error}); it is kept until Miaohui closes.</source>
+        <translation>无法将令牌保存到钥匙串（{error}）；它会保留到秒回关闭为止。</translation>
+    </message>
+    <message>
+        <source>No system keyring: the token is kept until Miaohui closes, never written to a file.</source>
+        <translation>没有系统钥匙串：令牌只保留到秒回关闭为止，绝不会写入文件。</translation>
+    </message>
+</context>
+<context>
+    <name>HubTokenRow</name>
+    <message>
+        <source>Hugging Face token:</source>
+        <translation>Hugging Face 令牌：</translation>
+    </message>
+    <message>
+        <source>hf_… (only for gated models such as Llama and Gemma)</source>
+        <translation>hf_…（仅用于 Llama、Gemma 等需授权的模型）</translation>
+    </message>
+    <message>
+        <source>Hugging Face token</source>
+        <translation>Hugging Face 令牌</translation>
+    </message>
+    <message>
+        <source>Save token</source>
+        <translation>保存令牌</translation>
+    </message>
+    <message>
+        <source>Kept in the system keyring and sent only to the Hugging Face endpoint above, for gated models whose licence that account accepted.</source>
+        <translation>保存在系统钥匙串中，只发送给上面的 Hugging Face 地址，用于该账号已接受许可协议的需授权模型。</translation>
+    </message>
+    <message>
+        <source>Forget</source>
+        <translation>删除</translation>
+    </message>
+    <message>
+        <source>Remove the token from the keyring</source>
+        <translation>从钥匙串中删除令牌</translation>
+    </message>
+    <message>
+        <source>A token is kept for gated models.</source>
+        <translation>已保存用于需授权模型的令牌。</translation>
+    </message>
+    <message>
+        <source>No token: gated models cannot be downloaded.</source>
+        <translation>没有令牌：无法下载需授权的模型。</translation>
     </message>
 </context>
 <context>
@@ -1376,6 +1453,10 @@ This model ships Python code that would run on your computer with your permissio
         <source>prefill {share} % ({done}/{total} tokens)</source>
         <translation>预填充 {share} %（{done}/{total} 个 token）</translation>
     </message>
+    <message>
+        <source>Waiting for the model…</source>
+        <translation>正在等待模型…</translation>
+    </message>
 </context>
 <context>
     <name>MessageArea</name>
@@ -1996,7 +2077,11 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
     </message>
     <message>
         <source>Off by default. When on, this window searches huggingface.co (or the HF_ENDPOINT you set) and downloads the models you choose. No account or token is ever sent.</source>
-        <translation>默认关闭。开启后，此窗口会搜索 huggingface.co（或你设置的 HF_ENDPOINT）并下载你选择的模型。绝不发送任何账号或访问令牌。</translation>
+        <translation type="vanished">默认关闭。开启后，此窗口会搜索 huggingface.co（或你设置的 HF_ENDPOINT）并下载你选择的模型。绝不发送任何账号或访问令牌。</translation>
+    </message>
+    <message>
+        <source>Off by default. When on, this window searches huggingface.co (or the HF_ENDPOINT you set) and downloads the models you choose. A token is sent only when you save one below, and only there.</source>
+        <translation>默认关闭。开启后，此窗口会搜索 huggingface.co（或你设置的 HF_ENDPOINT）并下载你选择的模型。只有在下方保存了令牌时才会发送令牌，且只发送到那里。</translation>
     </message>
     <message>
         <source>Installed</source>
@@ -2023,8 +2108,12 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <translation>模型库分区</translation>
     </message>
     <message>
+        <source>On: searches and downloads go to {where}; a saved token goes there only.</source>
+        <translation>已开启：搜索和下载都发往 {where}；已保存的令牌只会发往那里。</translation>
+    </message>
+    <message>
         <source>On: searches and downloads go to {where}, without any account or token.</source>
-        <translation>已开启：搜索和下载都发往 {where}，不带任何账号或访问令牌。</translation>
+        <translation type="vanished">已开启：搜索和下载都发往 {where}，不带任何账号或访问令牌。</translation>
     </message>
     <message>
         <source>Off: nothing in this window touches the network. Installed models work as always.</source>
@@ -2374,6 +2463,10 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <translation>打开模型页面</translation>
     </message>
     <message>
+        <source>Download</source>
+        <translation>下载</translation>
+    </message>
+    <message>
         <source>≤ {rate:.0f} tok/s</source>
         <translation>≤ {rate:.0f} tok/s</translation>
     </message>
@@ -2383,11 +2476,15 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
     </message>
     <message>
         <source>license to accept on the Hub</source>
-        <translation>需在 Hugging Face 上接受许可证</translation>
+        <translation type="vanished">需在 Hugging Face 上接受许可证</translation>
     </message>
     <message>
         <source>open</source>
         <translation>公开</translation>
+    </message>
+    <message>
+        <source>gated: accept its licence, save a token</source>
+        <translation>需授权：接受许可协议并保存令牌</translation>
     </message>
     <message>
         <source>Speeds use this machine&apos;s measured memory bandwidth, {rate}.</source>
@@ -2408,6 +2505,18 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
     <message>
         <source>will not fit</source>
         <translation>放不下</translation>
+    </message>
+    <message>
+        <source>Download its weights and tokenizer; the progress shows below.</source>
+        <translation>下载它的权重和分词器；进度显示在下方。</translation>
+    </message>
+    <message>
+        <source>Allow downloads from Hugging Face above to download it.</source>
+        <translation>请先在上方允许从 Hugging Face 下载，再下载它。</translation>
+    </message>
+    <message>
+        <source>{name} is gated: accept its licence on &lt;a href=&quot;{url}&quot;&gt;its Hugging Face page&lt;/a&gt; with your account, then save a token of that account above.</source>
+        <translation>{name} 需要授权：请用你的账号在&lt;a href=&quot;{url}&quot;&gt;它的 Hugging Face 页面&lt;/a&gt;上接受许可协议，然后在上方保存该账号的令牌。</translation>
     </message>
     <message>
         <source>Its files, license and download on Hugging Face.</source>

@@ -16,7 +16,12 @@ through:
   endpoint was chosen). Flipping the constant or the environment would have opened all of those at once.
 
 The endpoint is the ``endpoint`` argument, else ``HF_ENDPOINT`` (read on every call), else huggingface.co; tests
-point it at a local fake Hub. No token is ever sent (every call passes ``token=False``).
+point it at a local fake Hub. A Hugging Face token (for gated models: their owners grant access to an account)
+is sent only when the caller gives one to ``online(..., token=)``, and then only to that block's endpoint:
+``auth_token(url)`` hands it to a request whose URL has the endpoint's scheme, host and port, and answers
+``False`` (huggingface_hub's "send none") for any other, so a listing or redirect that names another host never
+gets it (huggingface_hub's HTTP client also drops ``Authorization`` on a redirect to another origin). Outside a
+block with a token every call sends none, as before.
 
 A Hub that cannot be reached at all fails at once, as ``HubUnreachableError`` (one line: "cannot reach Hugging
 Face: no network or the name does not resolve"). huggingface_hub retries a failed connection five times with
@@ -46,8 +51,8 @@ import httpx2  # huggingface_hub's HTTP client
 from huggingface_hub import constants, get_session, set_client_factory
 from huggingface_hub import errors as hf
 
-from engine.errors import (BadInputError, DownloadsDisabledError, EngineError, HubError, ModelNotFoundError,
-                           printable)
+from engine.errors import (BadInputError, DownloadsDisabledError, EngineError, GatedModelError, HubError,
+                           ModelNotFoundError, printable)
 from engine.fmt import one_line
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -56,6 +61,7 @@ HOW_TO_ALLOW = ("downloads from Hugging Face are off: pass --allow-downloads (in
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9_.-]{1,96}$")
 
 _ONLINE: ContextVar[str | None] = ContextVar("miaohui_hub_online", default=None)  # the endpoint, inside online()
+_TOKEN: ContextVar[str | None] = ContextVar("miaohui_hub_token", default=None)  # the token given to online()
 
 
 class Unreachable(enum.Enum):
@@ -152,23 +158,39 @@ def _install_gate() -> None:
 
 
 @contextlib.contextmanager
-def online(allow_downloads: bool, endpoint: str | None = None) -> Iterator[str]:
+def online(allow_downloads: bool, endpoint: str | None = None, token: str | None = None) -> Iterator[str]:
     """Let huggingface_hub reach ``endpoint`` inside the block, in this thread; yields the endpoint URL.
 
     ``allow_downloads`` False raises ``DownloadsDisabledError`` (one line: how to allow them) and nothing else
-    happens. Failures inside are translated by ``hub_errors``.
+    happens. ``token``: a Hugging Face token the block's requests to ``endpoint`` carry (``auth_token``); None
+    sends none. Failures inside are translated by ``hub_errors``.
     """
     if allow_downloads is not True:
         raise DownloadsDisabledError(HOW_TO_ALLOW)
     url = resolve_endpoint(endpoint)
     _install_gate()
     _install_client()
-    token = _ONLINE.set(url)
+    marks = _ONLINE.set(url), _TOKEN.set(token or None)
     try:
-        with hub_errors(url):
+        with hub_errors(url, bool(token)):
             yield url
     finally:
-        _ONLINE.reset(token)
+        _TOKEN.reset(marks[1])
+        _ONLINE.reset(marks[0])
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def auth_token(url: str) -> str | bool:
+    """What a request to ``url`` passes as huggingface_hub's ``token``: the ``online`` block's token when ``url`` is
+    on that block's endpoint, else ``False`` (send none; not None, which would read a token from the disk)."""
+    endpoint, token = _ONLINE.get(), _TOKEN.get()
+    if not token or endpoint is None or _origin(url) != _origin(endpoint):
+        return False
+    return token
 
 
 def _status(exc: BaseException) -> int | None:
@@ -177,8 +199,9 @@ def _status(exc: BaseException) -> int | None:
 
 
 @contextlib.contextmanager
-def hub_errors(endpoint: str) -> Iterator[None]:
-    """Turn huggingface_hub's and httpx's exceptions into one-line ``EngineError``s naming ``endpoint``."""
+def hub_errors(endpoint: str, with_token: bool = False) -> Iterator[None]:
+    """Turn huggingface_hub's and httpx's exceptions into one-line ``EngineError``s naming ``endpoint``
+    (``with_token``: the requests carried a token, which changes what a gated model's refusal asks for)."""
     try:
         yield
     except EngineError:
@@ -187,8 +210,11 @@ def hub_errors(endpoint: str) -> Iterator[None]:
         raise DownloadsDisabledError(HOW_TO_ALLOW) from None
     except hf.GatedRepoError as exc:
         repo = getattr(exc, "repo_id", None) or "this repo"
-        raise HubError(f"{repo} is gated on {endpoint}: its owners must grant access first, and Miaohui downloads "
-                       "only open models") from None
+        page = f"{endpoint}/{repo}" if "/" in repo else endpoint
+        raise GatedModelError(
+            f"{repo} is gated: the token given has no access yet; accept its licence at {page} with that account"
+            if with_token else f"{repo} is gated: accept its licence at {page}, then give Miaohui a Hugging Face "
+            "token of that account (in the app: Models… → Hugging Face token)") from None
     except hf.RepositoryNotFoundError as exc:
         repo = getattr(exc, "repo_id", None) or "the repo"
         raise ModelNotFoundError(f"no model {repo} on {endpoint} (or it is private)") from None

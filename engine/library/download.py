@@ -47,7 +47,7 @@ from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 from engine import paths
 from engine.errors import BadInputError, CancelledError, DataDirError, HubError, UnsafeModelError, printable
 from engine.fmt import format_bytes, one_line
-from engine.library import hub
+from engine.library import access, hub
 from engine.library.access import check_repo_id, online
 from engine.library.hub import DownloadPlan, RemoteFile
 from engine.models import safety
@@ -277,10 +277,10 @@ def _fetch(plan: DownloadPlan, remote: RemoteFile, work: Path, meter: _Meter, ca
                 digest.update(block)
     transferred = 0
     if offset < remote.size:
-        headers = build_hf_headers(token=False)
+        url = hf_hub_url(plan.repo, remote.name, revision=plan.revision, endpoint=plan.endpoint)
+        headers = build_hf_headers(token=access.auth_token(url))  # pull's token, to the plan's endpoint only
         if offset:
             headers["Range"] = f"bytes={offset}-"
-        url = hf_hub_url(plan.repo, remote.name, revision=plan.revision, endpoint=plan.endpoint)
         with get_session().stream("GET", url, headers=headers, timeout=hub.TIMEOUT_S) as response:
             hf_raise_for_status(response)
             if offset and response.status_code != 206:  # the server ignored the range: start the file again
@@ -352,15 +352,16 @@ def _install(plan: DownloadPlan, work: Path) -> Path:
 
 def pull(plan: DownloadPlan, *, allow_downloads: bool, progress: ProgressFn | None = None,
          cancel: threading.Event | None = None, pause: threading.Event | None = None,
-         chunk_bytes: int = CHUNK_BYTES) -> DownloadResult:
-    """Transfer, verify and install the files of ``plan`` (see the module docstring)."""
+         chunk_bytes: int = CHUNK_BYTES, token: str | None = None) -> DownloadResult:
+    """Transfer, verify and install the files of ``plan`` (see the module docstring). ``token``: a Hugging Face
+    token for a gated model, sent to the plan's endpoint only and kept out of the plan saved in the work folder."""
     _check_names(plan)
     target = _target(plan)
     if target.exists():
         raise BadInputError(f"{plan.repo} is already installed at {printable(target)}: remove it first "
                             f"(python -m engine models rm {plan.folder_name})")
     work = work_dir(plan)
-    with online(allow_downloads, plan.endpoint):
+    with online(allow_downloads, plan.endpoint, token):
         try:
             work.mkdir(parents=True, exist_ok=True)
             _claim(work)
@@ -403,12 +404,13 @@ def pull(plan: DownloadPlan, *, allow_downloads: bool, progress: ProgressFn | No
 
 def download(repo: str, *, file: str | None = None, allow_downloads: bool, endpoint: str | None = None,
              progress: ProgressFn | None = None, cancel: threading.Event | None = None,
-             pause: threading.Event | None = None, chunk_bytes: int = CHUNK_BYTES) -> DownloadResult:
+             pause: threading.Event | None = None, chunk_bytes: int = CHUNK_BYTES,
+             token: str | None = None) -> DownloadResult:
     """Plan and pull ``repo`` (or its GGUF ``file``) into the models folder; see ``pull``."""
     check_repo_id(repo)
-    plan = hub.plan_download(repo, file=file, allow_downloads=allow_downloads, endpoint=endpoint)
+    plan = hub.plan_download(repo, file=file, allow_downloads=allow_downloads, endpoint=endpoint, token=token)
     return pull(plan, allow_downloads=allow_downloads, progress=progress, cancel=cancel, pause=pause,
-                chunk_bytes=chunk_bytes)
+                chunk_bytes=chunk_bytes, token=token)
 
 
 def read_state(work: Path) -> dict[str, Any] | None:

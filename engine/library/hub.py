@@ -32,6 +32,7 @@ from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
 from engine.errors import REMOTE_CODE_REFUSAL, BadInputError, HubError, ModelNotFoundError, UnsafeModelError
 from engine.library import arch as arch_mod
+from engine.library import access
 from engine.library.access import check_repo_id, online
 from engine.library.arch import Architecture
 from engine.library.gguf_header import read_header
@@ -150,7 +151,7 @@ def folder_name(repo: str) -> str:
 
 
 def _api(endpoint: str) -> HfApi:
-    return HfApi(endpoint=endpoint, token=False)
+    return HfApi(endpoint=endpoint, token=access.auth_token(endpoint))  # the online block's token, if any
 
 
 def _iso(value: Any) -> str | None:
@@ -252,20 +253,22 @@ def _info(url: str, repo: str) -> Any:
     return _api(url).model_info(check_repo_id(repo), files_metadata=True, timeout=TIMEOUT_S)
 
 
-def model_page(repo: str, *, allow_downloads: bool, endpoint: str | None = None) -> ModelPage:
-    """A model's page: files with sizes and checksums, GGUF quantizations, license, gated, remote code."""
+def model_page(repo: str, *, allow_downloads: bool, endpoint: str | None = None,
+               token: str | None = None) -> ModelPage:
+    """A model's page: files with sizes and checksums, GGUF quantizations, license, gated, remote code.
+    ``token`` (here and below): a Hugging Face token sent to ``endpoint`` only (``engine.library.access``)."""
     check_repo_id(repo)
-    with online(allow_downloads, endpoint) as url:
+    with online(allow_downloads, endpoint, token) as url:
         return _describe(repo, _info(url, repo))
 
 
 def _get(url: str, repo: str, name: str, revision: str, first_bytes: int | None = None) -> bytes:
     """A small file's bytes (or its first ``first_bytes``) through huggingface_hub's session."""
-    headers = build_hf_headers(token=False)
+    address = hf_hub_url(repo, name, revision=revision, endpoint=url)
+    headers = build_hf_headers(token=access.auth_token(address))
     if first_bytes is not None:
         headers["Range"] = f"bytes=0-{first_bytes - 1}"
-    with get_session().stream("GET", hf_hub_url(repo, name, revision=revision, endpoint=url), headers=headers,
-                              timeout=TIMEOUT_S) as response:
+    with get_session().stream("GET", address, headers=headers, timeout=TIMEOUT_S) as response:
         hf_raise_for_status(response)
         limit = first_bytes if first_bytes is not None else MAX_SIDE_FILE
         data = bytearray()
@@ -356,22 +359,22 @@ def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPla
 
 
 def plan_download(repo: str, *, file: str | None = None, allow_downloads: bool,
-                  endpoint: str | None = None) -> DownloadPlan:
+                  endpoint: str | None = None, token: str | None = None) -> DownloadPlan:
     """Which files a download of ``repo`` (or its GGUF ``file``) takes, pinned to the current commit.
 
     Refuses (``UnsafeModelError``) pickle-only repos and remote code, before any weights move.
     """
     check_repo_id(repo)
-    with online(allow_downloads, endpoint) as url:
+    with online(allow_downloads, endpoint, token) as url:
         return _plan(url, repo, _describe(repo, _info(url, repo)), file)
 
 
 def remote_architecture(repo: str, *, file: str | None = None, allow_downloads: bool,
-                        endpoint: str | None = None) -> tuple[Architecture, DownloadPlan]:
+                        endpoint: str | None = None, token: str | None = None) -> tuple[Architecture, DownloadPlan]:
     """The architecture of a Hub model from its ``config.json`` or its GGUF file's header (ranged reads), and
     what downloading it would take. No weights are transferred."""
     check_repo_id(repo)
-    with online(allow_downloads, endpoint) as url:
+    with online(allow_downloads, endpoint, token) as url:
         page = _describe(repo, _info(url, repo))
         plan = _plan(url, repo, page, file)
         if plan.kind == "safetensors":

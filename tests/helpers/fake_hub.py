@@ -16,6 +16,9 @@ bytes of each file went out. ``corrupt(repo, file)`` makes it serve one wrong by
 right sha256. A hostile Hub lists whatever names it likes (``../x``, ``/abs/x``, backslashes, NUL): file names
 are percent-decoded from the URL, and with ``any_path=True`` a request the client's URL normalisation has bent
 (``resolve/rev/../../x`` arrives as ``/owner/x``) is still answered with the file its last segment names.
+A gated repo (``gated="manual"``) answers its files as the Hub does: 401 with ``X-Error-Code: GatedRepo`` to a
+request without ``Authorization``, 403 to a token whose account was not granted access, the file to a token in
+``grant(repo, token)``; its listing and model info stay public. Each logged request keeps its ``Authorization``.
 ``make_gguf`` writes a small valid GGUF with the tiny test model's architecture.
 Runs ``http.server`` in a thread on an ephemeral 127.0.0.1 port.
 """
@@ -65,6 +68,7 @@ class Logged:
     method: str
     path: str
     range: str | None
+    auth: str | None = None  # the Authorization header it carried
     status: int = 0
     sent: int = 0  # body bytes written
 
@@ -78,6 +82,7 @@ class FakeHub:
     ignore_ranges: bool = False  # answer every GET whole (200), as a server without range support does
     cut_after: dict[str, int] = field(default_factory=dict)  # file → hang up after this many bytes (once)
     any_path: bool = False  # answer an unrouted GET with the listed file its last path segment names
+    granted: dict[str, set[str]] = field(default_factory=dict)  # gated repo → tokens whose account has access
     url: str = ""
 
     # -- set-up --------------------------------------------------------------------------------
@@ -96,6 +101,10 @@ class FakeHub:
         """Serve ``name`` with the byte at ``offset`` (default: the middle) flipped; its listed sha256 stays."""
         data = self.repos[repo_id].files[name]
         self.corrupted[(repo_id, name)] = len(data) // 2 if offset is None else offset
+
+    def grant(self, repo_id: str, token: str) -> None:
+        """The account of ``token`` accepted gated ``repo_id``'s licence: its files are served to that token."""
+        self.granted.setdefault(repo_id, set()).add(token)
 
     def sha256(self, repo_id: str, name: str) -> str:
         return hashlib.sha256(self.repos[repo_id].files[name]).hexdigest()
@@ -161,7 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- replies -------------------------------------------------------------------------------
     def _entry(self) -> Logged:
-        entry = Logged(self.command, urlsplit(self.path).path, self.headers.get("Range"))
+        entry = Logged(self.command, urlsplit(self.path).path, self.headers.get("Range"),
+                       self.headers.get("Authorization"))
         self.owner.log.append(entry)
         return entry
 
@@ -298,6 +308,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(entry, 404, "RevisionNotFound", "Invalid rev id", head)
         if name not in repo.files:
             return self._error(entry, 404, "EntryNotFound", f"{name} does not exist", head)
+        if repo.gated:
+            auth = self.headers.get("Authorization") or ""
+            if not auth:
+                return self._error(entry, 401, "GatedRepo", f"Access to model {repo_id} is restricted. You must "
+                                   "have access to it and be authenticated to access it. Please log in.", head)
+            if auth.removeprefix("Bearer ") not in self.owner.granted.get(repo_id, set()):
+                return self._error(entry, 403, "GatedRepo", f"Access to model {repo_id} is restricted and you are "
+                                   "not in the authorized list.", head)
         data = repo.files[name]
         headers = {"X-Repo-Commit": repo.sha}
         if name.endswith(LFS_SUFFIXES):
