@@ -1,5 +1,6 @@
-"""Conversation exports: Markdown for reading, JSON for keeping (with performance records, tool round-trips and a
-reply's versions), CSV for analysis.
+"""Conversation exports: Markdown for reading, JSON for keeping (with performance records, tool round-trips, a
+reply's versions and every branch an edit made), CSV for analysis. Both write the branch shown; Markdown says which
+version of an edited message it is, JSON also carries the whole tree (``app.history.branches``).
 
 Owns the three text formats and the file name suggested for an export (a conversation title made safe
 on every platform); it reads through ``app.history.store.HistoryStore`` and writes nothing to disk (the caller
@@ -16,7 +17,7 @@ from dataclasses import asdict, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from app.history import versions
+from app.history import branches, versions
 from app.history.perf import PerfRecord
 from app.history.store import HistoryStore
 from engine.lab.results import spreadsheet_safe
@@ -44,7 +45,9 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
     if conv.system_prompt:
         lines += ["> **System prompt:** " + conv.system_prompt.replace("\n", "\n> "), ""]
     turns = versions.turns(store, cid)  # replies with several versions: the one chosen is exported, its place said
+    edits = branches.branch_points(store, cid)  # edited messages: the branch shown is exported, its place said
     for message in store.messages(cid):
+        place = turns.get(message.id) or edits.get(message.id)
         lines += [f"## {message.role.capitalize()}", ""]
         if message.reasoning:  # a reasoning model's thought, folded as the window shows it
             lines += ["<details><summary>Thinking</summary>", "", message.reasoning, "", "</details>", ""]
@@ -53,17 +56,19 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
         lines += [message.text, ""]
         notes = [note for note in (_STOPPED.get(message.finish_reason or ""),
                                    message.perf.footer() if message.perf else "",
-                                   (f"version {turns[message.id].shown} of {turns[message.id].count}"
-                                    if message.id in turns else "")) if note]
+                                   f"version {place.shown} of {place.count}" if place else "") if note]
         if notes:
             lines += [f"*{' · '.join(notes)}*", ""]
     return "\n".join(lines)
 
 
 def to_json(store: HistoryStore, cid: int) -> str:
-    """The whole conversation, settings and per-message performance records included, as pretty JSON."""
+    """The whole conversation, settings and per-message performance records included, as pretty JSON: ``messages``
+    is the branch shown (an edited message's place among its versions under ``branch``), ``tree`` every message of
+    every branch with its parent."""
     conv = store.get_conversation(cid)
     turns = versions.turns(store, cid)  # a reply's every version (the shown one marked) under "versions"
+    edits = branches.branch_points(store, cid)
     document = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -74,8 +79,11 @@ def to_json(store: HistoryStore, cid: int) -> str:
                       **({"tool_calls": [call.to_dict() for call in m.tool_calls]} if m.tool_calls else {}),
                       "created": iso(m.created),
                       "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None,
-                      **({"versions": [_version(v) for v in versions.versions(store, m.id)]} if m.id in turns else {})}
+                      **({"versions": [_version(v) for v in versions.versions(store, m.id)]} if m.id in turns else {}),
+                      **({"branch": {"shown": edits[m.id].shown, "count": edits[m.id].count}} if m.id in edits else {})}
                      for m in store.messages(cid)],
+        "tree": [{"id": t.id, "parent_id": t.parent_id, "role": t.role, "text": t.text, "created": iso(t.created),
+                  "finish_reason": t.finish_reason, "shown": t.shown} for t in branches.tree(store, cid)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
 

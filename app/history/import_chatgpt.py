@@ -362,10 +362,10 @@ def write(store: HistoryStore, imported: ImportReport, now: float) -> list[int]:
             previous, when = None, created
             for message in conv.messages:
                 when = message.created or when  # a message without a time: its predecessor's, so the order holds
-                mid = int(c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason) "
-                                    "VALUES (?, ?, ?, ?, ?)", (cid, message.role, _clean_text(message.text), when,
-                                                               "eos" if message.role == "assistant" else None)
-                                    ).lastrowid)
+                mid = int(c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, "
+                                    "parent_id) VALUES (?, ?, ?, ?, ?, ?)",
+                                    (cid, message.role, _clean_text(message.text), when,
+                                     "eos" if message.role == "assistant" else None, previous)).lastrowid)
                 if message.role == "assistant":
                     c.execute("INSERT INTO perf(message_id, record) VALUES (?, ?)", (mid, record))
                 if previous is not None and len(message.versions) > 1:  # a turn's other versions, in ChatGPT's order

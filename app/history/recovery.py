@@ -114,11 +114,22 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
             finish = row.get("finish_reason") if row.get("finish_reason") in FINISH_REASONS else None
             reasoning, _ = as_text(row.get("reasoning"))  # v3's column; an older file has none
             calls, _ = as_text(row.get("tool_calls"))  # v4's; a cell that is not a list of calls reads as none
+            # v7's tree; -1 (no id is negative): relinked below, as a file older than v7 or a damaged cell needs
+            parent = row.get("parent_id") if isinstance(row.get("parent_id"), int) or (
+                "parent_id" in row and row.get("parent_id") is None) else -1
+            shown = 0 if row.get("shown") == 0 else 1  # an older file, or a damaged cell: on the branch shown
             conn.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning, "
-                         "tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         "tool_calls, parent_id, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (mid, cid, role, text, as_number(row.get("created")) or now, finish, reasoning or "",
-                          calls or "[]"))
+                          calls or "[]", parent, shown))
             messages.add(mid)
+        # A message whose parent was not salvaged (or of a file older than v7) follows the shown message before it,
+        # so every message stays on a path from a first one; a parent is always older than its child. NULL stays:
+        # a first message (an edited first message has siblings with no parent either).
+        conn.execute("UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p WHERE p.conversation_id = "
+                     "messages.conversation_id AND p.id < messages.id AND p.shown = 1) WHERE parent_id IS NOT NULL "
+                     "AND parent_id NOT IN (SELECT p.id FROM messages p WHERE p.conversation_id = "
+                     "messages.conversation_id AND p.id < messages.id)")
         for _, row in tables["perf"].items():
             if row.get("message_id") in messages and isinstance(row.get("record"), str):
                 conn.execute("INSERT INTO perf VALUES (?, ?)", (row["message_id"], row["record"]))

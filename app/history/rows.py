@@ -19,7 +19,7 @@ from app.history.tool_record import ToolCallRecord, records_from_json
 MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record, m.reasoning, "
                    "m.tool_calls FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
 CONVERSATION_COLUMNS = ("SELECT c.id, c.title, c.created, c.updated, c.system_prompt, c.settings, "
-                        "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.forked_from, "
+                        "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id AND m.shown = 1), c.forked_from, "
                         "(SELECT s.title FROM conversations s WHERE s.id = c.forked_from) FROM conversations c")
 
 
@@ -31,7 +31,7 @@ class ConversationRow:
     updated: float
     system_prompt: str
     settings: dict = field(hash=False)
-    message_count: int
+    message_count: int  # in the branch shown
     forked_from: int | None = None  # the conversation this one was forked from (None: not a fork)
     fork_source: str | None = None  # that conversation's title now (None: not a fork, or its source was deleted)
 

@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v6), the migration step from each older version, and the values a
+Owns the tables of the current version (v7), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -91,7 +91,21 @@ def _migrate_v5_to_v6(c: sqlite3.Connection) -> None:
     c.execute("ALTER TABLE conversations ADD COLUMN forked_from INTEGER")
 
 
+def _migrate_v6_to_v7(c: sqlite3.Connection) -> None:
+    """v7 makes a conversation a tree (``app.history.branches``): ``messages.parent_id`` is the message it follows
+    (NULL: the first), so an edited message is a sibling of the one it replaced, each with its own later messages;
+    ``messages.shown`` (1/0) marks the branch shown, the path from the first message to one leaf, which reads in id
+    order because a child is always written after its parent. An older file's linear history becomes that one branch:
+    each message's parent is the one before it. No foreign key on ``parent_id``: a branch is deleted by walking it
+    (``delete_messages_from``), never by a cascade, whose depth SQLite limits to 1000 levels."""
+    c.execute("ALTER TABLE messages ADD COLUMN parent_id INTEGER")
+    c.execute("ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1")
+    c.execute("UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p "
+              "WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id)")
+    c.execute("CREATE INDEX messages_by_parent ON messages(parent_id)")
+
+
 # schema version -> the step that brings it to the next version
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
                                                                 3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5,
-                                                                5: _migrate_v5_to_v6}
+                                                                5: _migrate_v5_to_v6, 6: _migrate_v6_to_v7}

@@ -262,8 +262,9 @@ class HistoryStore:
             return int(cur.lastrowid)
 
     def fork_conversation(self, cid: int, mid: int, title: str | None = None) -> int:
-        """A new conversation (one transaction) with ``cid``'s system prompt, settings and messages up to and including
-        ``mid``, titled ``title`` ("<title> (fork)"), ``cid`` kept as its source; perf records stay with their replies."""
+        """A new conversation (one transaction) with ``cid``'s system prompt, settings and the branch shown up to and
+        including ``mid``, titled ``title`` ("<title> (fork)"), ``cid`` kept as its source; perf records stay with
+        their replies."""
         now = self._now()
         with self._write() as c:
             row = c.execute("SELECT title, system_prompt, settings FROM conversations WHERE id = ?", (cid,)).fetchone()
@@ -275,8 +276,11 @@ class HistoryStore:
                                 "forked_from) VALUES (?, ?, ?, ?, ?, ?)", (name, now, now, *row[1:], cid)).lastrowid)
             c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, tool_calls) "
                       "SELECT ?, role, text, created, finish_reason, reasoning, tool_calls FROM messages "
-                      "WHERE conversation_id = ? AND id <= ? ORDER BY id",
+                      "WHERE conversation_id = ? AND id <= ? AND shown = 1 ORDER BY id",
                       (new, cid, mid))
+            # The copy is one branch: each message follows the one copied before it.
+            c.execute("UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p WHERE p.conversation_id = ? "
+                      "AND p.id < messages.id) WHERE conversation_id = ?", (new, new))
             return new
 
     def list_conversations(self, query: str = "") -> list[ConversationRow]:
@@ -339,12 +343,14 @@ class HistoryStore:
 
     # ----------------------------------------------------------------- messages
     def messages(self, cid: int) -> list[MessageRow]:
-        rows = self._read(MESSAGE_COLUMNS + " WHERE m.conversation_id = ? ORDER BY m.id", (cid,))
+        """The branch shown (``app.history.branches``: the path from the first message to one leaf), in order."""
+        rows = self._read(MESSAGE_COLUMNS + " WHERE m.conversation_id = ? AND m.shown = 1 ORDER BY m.id", (cid,))
         return [msg for msg, _ in map(message_from_row, rows) if msg is not None]
 
     def add_message(self, cid: int, role: str, text: str, finish_reason: str | None = None,
                     perf: PerfRecord | None = None) -> int:
-        """Append a message in one transaction; the first user message titles a still-default conversation."""
+        """Append a message to the branch shown (its parent: that branch's last message) in one transaction; the
+        first user message titles a still-default conversation."""
         _check(role, finish_reason)
         text = _clean_text(text)
         now = self._now()
@@ -352,8 +358,9 @@ class HistoryStore:
             row = c.execute("SELECT title FROM conversations WHERE id = ?", (cid,)).fetchone()
             if row is None:
                 raise NotFoundError(f"conversation {cid} not found")
-            cur = c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason) "
-                            "VALUES (?, ?, ?, ?, ?)", (cid, role, text, now, finish_reason))
+            cur = c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, parent_id) "
+                            "VALUES (?, ?, ?, ?, ?, (SELECT max(id) FROM messages WHERE conversation_id = ? "
+                            "AND shown = 1))", (cid, role, text, now, finish_reason, cid))
             mid = int(cur.lastrowid)
             if perf is not None:
                 c.execute("INSERT INTO perf(message_id, record) VALUES (?, ?)", (mid, perf.to_json()))
@@ -384,9 +391,10 @@ class HistoryStore:
             c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), row[0]))
 
     def delete_messages_from(self, cid: int, mid: int, known_ids: Collection[int] | None = None) -> None:
-        """Delete message ``mid`` and every later message of ``cid`` (edit and resend, regenerate).
+        """Delete message ``mid`` and every message that follows it, in every branch below it (Regenerate, a reply
+        that failed before any text); an edit keeps the old branch instead (``app.history.branches.set_aside``).
 
-        ``known_ids``: the messages from ``mid`` on that the caller has shown. When the conversation holds
+        ``known_ids``: the messages from ``mid`` on that the caller has shown. When the branch shown holds
         a later one the caller has not seen (another window added it), nothing is deleted and
         ``ConflictError`` is raised: cutting there would throw away that window's newer messages.
         """
@@ -395,12 +403,14 @@ class HistoryStore:
                 raise NotFoundError(f"message {mid} not found in conversation {cid}")
             if known_ids is not None:
                 known = set(known_ids)
-                unseen = [row[0] for row in c.execute("SELECT id FROM messages WHERE conversation_id = ? AND id >= ?",
-                                                      (cid, mid)) if row[0] not in known]
+                unseen = [row[0] for row in c.execute("SELECT id FROM messages WHERE conversation_id = ? AND id >= ? "
+                                                      "AND shown = 1", (cid, mid)) if row[0] not in known]
                 if unseen:
                     raise ConflictError("this chat was changed in another window since it was opened; "
                                         "nothing was deleted")
-            c.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?", (cid, mid))
+            # The subtree, not "id >= mid": a later id may be another branch's (an edit above mid made after it).
+            c.execute("WITH RECURSIVE below(id) AS (SELECT ? UNION ALL SELECT m.id FROM messages m JOIN below "
+                      "ON m.parent_id = below.id) DELETE FROM messages WHERE id IN below", (mid,))
             c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (self._now(), cid))
 
     def all_perf_records(self) -> list[tuple[ConversationRow, MessageRow]]:

@@ -1,6 +1,6 @@
 """Reply versions: the earlier replies a Regenerate replaced, kept as versions of their turn and paged through.
 
-A turn is the reply to one message (``turn_id``: the message just before the reply). Its shown version is the reply's
+A turn is the reply to one message (``turn_id``: the message the reply follows, its ``parent_id``). Its shown version is the reply's
 own row in ``messages`` (with its ``perf`` record): what the next prompt, the exports, search and forks read, exactly
 as before versions existed. The turn's other versions wait in the ``versions`` table (schema v5,
 ``app.history.schema``), each at its place (1-based) with its own text, thought, tool round-trips, finish reason,
@@ -81,15 +81,13 @@ def _shown_place(positions: set[int]) -> int:
 
 
 def _turn_of(c: sqlite3.Connection, mid: int) -> tuple[int, int]:
-    """(conversation id, turn id) of reply ``mid``: the message right before it; ``NotFoundError`` when none."""
-    row = c.execute("SELECT conversation_id, role FROM messages WHERE id = ?", (mid,)).fetchone()
+    """(conversation id, turn id) of reply ``mid``: the message it follows; ``NotFoundError`` when none."""
+    row = c.execute("SELECT conversation_id, role, parent_id FROM messages WHERE id = ?", (mid,)).fetchone()
     if row is None or row[1] != "assistant":
         raise NotFoundError(f"reply {mid} not found")
-    before = c.execute("SELECT max(id) FROM messages WHERE conversation_id = ? AND id < ?",
-                       (row[0], mid)).fetchone()
-    if before is None or before[0] is None:
+    if row[2] is None:
         raise NotFoundError(f"reply {mid} answers no message")
-    return int(row[0]), int(before[0])
+    return int(row[0]), int(row[2])
 
 
 def keep(store: HistoryStore, mid: int) -> int:
@@ -116,8 +114,8 @@ def turns(store: HistoryStore, cid: int) -> dict[int, TurnVersions]:
     versions stay until ``restore`` brings one back."""
     rows = store._read(  # noqa: SLF001
         "SELECT v.turn_id, group_concat(v.position), (SELECT min(m.id) FROM messages m WHERE m.conversation_id = ? "
-        "AND m.id > v.turn_id) FROM versions v JOIN messages t ON t.id = v.turn_id WHERE t.conversation_id = ? "
-        "GROUP BY v.turn_id", (cid, cid))
+        "AND m.parent_id = v.turn_id AND m.shown = 1) FROM versions v JOIN messages t ON t.id = v.turn_id "
+        "WHERE t.conversation_id = ? GROUP BY v.turn_id", (cid, cid))
     roles = {row[0]: row[1] for row in store._read(  # noqa: SLF001
         "SELECT id, role FROM messages WHERE conversation_id = ?", (cid,))}
     found = {}
@@ -131,8 +129,7 @@ def turns(store: HistoryStore, cid: int) -> dict[int, TurnVersions]:
 
 def versions(store: HistoryStore, mid: int) -> list[Version]:
     """Every version of reply ``mid``'s turn in place order, the shown one (``shown``) included; [] when it has one."""
-    rows = store._read("SELECT max(id) FROM messages WHERE id < ? AND conversation_id = "  # noqa: SLF001
-                       "(SELECT conversation_id FROM messages WHERE id = ?)", (mid, mid))
+    rows = store._read("SELECT parent_id FROM messages WHERE id = ?", (mid,))  # noqa: SLF001
     turn = rows[0][0] if rows else None
     if turn is None:
         return []
@@ -176,8 +173,8 @@ def restore(store: HistoryStore, cid: int, place: int) -> int | None:
     version at ``place`` (the one the Regenerate replaced) is the reply again, appended in one transaction; its message
     id, or None when the chat ends in a reply or that version is gone."""
     with store._write() as c:  # noqa: SLF001
-        last = c.execute("SELECT id, role FROM messages WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
-                         (cid,)).fetchone()
+        last = c.execute("SELECT id, role FROM messages WHERE conversation_id = ? AND shown = 1 ORDER BY id DESC "
+                         "LIMIT 1", (cid,)).fetchone()
         if last is None or last[1] == "assistant":
             return None
         wanted = c.execute(f"SELECT {_VERSION_COLUMNS} FROM versions WHERE turn_id = ? AND position = ?",
@@ -186,8 +183,8 @@ def restore(store: HistoryStore, cid: int, place: int) -> int | None:
             return None
         _place, text, reasoning, created, finish, record, calls = wanted
         mid = int(c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, "
-                            "tool_calls) VALUES (?, 'assistant', ?, ?, ?, ?, ?)",
-                            (cid, _clean_text(text), created, finish, reasoning, calls)).lastrowid)
+                            "tool_calls, parent_id) VALUES (?, 'assistant', ?, ?, ?, ?, ?, ?)",
+                            (cid, _clean_text(text), created, finish, reasoning, calls, last[0])).lastrowid)
         if record is not None:
             c.execute("INSERT INTO perf(message_id, record) VALUES (?, ?)", (mid, record))
         c.execute("DELETE FROM versions WHERE turn_id = ? AND position = ?", (last[0], place))

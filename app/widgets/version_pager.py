@@ -1,4 +1,5 @@
-"""The ‹ 2/3 › pager under a reply that has several versions (a Regenerate kept the earlier ones): ``VersionPager``.
+"""The ‹ 2/3 › pager under a reply that has several versions (a Regenerate kept the earlier ones), or under a message
+an edit gave several versions (each with the branch that follows it): ``VersionPager``.
 
 Owns the three controls and their keyboard use: Tab reaches the two arrows (each a button with a tooltip and an
 accessible name), Space or Enter presses one, and Left/Right (Home/End: the first/last version) page while either has
@@ -15,7 +16,7 @@ from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QWid
 
 
 class VersionPager(QWidget):
-    """‹ shown/count ›.
+    """‹ shown/count ›; ``of_message``: versions of an edited message (the branch below follows), else of a reply.
 
     Signals:
         version_chosen(int): the user asked for this version (1-based) of the reply.
@@ -23,16 +24,19 @@ class VersionPager(QWidget):
 
     version_chosen = Signal(int)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, of_message: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("versionPager")
+        self.of_message = of_message
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        self.previous_button = self._arrow("‹", self.tr("Previous version of this reply (Left)"))
+        self.previous_button = self._arrow("‹", self.tr("Previous version of this message (Left)") if of_message
+                                           else self.tr("Previous version of this reply (Left)"))
         self.label = QLabel("")
         self.label.setObjectName("footer")
-        self.next_button = self._arrow("›", self.tr("Next version of this reply (Right)"))
+        self.next_button = self._arrow("›", self.tr("Next version of this message (Right)") if of_message
+                                       else self.tr("Next version of this reply (Right)"))
         self.previous_button.setAccessibleName(self.tr("Previous version"))
         self.next_button.setAccessibleName(self.tr("Next version"))
         self.previous_button.clicked.connect(self.on_previous_button_clicked)
@@ -71,8 +75,11 @@ class VersionPager(QWidget):
         self._shown, self._count = shown, count
         self.label.setText(f"{shown}/{count}")
         text = self.tr("Version {shown} of {count}").format(shown=shown, count=count)
-        self.label.setToolTip(self.tr("{version}: Regenerate kept the earlier replies; page through them with the "
-                                      "arrows. The one shown is the one the next reply answers.").format(version=text))
+        self.label.setToolTip((self.tr("{version}: editing kept the earlier messages, each with the conversation "
+                                       "that followed it; page through them with the arrows. The one shown is the one "
+                                       "the next reply answers.") if self.of_message else
+                               self.tr("{version}: Regenerate kept the earlier replies; page through them with the "
+                                       "arrows. The one shown is the one the next reply answers.")).format(version=text))
         self.setAccessibleName(text)
         self._update_buttons()
 
@@ -107,11 +114,11 @@ class VersionPager(QWidget):
         self._choose(self._shown + 1)
 
 
-def place_in(bubble: QWidget) -> VersionPager:
+def place_in(bubble: QWidget, of_message: bool = False) -> VersionPager:
     """The bubble's pager, built into its bottom row (before the footer) the first time it is asked for."""
     pager = bubble.findChild(VersionPager)
     if pager is None:
-        pager = VersionPager(bubble)
+        pager = VersionPager(bubble, of_message)
         layout = bubble.layout()
         row = layout.itemAt(layout.count() - 1).layout() if layout is not None and layout.count() else None
         if isinstance(row, QBoxLayout):  # the bubble's row of footer and actions (app.widgets.chat_view)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.history import branches
 from app.history.perf import PerfRecord
 from app.history.store import ConflictError, HistoryStore, StoreError
 from app.runtime.bridge import Bridge, LoadFailure
@@ -39,8 +40,8 @@ class ChatController(QObject):
         conversation_shown(object): the open conversation changed (opened, new, deleted, reloaded after a
             conflict): show this list of ``ChatMessage``, replacing what was shown.
         message_added(object): the user's ``ChatMessage`` was appended to the open conversation.
-        messages_removed(int): the open conversation lost its messages from this index on (an edit or a
-            Regenerate cut it there).
+        messages_removed(int): the open conversation lost its messages from this index on (an edit set them aside
+            as another branch, a Regenerate cut it there).
         reply_started(object): a reply began streaming in the open conversation: its empty ``ChatMessage``
             (with its store id) is appended.
         reply_grew(str): text the streaming reply just received (only while its conversation is open).
@@ -211,7 +212,7 @@ class ChatController(QObject):
 
     # -- a turn ---------------------------------------------------------------------------------------
     def send(self, text: str) -> bool:
-        """Send ``text`` as the user's next message (replacing the one being edited and all after it);
+        """Send ``text`` as the user's next message (a new version of the one being edited, whose branch is kept);
         False, said why when it is the user's to fix, when it cannot go now."""
         if self._generating or self.bridge.is_generating():
             return False  # a reply is streaming: extra Sends are ignored, never queued or duplicated
@@ -231,8 +232,8 @@ class ChatController(QObject):
             self._cid = self._create_conversation()
             if self._cid is not None:
                 self.conversation_listed.emit(self._cid)
-        if self._editing is not None:
-            cut = self._cut(self._editing)
+        if self._editing is not None:  # the edited message and its branch are kept: the edit is a new version
+            cut = self._cut(self._editing, keep=True)
             self.set_editing(None)
             if not cut:
                 return False  # the typed text stays with the user, to send again on the reloaded chat
@@ -259,7 +260,7 @@ class ChatController(QObject):
         return config is not None and self._start_reply(config, last)
 
     def edit(self, index: int) -> bool:
-        """Start editing message ``index``: the next ``send`` replaces it and every later message."""
+        """Start editing message ``index``: the next ``send`` is its new version, on a new branch."""
         if self._generating or not 0 <= index < len(self._messages):
             return False
         self.set_editing(index)
@@ -330,19 +331,17 @@ class ChatController(QObject):
         self.state_changed.emit()
         return True
 
-    def _cut(self, index: int) -> bool:
-        """Delete message ``index`` and everything after it, in the store and here.
-
-        False, with nothing deleted, when another window (another process on the same history) added
-        messages to this chat after the ones open here: the chat is reloaded to show them instead.
-        """
+    def _cut(self, index: int, keep: bool = False) -> bool:
+        """Delete message ``index`` and all after it, here and in the store (``keep``: set aside there, an edit's branch);
+        False, nothing changed, when another window added messages after those open here: the chat is reloaded."""
         if index >= len(self._messages):
             return True
         mid = self._messages[index].message_id
         if mid is not None and self._cid is not None:
             known = [m.message_id for m in self._messages[index:] if m.message_id is not None]
             try:
-                self.store.delete_messages_from(self._cid, mid, known_ids=known)
+                cut = branches.set_aside if keep else HistoryStore.delete_messages_from
+                cut(self.store, self._cid, mid, known_ids=known)
             except ConflictError:  # said in the interface's language: the store's message is English
                 self.notice.emit(self.tr("This chat was changed in another window since it was opened; nothing was "
                                          "deleted. It is reloaded: try again."), "warning")

@@ -7,8 +7,10 @@ start, or brings the reply back when the new one failed before any text); it put
 streams; and when one is chosen it has the store swap it in (the choice is stored), then shows that version's text,
 thought, footer and, in the panel, its stored figures. The controller reads the conversation of record again from the
 store (``ChatController.open``, its signals held so the chat is not rebuilt and keeps its scroll and focus), so the next
-reply answers the version shown; paging ends an edit in progress. Owns no SQL (the store's module) and no widget's look
-(the pager's).
+reply answers the version shown; paging ends an edit in progress. A message an edit gave versions
+(``app.history.branches``) gets a pager too: choosing one shows its branch, the conversation read again and shown
+whole, so what the next reply answers is that branch. Owns no SQL (the store's modules) and no widget's look (the
+pager's).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.history import versions
+from app.history import branches, versions
 from app.history.store import StoreError
 from app.state.chat_messages import FinishedReply, ShownMessage
 from app.widgets.version_pager import VersionPager, place_in
@@ -37,14 +39,17 @@ class Versions(QObject):
 
     Signals:
         version_shown(int, int): the reply with this message id now shows this version (1-based).
+        branch_shown(int): an edited message's version was chosen: the message with this id and its branch are shown.
     """
 
     version_shown = Signal(int, int)
+    branch_shown = Signal(int)
 
     def __init__(self, window: VersionsHost) -> None:
         super().__init__(window)  # type: ignore[arg-type]  # the window is reached as the parent
         self._pending: tuple[int, int, int] | None = None  # while regenerating: (conversation, old reply, its place)
         self._turns: dict[int, versions.TurnVersions] = {}
+        self._edits: dict[int, branches.Branches] = {}  # the shown messages an edit gave versions, by message id
         c = window.controller
         c.conversation_shown.connect(self.on_controller_conversation_shown)
         c.reply_finished.connect(self.on_controller_reply_finished)
@@ -94,19 +99,21 @@ class Versions(QObject):
         c = self._window().controller
         cid = c.conversation_id
         self._turns = {} if cid is None else (self._try(versions.turns, c.store, cid) or {})
+        self._edits = {} if cid is None else (self._try(branches.branch_points, c.store, cid) or {})
         self._place_pagers()
 
     def _place_pagers(self) -> None:
         chat, generating = self._window().chat, self._window().controller.is_generating()
         for bubble in chat.widgets():
-            turn = self._turns.get(bubble.message.message_id) if bubble.message.role == "assistant" else None
+            user = bubble.message.role == "user"
+            turn = (self._edits if user else self._turns).get(bubble.message.message_id)
             pager = bubble.findChild(VersionPager)
             if turn is None:
                 if pager is not None:
                     pager.hide()
                 continue
             if pager is None:
-                pager = place_in(bubble)
+                pager = place_in(bubble, of_message=user)
                 pager.version_chosen.connect(self.on_pager_version_chosen)
             pager.set_position(turn.shown, turn.count)
             pager.set_paging_enabled(not generating)
@@ -147,12 +154,30 @@ class Versions(QObject):
         self.version_shown.emit(mid, place)
         return True
 
+    def show_branch(self, mid: int, place: int) -> bool:
+        """Show version ``place`` of the edited message ``mid`` and the branch that follows it; False (said why) if it
+        cannot be. The conversation is read again and shown whole: everything below that message changes."""
+        c = self._window().controller
+        if c.is_generating() or c.conversation_id is None:
+            return False
+        shown = self._try(branches.show, c.store, mid, place)
+        if shown is None:
+            return False
+        c.open(c.conversation_id)  # conversation_shown rebuilds the chat and refreshes the pagers
+        self.branch_shown.emit(shown)
+        return True
+
     # -- slots ----------------------------------------------------------------------------------------
     @Slot(int)
     def on_pager_version_chosen(self, place: int) -> None:
         pager = self.sender()
         bubble = next((w for w in self._window().chat.widgets() if w.findChild(VersionPager) is pager), None)
-        if bubble is not None and bubble.message.message_id is not None:
+        if bubble is not None and bubble.message.message_id is not None and bubble.message.role == "user":
+            if self.show_branch(bubble.message.message_id, place):
+                moved = next((p for p in self.pagers() if p.of_message and p.shown == place), None)
+                if moved is not None:  # the chat was rebuilt: the keyboard goes to the new bubble's pager
+                    (moved.previous_button if moved.previous_button.isEnabled() else moved.next_button).setFocus()
+        elif bubble is not None and bubble.message.message_id is not None:
             self.show_version(bubble.message.message_id, place)
             if bubble.findChild(VersionPager) is pager:  # the keyboard stays on the pager
                 (pager.previous_button if pager.previous_button.isEnabled() else pager.next_button).setFocus()
@@ -180,7 +205,8 @@ class Versions(QObject):
 
     @Slot(int, int)
     def on_chat_range_changed(self, _minimum: int, _maximum: int) -> None:
-        if self._turns and not self._window().controller.is_generating() and any(
-                w.message.message_id in self._turns and w.findChild(VersionPager) is None
+        if (self._turns or self._edits) and not self._window().controller.is_generating() and any(
+                w.message.message_id in (self._edits if w.message.role == "user" else self._turns)
+                and w.findChild(VersionPager) is None
                 for w in self._window().chat.widgets()):
             self._place_pagers()

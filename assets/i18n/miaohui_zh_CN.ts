@@ -3541,8 +3541,16 @@ Result ({ms} ms):
 <context>
     <name>VersionPager</name>
     <message>
+        <source>Previous version of this message (Left)</source>
+        <translation>这条消息的上一个版本（←）</translation>
+    </message>
+    <message>
         <source>Previous version of this reply (Left)</source>
         <translation>这条回复的上一个版本（←）</translation>
+    </message>
+    <message>
+        <source>Next version of this message (Right)</source>
+        <translation>这条消息的下一个版本（→）</translation>
     </message>
     <message>
         <source>Next version of this reply (Right)</source>
@@ -3559,6 +3567,10 @@ Result ({ms} ms):
     <message>
         <source>Version {shown} of {count}</source>
         <translation>第 {shown} 个版本，共 {count} 个</translation>
+    </message>
+    <message>
+        <source>{version}: editing kept the earlier messages, each with the conversation that followed it; page through them with the arrows. The one shown is the one the next reply answers.</source>
+        <translation>{version}：编辑保留了之前的消息，以及各自之后的对话，可用箭头翻看。下一条回复接着的是当前显示的这个版本。</translation>
     </message>
     <message>
         <source>{version}: Regenerate kept the earlier replies; page through them with the arrows. The one shown is the one the next reply answers.</source>

@@ -23,6 +23,9 @@ def _v3_file(path):
     raw.execute("ALTER TABLE messages DROP COLUMN tool_calls")
     raw.execute("DROP TABLE versions")  # v5's (app.history.versions)
     raw.execute("ALTER TABLE conversations DROP COLUMN forked_from")  # v6's
+    raw.execute("DROP INDEX messages_by_parent")  # v7's tree
+    raw.execute("ALTER TABLE messages DROP COLUMN parent_id")
+    raw.execute("ALTER TABLE messages DROP COLUMN shown")
     raw.execute("PRAGMA user_version = 3")
     raw.execute("INSERT INTO conversations VALUES (1, 'old chat', 1.0, 2.0, '', '{}')")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning) "

@@ -1,6 +1,8 @@
 """Reply versions in the real window on the real default model and real SQLite: Regenerate twice keeps three versions,
 the ‹ 2/3 › pager pages back by mouse and keyboard to version 1's text, footer and panel figures, the next turn answers
-the version shown, and reopening the history keeps every version and the choice."""
+the version shown, and reopening the history keeps every version and the choice. An edited message (tiny model) keeps
+the one it replaced as version 1 of 2, with the conversation that followed it; paging there shows that branch, and the
+next reply answers it."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from PySide6.QtCore import Qt
 from app.history import versions
 from app.history.store import HistoryStore
 from app.widgets.version_pager import VersionPager
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, send_and_wait, settings  # noqa: F401
+from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window, send_and_wait,  # noqa: F401
+                                     settings, store)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
 
@@ -126,3 +129,61 @@ def test_paging_is_off_while_a_reply_streams(qtbot, settings, default_window):  
         assert older is pager and not pager.previous_button.isEnabled() and not pager.next_button.isEnabled()
         window.controller.stop()
     assert pager.previous_button.isEnabled()
+
+
+def _user_pager(bubble) -> VersionPager:
+    pager = bubble.findChild(VersionPager)
+    assert pager is not None and not pager.isHidden() and pager.of_message
+    return pager
+
+
+def test_an_edit_keeps_the_old_branch_as_version_1_and_the_next_reply_answers_the_branch_shown(  # noqa: F811
+        qtbot, make_window, store, monkeypatch):
+    window = make_window(max_new_tokens=4)
+    send_and_wait(qtbot, window, "first question")
+    send_and_wait(qtbot, window, "second question")
+    cid = window.current_conversation()
+    before = [(m.role, m.text, m.footer) for m in window.chat.messages()]
+
+    window.chat.widgets()[2]._buttons["edit"].click()  # edit "second question", typed over
+    window.prompt.selectAll()
+    qtbot.keyClicks(window.prompt, "another question")
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        window.send_button.click()
+    edited = [(m.role, m.text) for m in window.chat.messages()]
+    assert [text for _, text in edited[:3]] == ["first question", before[1][1], "another question"] and len(edited) == 4
+    pager = _user_pager(window.chat.widgets()[2])
+    assert (pager.shown, pager.count, pager.label.text()) == (2, 2, "2/2")
+    assert pager.accessibleName() == "Version 2 of 2" and "message" in pager.previous_button.toolTip()
+    assert [p.of_message for p in window.versions.pagers()] == [True]  # the replies have one version each
+
+    _user_pager(window.chat.widgets()[2]).previous_button.click()  # back to the first version and its branch
+    assert [(m.role, m.text, m.footer) for m in window.chat.messages()] == before
+    assert _user_pager(window.chat.widgets()[2]).label.text() == "1/2"
+    assert [(m.role, m.text) for m in store.messages(cid)] == [(r, t) for r, t, _ in before]
+
+    asked, starts = [], []
+    real_generate = window.bridge.generate
+
+    def recording_generate(conversation_id, messages, *args, **kwargs):  # the real one runs: only what it is given
+        asked.append([(m.role, m.content) for m in messages])
+        return real_generate(conversation_id, messages, *args, **kwargs)
+
+    monkeypatch.setattr(window.bridge, "generate", recording_generate)
+    window.bridge.generation_started.connect(starts.append)
+    qtbot.keyClicks(window.prompt, "third question")
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+    # the old branch, not the edit ("another question"); blank replies (the tiny model's) are never sent back
+    assert asked == [[(r, t) for r, t, _ in before if r == "user" or t.strip()] + [("user", "third question")]]
+    assert [t for r, t in asked[0] if r == "user"] == ["first question", "second question", "third question"]
+    assert 0 < starts[0].reused_tokens < starts[0].prompt_tokens  # the cache held the other branch: its prefix only
+    assert [m.text for m in store.messages(cid)][:5] == [t for _, t, _ in before] + ["third question"]
+
+    _user_pager(window.chat.widgets()[2]).next_button.click()  # the edited branch is intact too
+    assert [(m.role, m.text) for m in window.chat.messages()] == edited
+    window.close()
+    reopened = make_window(loaded=False)  # the tree and the choice survive a restart
+    reopened.open_conversation(cid)
+    assert [(m.role, m.text) for m in reopened.chat.messages()] == edited
+    assert _user_pager(reopened.chat.widgets()[2]).label.text() == "2/2"
