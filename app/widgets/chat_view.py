@@ -19,7 +19,6 @@ each message is named by who wrote it. A theme change re-renders the bubbles who
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
 from dataclasses import replace
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QTimer, Signal, Slot
@@ -27,12 +26,11 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
                                QWidget)
 
 from app.state.chat_messages import ShownMessage
-from engine.docs.attach import DocumentsUsed
 from app.ui import theme as themes
 from app.ui import accessibility
 from app.ui.markdown_view import MessageBrowser
 from app.ui.throttle import Throttle
-from app.widgets.sources_view import SourcesSection
+from app.widgets import sources_view
 from app.widgets.thinking_section import ThinkingSection
 from app.widgets.tool_call_view import ToolCallsSection
 
@@ -104,8 +102,7 @@ class MessageWidget(QFrame):
         role.setObjectName("role")
         layout.addWidget(role)
         self.thinking: ThinkingSection | None = None  # built for a reply with a thought, above its text
-        self.attached: QLabel | None = None  # built for a message with attached files: their names, under its text
-        self.sources: SourcesSection | None = None  # built for a reply grounded in files: its sources, under its text
+        self.attached = self.sources = None  # attached files' names, a reply's sources (app.widgets.sources_view)
         self.browser = MessageBrowser(self)
         self.browser.setAccessibleName(self.tr("Your message") if user else self.tr("Reply from Miaohui"))
         layout.addWidget(self.browser)
@@ -140,18 +137,7 @@ class MessageWidget(QFrame):
             self.thinking.show_thought(message.reasoning, streaming, message.thinking_tokens, message.thinking_s)
         if message.tool_calls:  # built only for a reply that called tools; a streaming render leaves the live ones
             ToolCallsSection.of(self).show_records(message.tool_calls)
-        if message.attachments and self.attached is None:
-            self.attached = QLabel(self.tr("Attached: {names}").format(
-                names=", ".join(PurePath(path).name for path in message.attachments)))
-            self.attached.setObjectName("footer")
-            self.attached.setTextFormat(Qt.TextFormat.PlainText)
-            self.attached.setWordWrap(True)
-            self.layout().insertWidget(self.layout().indexOf(self.browser) + 1, self.attached)
-        if message.documents is not None and (self.sources is None or self.sources.used is not message.documents):
-            if self.sources is not None:
-                self.sources.deleteLater()
-            self.sources = SourcesSection(message.documents)
-            self.layout().insertWidget(self.layout().indexOf(self.browser) + 1, self.sources)
+        sources_view.show_documents(self, self.browser, message.attachments, message.documents)
         if message.role == "user":
             self.browser.show_plain(_preview(message.text))
         else:
@@ -367,8 +353,7 @@ class ChatView(QScrollArea):
             self._reply.show_message(ShownMessage("assistant", self._reply_text, m.message_id,
                                                   reasoning=self._reply_reasoning, documents=m.documents))
 
-    def show_reply_documents(self, used: DocumentsUsed) -> None:
-        """The streaming reply was grounded in attached files: its sources show under it from now on."""
+    def show_reply_documents(self, used: object) -> None:  # the streaming reply's DocumentsUsed: sources under it
         if self._reply is not None:
             self._reply.show_message(replace(self._reply.message, documents=used))
 

@@ -24,6 +24,25 @@ def source_label(number: int, source: Source) -> str:
     return f"[{number}] {name}" if source.page is None else f"[{number}] {name} · p. {source.page}"
 
 
+def show_documents(bubble: QWidget, anchor: QWidget, attachments: tuple[str, ...],
+                   used: DocumentsUsed | None) -> None:
+    """Under a bubble's ``anchor`` (its text): the names of the files attached to its message, or the sources of its
+    reply; built once, kept on the bubble as ``attached`` / ``sources`` (a streaming re-render passes None: kept)."""
+    layout = bubble.layout()
+    if attachments and bubble.attached is None:
+        bubble.attached = QLabel(bubble.tr("Attached: {names}").format(
+            names=", ".join(PurePath(path).name for path in attachments)))
+        bubble.attached.setObjectName("footer")
+        bubble.attached.setTextFormat(Qt.TextFormat.PlainText)
+        bubble.attached.setWordWrap(True)
+        layout.insertWidget(layout.indexOf(anchor) + 1, bubble.attached)
+    if used is not None and (bubble.sources is None or bubble.sources.used is not used):
+        if bubble.sources is not None:
+            bubble.sources.deleteLater()
+        bubble.sources = SourcesSection(used)
+        layout.insertWidget(layout.indexOf(anchor) + 1, bubble.sources)
+
+
 class PassageDialog(QDialog):
     """One source's text, plain, read-only; not modal, so the chat stays usable beside it."""
 
