@@ -34,6 +34,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from app.runtime.tool_host import ReplyTools, ToolCallEvent
 from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
                                 ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
+from engine.docs.attach import DocumentsUsed
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.generate.measure import PromptMeasure, measure_prompt
 from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
@@ -78,6 +79,8 @@ class Bridge(QObject):
             in order with its stream.
         tool_confirmation_requested(object): a ``ConfirmRequest`` for a tool that may change something: ``answer``
             it (the reply waits, or until stopped).
+        documents_grounded(object): the reply's last message was grounded in its attached files: the
+            ``DocumentsUsed`` (whole or retrieved, sources, tokens added, time taken), before its Started.
     """
 
     load_progressed = Signal(str, float)
@@ -94,6 +97,7 @@ class Bridge(QObject):
     closing = Signal()
     tool_call_updated = Signal(object)
     tool_confirmation_requested = Signal(object)
+    documents_grounded = Signal(object)
 
     _job_requested = Signal(object)  # internal: queued to the worker thread
 
@@ -155,16 +159,19 @@ class Bridge(QObject):
         return self._submit(LoadJob(spec))
 
     def generate(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig,
-                 template_kwargs: dict | None = None, partial: Message | None = None) -> bool:
+                 template_kwargs: dict | None = None, partial: Message | None = None,
+                 documents: Sequence[str] = (), docs_mode: str = "auto") -> bool:
         """Stream a reply to ``messages`` (the whole conversation) sampled with ``config``, in the session
         kept for ``conversation_id``. Refused (returns False) while another reply is running or queued,
         so a Send pressed many times yields one reply. ``template_kwargs`` and ``partial``: ``ChatSession.generate``'s
         (enable_thinking; the reply cut at its length limit, continued). The conversation's MCP tools and JSON schema:
-        ``reply_tools(conversation_id)`` (``app.window.tool_turns`` sets it; None: neither)."""
+        ``reply_tools(conversation_id)`` (``app.window.tool_turns`` sets it; None: neither). ``documents``: files attached
+        to the last message, grounded on the worker by ``docs_mode`` (``documents_grounded`` says what was added)."""
         if self.is_generating() or self._closed:
             return False
         self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None),
-                                 template_kwargs, partial, tools=self.reply_tools(conversation_id)))
+                                 template_kwargs, partial, tools=self.reply_tools(conversation_id),
+                                 documents=tuple(documents), docs_mode=docs_mode))
         return True
 
     def complete(self, session_id: int, text: str, config: SamplingConfig) -> bool:
@@ -192,6 +199,12 @@ class Bridge(QObject):
             return measure_prompt(loaded, messages, config.max_new_tokens, cached, cancel)  # type: ignore[arg-type]
 
         return self.submit_task(measure)  # type: ignore[arg-type]
+
+    def read_attachment(self, path: str) -> int:
+        """Read an attached file on the worker and count its tokens with the loaded model's tokenizer; its
+        ``AttachedFile`` comes by ``task_finished`` (a bad file: ``task_failed``, one line) with the returned id."""
+        worker = self._worker
+        return self.submit_task(lambda _loaded, _cancel: worker.read_attachment(path))
 
     def submit_task(self, fn: TaskFn) -> int:
         """Run ``fn(loaded_model, cancel_event)`` on the worker thread; the result comes by
@@ -354,6 +367,8 @@ class Bridge(QObject):
                 self.generation_started.emit(event)
             elif isinstance(event, ToolCallEvent):
                 self.tool_call_updated.emit(event)
+            elif isinstance(event, DocumentsUsed):
+                self.documents_grounded.emit(event)
             elif isinstance(event, PrefillProgress):
                 self.prefill_progressed.emit(event.done, event.total)
             elif isinstance(event, Finished):

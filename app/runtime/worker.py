@@ -1,6 +1,7 @@
 """The engine thread's side of the bridge: the typed jobs, the worker that runs them, and its sessions.
 
-Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob``, ``TaskJob``, ``ServeJob`` for the
+Owns what the GUI may ask of the engine (``LoadJob``, ``GenerateJob`` (with the files attached to its last message,
+grounded here with the model's tokenizer: ``engine.docs.attach``), ``TaskJob``, ``ServeJob`` for the
 window's API server, ``PersistJob`` to keep a conversation's cache on disk: frozen, validated when built, dispatched
 on their type), what the worker reports back
 beyond the engine's own events (``LoadFailure``, ``ReplyStarted``), the loaded model (only the worker touches
@@ -26,6 +27,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.runtime.kv_persist import KVPersistence
 from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
 from app.runtime.drafter_cache import DrafterCache
+from engine.docs.attach import AttachedFile, ground_conversation, measure_attached, token_counter
 from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
 from engine.fmt import one_line
@@ -70,6 +72,8 @@ class GenerateJob:
     text: str | None = None  # Complete text: this document is continued raw (no chat template), ``messages`` unused
     speculation: SpeculationConfig | None = None  # speculative decoding (app.window.speculation); a local model's only
     tools: ReplyTools | None = None  # the conversation's MCP tools and JSON schema (``app.runtime.tool_host``)
+    documents: tuple[str, ...] = ()  # files attached to the last user message: it is grounded in them here
+    docs_mode: str = "auto"  # whole, retrieve, or auto: whole when they fit the context (engine.docs.grounding)
 
 
 @dataclass(frozen=True)
@@ -343,6 +347,9 @@ class Worker(QObject):
                 session, evicted = self.sessions.take(job.conversation_id,
                                                       lambda: ChatSession(loaded, reserve_threads=1), job.prefix_from)
                 session.set_speculation(job.speculation, self.drafters.get(loaded, job.speculation))
+            messages = job.messages
+            if job.documents:
+                messages = self._ground(loaded, job)
             # Only what was asked for: a server's session takes neither (its template is the server's).
             extra = {name: value for name, value in (("template_kwargs", job.template_kwargs), ("partial", job.partial))
                      if value and not isinstance(loaded, RemoteModel)}
@@ -351,9 +358,9 @@ class Worker(QObject):
                     raise BadInputError("Complete text needs a model loaded here, not a server's")
                 events = session.complete(job.text, job.config, cancel=cancel)
             elif job.tools is not None and (job.tools.uses_tools or job.tools.json_schema):
-                events = self.tools.events(session, job.messages, job.config, job.tools, cancel, **extra)
+                events = self.tools.events(session, messages, job.config, job.tools, cancel, **extra)
             else:
-                events = session.generate(job.messages, job.config, cancel=cancel, **extra)
+                events = session.generate(messages, job.config, cancel=cancel, **extra)
             finished = False
             for event in events:
                 if isinstance(event, Started):
@@ -373,6 +380,24 @@ class Worker(QObject):
         except Exception as exc:  # noqa: BLE001
             log.error("unexpected generation failure:\n%s", traceback.format_exc())
             self._finish(finished_without_run("error", f"generation failed: {one_line(exc, name_type=True)}"))
+
+    def _ground(self, loaded: LoadedModel | RemoteModel, job: GenerateJob) -> tuple[Message, ...]:
+        """The conversation with its last message grounded in ``job.documents``; what was added goes to the GUI
+        (``DocumentsUsed``, before the reply's Started)."""
+        if isinstance(loaded, RemoteModel):
+            raise BadInputError("attached documents need a model loaded here: a server's tokenizer is not here to "
+                                "count them")
+        messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length or 0, job.messages,
+                                             job.documents, job.docs_mode, job.config.max_new_tokens)
+        self._buffer.put(used)
+        return tuple(messages)
+
+    def read_attachment(self, path: str) -> AttachedFile:
+        """Read one attached file and count its tokens with the loaded model's tokenizer (a ``TaskJob``'s work)."""
+        loaded = self._loaded
+        if not isinstance(loaded, LoadedModel):
+            raise BadInputError("attached documents need a model loaded here: load one to read them")
+        return measure_attached(path, token_counter(loaded.tokenizer))
 
     def _finish(self, event: object) -> None:
         self._buffer.put(event)

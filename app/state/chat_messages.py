@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from app.history.perf import PerfRecord
 from app.history.tool_record import ToolCallRecord
+from engine.docs.attach import DocumentsUsed
 from engine.events import Metrics
 
 
@@ -25,6 +26,8 @@ class ChatMessage:
     perf: PerfRecord | None = None
     reasoning: str = ""  # a reasoning model's thought, shown collapsed above the answer
     tool_calls: tuple[ToolCallRecord, ...] = ()  # the tools it called while replying, as saved
+    attachments: tuple[str, ...] = ()  # a user message's attached files (paths): the message is grounded in them
+    documents: DocumentsUsed | None = None  # a reply to attached files: its sources and what they added
 
     @property
     def footer(self) -> str:
@@ -57,6 +60,8 @@ class ShownMessage:
     thinking_tokens: int | None = None
     thinking_s: float | None = None
     tool_calls: tuple[ToolCallRecord, ...] = ()  # the bubble's tool-call blocks (``app.widgets.tool_call_view``)
+    attachments: tuple[str, ...] = ()  # a user message's attached files, named under its text
+    documents: DocumentsUsed | None = None  # a reply's sources list (``app.widgets.sources_view``)
 
     @property
     def continuable(self) -> bool:
@@ -68,7 +73,8 @@ class ShownMessage:
         """What the bubble of the controller's ``m`` shows."""
         perf = m.perf
         return cls(m.role, m.text, m.message_id, m.footer, m.finish_reason, m.reasoning,
-                   perf.thinking_tokens if perf else None, perf.thinking_s if perf else None, m.tool_calls)
+                   perf.thinking_tokens if perf else None, perf.thinking_s if perf else None, m.tool_calls,
+                   m.attachments, m.documents)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from app.ui import theme as themes
 from app.ui import accessibility
 from app.ui.markdown_view import MessageBrowser
 from app.ui.throttle import Throttle
+from app.widgets import sources_view
 from app.widgets.thinking_section import ThinkingSection
 from app.widgets.tool_call_view import ToolCallsSection
 
@@ -101,6 +102,7 @@ class MessageWidget(QFrame):
         role.setObjectName("role")
         layout.addWidget(role)
         self.thinking: ThinkingSection | None = None  # built for a reply with a thought, above its text
+        self.attached = self.sources = None  # attached files' names, a reply's sources (app.widgets.sources_view)
         self.browser = MessageBrowser(self)
         self.browser.setAccessibleName(self.tr("Your message") if user else self.tr("Reply from Miaohui"))
         layout.addWidget(self.browser)
@@ -135,6 +137,7 @@ class MessageWidget(QFrame):
             self.thinking.show_thought(message.reasoning, streaming, message.thinking_tokens, message.thinking_s)
         if message.tool_calls:  # built only for a reply that called tools; a streaming render leaves the live ones
             ToolCallsSection.of(self).show_records(message.tool_calls)
+        sources_view.show_documents(self, self.browser, message.attachments, message.documents)
         if message.role == "user":
             self.browser.show_plain(_preview(message.text))
         else:
@@ -348,7 +351,11 @@ class ChatView(QScrollArea):
         if self._reply is not None:
             m = self._reply.message
             self._reply.show_message(ShownMessage("assistant", self._reply_text, m.message_id,
-                                                  reasoning=self._reply_reasoning))
+                                                  reasoning=self._reply_reasoning, documents=m.documents))
+
+    def show_reply_documents(self, used: object) -> None:  # the streaming reply's DocumentsUsed: sources under it
+        if self._reply is not None:
+            self._reply.show_message(replace(self._reply.message, documents=used))
 
     def reply_text(self) -> str:
         return self._reply_text

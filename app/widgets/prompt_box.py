@@ -1,21 +1,29 @@
 """The prompt box (Enter sends, Shift+Enter starts a new line) and the composer around it: the prompt,
-Send and Stop, the line that says a message is being edited, with Cancel edit, and under the prompt the
-forecast of what sending it will use and cost (``app.window.prompt_meter`` measures it).
+Send and Stop, the line that says a message is being edited, with Cancel edit, the attached files' chips above the
+prompt with the Attach button, and under the prompt the forecast of what sending it will use and cost
+(``app.window.prompt_meter`` measures it).
 
-Owns the text field's key handling and the composer's layout only; the window decides what a submission,
-Stop and Cancel edit do.
+Owns the text field's key handling, the composer's layout, and turning an Attach pick, files dropped on the composer
+and file URLs pasted into the prompt into one ``files_offered`` list; the window decides what a submission, Stop,
+Cancel edit and offered files do (``app.window.attachments`` reads them).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal
-from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QMimeData, QT_TRANSLATE_NOOP, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.ui import accessibility
+from app.widgets.attachment_chips import AttachmentChips
 
 MAX_LINES_SHOWN = 8  # the box grows with its text up to this, then scrolls
 EDITING_TEXT = QT_TRANSLATE_NOOP("Composer", "Editing a message: Send replaces it and every later message.")
+
+
+def local_files(mime: QMimeData) -> list[str]:
+    """The local files among ``mime``'s URLs (a dragged or pasted file manager selection), in order."""
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile()] if mime.hasUrls() else []
 
 
 class PromptBox(QPlainTextEdit):
@@ -23,9 +31,11 @@ class PromptBox(QPlainTextEdit):
 
     Signals:
         submitted(): Enter was pressed (without Shift): the text is ready to send.
+        files_pasted(list): file URLs were pasted or dropped into the field: their local paths (not inserted as text).
     """
 
     submitted = Signal()
+    files_pasted = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -47,6 +57,15 @@ class PromptBox(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override: paste and drop)
+        if files := local_files(source):
+            self.files_pasted.emit(files)
+            return
+        super().insertFromMimeData(source)
+
     def _fit(self) -> None:
         blocks = self.document().blockCount()
         lines = max(1, min(MAX_LINES_SHOWN, blocks))
@@ -58,11 +77,26 @@ class PromptBox(QPlainTextEdit):
 
 
 class Composer(QWidget):
-    """The prompt with Send and Stop beside it, and the editing line above it (hidden unless editing)."""
+    """The prompt with Send and Stop beside it, the attached files' chips and Attach above it, and the editing line
+    above those (hidden unless editing).
+
+    Signals:
+        files_offered(list): the user attached these local paths (the Attach dialog, a drop, a paste), in order.
+    """
+
+    files_offered = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setAcceptDrops(True)
         self.prompt = PromptBox()
+        self.prompt.files_pasted.connect(self.files_offered)
+        self.chips = AttachmentChips()
+        self.attach_button = QPushButton(self.tr("Attach…"))
+        self.attach_button.setFlat(True)
+        self.attach_button.setToolTip(self.tr("Attach files to answer from (or drop them here): text, Markdown, "
+                                              "PDF, Word, HTML, CSV, JSON, code"))
+        self.attach_button.clicked.connect(self.on_attach_button_clicked)
         self.send_button = QPushButton(self.tr("Send"))
         self.send_button.setObjectName("primary")
         self.send_button.setToolTip(self.tr("Send (Enter)"))
@@ -74,7 +108,7 @@ class Composer(QWidget):
         self.cancel_edit_button = QPushButton(self.tr("Cancel edit"))
         self.cancel_edit_button.setFlat(True)
         self.cancel_edit_button.setToolTip(self.tr("Keep the message as it was"))
-        for button in (self.send_button, self.stop_button, self.cancel_edit_button):
+        for button in (self.send_button, self.stop_button, self.cancel_edit_button, self.attach_button):
             button.setAccessibleDescription(button.toolTip())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 8, 24, 12)
@@ -82,6 +116,10 @@ class Composer(QWidget):
         edit_row.addWidget(self.editing_label, 1)
         edit_row.addWidget(self.cancel_edit_button)
         layout.addLayout(edit_row)
+        attach_row = QHBoxLayout()
+        attach_row.addWidget(self.chips, 1)
+        attach_row.addWidget(self.attach_button)
+        layout.addLayout(attach_row)
         prompt_row = QHBoxLayout()
         prompt_row.setSpacing(8)
         prompt_row.addWidget(self.prompt, 1)
@@ -102,6 +140,22 @@ class Composer(QWidget):
             layout.addWidget(label)
         self.show_forecast("")
         self.show_editing(False)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
+        if files := local_files(event.mimeData()):
+            event.acceptProposedAction()
+            self.files_offered.emit(files)
+
+    def on_attach_button_clicked(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, self.tr("Attach files"), "", self.tr(
+            "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go "
+            "*.rs);;All files (*)"))
+        if files:
+            self.files_offered.emit(files)
 
     def show_forecast(self, figures: str, warning: str = "", details: str = "") -> None:
         """Show the figures of the message being written (``details`` as their tooltip; empty hides them) and a

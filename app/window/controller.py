@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -26,6 +26,7 @@ from app.state.chat_messages import ChatMessage, FinishedReply
 from app.state.settings import ChatSettings, Settings, chat_from_stored
 from app.ui.engine_texts import engine_text, load_failure_text
 from app.window.remote_source import RemoteSpec, loaded_note
+from engine.docs.attach import DocumentsUsed
 from engine.errors import BadInputError, ErrorKind
 from engine.events import Finished, Message, Metrics
 from engine.inputs import LoadSpec, SamplingConfig
@@ -46,6 +47,8 @@ class ChatController(QObject):
             (with its store id) is appended.
         reply_grew(str): text the streaming reply just received (only while its conversation is open).
         reply_thought(str): a reasoning model's thought text, as reply_grew (a continued reply restarts with its text).
+        reply_grounded(object): the streaming reply's question was grounded in its attached files: the
+            ``DocumentsUsed`` (only while its conversation is open).
         reply_finished(object): the reply ended and was saved: its ``FinishedReply`` (one that failed before
             any text is removed from the conversation: ``kept`` is False). Always after every ``reply_grew`` of
             that reply and after ``state_changed`` said it is no longer generating.
@@ -66,6 +69,7 @@ class ChatController(QObject):
     reply_started = Signal(object)
     reply_grew = Signal(str)
     reply_thought = Signal(str)
+    reply_grounded = Signal(object)
     reply_finished = Signal(object)
     editing_changed = Signal(object)
     conversation_listed = Signal(object)
@@ -94,6 +98,7 @@ class ChatController(QObject):
         self._reply_text = self._reply_reasoning = ""
         self._prefix = ("", "")  # a continued reply's text and thought before this run
         self._reply_shown = False  # the streaming reply is the last of self._messages
+        self._reply_documents: DocumentsUsed | None = None  # what the streaming reply's attached files added
         self._closed = self._store_warned = False
         self.last_metrics: Metrics | None = None  # final Metrics of the last reply (the self-test reports them)
         self._save_timer = QTimer(self)
@@ -103,6 +108,7 @@ class ChatController(QObject):
         bridge.load_failed.connect(self.on_bridge_load_failed)
         bridge.tokens_received.connect(self.on_bridge_tokens_received)
         bridge.generation_finished.connect(self.on_bridge_generation_finished)
+        bridge.documents_grounded.connect(self.on_bridge_documents_grounded)
 
     # -- what the window reads ------------------------------------------------------------------------
     @property
@@ -211,9 +217,9 @@ class ChatController(QObject):
         self.state_changed.emit()
 
     # -- a turn ---------------------------------------------------------------------------------------
-    def send(self, text: str) -> bool:
-        """Send ``text`` as the user's next message (a new version of the one being edited, whose branch is kept);
-        False, said why when it is the user's to fix, when it cannot go now."""
+    def send(self, text: str, attachments: Sequence[str] = ()) -> bool:
+        """Send ``text`` as the user's next message (a new version of the one being edited, whose branch is kept),
+        grounded in the ``attachments`` files; False, said why when it is the user's to fix, when it cannot go now."""
         if self._generating or self.bridge.is_generating():
             return False  # a reply is streaming: extra Sends are ignored, never queued or duplicated
         if not text.strip():
@@ -238,7 +244,7 @@ class ChatController(QObject):
             if not cut:
                 return False  # the typed text stays with the user, to send again on the reloaded chat
         mid = self._write(self.store.add_message, self._cid, "user", text) if self._cid is not None else None
-        message = ChatMessage("user", text, mid)
+        message = ChatMessage("user", text, mid, attachments=tuple(attachments))
         self._messages.append(message)
         self.message_added.emit(message)
         if self._cid is not None:
@@ -315,8 +321,13 @@ class ChatController(QObject):
         messages = self.conversation_for_engine(len(self._messages) - 1 if partial else None)
         kwargs = None if self._chat.thinking else {"enable_thinking": False}  # None: as the template does
         resumed = Message("assistant", partial.text, partial.reasoning) if partial else None
-        if not self.bridge.generate(self._cid if self._cid is not None else 0, messages, config, kwargs, resumed):
+        # A reply to a message with attached files (sent, or regenerated) is grounded in them again on the worker.
+        last = self._messages[-1] if self._messages and partial is None else None
+        documents = last.attachments if last is not None and last.role == "user" else ()
+        if not self.bridge.generate(self._cid if self._cid is not None else 0, messages, config, kwargs, resumed,
+                                    documents):
             return False
+        self._reply_documents = None
         self._generating, self._gen_cid = True, self._cid
         self._prefix = (partial.text, partial.reasoning) if partial else ("", "")
         self._reply_text, self._reply_reasoning = self._prefix
@@ -366,7 +377,8 @@ class ChatController(QObject):
             else:
                 self._write(self.store.update_message, self._reply_mid, text, finish_reason=reason, perf=perf,
                             reasoning=reasoning)
-        message = ChatMessage("assistant", text, self._reply_mid, reason, perf, reasoning)
+        message = ChatMessage("assistant", text, self._reply_mid, reason, perf, reasoning,
+                              documents=self._reply_documents)
         shown = self._reply_shown
         if shown:
             if kept:
@@ -441,6 +453,14 @@ class ChatController(QObject):
         self._finish_reply(finished.reason, text if finished.text else self._reply_text, metrics,
                            finished.error if finished.reason == "error" else None,
                            reasoning if finished.reasoning else self._reply_reasoning)
+
+    @Slot(object)
+    def on_bridge_documents_grounded(self, used: DocumentsUsed) -> None:
+        if not self._generating:
+            return
+        self._reply_documents = used
+        if self._reply_shown:
+            self.reply_grounded.emit(used)
 
     @Slot()
     def on_save_timer_expired(self) -> None:

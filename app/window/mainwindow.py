@@ -35,6 +35,7 @@ from app.widgets.side_panel import SidePanel
 from app.window import (about, chatgpt_import, context_meter, conversation_model, first_run, fork, kv_keeping,
                         prompt_meter, remote_code, remote_source, tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
+from app.window.attachments import Attachments
 from app.window.prefill_progress import show_prefill_progress, show_waiting
 from app.window.speculation import Speculation
 from engine.errors import BadInputError
@@ -176,6 +177,9 @@ class MainWindow(QMainWindow):
         c.reply_started.connect(self.on_controller_reply_started)
         c.reply_grew.connect(self.chat.append_to_reply)
         c.reply_thought.connect(self.chat.append_to_thought)
+        c.reply_grounded.connect(self.chat.show_reply_documents)
+        self.attachments = Attachments(self.bridge, self.composer.chips, self)
+        self.composer.files_offered.connect(self.attachments.on_composer_files_offered)
         self.thinking_switch = thinking_section.ThinkingSwitch.attach(self)  # for a template taking enable_thinking
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.editing_changed.connect(self.on_controller_editing_changed)
@@ -213,8 +217,12 @@ class MainWindow(QMainWindow):
         self.on_model_load_requested(model, precision, device)
 
     def send(self, text: str) -> bool:
-        """Send ``text`` as the user's next message; False (with a message shown) when it cannot go now."""
-        return self.controller.send(text)
+        """Send ``text`` as the user's next message with the files attached in the composer (those that could be
+        read); False (with a message shown) when it cannot go now, the files staying attached."""
+        sent = self.controller.send(text, self.attachments.usable())
+        if sent:
+            self.attachments.clear()
+        return sent
 
     def is_generating(self) -> bool:
         return self.controller.is_generating()

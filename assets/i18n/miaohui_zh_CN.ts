@@ -106,6 +106,29 @@
     </message>
 </context>
 <context>
+    <name>AttachmentChip</name>
+    <message>
+        <source>reading…</source>
+        <translation>读取中…</translation>
+    </message>
+    <message>
+        <source>Remove this file</source>
+        <translation>移除此文件</translation>
+    </message>
+    <message>
+        <source>Remove {name}</source>
+        <translation>移除 {name}</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个 token</translation>
+    </message>
+    <message>
+        <source>{pages} pages · {tokens} tokens</source>
+        <translation>{pages} 页 · {tokens} 个 token</translation>
+    </message>
+</context>
+<context>
     <name>ChatController</name>
     <message>
         <source>Your message is empty.</source>
@@ -312,6 +335,14 @@
         <translation>正在编辑消息：发送后将替换这条消息及其后的所有消息。</translation>
     </message>
     <message>
+        <source>Attach…</source>
+        <translation>附加…</translation>
+    </message>
+    <message>
+        <source>Attach files to answer from (or drop them here): text, Markdown, PDF, Word, HTML, CSV, JSON, code</source>
+        <translation>附加要据以回答的文件（或拖放到这里）：文本、Markdown、PDF、Word、HTML、CSV、JSON、代码</translation>
+    </message>
+    <message>
         <source>Send</source>
         <translation>发送</translation>
     </message>
@@ -334,6 +365,14 @@
     <message>
         <source>Keep the message as it was</source>
         <translation>保留消息原样</translation>
+    </message>
+    <message>
+        <source>Attach files</source>
+        <translation>附加文件</translation>
+    </message>
+    <message>
+        <source>Documents (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;All files (*)</source>
+        <translation>文档 (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;所有文件 (*)</translation>
     </message>
 </context>
 <context>
@@ -1533,6 +1572,10 @@ This model ships Python code that would run on your computer with your permissio
     <message>
         <source>Continue this reply where it stopped</source>
         <translation>从停止处继续这条回复</translation>
+    </message>
+    <message>
+        <source>Attached: {names}</source>
+        <translation>附件：{names}</translation>
     </message>
     <message>
         <source>Continue this reply where the length limit cut it</source>
@@ -2977,6 +3020,25 @@ license {license} · {likes} likes</source>
     <message>
         <source>Side panel tabs</source>
         <translation>侧边栏标签页</translation>
+    </message>
+</context>
+<context>
+    <name>SourcesSection</name>
+    <message>
+        <source>whole text</source>
+        <translation>全文</translation>
+    </message>
+    <message>
+        <source>retrieved passages</source>
+        <translation>检索段落</translation>
+    </message>
+    <message>
+        <source>Sources ({mode}): no passage matched · {ms:.0f} ms</source>
+        <translation>资料（{mode}）：没有匹配的段落 · {ms:.0f} 毫秒</translation>
+    </message>
+    <message>
+        <source>Sources ({mode}): {n} added · {tokens} tokens · prepared in {ms:.0f} ms</source>
+        <translation>资料（{mode}）：加入 {n} 段 · {tokens} 个 token · 准备用时 {ms:.0f} 毫秒</translation>
     </message>
 </context>
 <context>

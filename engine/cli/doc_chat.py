@@ -3,7 +3,8 @@
 Owns: these flags, turning them into the grounded user message for a model loaded here (``ground_prompt``), and how
 the sources are shown (``--json``'s ``sources``, ``docs_mode`` and ``docs_tokens``; after the reply in text output).
 Does not own the policy or the prompt's wording (``engine.docs.grounding``), reading, indexing or retrieval
-(``engine.docs``), nor the reply itself (``engine.cli.chat``).
+(``engine.docs``; the passages of --doc and --collection: ``engine.docs.attach.retrieve_passages``, shared with the
+window), nor the reply itself (``engine.cli.chat``).
 
 ``--doc`` files are read with the engine's readers; retrieving from them indexes them into a store in a temporary
 folder, removed after the prompt is built, so attaching a file to one question leaves nothing in the user's
@@ -16,19 +17,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import paths
-from engine.docs.grounding import MODES, Budget, Grounding, Source, document_sources, ground, grounded_message, \
-    hit_sources
+from engine.docs.attach import retrieve_passages
+from engine.docs.grounding import MODES, Budget, Grounding, Source, document_sources, ground, grounded_message
 from engine.errors import BadInputError, printable
 from engine.events import Message
 
-RETRIEVED_PER_SEARCH = 6  # passages asked of each search; the budget keeps those that fit, best first
-ATTACHED = "attached"  # the temporary store's one collection
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,23 +105,5 @@ def ground_prompt(args: argparse.Namespace, loaded: Any, max_new_tokens: int) ->
 
 def _retrieve(args: argparse.Namespace) -> tuple[list[Source], str]:
     """The best passages of the attached files and the named collections, best first, and the ranking used."""
-    from engine.cli.docs import embedder_for_search
-    from engine.docs.index import index_paths
-    from engine.docs.retrieve import search
-    from engine.docs.store import DocumentStore
-
-    embedder = embedder_for_search()
-    found = []
-    if args.doc:
-        with tempfile.TemporaryDirectory(prefix="miaohui-attached-") as folder, \
-                DocumentStore(Path(folder) / "attached.sqlite3") as store:
-            index_paths(store, ATTACHED, args.doc, embedder=embedder)
-            found.append(search(store, args.prompt, [ATTACHED], k=RETRIEVED_PER_SEARCH, embedder=embedder))
-    if args.collection:
-        with DocumentStore(paths.documents_path()) as store:
-            found.append(search(store, args.prompt, args.collection, k=RETRIEVED_PER_SEARCH, embedder=embedder))
-    if embedder is None and found and found[0].note:
-        print(f"note: {found[0].note}", file=sys.stderr, flush=True)
-    # Both searches' scores are RRF sums over the same two rankings' ranks, so they compare.
-    hits = sorted((hit for result in found for hit in result.hits), key=lambda hit: -hit.score)
-    return hit_sources(hits), "hybrid" if embedder is not None else "keyword"
+    return retrieve_passages(args.prompt, args.doc, args.collection,
+                             lambda line: print(f"note: {line}", file=sys.stderr, flush=True))
