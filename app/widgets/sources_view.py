@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt
 from PySide6.QtWidgets import QDialog, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from engine.docs.attach import DocumentsUsed
@@ -30,7 +30,7 @@ def show_documents(bubble: QWidget, anchor: QWidget, attachments: tuple[str, ...
     reply; built once, kept on the bubble as ``attached`` / ``sources`` (a streaming re-render passes None: kept)."""
     layout = bubble.layout()
     if attachments and bubble.attached is None:
-        bubble.attached = QLabel(bubble.tr("Attached: {names}").format(
+        bubble.attached = QLabel(QCoreApplication.translate("MessageWidget", "Attached: {names}").format(
             names=", ".join(PurePath(path).name for path in attachments)))
         bubble.attached.setObjectName("footer")
         bubble.attached.setTextFormat(Qt.TextFormat.PlainText)
