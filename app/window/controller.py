@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -25,6 +25,7 @@ from app.runtime.bridge import Bridge, LoadFailure
 from app.state.chat_messages import ChatMessage, FinishedReply
 from app.state.settings import ChatSettings, Settings, chat_from_stored
 from app.ui.engine_texts import engine_text, load_failure_text
+from app.window import turn_notes
 from app.window.remote_source import RemoteSpec, loaded_note
 from engine.docs.attach import DocumentsUsed
 from engine.errors import BadInputError, ErrorKind
@@ -99,7 +100,9 @@ class ChatController(QObject):
         self._prefix = ("", "")  # a continued reply's text and thought before this run
         self._reply_shown = False  # the streaming reply is the last of self._messages
         self._reply_documents: DocumentsUsed | None = None  # what the streaming reply's attached files added
-        self._closed = self._store_warned = False
+        self._closed = False
+        # store writes: a failure is one warning, never a crash (the chat goes on unsaved)
+        self._write, self._warn_unsaved = turn_notes.UnsavedWarning.writer(self.notice.emit)
         self.last_metrics: Metrics | None = None  # final Metrics of the last reply (the self-test reports them)
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
@@ -134,11 +137,8 @@ class ChatController(QObject):
         return self._generating
 
     def conversation_for_engine(self, upto: int | None = None) -> list[Message]:
-        """What the next reply answers: the system prompt, then every message (before index ``upto``: the one
-        being edited) but the empty or failed replies (not something the model said)."""
-        system = [Message("system", self._chat.system_prompt)] if self._chat.system_prompt.strip() else []
-        return system + [Message(m.role, m.text, m.reasoning) for m in self._messages[:upto]
-                         if m.role == "user" or (m.text.strip() and m.finish_reason != "error")]
+        """What the next reply answers (``turn_notes.engine_conversation``), before message index ``upto``."""
+        return turn_notes.engine_conversation(self._chat.system_prompt, self._messages[:upto])
 
     # -- conversations --------------------------------------------------------------------------------
     def open(self, cid: int) -> bool:
@@ -222,14 +222,9 @@ class ChatController(QObject):
         grounded in the ``attachments`` files; False, said why when it is the user's to fix, when it cannot go now."""
         if self._generating or self.bridge.is_generating():
             return False  # a reply is streaming: extra Sends are ignored, never queued or duplicated
-        if not text.strip():
-            self.notice.emit(self.tr("Your message is empty."), "info")
-            return False
-        if self._loading:
-            self.notice.emit(self.tr("The model is still loading; send when it is ready."), "info")
-            return False
-        if self._facts is None:
-            self.notice.emit(self.tr("No model loaded: choose a model above and press Load."), "warning")
+        refused = turn_notes.cannot_send(text, self._loading, self._facts is not None)
+        if refused is not None:
+            self.notice.emit(*refused)
             return False
         config = self._sampling_config()
         if config is None:
@@ -389,26 +384,10 @@ class ChatController(QObject):
         self._reply_mid = self._gen_cid = None
         if error:
             self.notice.emit(engine_text(error), "error")  # the worker's fixed refusals are translated
-        elif reason == "cancelled":
-            self.status_note.emit(self.tr("Stopped: the partial reply is kept; press Continue for more.")
-                                  if message.continuable else self.tr("Stopped before the reply began."), 5000)
-        elif reason == "length":
-            self.status_note.emit(self.tr("The reply reached the max new tokens limit: press Continue for more."), 8000)
+        elif (note := turn_notes.finish_note(reason, message.continuable)) is not None:
+            self.status_note.emit(*note)
         self.state_changed.emit()
         self.reply_finished.emit(FinishedReply(message, metrics, shown, kept))
-
-    def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run one store write; a failure is a message, never a crash (the chat goes on unsaved)."""
-        try:
-            return fn(*args, **kwargs)
-        except StoreError as exc:
-            self._warn_unsaved(exc)
-            return None
-
-    def _warn_unsaved(self, exc: StoreError) -> None:
-        if not self._store_warned:  # once: a read-only history would otherwise repeat it on every save
-            self.notice.emit(self.tr("History not saved: {why}").format(why=exc), "warning")
-            self._store_warned = True
 
     # -- slots ----------------------------------------------------------------------------------------
     @Slot(object)

@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QSplitter, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMainWindow, QSplitter, QToolBar, QWidget
 
 from app.history.store import HistoryStore
 from app.runtime import api_serving
@@ -33,7 +33,7 @@ from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
 from app.window import (about, chatgpt_import, context_meter, conversation_model, first_run, fork, kv_keeping,
-                        prompt_meter, remote_code, remote_source, tool_turns, versions)
+                        layout, prompt_meter, remote_code, remote_source, tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.attachments import Attachments
 from app.window.prefill_progress import show_prefill_progress, show_waiting
@@ -108,18 +108,8 @@ class MainWindow(QMainWindow):
         self.prompt, self.send_button, self.stop_button = composer.prompt, composer.send_button, composer.stop_button
         self.editing_label, self.cancel_edit_button = composer.editing_label, composer.cancel_edit_button
 
-        column = QWidget()
-        column_layout = QVBoxLayout(column)
-        column_layout.setContentsMargins(0, 0, 0, 0)
-        column_layout.setSpacing(0)
-        top = QWidget()
-        top_layout = QVBoxLayout(top)
-        top_layout.setContentsMargins(16, 8, 16, 0)
-        top_layout.addWidget(self.messages)
+        column, top_layout = layout.chat_column(self.messages, self.chat, composer)
         self.first_run = first_run.DefaultModelNoteKeeper.attach(self, top_layout)  # "the default model is tiny"
-        column_layout.addWidget(top)
-        column_layout.addWidget(self.chat, 1)
-        column_layout.addWidget(composer)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.conversations)
@@ -137,13 +127,8 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.perf_dock)
         self.resizeDocks([self.perf_dock], [380], Qt.Orientation.Horizontal)
 
-        status = self.statusBar()
-        self.status_model, self.status_device, self.status_precision, self.status_state = labels = tuple(
-            QLabel(text, textFormat=Qt.TextFormat.PlainText) for text in (self.tr("no model"), "", "", self.tr("idle")))
-        self.load_progress = QProgressBar(maximumSize=QSize(160, 14), textVisible=False)
-        self.load_progress.hide()
-        for widget in (self.load_progress, *labels):  # labels in plain text: a server names its own model
-            status.addPermanentWidget(widget)
+        (self.status_model, self.status_device, self.status_precision, self.status_state,
+         self.load_progress) = layout.status_widgets(self.statusBar())
 
         menu = self.menuBar().addMenu(self.tr("&Chat"))
         self._action(menu, self.tr("New chat"), QKeySequence.StandardKey.New, self.on_new_chat_triggered)
