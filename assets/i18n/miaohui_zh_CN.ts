@@ -3335,6 +3335,10 @@ Result ({ms} ms):
         <source>Tool calls not saved: {why}</source>
         <translation>工具调用未保存：{why}</translation>
     </message>
+    <message>
+        <source>Starting the tool servers and listing their tools ({servers})…</source>
+        <translation>正在启动工具服务器并列出其工具（{servers}）…</translation>
+    </message>
 </context>
 <context>
     <name>ToolsDialog</name>
