@@ -42,7 +42,7 @@ class RateKey:
 
 
 def rate_key(facts: object) -> RateKey | None:
-    """The key of the model ``facts`` describe (None: no model, or one on a server, whose rate is not this machine's)."""
+    """The key of the model ``facts`` describe (None: no model, or a server's, whose rate is not this machine's)."""
     if facts is None or getattr(facts, "remote", False):
         return None
     return RateKey(str(getattr(facts, "name", "")), str(getattr(facts, "precision", "")),
