@@ -8,7 +8,8 @@ prefill rate — each part's share of the TTFT drawn as a bar. Context pressure:
 the decode slow-down they bring where decoding is bound by reading memory (their bytes ÷ the bytes read per
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
 the kept conversation would cost at the median prefill rate of recent replies of the same model, with its range
-(``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise). Live while the prompt prefills: its progress in percent
+(``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise).
+Live while the prompt prefills: its progress in percent
 (``PrefillProgress``), and where the prompt stopped matching the cache (``Started.reuse_break``: the marker and, for a
 changed date or time, the hint; ``app.widgets.reuse_break_text`` words them).
 Computes nothing the engine did not measure beyond
