@@ -5,8 +5,8 @@ worker thread (``Bridge.measure_prompt``: the message's tokens, the whole trimme
 conversation's KV cache holds, what trimming leaves out), never on the GUI thread; ``app.window.forecast`` turns
 those counts and the prefill rate recent replies of the same model measured (their median and range,
 ``app.state.rate_estimate``; it also gives the panel's "Before truncation" its rate) into the figures, and
-the composer shows them with a warning before a send that would leave old messages out of the context. Only the newest request
-is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
+the composer shows them with a warning before a send that would leave old messages out of the context. Only the
+newest request is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
 never collects a queue of stale measurements. Owns the wording and when to measure; no SQL, no inference.
 """
 
