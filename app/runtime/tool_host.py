@@ -53,7 +53,9 @@ class ReplyTools:
 @dataclass(frozen=True)
 class ToolCallEvent:
     """A call of the reply being written: ``state`` asking (waiting for the user's yes), running, done (``record``
-    holds its outcome) or problem (a server or tool that could not be used: ``record.result`` is the one line)."""
+    holds its outcome) or problem (a server or tool that could not be used: ``record.result`` is the one line); or,
+    before any call, connecting (the servers, named in ``arguments``, are being started and asked for their tools:
+    seconds, a Python server importing its SDK, during which the reply has nothing else to show)."""
 
     index: int
     name: str
@@ -154,6 +156,8 @@ class ToolHost:
                 specs.append(parse_server(text))
             except BadInputError as exc:
                 self._problem(str(exc))
+        if specs:  # say what the reply waits for: starting a server and listing its tools can take seconds
+            self.report(ToolCallEvent(-1, "", ", ".join(spec.label for spec in specs), "connecting"))
         self._hub, self._servers, self.failed = McpHub(specs, timeout_s=self.timeout_s), servers, False
         self._hub.connect()
         self.failed = bool(self._hub.problems)

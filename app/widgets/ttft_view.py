@@ -7,7 +7,9 @@ together, TTFT − prefill), the tokens reused from the KV cache (free), and the
 prefill rate — each part's share of the TTFT drawn as a bar. Context pressure: the KV-cache bytes of 1,000 more tokens (``ModelFacts.kv_bytes_per_token``),
 the decode slow-down they bring where decoding is bound by reading memory (their bytes ÷ the bytes read per
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
-the kept conversation would cost at the measured prefill rate. Live while the prompt prefills: its progress in percent
+the kept conversation would cost at the median prefill rate of recent replies of the same model, with its range
+(``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise).
+Live while the prompt prefills: its progress in percent
 (``PrefillProgress``), and where the prompt stopped matching the cache (``Started.reuse_break``: the marker and, for a
 changed date or time, the hint; ``app.widgets.reuse_break_text`` words them).
 Computes nothing the engine did not measure beyond
@@ -55,7 +57,8 @@ HELP = {
                                                    "(their KV bytes ÷ the bytes read per token now)."),
     "truncation": QT_TRANSLATE_NOOP("TtftView", "Tokens left in the model's window. Past them the oldest turns are "
                                                 "dropped (the system prompt kept), and the kept conversation is "
-                                                "prefilled again: this long at the measured prefill rate."),
+                                                "prefilled again: this long at the median prefill rate of recent "
+                                                "replies of this model (the range: their fastest and slowest)."),
 }
 
 
@@ -69,6 +72,8 @@ class TtftView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._kv_per_token: int | None = None
+        self._estimate: Any = None  # app.state.rate_estimate.RateEstimate of the loaded model, None while unknown
+        self._shown: tuple[Any, int | None] | None = None  # the figures the pressure rows were drawn from
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.values: dict[str, QLabel] = {}
@@ -107,7 +112,14 @@ class TtftView(QWidget):
         per_token = getattr(facts, "kv_bytes_per_token", None) if facts is not None else None
         self._kv_per_token = int(per_token) if isinstance(per_token, int) and per_token > 0 else None
 
+    def set_prefill_estimate(self, estimate: Any) -> None:
+        """The prefill rate recent replies of the loaded model measured (``RateEstimate``; None: none yet)."""
+        self._estimate = estimate
+        if self._shown is not None:
+            self._pressure(*self._shown)
+
     def reset(self) -> None:
+        self._shown = None
         for value in self.values.values():
             value.setText("—")
         for bar in self.bars.values():
@@ -157,16 +169,18 @@ class TtftView(QWidget):
             self.bars[key].setValue(int(1000 * seconds / ttft) if ttft > 0 else 0)
 
     def _pressure(self, get: Any, bytes_per_token: int | None) -> None:
+        self._shown = (get, bytes_per_token)
         v = self.values
         per_1000 = self._kv_per_token * 1000 if self._kv_per_token else None
         v["kv_1000"].setText(format_bytes(per_1000) if per_1000 else "—")
         if per_1000 and bytes_per_token:
             v["slowdown_1000"].setText(self.tr("+{share} % time per token").format(
                 share=f"{100 * per_1000 / bytes_per_token:.1f}"))
-        used, limit, rate = get("context_tokens"), get("context_max"), get("prefill_tok_s")
+        used, limit, est = get("context_tokens"), get("context_max"), self._estimate
         if used is not None and limit:
             text = self.tr("{n} tokens left").format(n=max(0, int(limit) - int(used)))
-            if rate:
-                text += self.tr(", then ~{time} to prefill the kept conversation again").format(
-                    time=_ms(int(used) / float(rate)))
+            if est is not None:
+                typical, fast, slow = est.seconds(int(used))
+                text += self.tr(", then ~{time} ({low}–{high}) to prefill the kept conversation again").format(
+                    time=_ms(typical), low=_ms(fast), high=_ms(slow))
             v["truncation"].setText(text)

@@ -7,13 +7,16 @@ composer shows: the context used, the tokens prefill must compute, the time to f
 and the warning to give before sending. Pure: counts and rates in, numbers out; the wording is the
 window's (``app.window.prompt_meter``), so it can be translated.
 
-The TTFT forecast is prefill only: (prompt tokens the KV cache does not hold) ÷ (prefill tokens per
-second of the last reply). Rendering the template and the first sampling step add a few milliseconds.
+The TTFT forecast is prefill only: (prompt tokens the KV cache does not hold) ÷ (the median prefill rate of recent
+replies of the same model, precision and device, ``app.state.rate_estimate``), with the range the fastest and the
+slowest of them give. Rendering the template and the first sampling step add a few milliseconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from app.state.rate_estimate import RateEstimate
 
 LEFT_OUT = "left_out"  # the send leaves out the oldest messages to fit the context
 REPLY_CUT = "reply_cut"  # the context has less room for the reply than the max new tokens setting
@@ -32,6 +35,9 @@ class Forecast:
     left_out: int  # oldest messages the send leaves out
     reply_budget: int  # max new tokens the reply keeps
     reply_cut: bool  # the reply budget was lowered to the room left in the context
+    ttft_low_s: float | None = None  # the forecast at the fastest recent rate
+    ttft_high_s: float | None = None  # at the slowest
+    rate_samples: int = 0  # how many replies' rates the forecast rests on
 
     @property
     def context_fraction(self) -> float | None:
@@ -50,18 +56,22 @@ class Forecast:
 
 
 def forecast(text_tokens: int, prompt_tokens: int, cached_tokens: int, context_max: int,
-             prefill_tok_s: float | None, dropped_turns: int = 0, reply_budget: int = 0,
+             prefill_tok_s: RateEstimate | float | None, dropped_turns: int = 0, reply_budget: int = 0,
              asked_budget: int = 0) -> Forecast:
     """The figures for a turn whose rendered, trimmed prompt is ``prompt_tokens`` long, of which the KV cache
-    holds the first ``cached_tokens``, on a machine whose last reply prefilled at ``prefill_tok_s`` (None or
-    not positive: not measured yet). ``dropped_turns`` and ``reply_budget`` are what trimming decided;
-    ``asked_budget`` the max new tokens setting (the reply is cut when the budget left is lower)."""
+    holds the first ``cached_tokens``, on a machine whose recent replies prefilled at ``prefill_tok_s`` (an
+    estimate, or one rate; None or not positive: not measured yet). ``dropped_turns`` and ``reply_budget`` are what
+    trimming decided; ``asked_budget`` the max new tokens setting (the reply is cut when the budget left is lower)."""
     prompt_tokens = max(0, prompt_tokens)
     # The last prompt token is always computed (its logits choose the first reply token), as ChatSession does.
     reused = max(0, min(cached_tokens, prompt_tokens - 1))
     new = prompt_tokens - reused
-    rate = prefill_tok_s if prefill_tok_s is not None and prefill_tok_s > 0 else None
+    rates = prefill_tok_s
+    if isinstance(rates, (int, float)):
+        rates = RateEstimate(float(rates), float(rates), float(rates), 1) if rates > 0 else None
+    ttft, fast, slow = rates.seconds(new) if rates is not None else (None, None, None)
     return Forecast(text_tokens=max(0, text_tokens), context_tokens=prompt_tokens, context_max=max(0, context_max),
-                    reused_tokens=reused, new_tokens=new, ttft_s=new / rate if rate is not None else None,
+                    reused_tokens=reused, new_tokens=new, ttft_s=ttft,
                     left_out=max(0, dropped_turns), reply_budget=max(0, reply_budget),
-                    reply_cut=0 <= reply_budget < asked_budget)
+                    reply_cut=0 <= reply_budget < asked_budget, ttft_low_s=fast, ttft_high_s=slow,
+                    rate_samples=rates.samples if rates is not None else 0)

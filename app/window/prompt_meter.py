@@ -3,9 +3,10 @@
 After a pause in typing (``DEBOUNCE_MS``), the turn that sending the text would start is measured on the
 worker thread (``Bridge.measure_prompt``: the message's tokens, the whole trimmed prompt, the prefix the
 conversation's KV cache holds, what trimming leaves out), never on the GUI thread; ``app.window.forecast`` turns
-those counts and the prefill rate the last reply measured into the figures, and the composer shows them
-with a warning before a send that would leave old messages out of the context. Only the newest request
-is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
+those counts and the prefill rate recent replies of the same model measured (their median and range,
+``app.state.rate_estimate``; it also gives the panel's "Before truncation" its rate) into the figures, and
+the composer shows them with a warning before a send that would leave old messages out of the context. Only the
+newest request is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
 never collects a queue of stale measurements. Owns the wording and when to measure; no SQL, no inference.
 """
 
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.state.rate_estimate import MIN_RATE_TOKENS, RateEstimate, RecentRates, rate_key
 from app.window.forecast import LEFT_OUT, Forecast, forecast
 from engine.errors import BadInputError
 from engine.events import Message
@@ -27,12 +29,10 @@ class MeterHost(Protocol):
     controller: Any
     composer: Any
     bridge: Any
+    perf_panel: Any
 
 
 DEBOUNCE_MS = 300  # measure after the user pauses typing, not on every keystroke
-# A prefill of a few tokens (a short follow-up on a reused cache) measures per-call overhead, not throughput:
-# its rate replaces the one kept only when there is none yet.
-MIN_RATE_TOKENS = 16
 NO_SESSION = -1  # an unsaved conversation: the worker keeps no session for it
 
 
@@ -59,7 +59,8 @@ class PromptMeter(QObject):
         super().__init__(window)
         self._controller, self._bridge, self._composer = window.controller, window.bridge, window.composer
         self.forecast: Forecast | None = None  # what is shown
-        self.prefill_tok_s: float | None = None  # measured on this machine by a reply of the loaded model
+        self.rates = RecentRates()  # measured on this machine by recent replies, per model, precision and device
+        self._ttft_view = window.perf_panel.ttft_view  # its "Before truncation" uses the same estimate
         self._editing: int | None = None
         self._pending = 0  # the measurement on the worker (task id), 0 when none
         self._stale = False  # the text or the conversation changed while it was measured
@@ -116,17 +117,22 @@ class PromptMeter(QObject):
         self._editing = index
         self.schedule()
 
+    @property
+    def estimate(self) -> RateEstimate | None:
+        """The prefill rate of the loaded model on this machine (None: no reply of it measured one yet)."""
+        return self.rates.estimate(rate_key(self._controller.facts))
+
     @Slot(object)
     def on_controller_reply_finished(self, finished: Any) -> None:
         metrics = finished.metrics
-        rate = metrics.prefill_tok_s if metrics is not None else None
-        if rate and (metrics.prefill_tokens >= MIN_RATE_TOKENS or self.prefill_tok_s is None):
-            self.prefill_tok_s = rate
+        if metrics is not None and not getattr(metrics, "unknown", ()):
+            self.rates.add(rate_key(self._controller.facts), metrics.prefill_tok_s, metrics.prefill_tokens)
+        self._ttft_view.set_prefill_estimate(self.estimate)
         self.schedule()  # the cache now holds this turn
 
     @Slot(object)
     def on_controller_model_ready(self, _facts: object) -> None:
-        self.prefill_tok_s = None  # another model (or device): the rate measured is not its
+        self._ttft_view.set_prefill_estimate(self.estimate)  # another model (or device): its own rates, if any
         self.schedule()
 
     @Slot(int, object)
@@ -138,7 +144,7 @@ class PromptMeter(QObject):
             self.measure()
         elif isinstance(result, PromptMeasure):
             self._show(forecast(result.text_tokens, result.prompt_tokens, result.cached_tokens, result.context_max,
-                                self.prefill_tok_s, result.dropped_turns, result.reply_budget, self._asked))
+                                self.estimate, result.dropped_turns, result.reply_budget, self._asked))
 
     @Slot(int, str)
     def on_bridge_task_failed(self, task_id: int, message: str) -> None:
@@ -165,18 +171,24 @@ class PromptMeter(QObject):
                            .replace("%2", n(f.context_max)).replace("%3", f"{100 * f.context_fraction:.0f}"))
         else:
             figures.append(self.tr("context after sending: %1 tokens").replace("%1", n(f.context_tokens)))
-        if f.ttft_s is not None:
-            figures.append(self.tr("TTFT forecast: %1").replace("%1", duration(f.ttft_s)))
+        est = self.estimate
+        if f.ttft_s is not None and f.ttft_low_s is not None and f.ttft_high_s is not None and est is not None:
+            figures.append(self.tr("TTFT forecast: ~%1 (%2–%3)").replace("%1", duration(f.ttft_s))
+                           .replace("%2", duration(f.ttft_low_s)).replace("%3", duration(f.ttft_high_s)))
             details = (self.tr("Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); at "
-                               "%3 tok/s, the prefill rate this machine measured on the last reply, that takes "
-                               "about %4.")
+                               "%3 tok/s, the median prefill rate of the last %4 replies of this model, precision "
+                               "and device (%5–%6 tok/s), that takes about %7.")
                        .replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens))
-                       .replace("%3", f"{self.prefill_tok_s:,.0f}").replace("%4", duration(f.ttft_s)))
+                       .replace("%3", f"{est.median:,.0f}").replace("%4", n(est.samples))
+                       .replace("%5", f"{est.low:,.0f}").replace("%6", f"{est.high:,.0f}")
+                       .replace("%7", duration(f.ttft_s)))
         else:
             figures.append(self.tr("TTFT forecast after the first reply"))
             details = (self.tr("Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); "
-                               "how long that takes is forecast once a reply has measured this machine's prefill "
-                               "rate.").replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens)))
+                               "how long that takes is forecast once a reply of this model has prefilled at least "
+                               "%3 tokens (a shorter prefill measures the cost of a call, not the rate).")
+                       .replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens))
+                       .replace("%3", n(MIN_RATE_TOKENS)))
         self._composer.show_forecast(" · ".join(figures), self._warning(f), details)
         self.forecast_shown.emit(f)
 

@@ -90,6 +90,9 @@ class ToolTurns(QObject):
 
     @Slot(object)
     def on_bridge_tool_call_updated(self, event: ToolCallEvent) -> None:
+        if event.state == "connecting":
+            self._show_connecting(event.arguments)
+            return
         if event.record is not None:
             self.records.append(event.record)
             self.cost_view.add_call(event.record)
@@ -120,6 +123,18 @@ class ToolTurns(QObject):
                                                  tool_calls=records)
         except StoreError as exc:
             self.window.messages.show_message(self.tr("Tool calls not saved: {why}").format(why=exc), "warning")
+
+
+    def _show_connecting(self, servers: str) -> None:
+        """The reply waits for its tool servers to start and list their tools: say so where the reply will be and in
+        the status bar (issue 41: an empty card for ~40 s). The first prefill progress replaces the words."""
+        text = self.tr("Starting the tool servers and listing their tools ({servers})…").format(servers=servers)
+        self.window.status_state.setText(f"· {text}")
+        chat = self.window.chat
+        if chat.is_streaming() and chat.widgets() and not chat.reply_text():
+            bubble = chat.widgets()[-1]
+            bubble.footer.setText(text)
+            bubble.footer.setVisible(True)
 
 
 def _answers_first_turn(messages: list[Any]) -> bool:

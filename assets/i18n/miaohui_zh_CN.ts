@@ -2419,12 +2419,24 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <translation>发送后上下文：%1 个 token</translation>
     </message>
     <message>
+        <source>TTFT forecast: ~%1 (%2–%3)</source>
+        <translation>首字延迟预测：约 %1（%2–%3）</translation>
+    </message>
+    <message>
+        <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); at %3 tok/s, the median prefill rate of the last %4 replies of this model, precision and device (%5–%6 tok/s), that takes about %7.</source>
+        <translation>预填充需计算 KV 缓存中没有的 %1 个提示词元（%2 个被复用）；按 %3 tok/s（此模型、精度和设备最近 %4 次回复的预填充速率中位数，范围 %5–%6 tok/s）计算，约需 %7。</translation>
+    </message>
+    <message>
+        <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); how long that takes is forecast once a reply of this model has prefilled at least %3 tokens (a shorter prefill measures the cost of a call, not the rate).</source>
+        <translation>预填充需计算 KV 缓存中没有的 %1 个提示词元（%2 个被复用）；待此模型有一次回复预填充了至少 %3 个词元后才预测耗时（更短的预填充测到的是调用开销，而非速率）。</translation>
+    </message>
+    <message>
         <source>TTFT forecast: %1</source>
-        <translation>预计首 token 延迟：%1</translation>
+        <translation type="vanished">预计首 token 延迟：%1</translation>
     </message>
     <message>
         <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); at %3 tok/s, the prefill rate this machine measured on the last reply, that takes about %4.</source>
-        <translation>预填充要计算 KV 缓存中还没有的 %1 个提示词 token（另有 %2 个直接复用）；按本机上一条回复实测的预填充速度 %3 tok/s，大约需要 %4。</translation>
+        <translation type="vanished">预填充要计算 KV 缓存中还没有的 %1 个提示词 token（另有 %2 个直接复用）；按本机上一条回复实测的预填充速度 %3 tok/s，大约需要 %4。</translation>
     </message>
     <message>
         <source>TTFT forecast after the first reply</source>
@@ -2432,7 +2444,7 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
     </message>
     <message>
         <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); how long that takes is forecast once a reply has measured this machine&apos;s prefill rate.</source>
-        <translation>预填充要计算 KV 缓存中还没有的 %1 个提示词 token（另有 %2 个直接复用）；等一条回复测出本机的预填充速度后，才能预测需要多久。</translation>
+        <translation type="vanished">预填充要计算 KV 缓存中还没有的 %1 个提示词 token（另有 %2 个直接复用）；等一条回复测出本机的预填充速度后，才能预测需要多久。</translation>
     </message>
     <message>
         <source>Sending this leaves out the oldest message to fit the %2-token context.</source>
@@ -3397,6 +3409,10 @@ Result ({ms} ms):
         <source>Tool calls not saved: {why}</source>
         <translation>工具调用未保存：{why}</translation>
     </message>
+    <message>
+        <source>Starting the tool servers and listing their tools ({servers})…</source>
+        <translation>正在启动工具服务器并列出其工具（{servers}）…</translation>
+    </message>
 </context>
 <context>
     <name>ToolsDialog</name>
@@ -3512,6 +3528,14 @@ Result ({ms} ms):
         <translation>第一个 token 出现之前，本条回复的新提示词 token 中已逐块计算完成的比例。</translation>
     </message>
     <message>
+        <source>Tokens left in the model&apos;s window. Past them the oldest turns are dropped (the system prompt kept), and the kept conversation is prefilled again: this long at the median prefill rate of recent replies of this model (the range: their fastest and slowest).</source>
+        <translation>模型窗口中剩余的词元数。超出后最早的轮次会被丢弃（保留系统提示），保留的对话需重新预填充：按此模型最近回复的预填充速率中位数计算需要这么久（范围：其中最快与最慢）。</translation>
+    </message>
+    <message>
+        <source>, then ~{time} ({low}–{high}) to prefill the kept conversation again</source>
+        <translation>，之后约需 {time}（{low}–{high}）重新预填充保留的对话</translation>
+    </message>
+    <message>
         <source>The first prompt token the KV cache held something else for: the tokens around it (⟦ ⟧ marks where they part) and the message it is in. Everything from there on was computed again.</source>
         <translation type="vanished">KV 缓存在该位置存着别的内容的第一个提示词 token：它周围的 token（⟦ ⟧ 标出两者分开之处）及其所在的消息。从那里开始的所有内容都重新计算了。</translation>
     </message>
@@ -3529,7 +3553,7 @@ Result ({ms} ms):
     </message>
     <message>
         <source>Tokens left in the model&apos;s window. Past them the oldest turns are dropped (the system prompt kept), and the kept conversation is prefilled again: this long at the measured prefill rate.</source>
-        <translation>模型上下文窗口中剩余的 token 数。超出之后，最早的几轮对话会被舍弃（系统提示词保留），保留下来的对话要重新预填充：按实测的预填充速度需要这么久。</translation>
+        <translation type="vanished">模型上下文窗口中剩余的 token 数。超出之后，最早的几轮对话会被舍弃（系统提示词保留），保留下来的对话要重新预填充：按实测的预填充速度需要这么久。</translation>
     </message>
     <message>
         <source>Why this TTFT</source>
@@ -3569,7 +3593,7 @@ Result ({ms} ms):
     </message>
     <message>
         <source>, then ~{time} to prefill the kept conversation again</source>
-        <translation>，之后重新预填充保留的对话约需 {time}</translation>
+        <translation type="vanished">，之后重新预填充保留的对话约需 {time}</translation>
     </message>
     <message>
         <source>the chat template&apos;s markup</source>

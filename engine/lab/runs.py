@@ -64,8 +64,12 @@ def new_session(loaded):
     return ChatSession(loaded)
 
 
-def generate_once(loaded, prompt: str | Sequence, config, cancel: threading.Event, *, session=None) -> RunRecord:
+def generate_once(loaded, prompt: str | Sequence, config, cancel: threading.Event, *, session=None,
+                  on_token: Callable[[int], None] | None = None) -> RunRecord:
     """Run one reply to ``prompt`` (a user message, or a list of ``Message``) on a fresh session.
+
+    ``on_token(n)`` is called as the n-th token arrives, so a long step (decoding without the KV cache takes
+    minutes on a CPU) can report progress within itself rather than sit at one figure.
 
     A fresh ``ChatSession`` per call means nothing is reused from an earlier run (the TTFT and
     KV-cache experiments depend on that); pass ``session`` to measure reuse on purpose. A server keeps
@@ -86,6 +90,8 @@ def generate_once(loaded, prompt: str | Sequence, config, cancel: threading.Even
             times.append(event.t)
             # A server's Token is one model token only when it came with its own logprob entry.
             one_token_each = one_token_each and (event.token_id >= 0 or event.prob is not None)
+            if on_token is not None:
+                on_token(len(ids))
         elif isinstance(event, Finished):
             finished = event
     if finished is None:  # the contract says never; fail loudly rather than report half a run

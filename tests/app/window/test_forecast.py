@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.state.rate_estimate import MIN_RATE_TOKENS, RateKey, RecentRates
 from app.window.forecast import LEFT_OUT, REPLY_CUT, forecast
 from app.window.prompt_meter import DEBOUNCE_MS, duration
 from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, send_and_wait, settings, store  # noqa: F401
@@ -47,6 +48,19 @@ def test_a_reply_squeezed_by_the_context_warns_with_its_room():
     assert both.warning == (LEFT_OUT, 2)  # losing history is the bigger news
 
 
+def test_a_forecast_from_recent_rates_gives_the_median_and_the_range_they_spread_over():
+    rates = RecentRates()
+    key = RateKey("m", "fp32", "cpu")
+    assert not rates.add(key, 2.0, 1)  # issue 41: a 1-token prefill at 2 tok/s is the cost of a call, not a rate
+    assert rates.estimate(key) is None
+    for rate in (1000.0, 400.0, 800.0):
+        assert rates.add(key, rate, MIN_RATE_TOKENS)
+    assert rates.estimate(RateKey("m", "int8", "cpu")) is None  # another precision: not this one's rate
+    f = forecast(3, 400, 0, 2048, rates.estimate(key))
+    assert f.ttft_s == pytest.approx(0.5) and (f.ttft_low_s, f.ttft_high_s) == pytest.approx((0.4, 1.0))
+    assert f.rate_samples == 3
+
+
 def test_durations_read_in_ms_under_a_second():
     assert (duration(0.0456), duration(0.9994), duration(1.25)) == ("46 ms", "999 ms", "1.2 s")
 
@@ -71,15 +85,16 @@ def test_typing_shows_the_count_then_after_a_reply_a_ttft_forecast_and_a_warning
 
     assert send_and_wait(qtbot, window, window.prompt.toPlainText()) == "length"
     assert window.prompt.toPlainText() == "" and not composer.forecast_label.isVisible()
-    assert meter.prefill_tok_s == window.last_metrics.prefill_tok_s > 0
+    assert meter.estimate.median == window.last_metrics.prefill_tok_s > 0 and meter.estimate.samples == 1
     with qtbot.waitSignal(meter.forecast_shown, timeout=REPLY_TIMEOUT_MS,
                           check_params_cb=lambda f: f is not None) as shown:
         qtbot.keyClicks(window.prompt, "And prefill?")
     after = shown.args[0]
     assert after.reused_tokens > 0  # the conversation's cache holds the first turn: only the rest is computed
     assert after.new_tokens == after.context_tokens - after.reused_tokens
-    assert after.ttft_s == pytest.approx(after.new_tokens / meter.prefill_tok_s)
-    assert "TTFT forecast: " in composer.forecast_label.text() and " ms" in composer.forecast_label.text()
+    assert after.ttft_s == pytest.approx(after.new_tokens / meter.estimate.median)
+    assert "TTFT forecast: ~" in composer.forecast_label.text() and " ms" in composer.forecast_label.text()
+    assert "median prefill rate of the last 1 replies" in composer.forecast_label.toolTip()
 
     # A message that pushes the first turn out of the tiny model's context: warned before sending.
     from transformers import AutoTokenizer

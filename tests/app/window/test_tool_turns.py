@@ -91,6 +91,25 @@ def test_a_listed_tool_is_called_shown_saved_reopened_and_exported(qtbot, window
     assert window.chat_settings().tools == ("add",)  # the choice is the conversation's, kept with it
 
 
+def test_the_reply_card_says_it_waits_for_the_tool_servers_while_they_start(qtbot, window):
+    """Issue 41, 6: the card stayed empty while the servers started and listed their tools; it names that wait."""
+    _choose(qtbot, window, ["add"])
+    shown: list[tuple[str, str, str]] = []
+
+    def on_event(event):  # connected after the window's own slot: sees what that slot just showed
+        if event.state == "connecting":
+            shown.append((event.arguments, window.chat.widgets()[-1].footer.text(), window.status_state.text()))
+
+    window.bridge.tool_call_updated.connect(on_event)
+    _send(qtbot, window, "What is 2 plus 40? Use the add tool.")
+    assert len(shown) == 1, shown  # once: the next reply reuses the connected servers
+    servers, footer, status = shown[0]
+    assert servers and footer == f"Starting the tool servers and listing their tools ({servers})…"
+    assert status == f"· {footer}"
+    _send(qtbot, window, "And 1 plus 1?")
+    assert len(shown) == 1
+
+
 def test_a_tool_that_may_change_something_asks_first_and_deny_is_honoured(qtbot, window, store):
     _choose(qtbot, window, ["shout"])
     blocks = _send(qtbot, window, "Shout hello.", confirm=["deny"])

@@ -22,7 +22,7 @@ from engine.lab.charts import save_png
 from engine.lab.precision_ab import run_precision_ab
 from engine.lab.results import ExperimentResult, Heatmap, Series, median, write_csv, write_json
 from engine.lab.sampling_stats import distinct_n, ngrams, repetition_rate, run_sampling, text_measures
-from engine.lab.timing import first_divergence, slope
+from engine.lab.timing import first_divergence, run_kv_cache, slope
 from engine.models.loader import load_model
 
 FIVE_FILES = [f"{key}.{ext}" for key in ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
@@ -187,6 +187,17 @@ def test_sampling_is_reproducible_per_seed(tiny):
     b = run_sampling(tiny, threading.Event(), seeds=(3,), max_new_tokens=12)
     assert a.rows == b.rows  # same seed, same text and measures
     assert [row[-1] for row in a.rows] == [row[-1] for row in b.rows]
+
+
+def test_kv_cache_progress_moves_token_by_token_within_the_long_step(tiny):
+    # Issue 41: the quick run sat at 50 % for minutes while decoding without the cache; each token now reports.
+    seen: list[tuple[float, str]] = []
+    run_kv_cache(tiny, threading.Event(), max_new_tokens=6, passage_chars=40,
+                 progress=lambda fraction, message: seen.append((fraction, message)))
+    off = [(f, m) for f, m in seen if m.startswith("KV cache off: token")]
+    assert [m for _, m in off][-1] == "KV cache off: token 6 of 6"
+    assert len(off) == 6 and all(a < b for (a, _), (b, _) in zip(off, off[1:]))  # it moves within the step
+    assert all(b >= a - 1e-9 for (a, _), (b, _) in zip(seen, seen[1:])) and seen[-1] == (1.0, "KV cache: done")
 
 
 def test_cancel_stops_an_experiment(tiny):
