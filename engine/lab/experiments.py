@@ -5,7 +5,7 @@ The GUI lists ``EXPERIMENTS`` and runs ``run_experiment`` on the model's worker 
 experiment, which needs torch and transformers at import, and torch itself load when first used. Owns
 the catalogue, the quick/full sizes of each experiment and the export layout (``<key>.csv``,
 ``<key>.png``, ``results.json``); the measuring lives in ``engine.lab.timing``, ``engine.lab.sampling_stats``,
-``engine.lab.attention``, ``engine.lab.precision_ab`` and ``engine.lab.speculation``.
+``engine.lab.attention``, ``engine.lab.precision_ab``, ``engine.lab.speculation`` and ``engine.lab.documents``.
 
 A model on a server (``engine.remote``) runs the experiments that need only replies, their times and
 their tokens (``needs_local=False``: greedy 20, TTFT vs length, sampling); the ones that need the
@@ -24,6 +24,9 @@ from pathlib import Path
 
 from engine.errors import BadInputError
 from engine.lab.charts import save_png
+from engine.lab.documents import LENGTHS_FULL as DOC_LENGTHS_FULL
+from engine.lab.documents import LENGTHS_QUICK as DOC_LENGTHS_QUICK
+from engine.lab.documents import run_docs_vs_retrieval
 from engine.lab.precision_ab import precision_ab_task
 from engine.lab.results import ExperimentResult, write_csv, write_json
 from engine.lab.runs import Progress, is_remote, model_label, no_progress
@@ -60,6 +63,7 @@ NEEDS_LOCAL_WHY = {
     "attention": "it reads the model's attention weights, which a server's API does not send",
     "precision_ab": "it loads the model's weights again in other precisions",
     "speculation": "it drafts and verifies tokens inside the model's own decoding, which a server's API cannot",
+    "docs": "it counts the document's tokens with the model's tokenizer and reads the KV cache's bytes",
 }
 
 
@@ -83,6 +87,10 @@ EXPERIMENTS: tuple[ExperimentInfo, ...] = (
     ExperimentInfo("speculation", "Speculative decoding",
                    "Plain and prompt-lookup decoding at draft lengths 1-8 on a repeat-heavy prompt and a fresh one: "
                    "speed-up against draft length and acceptance, tokens per step, identical greedy text?",
+                   needs_local=True),
+    ExperimentInfo("docs", "Whole text vs retrieval",
+                   "A real document (Vim's tutor, English and Chinese) cut to several lengths, put whole into the "
+                   "prompt or as retrieved passages: TTFT, prefill tokens and KV cache bytes against its length.",
                    needs_local=True),
 )
 FIVE = ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
@@ -140,6 +148,11 @@ def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOption
     if key == "speculation":
         return run_speculation(loaded, cancel, draft_lengths=(1, 2, 4, 8) if q else DRAFT_LENGTHS,
                                max_new_tokens=64 if q else 128, progress=progress)
+    if key == "docs":
+        from engine.docs.embed import default_embedder  # lazy: the embedder imports torch and transformers
+
+        return run_docs_vs_retrieval(loaded, cancel, lengths=DOC_LENGTHS_QUICK if q else DOC_LENGTHS_FULL,
+                                     embedder=default_embedder(), progress=progress)
     return precision_ab_task(loaded, cancel, precisions=options.precisions, max_new_tokens=24 if q else 48,
                              progress=progress)
 
