@@ -57,6 +57,10 @@ EXPERIMENT_TEXTS = (
     QT_TRANSLATE_NOOP("engine", "Plain and prompt-lookup decoding at draft lengths 1-8 on a repeat-heavy prompt and a "
                                 "fresh one: speed-up against draft length and acceptance, tokens per step, identical "
                                 "greedy text?"),
+    QT_TRANSLATE_NOOP("engine", "Whole text vs retrieval"),
+    QT_TRANSLATE_NOOP("engine", "A real document (Vim's tutor, English and Chinese) cut to several lengths, put whole "
+                                "into the prompt or as retrieved passages: TTFT, prefill tokens and KV cache bytes "
+                                "against its length."),
 )
 
 WORKER_TEXTS = (

@@ -3753,6 +3753,14 @@ Result ({ms} ms):
         <translation>依次以 bf16、int8 和 int4 重新加载模型（会临时占用额外内存）：比较解码 tok/s、首 token 延迟、权重大小，以及贪心解码的文本是否一致。</translation>
     </message>
     <message>
+        <source>Whole text vs retrieval</source>
+        <translation>全文与检索对比</translation>
+    </message>
+    <message>
+        <source>A real document (Vim&apos;s tutor, English and Chinese) cut to several lengths, put whole into the prompt or as retrieved passages: TTFT, prefill tokens and KV cache bytes against its length.</source>
+        <translation>把一篇真实文档（Vim 教程，英文和中文）截成几种长度，整篇放进提示词或只放检索到的段落：TTFT、预填充 token 数和 KV 缓存字节数随文档长度的变化。</translation>
+    </message>
+    <message>
         <source>Speculative decoding</source>
         <translation>投机解码</translation>
     </message>

@@ -152,7 +152,7 @@ def test_on_a_server_internals_are_disabled_up_front_with_the_reason(qtbot, remo
     items = tab.experiment_box.model()
     disabled = {tab.experiment_box.itemData(i) for i in range(tab.experiment_box.count())
                 if not items.item(i).isEnabled()}
-    assert disabled == {"kv_cache", "attention", "precision_ab", "speculation"}  # speculation drafts on local weights
+    assert disabled == {"kv_cache", "attention", "precision_ab", "speculation", "docs"}  # docs reads the KV cache
     for i in range(tab.experiment_box.count()):
         tip = tab.experiment_box.itemData(i, Qt.ItemDataRole.ToolTipRole)
         assert (tip is not None and "Needs a model loaded on this computer" in tip) == (
