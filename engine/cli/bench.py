@@ -5,7 +5,9 @@ Owns the arguments, the progress lines on stderr and the printing of the result:
 one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itself is
 ``engine.bench.run.bench``; its figures and their formatting live in ``engine/bench/``. ``--kv int8`` runs
 ``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
-``engine.bench.speculate`` (plain against speculative decoding). Exit status: 0
+``engine.bench.speculate`` (plain against speculative decoding); ``--docs`` ``engine.bench.docs`` (indexing,
+embedding, a follow-up on a whole document) and ``--docs-quality`` ``engine.bench.docs_quality`` (recall@5, MRR).
+Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """
 
@@ -52,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead: plain against speculative decoding in bf16 (engine.bench.speculate: prompt "
                              "lookup on a text to rewrite, a function to edit and a story, self-speculation; each "
                              "target met or missed; --reps rounds, --tokens new tokens, --quick the targets only)")
+    parser.add_argument("--docs", action="store_true",
+                        help="instead: documents (engine.bench.docs): indexing pages/s of a PDF and text pages, the "
+                             "embedder against transformers' own forward, and TTFT of a follow-up question on a "
+                             "whole document against the first (--reps rounds of embedding)")
+    parser.add_argument("--docs-quality", action="store_true",
+                        help="instead: retrieval quality (engine.bench.docs_quality): recall@5 and MRR of keyword, "
+                             "dense and fused retrieval on Vim's tutor (English PDF, Chinese text)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
@@ -73,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return _families(args)
     if args.speculation:
         return _speculation(args)
+    if args.docs or args.docs_quality:
+        return _docs(args)
     try:
         result = bench(args, _progress)
     except EngineError as exc:
@@ -99,6 +110,30 @@ def _speculation(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else speculate.markdown(result))
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    """``--docs`` (engine.bench.docs) or ``--docs-quality`` (engine.bench.docs_quality): a table, or ``--json``."""
+    import json
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        if args.docs_quality:
+            from engine.bench import docs_quality as module
+
+            result = module.measure(_progress)
+        else:
+            from engine.bench import docs as module  # type: ignore[no-redef]
+
+            result = module.measure(args.model, args.reps or 3, _progress)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else module.table(result))
     return 0
 
 

@@ -1,0 +1,201 @@
+"""``engine bench --docs``: how fast documents are indexed and embedded, and what a cached document prefix saves.
+
+Three measurements, one run, one machine:
+
+- indexing: pages per second into a real store (SQLite, FTS5, vectors) in a temporary folder, for a PDF laid out
+  from Vim's English tutor (``engine.bench.corpus``: real text, a real text layer) and for the Chinese tutor as one
+  text file per page, with the default embedding model where it was fetched;
+- embedding: passages per second of ``engine.docs.embed.TransformersEmbedder`` against transformers' own forward on
+  the same model folder and the same passages (``AutoModel``, mean pooling over the attention mask, L2
+  normalization: what sentence-transformers does for all-MiniLM-L6-v2), alternated, same batch size and window, and
+  the largest difference between their vectors;
+- a follow-up question on a whole document: the document put whole into the first question (the grounded
+  message), answered; then a second question in the same session, whose prompt starts with the first turn, so its
+  KV prefix is reused and only the reply and the new question are prefilled. TTFT second / first (issue 43's
+  target: ≤ 0.2).
+
+Owns the plan, the JSON shape and the table; the timings inside a reply are ``Metrics``'.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.bench import corpus
+
+FOLLOW_UP = ("What does the command dw do?", "And how do I undo it?")
+TARGET_FOLLOW_UP_RATIO = 0.2
+
+
+def _indexing(embedder, progress: Callable[[str], None], pdf_copies: int) -> dict[str, Any]:
+    from engine.docs.index import index_paths
+    from engine.docs.store import DocumentStore
+
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="miaohui-bench-docs-") as folder:
+        root = Path(folder)
+        # The tutor repeated to a ~40-page PDF: the issue's "attach a 40-page PDF".
+        pdf_pages = corpus.pages(corpus.text("en")) * pdf_copies
+        (root / "pdf").mkdir()
+        (root / "pdf" / "vimtutor.pdf").write_bytes(corpus.make_pdf(pdf_pages))
+        (root / "txt").mkdir()
+        txt_pages = corpus.pages(corpus.text("zh"))
+        for i, page in enumerate(txt_pages):
+            (root / "txt" / f"vimtutor-zh-{i + 1:02d}.txt").write_text(page, encoding="utf-8")
+        for kind, pages in (("pdf", len(pdf_pages)), ("txt", len(txt_pages))):
+            progress(f"indexing {pages} {kind} pages")
+            with DocumentStore(root / f"{kind}.sqlite3") as store:
+                t0 = time.perf_counter()
+                report = index_paths(store, kind, [root / kind], embedder=embedder)
+                seconds = time.perf_counter() - t0
+            result[kind] = {"pages": pages, "passages": report.passages, "seconds": round(seconds, 3),
+                            "pages_per_s": round(pages / seconds, 2), "embedded": report.embedded}
+    return result
+
+
+def _passages() -> list[str]:
+    from engine.docs.chunking import chunk
+    from engine.docs.readers import read_document
+
+    texts: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for lang in ("en", "zh"):
+            path = Path(folder) / corpus.TEXTS[lang]
+            path.write_text(corpus.text(lang), encoding="utf-8")
+            texts += [p.text for p in chunk(read_document(path))]
+    return texts
+
+
+def _embedding(embedder, reps: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The engine's embedder against transformers' forward with mean pooling on the same folder and passages."""
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from engine.docs.embed import EmbedConfig, default_embedder_dir
+
+    folder = default_embedder_dir()
+    config = EmbedConfig()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModel.from_pretrained(str(folder), use_safetensors=True, dtype=torch.float32).eval()
+    texts = _passages()
+
+    def reference() -> np.ndarray:
+        rows = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), config.batch_size):
+                encoded = tokenizer(texts[start:start + config.batch_size], padding=True, truncation=True,
+                                    max_length=config.max_tokens, return_tensors="pt")
+                hidden = model(**encoded).last_hidden_state  # (batch, seq, dim)
+                mask = encoded["attention_mask"].unsqueeze(-1).float()  # (batch, seq, 1)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                rows.append(torch.nn.functional.normalize(pooled, p=2, dim=1).numpy())
+        return np.concatenate(rows)
+
+    times: dict[str, list[float]] = {"engine": [], "transformers": []}
+    vectors: dict[str, Any] = {}
+    embedder.embed(texts[:8])  # warm-up of both paths: the first forward pays one-off costs (allocator, threads)
+    with torch.inference_mode():
+        model(**tokenizer(texts[:8], padding=True, return_tensors="pt"))
+    for rep in range(reps):
+        progress(f"embedding {len(texts)} passages, round {rep + 1} of {reps}")
+        for name, run in (("engine", lambda: embedder.embed(texts)), ("transformers", reference)):
+            t0 = time.perf_counter()
+            vectors[name] = run()
+            times[name].append(time.perf_counter() - t0)
+    seconds = {name: statistics.median(values) for name, values in times.items()}
+    return {"model": embedder.name, "passages": len(texts), "batch_size": config.batch_size, "reps": reps,
+            "engine_passages_per_s": round(len(texts) / seconds["engine"], 1),
+            "transformers_passages_per_s": round(len(texts) / seconds["transformers"], 1),
+            "engine_over_transformers": round(seconds["transformers"] / seconds["engine"], 3),
+            "max_abs_difference": float(np.abs(vectors["engine"] - vectors["transformers"]).max())}
+
+
+def _follow_up(model: str, chars: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    from engine.docs.attach import ground_conversation
+    from engine.events import Message
+    from engine.inputs import LoadSpec, SamplingConfig
+    from engine.lab.runs import generate_once, new_session
+    from engine.models.loader import load_model
+
+    cancel = threading.Event()
+    loaded = load_model(LoadSpec(model=model), cancel=cancel)
+    config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=24)
+    generate_once(loaded, "Hi", config, cancel)  # warm-up: the first forward pays one-off costs
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "vimtutor.txt"
+        path.write_text(corpus.cut(corpus.text("en"), chars), encoding="utf-8")
+        messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length, [
+            Message("user", FOLLOW_UP[0])], [str(path)], "whole", config.max_new_tokens)
+    session = new_session(loaded)
+    progress("a first question on the whole document")
+    first = generate_once(loaded, messages, config, cancel, session=session)
+    progress("the follow-up in the same session")
+    second = generate_once(loaded, messages + [Message("assistant", first.text), Message("user", FOLLOW_UP[1])],
+                           config, cancel, session=session)
+    a, b = first.metrics, second.metrics
+    ratio = b.ttft_s / a.ttft_s if a.ttft_s and b.ttft_s else None
+    return {"model": f"{loaded.facts.name} ({loaded.facts.precision}, {loaded.facts.device})",
+            "document_chars": chars, "document_tokens": used.source_tokens,
+            "first": {"prompt_tokens": a.prompt_tokens, "prefill_tokens": a.prefill_tokens, "ttft_s": a.ttft_s},
+            "follow_up": {"prompt_tokens": b.prompt_tokens, "prefill_tokens": b.prefill_tokens,
+                          "reused_tokens": b.reused_tokens, "ttft_s": b.ttft_s},
+            "ttft_ratio": None if ratio is None else round(ratio, 4), "target": TARGET_FOLLOW_UP_RATIO,
+            "met": ratio is not None and ratio <= TARGET_FOLLOW_UP_RATIO}
+
+
+def measure(model: str, reps: int, progress: Callable[[str], None], *, chars: int = 8_000,
+            pdf_copies: int = 4, embedder=None) -> dict[str, Any]:
+    """All three; ``embedder`` None: the default one (the embedding comparison is skipped without one)."""
+    import platform
+
+    from engine.docs.embed import default_embedder
+
+    embedder = embedder or default_embedder()
+    result: dict[str, Any] = {"machine": {"processor": _cpu_name(), "platform": platform.platform()},
+                              "embedder": embedder.name if embedder is not None else None}
+    result["indexing"] = _indexing(embedder, progress, pdf_copies)
+    result["embedding"] = _embedding(embedder, reps, progress) if embedder is not None else None
+    result["follow_up"] = _follow_up(model, chars, progress)
+    return result
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor()
+
+
+def table(result: dict[str, Any]) -> str:
+    """The readable report (Markdown)."""
+    lines = [f"Documents benchmark on {result['machine']['processor']} (embedder: {result['embedder'] or 'none'})",
+             "", "| indexing | pages | passages | seconds | pages/s |", "|---|---|---|---|---|"]
+    for kind, row in result["indexing"].items():
+        lines.append(f"| {kind} | {row['pages']} | {row['passages']} | {row['seconds']} | {row['pages_per_s']} |")
+    e = result["embedding"]
+    if e:
+        lines += ["", "| embedding ({model}, {passages} passages, batch {batch_size}) | passages/s |".format(**e),
+                  "|---|---|", f"| engine (embed.py) | {e['engine_passages_per_s']} |",
+                  f"| transformers AutoModel + mean pooling | {e['transformers_passages_per_s']} |",
+                  f"| engine / transformers speed | {e['engine_over_transformers']}× "
+                  f"(vectors differ by ≤ {e['max_abs_difference']:.2e}) |"]
+    f = result["follow_up"]
+    lines += ["", f"| follow-up on a whole document ({f['document_tokens']} tokens, {f['model']}) | prompt tokens | "
+                  "prefilled | TTFT (s) |", "|---|---|---|---|",
+              f"| first question | {f['first']['prompt_tokens']} | {f['first']['prefill_tokens']} | "
+              f"{f['first']['ttft_s']:.3f} |",
+              f"| follow-up, same session | {f['follow_up']['prompt_tokens']} | {f['follow_up']['prefill_tokens']} | "
+              f"{f['follow_up']['ttft_s']:.3f} |",
+              f"| TTFT ratio | {f['ttft_ratio']} (target ≤ {f['target']}: {'met' if f['met'] else 'missed'}) | | |"]
+    return "\n".join(lines)
