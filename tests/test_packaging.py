@@ -205,6 +205,7 @@ def test_the_spec_evaluates_on_each_platform(platform, tmp_path, monkeypatch, qa
     analysis = next(kwargs for kind, _args, kwargs in _Recorded.calls if kind == "Analysis")
     assert Path(analysis["runtime_hooks"][0]).is_file() and Path(analysis["hookspath"][0]).is_dir()
     assert any(dest == "assets" for _src, dest in analysis["datas"])
+    assert any(dest == "engine/bench/data" and Path(src).is_dir() for src, dest in analysis["datas"])  # the Lab's texts
     # the file whose absence stopped the frozen app from loading any model (issue 39)
     assert any(src.endswith("python_depends.json") and dest == "kernels/_internals" for src, dest in analysis["datas"])
     assert (ROOT / "assets" / "i18n" / "miaohui_zh_CN.qm").is_file()  # lrelease ran
