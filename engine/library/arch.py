@@ -32,8 +32,8 @@ from typing import Any, Mapping
 
 from engine.errors import CorruptModelError
 from engine.inputs import BNB_QUANTIZED, INT4_GROUP_SIZE, PRECISIONS
-from engine.library.gguf_header import ArrayInfo, GgufHeader
-from engine.models import config_check
+from engine.shapes.gguf_header import ArrayInfo, GgufHeader
+from engine.shapes import config_check
 from engine.quant.precision import GGUF_PROJECTIONS
 
 LLAMA_LAYOUT = config_check.LLAMA_LAYOUT_TYPES

@@ -39,7 +39,7 @@ from engine.fmt import format_bytes
 from engine.inputs import BNB_QUANTIZED, KV_SCALE_BYTES, PRECISIONS, check_kv_precision, kv_bytes_per_token
 from engine.library import arch as arch_mod
 from engine.library.arch import Architecture
-from engine.library.gguf_header import read_file_header
+from engine.shapes.gguf_header import read_file_header
 from engine.models import safety
 from engine.quant import precision as policy
 

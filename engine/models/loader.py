@@ -27,7 +27,7 @@ import psutil
 from huggingface_hub import constants
 
 from engine import paths
-from engine.models import config_check
+from engine.shapes import config_check
 from engine.models import safety, template_meta
 from engine.quant import quantize_step
 from engine.quant.precision import Machine, ModelWeights, choose_precision, device_float_name
@@ -42,7 +42,7 @@ from engine.models.fetch import find_default_model
 # torch and transformers, and engine.cpu and engine.quant.quant_cache (which import torch), are imported inside
 # the functions that use them: importing the loader loads no torch (~2 s), so a damaged file or config is
 # refused in about a second, before torch is imported (tests/engine/cli/test_info.py,
-# tests/engine/models/test_config_check.py). Every real load then pays for them once.
+# tests/engine/shapes/test_config_check.py). Every real load then pays for them once.
 
 
 def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
