@@ -50,13 +50,6 @@ def check_kv_precision(value: object) -> str:
     return str(value)
 
 
-def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, float_bytes: int, kv_precision: str = "auto") -> int:
-    """Bytes one token's K and V take over all layers: 2 · layers · kv_heads · head_dim · ``float_bytes``, or for an
-    int8 cache 2 · layers · kv_heads · (head_dim · 1 + ``KV_SCALE_BYTES``)."""
-    if kv_precision == "int8":
-        return 2 * layers * kv_heads * (head_dim + KV_SCALE_BYTES)
-    return 2 * layers * kv_heads * head_dim * float_bytes
-
 EXPLANATIONS = {
     "auto": ("on a CPU the fastest of int4 and int8 that agrees with the float model on at least 90% / 98% of "
              "next tokens (measured once per model; models under 50M parameters stay float), a GGUF of "
@@ -250,7 +243,7 @@ class SpeculationConfig:
         return cls(method=text)
 
 
-__all__ = ["KV_PRECISIONS", "KV_SCALE_BYTES", "KV_EXPLANATIONS", "check_kv_precision", "kv_bytes_per_token",
+__all__ = ["KV_PRECISIONS", "KV_SCALE_BYTES", "KV_EXPLANATIONS", "check_kv_precision",
            "FLOATS", "NATIVE_QUANTIZED", "BNB_QUANTIZED", "PRECISIONS", "DEVICES", "COMPUTE_DTYPES", "INT4_GROUP_SIZE",
            "MAX_TOP_LOGPROBS", "EXPLANATIONS", "SAMPLING_LIMITS", "SAMPLING_RANGES", "CLI_DEFAULT_SEED", "LoadSpec",
            "SamplingConfig", "SPECULATION_METHODS", "MAX_DRAFT_TOKENS", "SpeculationConfig"]

@@ -129,7 +129,20 @@ def test_engine_keeps_few_loose_modules_beside_its_folders():
     assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
     folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
     assert folders == ["bench", "cli", "constrain", "docs", "generate", "lab", "library", "models", "quant", "remote", "serve",
-                       "speculate", "tools"]
+                       "shapes", "speculate", "tools"]
+
+
+# engine/shapes/ is the ground floor (issue 42): the library, the loader and the quantizers stand on it, so it may
+# import only itself and the engine's loose bottom modules, never engine.library, engine.models or anything above.
+SHAPES_MAY_IMPORT = ("engine.shapes", "engine.errors", "engine.inputs")
+
+
+def test_the_shapes_floor_imports_nothing_above_it():
+    modules = _project_modules()
+    reaching = {f"{name} imports {target}" for name, path in modules.items() if name.startswith("engine.shapes")
+                for target in _project_imports(path, modules)
+                if target != "engine" and not target.startswith(SHAPES_MAY_IMPORT)}
+    assert reaching == set()
 
 
 def test_docs_and_comments_cite_only_files_inside_the_repository():

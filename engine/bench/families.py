@@ -204,7 +204,7 @@ def family_gguf(shape: Shape, tokenizer: Any, folder: Path | None = None,
 
 def gguf_bytes_per_token(path: Path) -> int:
     """The bytes of every tensor in the file: what llama.cpp reads per token (the tied embedding is its head)."""
-    from engine.library.gguf_header import read_file_header
+    from engine.shapes.gguf_header import read_file_header
 
     return sum(t.nbytes for t in read_file_header(path).tensors)
 

@@ -3,7 +3,7 @@
 Loads the model with ``engine.models.loader`` and prints its facts: shape (layers, hidden, heads, KV
 heads and what GQA/MQA means for the cache), exact parameters beside the seeds' estimate
 ``V·d + 12·L·d²``, KV bytes per token in the GQA and no-GQA forms and at full context, and bytes of
-weights as loaded plus an estimate for every other precision, and the runner a chat gets (fast or plain, and
+weights as loaded plus an estimate for every other precision (``engine.shapes.shape.estimate_weights_bytes``), and the runner a chat gets (fast or plain, and
 why plain: ``ModelFacts.runner``). Owns formatting and argument parsing
 only; torch is imported lazily (through the loader) so ``python -m engine --help`` stays fast.
 A failure is one line on stderr and exit status 2.
@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
 from engine.cli import MODEL_HELP
 from engine.errors import EngineError
 from engine.fmt import format_bytes
-from engine.inputs import DEVICES, INT4_GROUP_SIZE, PRECISIONS, LoadSpec
+from engine.inputs import DEVICES, PRECISIONS, LoadSpec
 from engine.models.facts import quantizable_shapes
 from engine.models.loader import load_model
+from engine.shapes.shape import estimate_weights_bytes
 
 
 
@@ -33,28 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="run the model folder's own Python code (only for models you trust)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def estimate_weights_bytes(params: int, shapes: list[tuple[int, int]], double_quant: bool = True) -> dict[str, int]:
-    """Bytes of parameters in each precision; quantised formats keep unquantised parts in 16 bits.
-
-    ``shapes`` are the (out, in) of the linear layers bitsandbytes quantises. bnb-int8 adds one fp32
-    scale per output row; 4-bit adds one absmax per 64 weights (fp32, or 8-bit plus one fp32 per
-    256 blocks when double-quantised). Native int8 (engine/quant/quant.py) adds one bf16 scale per row;
-    int4 a bf16 scale and zero per group of 32; both also keep the output projection and the
-    embedding (one table when tied, so the estimate may count it twice when untied) in int8.
-    """
-    quantized = sum(o * i for o, i in shapes)
-    rows = sum(o for o, _ in shapes)
-    rest16 = (params - quantized) * 2
-    blocks = math.ceil(quantized / 64)
-    absmax = blocks + math.ceil(blocks / 256) * 4 if double_quant else blocks * 4
-    four_bit = math.ceil(quantized / 2) + absmax + rest16
-    rest8 = params - quantized  # the int8 embedding/lm_head table; norms (<0.1%) counted at a byte too
-    native_int8 = quantized + rows * 2 + rest8
-    native_int4 = quantized // 2 + (quantized // INT4_GROUP_SIZE) * 4 + rest8
-    return {"fp32": params * 4, "bf16": params * 2, "fp16": params * 2, "int8": native_int8, "int4": native_int4,
-            "bnb-int8": quantized + rows * 4 + rest16, "nf4": four_bit, "fp4": four_bit}
 
 
 def attention_note(heads: int, kv_heads: int) -> str:

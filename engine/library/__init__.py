@@ -4,7 +4,7 @@ it resumably and verified, and list or delete the models this machine has.
 - ``access``: the downloads switch (off by default) and the Hub endpoint; nothing here touches the network
   unless the caller passed ``allow_downloads=True``.
 - ``fit``: parameters, weights bytes per precision, KV-cache bytes and a fits / tight / will-not-fit verdict,
-  from ``config.json`` or a GGUF header alone (``gguf_header`` parses the latter from its first bytes).
+  from ``config.json`` or a GGUF header alone (``engine.shapes.gguf_header`` parses the latter from its first bytes).
 - ``hub``: search, a model's page, which files a download needs, the remote config or GGUF header for ``fit``.
 - ``download``: the download itself into the data dir's ``models/`` folder.
 - ``installed``: the models in that folder, paused downloads, and deleting either.

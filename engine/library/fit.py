@@ -2,7 +2,7 @@
 free memory, from the config alone: before a download, or for an installed model before it is loaded.
 
 ``estimate(arch, ...)`` returns a ``FitEstimate``: the parameter count and the formula that gave it
-(``engine.library.arch``), the weights bytes at every precision the engine offers, the KV cache at ``context``
+(``engine.shapes.shape``, through ``engine.library.arch``), the weights bytes at every precision the engine offers, the KV cache at ``context``
 tokens by ``2 · layers · context · kv_heads · head_dim · bytes`` (GQA aware; the seeds' no-GQA form beside
 it; an int8 KV cache, ``kv_precision="int8"``: 1 byte per element plus a 2-byte scale per KV head and position), a
 working-memory allowance, and the verdict against the free memory:
@@ -36,12 +36,13 @@ import psutil
 
 from engine.errors import BadInputError, ModelNotFoundError
 from engine.fmt import format_bytes
-from engine.inputs import BNB_QUANTIZED, KV_SCALE_BYTES, PRECISIONS, check_kv_precision, kv_bytes_per_token
+from engine.inputs import BNB_QUANTIZED, KV_SCALE_BYTES, PRECISIONS, check_kv_precision
 from engine.library import arch as arch_mod
 from engine.library.arch import Architecture
-from engine.library.gguf_header import read_file_header
 from engine.models import safety
 from engine.quant import precision as policy
+from engine.shapes.gguf_header import read_file_header
+from engine.shapes.shape import engine_precisions
 
 DEFAULT_CONTEXT = 4096
 WORKING_FRACTION = 0.10
@@ -178,13 +179,13 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
     choice = choose(arch, precision, memory)
     chosen = choice.precision
     per_precision = tuple(
-        PrecisionFit(p, arch.weights_bytes(p, bnb_float_bytes), _kv_per_token(arch, _float_bytes(p, bnb_float_bytes),
-                                                                                kv_precision),
+        PrecisionFit(p, arch.weights_bytes(p, bnb_float_bytes),
+                     arch.kv_bytes_per_token(_float_bytes(p, bnb_float_bytes), kv_precision),
                      arch.precision_problem(p) is None, arch.precision_problem(p) or "")
-        for p in arch_mod.engine_precisions())
+        for p in engine_precisions())
     element = _float_bytes(chosen, bnb_float_bytes)
     weights = arch.weights_bytes(chosen, bnb_float_bytes)
-    per_token = _kv_per_token(arch, element, kv_precision)
+    per_token = arch.kv_bytes_per_token(element, kv_precision)
     kv = per_token * context
     working = int(WORKING_FRACTION * (weights + kv)) + RUNTIME_BYTES
     total = weights + kv + working
@@ -201,15 +202,10 @@ def estimate(arch: Architecture, *, model: str, context: int | None = None, prec
         model=model, arch=arch, params=arch.params, params_estimate=arch.param_estimate,
         params_formula=arch.params_formula(), precision=chosen, context=context, weights_bytes=weights,
         kv_bytes_per_token=per_token, kv_bytes=kv, kv_formula=kv_formula,
-        kv_bytes_no_gqa=2 * arch.layers * context * arch.hidden_size * element, working_bytes=working,
+        kv_bytes_no_gqa=arch.kv_bytes_per_token_no_gqa(element) * context, working_bytes=working,
         total_bytes=total, memory=memory, verdict=verdict(total, memory.free_bytes), verdict_rule=VERDICT_RULE,
         per_precision=per_precision, download_bytes=download_bytes, precision_rule=choice.reason.value,
         precision_reason=choice.describe())
-
-
-def _kv_per_token(arch: Architecture, element: int, kv_precision: str) -> int:
-    """KV bytes per token: ``element`` bytes per element, or int8's 1 byte and a scale per KV head."""
-    return kv_bytes_per_token(arch.layers, arch.kv_heads, arch.head_dim, element, kv_precision)
 
 
 def architecture_of(path: Path) -> Architecture:

@@ -35,7 +35,7 @@ from engine.library import arch as arch_mod
 from engine.library import access
 from engine.library.access import check_repo_id, online
 from engine.library.arch import Architecture
-from engine.library.gguf_header import read_header
+from engine.shapes.gguf_header import read_header
 from engine.models import safety
 from engine.models.safety import PICKLE_SUFFIXES, TOKENIZER_FILES
 

@@ -4,7 +4,7 @@ Owns reading a live model: exact parameter count (tied weights once, 4-bit weigh
 unpacked shape), bytes of weights as loaded (parameters, buffers and quantisation scales), the
 linear layers bitsandbytes quantises, every end-of-reply token id, and which runner the model gets and why
 (asked of ``engine.generate.runners.choose_runner``, so ``engine info`` and ``chat --json`` report it). Loads nothing (that is
-``engine.models.loader``) and does no card arithmetic (that is ``engine.models.model``).
+``engine.models.loader``) and does no card arithmetic (that is ``engine.shapes.shape``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.errors import BadInputError
 from engine.models.model import AutoChoice, ModelFacts
+from engine.shapes.shape import Shape
 
 # torch and engine.quant.quant (which imports torch) are imported inside the functions that use them: the loader
 # imports this module and must load no torch before its file checks (tests/engine/cli/test_info.py). Every
@@ -135,13 +136,11 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
         name=name,
         source=source,
         architecture=(config.architectures or [type(model).__name__])[0],
-        layers=int(text_config.num_hidden_layers),
-        hidden_size=hidden,
-        heads=heads,
-        kv_heads=int(getattr(text_config, "num_key_value_heads", None) or heads),
-        head_dim=int(head_dim),
-        vocab_size=int(text_config.vocab_size),
-        context_length=int(getattr(text_config, "max_position_embeddings", 0) or 0),
+        shape=Shape(model_type=str(getattr(text_config, "model_type", "") or ""),
+                    layers=int(text_config.num_hidden_layers), hidden_size=hidden, heads=heads,
+                    kv_heads=int(getattr(text_config, "num_key_value_heads", None) or heads), head_dim=int(head_dim),
+                    vocab_size=int(text_config.vocab_size),
+                    context_length=int(getattr(text_config, "max_position_embeddings", 0) or 0)),
         params=count_params(model),
         weights_bytes=weights_bytes(model),
         precision=precision,

@@ -27,7 +27,8 @@ import psutil
 from huggingface_hub import constants
 
 from engine import paths
-from engine.models import config_check
+from engine.shapes import config_check
+from engine.shapes.shape import param_estimate
 from engine.models import safety, template_meta
 from engine.quant import quantize_step
 from engine.quant.precision import Machine, ModelWeights, choose_precision, device_float_name
@@ -42,7 +43,7 @@ from engine.models.fetch import find_default_model
 # torch and transformers, and engine.cpu and engine.quant.quant_cache (which import torch), are imported inside
 # the functions that use them: importing the loader loads no torch (~2 s), so a damaged file or config is
 # refused in about a second, before torch is imported (tests/engine/cli/test_info.py,
-# tests/engine/models/test_config_check.py). Every real load then pays for them once.
+# tests/engine/shapes/test_config_check.py). Every real load then pays for them once.
 
 
 def _drop_per_step_cast_warning(record: logging.LogRecord) -> bool:
@@ -352,7 +353,7 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
         # before they size anything.
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         config_check.check_config_values(text.to_dict(), source.folder / source.gguf_file)
-    estimated = report.param_count or _config_param_estimate(config)
+    estimated = report.param_count or _config_param_estimate(config)  # safety's count, else the seeds' estimate
     gguf = None
     if source.gguf_file:  # its blocks are read for int8/int4, and `auto` on a CPU may keep its Q4_*/Q8_0 bits
         from engine.quant import gguf_quant  # lazy: see the note after the imports
@@ -425,8 +426,7 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
 
 def _config_param_estimate(config: Any) -> int:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    d, layers, vocab = text.hidden_size, text.num_hidden_layers, text.vocab_size
-    return vocab * d + 12 * layers * d * d
+    return param_estimate(text.vocab_size, text.hidden_size, text.num_hidden_layers)
 
 
 __all__ = ["LoadProgress", "ResolvedSource", "load_model", "resolve_source",

@@ -1,17 +1,21 @@
 """What a loaded model is: the model, its tokenizer and its facts.
 
 Plain frozen data shared by the loader (which builds it), the session (which generates with it),
-the lab, the benchmark and the GUI (which reads ``facts`` only). Owns the model-card arithmetic
-(KV bytes per token in the GQA and no-GQA forms, the V·d + 12·L·d² parameter estimate); owns no loading
-and no generation.
+the lab, the benchmark and the GUI (which reads ``facts`` only). ``ModelFacts`` holds the model's ``Shape``
+(``engine.shapes.shape``, which owns the arithmetic: KV bytes per token in the GQA and no-GQA forms, the
+V·d + 12·L·d² parameter estimate) beside what a load measured; owns no loading and no generation.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from engine.inputs import kv_bytes_per_token
+from engine.shapes.shape import Shape
+
+# The shape's dimensions ``ModelFacts`` shows as its own: keyword arguments of its constructor, properties, and keys
+# of ``to_dict`` (after name, source and architecture, as before it held a shape).
+SHAPE_KEYS = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size", "context_length")
 
 
 @dataclass(frozen=True)
@@ -31,20 +35,14 @@ class AutoChoice:
     measured_now: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ModelFacts:
-    """Architecture facts and sizes of a loaded model."""
+    """Architecture facts and sizes of a loaded model: its shape, and what the load measured and chose."""
 
     name: str
     source: str  # folder, file or repo id it was loaded from
     architecture: str  # e.g. "LlamaForCausalLM"
-    layers: int
-    hidden_size: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab_size: int
-    context_length: int
+    shape: Shape  # layers, widths, heads, vocab, context: read with ``facts.layers`` etc. too
     params: int  # exact count, tied weights counted once
     weights_bytes: int  # bytes of parameters and buffers as loaded (quantized size for int8/nf4)
     precision: str  # fp32 | bf16 | fp16 | int8 | nf4 | fp4
@@ -66,36 +64,96 @@ class ModelFacts:
     # (``kv_dtype_bytes`` per element); "int8" is one byte per element plus a scale per head and position.
     kv_precision: str = "auto"
 
+    def __init__(self, *, name: str, source: str, architecture: str, params: int, weights_bytes: int, precision: str,
+                 device: str, kv_dtype_bytes: int, shape: Shape | None = None, layers: int | None = None,
+                 hidden_size: int | None = None, heads: int | None = None, kv_heads: int | None = None,
+                 head_dim: int | None = None, vocab_size: int | None = None, context_length: int | None = None,
+                 device_map: dict[str, str] | None = None, load_note: str = "", auto_choice: AutoChoice | None = None,
+                 runner: str | None = None, runner_reason: str | None = None, decode_step: str | None = None,
+                 kv_precision: str = "auto") -> None:
+        """``shape``, or its dimensions (``SHAPE_KEYS``, ``context_length`` optional), or both (the dimensions named
+        replace the shape's): callers that know only the numbers a card shows need not build a ``Shape``."""
+        dims = dict(layers=layers, hidden_size=hidden_size, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                    vocab_size=vocab_size, context_length=context_length)
+        given = {key: value for key, value in dims.items() if value is not None}
+        if shape is None:
+            shape = Shape(**given)  # a missing dimension is Shape's TypeError, as a missing field was
+        elif given:  # dataclasses.replace(facts, kv_heads=1) hands both: the dimensions named win
+            shape = replace(shape, **given)
+        values = dict(name=name, source=source, architecture=architecture, shape=shape, params=params,
+                      weights_bytes=weights_bytes, precision=precision, device=device, kv_dtype_bytes=kv_dtype_bytes,
+                      device_map=device_map, load_note=load_note, auto_choice=auto_choice, runner=runner,
+                      runner_reason=runner_reason, decode_step=decode_step, kv_precision=kv_precision)
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+
+    @property
+    def layers(self) -> int:
+        return self.shape.layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.shape.hidden_size
+
+    @property
+    def heads(self) -> int:
+        return self.shape.heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.shape.kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.shape.head_dim
+
+    @property
+    def vocab_size(self) -> int:
+        return self.shape.vocab_size
+
+    @property
+    def context_length(self) -> int:
+        return self.shape.context_length
+
     @property
     def kv_bytes_per_token(self) -> int:
         """2 (K and V) × layers × kv_heads × head_dim × bytes per element (int8: 1 byte, plus a 2-byte scale per
-        KV head; ``engine.inputs.kv_bytes_per_token``)."""
-        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, self.kv_dtype_bytes, self.kv_precision)
+        KV head; ``Shape.kv_bytes_per_token``)."""
+        return self.shape.kv_bytes_per_token(self.kv_dtype_bytes, self.kv_precision)
 
     @property
     def kv_bytes_per_token_no_gqa(self) -> int:
         """2 × layers × d_model × bytes: what the cache would cost without GQA (docs/DESIGN.md §Metrics)."""
-        if self.kv_precision == "int8":  # a scale per query head then, as a KV head would have
-            return kv_bytes_per_token(self.layers, self.heads, self.hidden_size // self.heads, 1, "int8")
-        return 2 * self.layers * self.hidden_size * self.kv_dtype_bytes
+        return self.shape.kv_bytes_per_token_no_gqa(self.kv_dtype_bytes, self.kv_precision)
 
     @property
     def param_estimate(self) -> int:
         """The rule-of-thumb estimate V·d + 12·L·d² (embeddings + attention and MLP blocks)."""
-        return self.vocab_size * self.hidden_size + 12 * self.layers * self.hidden_size ** 2
+        return self.shape.param_estimate
 
     @property
     def attention_kind(self) -> str:
-        if self.kv_heads == 1:
-            return "MQA"
-        return "GQA" if self.kv_heads < self.heads else "MHA"
+        return self.shape.attention_kind
 
     def to_dict(self) -> dict[str, Any]:
+        """Flat, as before ``ModelFacts`` held a shape: the shape's ``SHAPE_KEYS`` after name, source and
+        architecture, then the rest and the derived numbers (``engine info --json``, ``chat --json``)."""
         data = asdict(self)
-        data.update(kv_bytes_per_token=self.kv_bytes_per_token,
-                    kv_bytes_per_token_no_gqa=self.kv_bytes_per_token_no_gqa,
-                    param_estimate=self.param_estimate, attention_kind=self.attention_kind)
-        return data
+        shape = data.pop("shape")
+        ordered = {key: data.pop(key) for key in ("name", "source", "architecture")}
+        ordered.update({key: shape[key] for key in SHAPE_KEYS})
+        ordered.update(data)
+        ordered.update(kv_bytes_per_token=self.kv_bytes_per_token,
+                       kv_bytes_per_token_no_gqa=self.kv_bytes_per_token_no_gqa,
+                       param_estimate=self.param_estimate, attention_kind=self.attention_kind)
+        return ordered
+
+
+def facts_keys() -> tuple[str, ...]:
+    """The keys of ``ModelFacts.to_dict`` before the derived numbers, in order (``RemoteFacts`` mirrors them)."""
+    names = [f.name for f in fields(ModelFacts)]
+    at = names.index("shape")
+    return (*names[:at], *SHAPE_KEYS, *names[at + 1:])
 
 
 @dataclass(frozen=True)

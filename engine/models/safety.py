@@ -9,7 +9,7 @@ name that an index or a Hub listing gives is refused unless it stays inside the 
 (``member_path``); a file a load would open that is a FIFO,
 socket, device or folder is refused from ``stat`` before it is opened (opening a FIFO blocks
 forever); the config's numbers and its agreement with the weights' names and shapes are checked by
-``engine.models.config_check`` from the headers read here. Plain Python (json, struct): no torch, no
+``engine.shapes.config_check`` from the headers read here. Plain Python (json, struct): no torch, no
 transformers, and never imports a file from the model folder. Does not load anything: the loader
 does, after these checks pass.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from engine.models import config_check
+from engine.shapes import config_check
 from engine.errors import (REMOTE_CODE_REFUSAL, CorruptModelError, ModelNotFoundError, RemoteCodeRefusedError,
                            UnsafeModelError, printable)
 
@@ -277,9 +277,9 @@ def _safetensors_files(folder: Path) -> list[Path]:
 # ---------------------------------------------------------------- GGUF
 
 def check_gguf(path: Path) -> int:
-    """Parse a GGUF header (``engine.library.gguf_header``, the one reader) and verify every tensor's data lies
+    """Parse a GGUF header (``engine.shapes.gguf_header``, the one reader) and verify every tensor's data lies
     inside the file; return its element count."""
-    from engine.library.gguf_header import read_file_header  # lazy: gguf brings numpy (~200 ms), which the
+    from engine.shapes.gguf_header import read_file_header  # lazy: gguf brings numpy (~200 ms), which the
     # checks of every safetensors model, run before each load, do not need
 
     require_regular_file(path)

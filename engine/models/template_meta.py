@@ -5,7 +5,7 @@ A model without one cannot chat (``engine.generate.chat_template.NO_CHAT_TEMPLAT
 from, and so the ones read here: for a Hugging Face folder, ``tokenizer_config.json``'s ``chat_template`` (a string,
 or a list of named templates), ``chat_template.jinja`` and ``additional_chat_templates/*.jinja``; for a GGUF file,
 its ``tokenizer.chat_template`` metadata key (transformers builds the tokenizer from the file alone), read with the
-header reader (``engine.library.gguf_header``), never the tensors. Owns this question only: which source a spec
+header reader (``engine.shapes.gguf_header``), never the tensors. Owns this question only: which source a spec
 names is ``engine.models.loader``'s, file safety is ``engine.models.safety``'s.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.errors import BadInputError
 from engine.generate.chat_template import NO_CHAT_TEMPLATE
-from engine.library.gguf_header import read_file_header
+from engine.shapes.gguf_header import read_file_header
 from engine.models import safety
 
 GGUF_TEMPLATE_KEY = "tokenizer.chat_template"

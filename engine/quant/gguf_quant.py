@@ -26,7 +26,7 @@ processor) is applied to the raw rows of blocks. Before anything is replaced, la
 lm_head rebuilt from the blocks are compared with transformers' dequantized weights; a model that does not
 match (an unknown processor, layout or name) falls back to quantizing the dequantized weights, as before.
 
-Owns reading a GGUF's block bytes (its header through ``engine.library.gguf_header``), the block → kernel mapping, the precision ``auto``
+Owns reading a GGUF's block bytes (its header through ``engine.shapes.gguf_header``), the block → kernel mapping, the precision ``auto``
 kernel a GGUF's blocks map onto as they are (``blocks_precision``, by engine/quant/precision.py's rule, which
 decides when ``auto`` keeps them) and the note. Not the modules or the model rewrite
 (``engine/quant/quant.py``), nor loading (``engine/models/loader.py``).
@@ -47,7 +47,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from engine.inputs import INT4_GROUP_SIZE
-from engine.library.gguf_header import NeedMoreBytes, parse
+from engine.shapes.gguf_header import NeedMoreBytes, parse
 from engine.quant import precision
 from engine.quant.quant import (QuantizedLinear, int4_codes, int4_module, int8_module, projection_groups,
                                 quantize_model)
@@ -72,7 +72,7 @@ class GGUFTensor:
 
 
 class GGUFFile:
-    """A GGUF's metadata and tensor table (``engine.library.gguf_header.parse``, the one header reader), its data
+    """A GGUF's metadata and tensor table (``engine.shapes.gguf_header.parse``, the one header reader), its data
     memory-mapped, nothing read yet. Metadata arrays are their ``ArrayInfo`` (length and item type) only.
 
     Not ``gguf.GGUFReader``, which builds an object for every token of the vocabulary (2.5 s on the default

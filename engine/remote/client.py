@@ -29,13 +29,13 @@ import json
 import socket
 import ssl
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from engine.errors import ErrorKind
 from engine.fmt import format_bytes, one_line
-from engine.models.model import ModelFacts
+from engine.models.model import facts_keys
 from engine.remote.spec import (ConnectCancelledError, MalformedAnswerError, RemoteError, RemoteModelNotFoundError,
                                 RemoteSpec, host_of)
 
@@ -99,7 +99,7 @@ class RemoteFacts:
         return host_of(self.source)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {f.name: None for f in fields(ModelFacts)}
+        data: dict[str, Any] = {key: None for key in facts_keys()}
         data.update(kv_bytes_per_token=None, kv_bytes_per_token_no_gqa=None, param_estimate=None, attention_kind=None)
         data.update(name=self.name, source=self.source, architecture=self.architecture, device=self.device,
                     precision=self.precision, context_length=self.context_length or None, params=self.params,

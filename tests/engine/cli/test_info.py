@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from engine.__main__ import main
-from engine.cli.info import estimate_weights_bytes
+from engine.shapes.shape import estimate_weights_bytes
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.library import arch as arch_mod
 from engine.library.fit import FITS_FRACTION, Memory, architecture_of, estimate, machine_memory, verdict
-from engine.library.gguf_header import parse, read_header
+from engine.shapes.gguf_header import parse, read_header
 from engine.models import safety
 from engine.models.loader import load_model
 from tests.engine._local_models import write_llama_gguf

@@ -1,4 +1,4 @@
-"""engine.models.config_check through the loader and the CLI: a config that disagrees with its weights is refused.
+"""engine.shapes.config_check through the loader and the CLI: a config that disagrees with its weights is refused.
 
 Copies of the tiny model whose config.json says something its model.safetensors does not hold are
 refused with one line naming config.json, before anything is allocated: in well under two seconds, and

@@ -1,4 +1,4 @@
-"""engine.library.gguf_header is the one GGUF header reader (issue 25): the block loader's tensor table
+"""engine.shapes.gguf_header is the one GGUF header reader (issue 25): the block loader's tensor table
 (engine.quant.gguf_quant.GGUFFile) and the safety check (engine.models.safety.check_gguf) read headers through it,
 and its tensor offsets and metadata agree with gguf's own reader on a real file."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import gguf
 import numpy as np
 
-from engine.library.gguf_header import read_file_header
+from engine.shapes.gguf_header import read_file_header
 from engine.quant.gguf_quant import GGUFFile
 from engine.models.safety import check_gguf
 
