@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from app.history.repair import as_number
+from engine.bench.roofline import VERDICTS
 from engine.events import ReuseBreak
 from engine.fmt import format_bytes
 
@@ -68,6 +69,11 @@ class PerfRecord:
     context_max: int | None = None
     # Where the prompt parted from the KV cache (the "Why this TTFT" marker and hint), kept in the same JSON.
     reuse_break: ReuseBreak | None = None
+    # The roofline verdict said while the reply decoded and the other processes' CPU share it rested on
+    # (``engine.bench.roofline``): that share is measured live only, so a reply paged back or reopened shows the
+    # verdict it was given instead of one worked out without it (issue 41). Kept in the same JSON: no schema change.
+    roofline_verdict: str | None = None
+    others_cpu_share: float | None = None
 
     @classmethod
     def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
@@ -83,6 +89,8 @@ class PerfRecord:
             raw = data.get(f.name)
             if f.name in ("device", "precision"):
                 values[f.name] = raw if isinstance(raw, str) else None
+            elif f.name == "roofline_verdict":
+                values[f.name] = raw if raw in VERDICTS else None
             elif f.name == "reuse_break":
                 values[f.name] = _reuse_break(raw)
             else:

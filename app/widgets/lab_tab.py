@@ -31,6 +31,7 @@ from app.ui import theme
 from app.ui import accessibility
 from app.ui.engine_texts import engine_text
 from app.ui.lab_names import human, humanize
+from app.widgets.step_clock import StepClock
 from engine.fmt import outside_text
 from engine.lab import EXPERIMENTS, ExperimentResult, LabOptions, run_experiment
 from engine.lab.charts import draw, save_png
@@ -127,6 +128,7 @@ class LabTab(QWidget):
         self.progress.setValue(0)
         self.status_label = QLabel(self.tr("Load a model to run an experiment.") if not self._has_model else "")
         self.status_label.setWordWrap(True)
+        self._clock = StepClock(self.status_label, self)  # a step's seconds: some report no progress while they run
         self.figure = Figure(figsize=(6.0, 4.0))
         self.figure.set_facecolor(theme.current().surface)  # before any result too: not a white box in dark
         self.canvas = FigureCanvasQTAgg(self.figure)
@@ -225,14 +227,14 @@ class LabTab(QWidget):
             self.status_label.setText(self.tr("the engine is shutting down"))
             return 0
         self.progress.setValue(0)
-        self.status_label.setText(self.tr("running {name}…").format(name=self.experiment_box.currentText()))
+        self._clock.step(self.tr("running {name}…").format(name=self.experiment_box.currentText()))
         self._update_buttons()
         return self._task_id
 
     def cancel(self) -> None:
         if self._job is not None:
             self._job.cancel()
-            self.status_label.setText(self.tr("cancelling…"))
+            self._clock.step(self.tr("cancelling…"))
 
     def export_csv(self, path: str | Path) -> Path:
         if self._result is None:
@@ -319,7 +321,7 @@ class LabTab(QWidget):
     def on_relay_progressed(self, fraction: float, message: str) -> None:
         if self._job is not None:
             self.progress.setValue(int(round(fraction * 100)))
-            self.status_label.setText(message)
+            self._clock.step(message)
 
     @Slot(object)
     def on_bridge_model_loaded(self, facts: object) -> None:
@@ -334,6 +336,7 @@ class LabTab(QWidget):
         if task_id != self._task_id or self._job is None:
             return
         self._job = None
+        self._clock.stop()
         self.progress.setValue(100)
         self.status_label.setText(self.tr("done"))
         if isinstance(result, ExperimentResult):
@@ -345,6 +348,7 @@ class LabTab(QWidget):
         if task_id != self._task_id or self._job is None:
             return
         self._job = None
+        self._clock.stop()
         self.progress.setValue(0)
         self.status_label.setText(engine_text(message))
         self._update_buttons()

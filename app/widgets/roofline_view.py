@@ -8,6 +8,10 @@ decode step reads and the stored bandwidth (measured once per device into the da
 a bridge task on the worker, where the model is; other processes' CPU time during the reply from psutil
 (``engine.bench.roofline.CpuWatch``, started when a reply starts). The arithmetic is ``engine.bench.roofline``'s;
 this module shows it. A model on a server has no roofline here (its memory is not this machine's): "—".
+
+The other processes' share is measured live only, so ``notes`` gives the verdict and that share for the reply's
+stored record (``PerfRecord.roofline_verdict``, ``others_cpu_share``), and a record paged back or reopened shows
+them as said live (issue 41: "machine busy" live, "overhead-bound" for the same reply reopened).
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ class RooflineView(QWidget):
         self._metrics: Any = None
         self._live = True
         self._watch = rl.CpuWatch()
+        # (a Metrics, the share measured for it): the final one's share is read once, so the verdict shown live and
+        # the one stored with the reply (``notes``) rest on the same figure whichever of the two asks first
+        self._held: tuple[Any, float | None] | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         form = metric_form()
@@ -97,6 +104,16 @@ class RooflineView(QWidget):
         self._metrics = metrics
         self._live = live
         self._show()
+
+    def notes(self, metrics: Any) -> dict[str, Any]:
+        """For a live reply's stored record: the verdict on its final ``metrics`` now, with the other processes' CPU
+        share it rests on; {} where there is no verdict (a server's model, no bandwidth yet)."""
+        if self._weights is None or getattr(metrics, "unknown", ()):
+            return {}
+        figures = rl.roofline(self._weights, metrics, self._entry, self._live_share(metrics))
+        if figures.verdict is None:
+            return {}
+        return {"roofline_verdict": figures.verdict, "others_cpu_share": figures.others_cpu_share}
 
     def figures(self) -> rl.Roofline | None:
         """The roofline now shown (None before a local reply with a rate and a bandwidth)."""
@@ -160,8 +177,10 @@ class RooflineView(QWidget):
             self._name_rows()
             return
         assert self._weights is not None
-        figures = rl.roofline(self._weights, self._metrics, self._entry,
-                              self._watch.others_share() if self._metrics is not None and self._live else None)
+        stored = None if self._live else getattr(self._metrics, "roofline_verdict", None)  # as said live
+        share = (self._live_share(self._metrics) if self._live else getattr(self._metrics, "others_cpu_share", None)
+                 ) if self._metrics is not None else None
+        figures = rl.roofline(self._weights, self._metrics, self._entry, share)
         self._figures = figures
         v["roofline_bytes"].setText(self.tr("{total} = weights {weights} + KV {kv}").format(
             total=format_bytes(figures.bytes_per_token), weights=format_bytes(figures.weights_bytes),
@@ -171,13 +190,19 @@ class RooflineView(QWidget):
             self.tr(" ({share} % of measured)").format(share=f"{100 * share:.0f}") if share is not None else ""))
         ceiling = figures.ceiling_tok_s
         v["roofline_ceiling"].setText("—" if ceiling is None else f"{ceiling:.0f} tok/s")
-        verdict = figures.verdict
+        verdict = stored or figures.verdict
         text = "—" if verdict is None else QCoreApplication.translate("RooflineView", VERDICT_TEXTS[verdict])
         if verdict == "machine busy" and figures.others_cpu_share is not None:
             text += self.tr(" (other programs used {share} % of the processor)").format(
                 share=f"{100 * figures.others_cpu_share:.0f}")
         v["roofline_verdict"].setText(text)
         self._name_rows()
+
+    def _live_share(self, metrics: Any) -> float | None:
+        """Other processes' CPU share during the reply, read once per ``metrics`` snapshot."""
+        if self._held is None or self._held[0] is not metrics:
+            self._held = (metrics, self._watch.others_share())
+        return self._held[1]
 
     def _bandwidth_text(self) -> str:
         """The measured bandwidth, when it was measured and, if so, that the machine was busy then."""

@@ -31,6 +31,8 @@ class SidePanel(QDockWidget):
         self.perf_panel.roofline.attach(bridge)  # the weights read per token and the bandwidth: worker tasks
         if controller is not None:  # a conversation opened: its last reply's stored figures
             controller.conversation_shown.connect(self.perf_panel.show_stored)  # type: ignore[attr-defined]
+            # the roofline's verdict rests on a CPU share measured live only: kept with the reply's record
+            controller.perf_notes = self.perf_panel.roofline.notes  # type: ignore[attr-defined]
         self.token_inspector = TokenInspector()
         self.model_card = ModelCard(bridge)
         self.tokenizer_view = TokenizerView(bridge)

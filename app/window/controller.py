@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -104,6 +104,7 @@ class ChatController(QObject):
         # store writes: a failure is one warning, never a crash (the chat goes on unsaved)
         self._write, self._warn_unsaved = turn_notes.UnsavedWarning.writer(self.notice.emit)
         self.last_metrics: Metrics | None = None  # final Metrics of the last reply (the self-test reports them)
+        self.perf_notes: Callable[[Metrics], dict] = lambda _m: {}  # live-only figures kept too (the roofline's)
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.on_save_timer_expired)
@@ -362,7 +363,8 @@ class ChatController(QObject):
     def _finish_reply(self, reason: str, text: str, metrics: Metrics | None, error: str | None,
                       reasoning: str = "") -> None:
         self._save_timer.stop()
-        perf = (PerfRecord.from_metrics(metrics.to_dict(), self._facts.name if self._facts else "")
+        perf = (PerfRecord.from_metrics({**metrics.to_dict(), **self.perf_notes(metrics)},
+                                        self._facts.name if self._facts else "")
                 if metrics is not None else None)
         kept = bool(text or reasoning) or reason != "error"
         if self._reply_mid is not None:

@@ -171,5 +171,7 @@ class Speculation(QObject):
 
     @Slot(object)
     def on_bridge_generation_finished(self, finished: Any) -> None:
-        if finished.reason != "error":
+        if finished.reason != "error" and finished.metrics is not None:
+            # a live reply, just decoded: the only kind a baseline learns from (one paged back is never shown here)
+            self.view.learn_plain(finished.metrics)
             self.view.show_metrics(finished.metrics, final=True)

@@ -3138,8 +3138,20 @@ license {license} · {likes} likes</source>
         <translation>解码时模型每次前向计算写出的 token 数（不用投机解码时为 1.0）：被接受的草稿无需单独的前向计算。它是加速比的上限，因为验证草稿比普通的一步解码稍贵一些。</translation>
     </message>
     <message>
+        <source>This reply&apos;s decode rate ÷ the median decode rate of recent replies without speculation on the same model, precision and device in this session (turn speculation off for a reply or two to measure it). Both rates are tokens after the first ÷ their time, on a machine that may be busy with other work.</source>
+        <translation>本条回复的解码速度 ÷ 本次运行中同一模型、同一精度、同一设备上最近几条未使用投机解码的回复的解码速度中位数（关闭投机解码发一两条回复即可测得）。两者都是首个 token 之后的 token 数 ÷ 其用时，机器可能同时忙于其他工作。</translation>
+    </message>
+    <message>
+        <source>Baseline: median {median} tok/s of {samples} plain replies (from {low} to {high}) on {model}, {precision}, {device}.</source>
+        <translation>基准：{model}、{precision}、{device} 上 {samples} 条普通回复的中位数 {median} tok/s（范围 {low} 至 {high}）。</translation>
+    </message>
+    <message>
+        <source>No baseline yet: no reply without speculation on {model}, {precision}, {device} has been measured in this session.</source>
+        <translation>尚无基准：本次会话中还没有在 {model}、{precision}、{device} 上测得未使用投机解码的回复。</translation>
+    </message>
+    <message>
         <source>This reply&apos;s decode rate ÷ the decode rate of the last reply without speculation on this model in this session (turn speculation off for one reply to measure it). Both rates are tokens after the first ÷ their time, on a machine that may be busy with other work.</source>
-        <translation>本条回复的解码速度 ÷ 本次运行中该模型最近一条未用投机解码的回复的解码速度（关闭投机解码生成一条回复即可测得）。两者都是首个 token 之后的 token 数 ÷ 其耗时，而机器可能同时在忙别的工作。</translation>
+        <translation type="vanished">本条回复的解码速度 ÷ 本次运行中该模型最近一条未用投机解码的回复的解码速度（关闭投机解码生成一条回复即可测得）。两者都是首个 token 之后的 token 数 ÷ 其耗时，而机器可能同时在忙别的工作。</translation>
     </message>
     <message>
         <source>prompt lookup</source>
@@ -3167,7 +3179,14 @@ license {license} · {likes} likes</source>
     </message>
     <message>
         <source>— (no plain reply on this model yet)</source>
-        <translation>—（该模型尚无普通解码的回复）</translation>
+        <translation type="vanished">—（该模型尚无普通解码的回复）</translation>
+    </message>
+</context>
+<context>
+    <name>StepClock</name>
+    <message>
+        <source>{step} ({seconds} s)</source>
+        <translation>{step}（{seconds} 秒）</translation>
     </message>
 </context>
 <context>

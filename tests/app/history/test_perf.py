@@ -39,3 +39,15 @@ def test_a_damaged_stored_break_is_dropped_not_shown():
         assert PerfRecord.from_dict({"model": "m", "reuse_break": damaged}).reuse_break is None
     odd = PerfRecord.from_dict({"model": "m", "reuse_break": {**BREAK, "message_index": "0", "now": 3}})
     assert odd.reuse_break.message_index is None and odd.reuse_break.now == ""  # wrong types: the neutral value
+
+
+def test_the_roofline_verdict_said_live_is_kept_with_its_cpu_share_and_read_back():
+    import json
+
+    perf = PerfRecord.from_metrics({**METRICS, "roofline_verdict": "machine busy", "others_cpu_share": 0.62}, "m")
+    assert (perf.roofline_verdict, perf.others_cpu_share) == ("machine busy", 0.62)
+    assert PerfRecord.from_dict(json.loads(perf.to_json())) == perf  # the stored JSON reads back the same
+    old = PerfRecord.from_metrics(METRICS, "m")  # a record saved before it was kept: no verdict to show again
+    assert old.roofline_verdict is None and old.others_cpu_share is None
+    for damaged in ("busy", 3, ["machine busy"]):  # only one of the three verdicts the roofline gives
+        assert PerfRecord.from_dict({"model": "m", "roofline_verdict": damaged}).roofline_verdict is None

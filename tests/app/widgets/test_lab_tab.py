@@ -202,3 +202,20 @@ def test_the_chart_follows_the_theme_and_the_tab_is_named_for_screen_readers(qtb
         qapp.setPalette(before[1])
     for widget in (tab.experiment_box, tab.layer_spin, tab.head_spin, tab.chart_scroll, tab.table, tab.findings):
         assert widget.accessibleName()
+
+
+def test_a_step_without_progress_of_its_own_says_how_long_it_has_run(qtbot, tab):
+    # Issue 41 point 6: the A/B experiment's loading of a precision reports nothing while it runs; the text says the
+    # step and its seconds, "… (N s)", counted by a timer until the run ends.
+    tab.select("precision_ab")
+    seen: list[str] = []
+    with qtbot.waitSignal(tab.result_shown, timeout=RUN_TIMEOUT_MS):
+        assert tab.run() > 0
+        assert re.fullmatch(r"running .+… \(0 s\)", tab.status_label.text())
+        qtbot.waitUntil(lambda: seen.append(tab.status_label.text()) or "loading" in seen[-1], timeout=RUN_TIMEOUT_MS)
+        qtbot.wait(1100)  # a second in: the timer has counted it, whatever the step now running
+        seen.append(tab.status_label.text())
+    assert re.fullmatch(r"precision A/B: loading \S+ \(\d+ s\)", next(t for t in seen if "loading" in t))
+    later = re.search(r"\((\d+) s\)$", seen[-1])
+    assert later and (int(later.group(1)) >= 1 or seen[-1] != seen[-2])  # counted on, or a new step began
+    assert tab.status_label.text() == "done" and not tab._clock.running()  # no clock left after the run

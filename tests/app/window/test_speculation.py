@@ -46,7 +46,7 @@ def test_prompt_lookup_tints_drafts_shows_its_rows_and_replies_as_plain(qtbot, m
     view, tint = window.speculation.view, window.speculation.tint
     assert send_and_wait(qtbot, window, REPEAT) in ("length", "eos")  # plain: the reference text and rate
     plain = reply_text(window)
-    assert view.plain_tok_s and not view.isVisible()
+    assert view.baseline(window.bridge.facts) is not None and not view.isVisible()
     assert not window.chat.widgets()[-1].browser.extraSelections()
 
     window.on_new_chat_triggered()
