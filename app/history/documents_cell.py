@@ -28,7 +28,7 @@ def documents_to_json(attachments: Sequence[str] = (), used: DocumentsUsed | Non
         cell["attachments"] = list(attachments)
     if used is not None:
         cell.update(mode=used.mode, retrieval=used.retrieval, source_tokens=used.source_tokens,
-                    prepare_s=round(used.prepare_s, 6),
+                    prepare_s=used.prepare_s,
                     sources=[source.as_json(n) for n, source in enumerate(used.sources, start=1)])
     return json.dumps(cell, ensure_ascii=False) if cell else ""
 
