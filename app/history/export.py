@@ -1,6 +1,7 @@
 """Conversation exports: Markdown for reading, JSON for keeping (with performance records, tool round-trips, a
-reply's versions and every branch an edit made), CSV for analysis. Both write the branch shown; Markdown says which
-version of an edited message it is, JSON also carries the whole tree (``app.history.branches``).
+reply's versions, every branch an edit made, a message's attached files and a reply's numbered sources), CSV for
+analysis. Both write the branch shown; Markdown says which version of an edited message it is, JSON also carries the
+whole tree (``app.history.branches``).
 
 Owns the three text formats and the file name suggested for an export (a conversation title made safe
 on every platform); it reads through ``app.history.store.HistoryStore`` and writes nothing to disk (the caller
@@ -15,11 +16,13 @@ import json
 import re
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
+from pathlib import PurePath
 from typing import Any
 
 from app.history import branches, versions
 from app.history.perf import PerfRecord
 from app.history.store import HistoryStore
+from engine.docs.attach import DocumentsUsed
 from engine.lab.results import spreadsheet_safe
 
 JSON_FORMAT = "miaohui-conversation"
@@ -54,6 +57,10 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
         if message.tool_calls:  # the round-trips before the answer, one line each, in the order they ran
             lines += ["**Tool calls:**", ""] + [f"- `{call.line()}`" for call in message.tool_calls] + [""]
         lines += [message.text, ""]
+        if message.attachments:  # the files the question was grounded in, by name (their folders are the user's)
+            lines += ["*Attached: " + ", ".join(PurePath(path).name for path in message.attachments) + "*", ""]
+        if message.documents is not None:  # the numbered sources the reply cites, each with its passage
+            lines += _sources_markdown(message.documents)
         notes = [note for note in (_STOPPED.get(message.finish_reason or ""),
                                    message.perf.footer() if message.perf else "",
                                    f"version {place.shown} of {place.count}" if place else "") if note]
@@ -77,6 +84,8 @@ def to_json(store: HistoryStore, cid: int) -> str:
                          "settings": conv.settings},
         "messages": [{"id": m.id, "role": m.role, "text": m.text, **({"reasoning": m.reasoning} if m.reasoning else {}),
                       **({"tool_calls": [call.to_dict() for call in m.tool_calls]} if m.tool_calls else {}),
+                      **({"attachments": list(m.attachments)} if m.attachments else {}),
+                      **(_documents_json(m.documents) if m.documents is not None else {}),
                       "created": iso(m.created),
                       "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None,
                       **({"versions": [_version(v) for v in versions.versions(store, m.id)]} if m.id in turns else {}),
@@ -86,6 +95,21 @@ def to_json(store: HistoryStore, cid: int) -> str:
                   "finish_reason": t.finish_reason, "shown": t.shown} for t in branches.tree(store, cid)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def _sources_markdown(used: DocumentsUsed) -> list[str]:
+    """"**Sources** (whole text, 812 tokens):" then one item per source: its label, then its passage quoted."""
+    how = "whole text" if used.mode == "whole" else "retrieved passages"
+    lines = [f"**Sources** ({how}, {used.source_tokens} tokens):", ""]
+    for n, source in enumerate(used.sources, start=1):
+        quoted = "\n".join("  > " + line for line in source.text.strip().splitlines())
+        lines += [f"{n}. [{n}] {source.label('en')}", quoted]
+    return lines + [""]
+
+
+def _documents_json(used: DocumentsUsed) -> dict:
+    return {"sources": [source.as_json(n) for n, source in enumerate(used.sources, start=1)],
+            "docs_mode": used.mode, "retrieval": used.retrieval, "docs_tokens": used.source_tokens}
 
 
 def _version(v: versions.Version) -> dict:

@@ -118,10 +118,11 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
             parent = row.get("parent_id") if isinstance(row.get("parent_id"), int) or (
                 "parent_id" in row and row.get("parent_id") is None) else -1
             shown = 0 if row.get("shown") == 0 else 1  # an older file, or a damaged cell: on the branch shown
+            documents, _ = as_text(row.get("documents"))  # v8's; a cell that is not a record reads as none
             conn.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning, "
-                         "tool_calls, parent_id, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         "tool_calls, parent_id, shown, documents) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (mid, cid, role, text, as_number(row.get("created")) or now, finish, reasoning or "",
-                          calls or "[]", parent, shown))
+                          calls or "[]", parent, shown, documents or ""))
             messages.add(mid)
         # A message whose parent was not salvaged (or of a file older than v7) follows the shown message before it,
         # so every message stays on a path from a first one; a parent is always older than its child. NULL stays:
@@ -172,7 +173,9 @@ def _suspect_message_ids(conn: sqlite3.Connection) -> list[int] | None:
     types_ok = ("typeof(m.conversation_id) = 'integer' AND typeof(m.text) = 'text' "
                 "AND typeof(m.created) IN ('real', 'integer') AND m.role IN {roles} "
                 "AND (m.finish_reason IS NULL OR m.finish_reason IN {reasons}) AND (p.record IS NULL OR "
-                "CASE WHEN json_valid(p.record) THEN json_type(p.record) = 'object' ELSE 0 END)"
+                "CASE WHEN json_valid(p.record) THEN json_type(p.record) = 'object' ELSE 0 END) "
+                "AND (m.documents = '' OR CASE WHEN json_valid(m.documents) "  # v8's cell: '' or a JSON object
+                "THEN json_type(m.documents) = 'object' ELSE 0 END)"
                 ).format(roles=ROLES, reasons=FINISH_REASONS)
     try:
         cur = conn.execute(f"SELECT m.id, {types_ok}, CAST(m.text AS BLOB) FROM messages m "

@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v7), the migration step from each older version, and the values a
+Owns the tables of the current version (v8), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -105,7 +105,17 @@ def _migrate_v6_to_v7(c: sqlite3.Connection) -> None:
     c.execute("CREATE INDEX messages_by_parent ON messages(parent_id)")
 
 
+def _migrate_v7_to_v8(c: sqlite3.Connection) -> None:
+    """v8 keeps a message's documents with it (``messages.documents``, ``app.history.documents``): a user message's
+    attached files, a reply's sources (number, file, page, passage text), whole or retrieved and the tokens they
+    added, as one JSON object; '' for every message without documents. A column of its own, not the text or the perf
+    record: the text stays the user's words (search, titles, exports), the perf record is replaced by every save of
+    a reply, and an older Miaohui reading a v8 file never sees it."""
+    c.execute("ALTER TABLE messages ADD COLUMN documents TEXT NOT NULL DEFAULT ''")
+
+
 # schema version -> the step that brings it to the next version
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
                                                                 3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5,
-                                                                5: _migrate_v5_to_v6, 6: _migrate_v6_to_v7}
+                                                                5: _migrate_v5_to_v6, 6: _migrate_v6_to_v7,
+                                                                7: _migrate_v7_to_v8}

@@ -274,9 +274,9 @@ class HistoryStore:
             name = _clean_text(title if title is not None else f"{row[0]} (fork)")
             new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings, "
                                 "forked_from) VALUES (?, ?, ?, ?, ?, ?)", (name, now, now, *row[1:], cid)).lastrowid)
-            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, tool_calls) "
-                      "SELECT ?, role, text, created, finish_reason, reasoning, tool_calls FROM messages "
-                      "WHERE conversation_id = ? AND id <= ? AND shown = 1 ORDER BY id",
+            c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, "
+                      "tool_calls, documents) SELECT ?, role, text, created, finish_reason, reasoning, tool_calls, "
+                      "documents FROM messages WHERE conversation_id = ? AND id <= ? AND shown = 1 ORDER BY id",
                       (new, cid, mid))
             # The copy is one branch: each message follows the one copied before it.
             c.execute("UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p WHERE p.conversation_id = ? "

@@ -139,7 +139,7 @@ class ChatController(QObject):
 
     def conversation_for_engine(self, upto: int | None = None) -> list[Message]:
         """What the next reply answers (``turn_notes.engine_conversation``), before message index ``upto``."""
-        return turn_notes.engine_conversation(self._chat.system_prompt, self._messages[:upto])
+        return turn_notes.engine_conversation(self._chat.system_prompt, self._messages, upto)
 
     # -- conversations --------------------------------------------------------------------------------
     def open(self, cid: int) -> bool:
@@ -156,8 +156,8 @@ class ChatController(QObject):
         self._chat = (chat_from_stored(row.system_prompt, row.settings, self.settings.chat()) if row is not None
                       else self.settings.chat())
         self.set_editing(None)
-        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning, r.tool_calls)
-                         for r in rows if r.role in ("user", "assistant")])
+        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning, r.tool_calls,
+                                     r.attachments, r.documents) for r in rows if r.role in ("user", "assistant")])
         self.settings.set_last_conversation(cid)
         return True
 

@@ -32,8 +32,8 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (about, chatgpt_import, context_meter, conversation_model, first_run, fork, kv_keeping,
-                        layout, prompt_meter, remote_code, remote_source, tool_turns, versions)
+from app.window import (about, chatgpt_import, context_meter, conversation_model, documents_keeping, first_run, fork,
+                        kv_keeping, layout, prompt_meter, remote_code, remote_source, tool_turns, versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.attachments import Attachments
 from app.window.prefill_progress import show_prefill_progress, show_waiting
@@ -165,6 +165,7 @@ class MainWindow(QMainWindow):
         c.reply_grounded.connect(self.chat.show_reply_documents)
         self.attachments = Attachments(self.bridge, self.composer.chips, self)
         self.composer.files_offered.connect(self.attachments.on_composer_files_offered)
+        self.documents_keeping = documents_keeping.DocumentsKeeping(self)  # attached files and sources, saved
         self.thinking_switch = thinking_section.ThinkingSwitch.attach(self)  # for a template taking enable_thinking
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.editing_changed.connect(self.on_controller_editing_changed)

@@ -1,10 +1,10 @@
 """The chat's fixed words about a turn, and the conversation a reply answers: small rules ``ChatController`` applies.
 
 Owns why a message cannot be sent now (``cannot_send``), what the status bar says when a reply stops short
-(``finish_note``), which messages the engine is given (``engine_conversation``), and the one warning a failing
-history store earns (``UnsavedWarning``). Holds no chat state: the controller (app/window/controller.py) decides when
-each applies. Texts keep the ``ChatController`` translation context they were written in (lupdate reads the literal
-``translate`` calls, so each names it).
+(``finish_note``), which messages the engine is given (``engine_conversation``: a grounded turn as grounded), and
+the one warning a failing history store earns (``UnsavedWarning``). Holds no chat state: the controller
+(app/window/controller.py) decides when each applies. Texts keep the ``ChatController`` translation context they
+were written in (lupdate reads the literal ``translate`` calls, so each names it).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from PySide6.QtCore import QCoreApplication
 
 from app.history.store import StoreError
 from app.state.chat_messages import ChatMessage
+from engine.docs.grounding import grounded_message
 from engine.events import Message
 
 translate = QCoreApplication.translate
@@ -43,12 +44,23 @@ def finish_note(reason: str, continuable: bool) -> tuple[str, int] | None:
     return None
 
 
-def engine_conversation(system_prompt: str, messages: Sequence[ChatMessage]) -> list[Message]:
-    """What a reply answers: the system prompt, then every message but the empty or failed replies (not something
-    the model said)."""
+def engine_conversation(system_prompt: str, messages: Sequence[ChatMessage], upto: int | None = None) -> list[Message]:
+    """What a reply answers: the system prompt, then every message before index ``upto`` but the empty or failed
+    replies (not something the model said). A user message whose reply was grounded in documents is given as the
+    grounded message that reply answered (its instruction, the same numbered sources, then the question): a follow-up
+    is answered from the same documents, and the prompt's prefix is the one already in the KV cache."""
     system = [Message("system", system_prompt)] if system_prompt.strip() else []
-    return system + [Message(m.role, m.text, m.reasoning) for m in messages
+    shown = messages[:upto]
+    return system + [Message(m.role, _as_answered(m, messages[i + 1] if i + 1 < len(messages) else None), m.reasoning)
+                     for i, m in enumerate(shown)
                      if m.role == "user" or (m.text.strip() and m.finish_reason != "error")]
+
+
+def _as_answered(message: ChatMessage, reply: ChatMessage | None) -> str:
+    """A user message's text as its reply answered it: grounded in the sources that reply was given, if any."""
+    if message.role != "user" or reply is None or reply.role != "assistant" or reply.documents is None:
+        return message.text
+    return grounded_message(message.text, reply.documents.sources)
 
 
 class UnsavedWarning:

@@ -1,7 +1,8 @@
 """The ASGI application: ``create_app(worker, ...)`` -> a FastAPI app serving the OpenAI API over ``worker``.
 
 Routes: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``POST /v1/embeddings`` (the engine's embedding model: ``engine.serve.embeddings``; 503 while none is installed)
+``POST /v1/embeddings`` (the engine's embedding model: ``engine.serve.embeddings``; 503 while none is installed);
+a chat request naming collections in its ``miaohui`` field is grounded in them first (``engine.serve.documents``)
 (raw text continued with no chat template, so a base model is served too), both streaming as server-sent events
 ``data: {json}`` ending with ``data: [DONE]``, or one JSON body,
 ``GET /health`` and ``GET /metrics`` (Prometheus text). With ``api_key``, every ``/v1`` route wants
@@ -41,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from engine.errors import ContextTooLongError, TemplateError
+from engine.serve.documents import ground_request
 from engine.serve.embeddings import Embeddings, parse_embeddings
 from engine.serve.errors import ApiError, error_body
 from engine.serve.metrics import CONTENT_TYPE
@@ -110,8 +112,12 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
     async def chat_completions(request: Request) -> Response:
         parsed = parse_chat(await read_body(request, max_body_bytes), native=native)
         check_model(parsed.model)
+        extra = None
+        if parsed.docs is not None:  # grounded in the named collections, off the event loop
+            parsed, extra = await asyncio.to_thread(ground_request, parsed, worker.loaded.tokenizer,
+                                                    worker.loaded.facts.context_length or 0)
         return await _respond(request, worker, parsed, Shaper("chat", worker.model_id),
-                              parsed.tools.headers if parsed.tools else {}, cache_scope(request, parsed))
+                              parsed.tools.headers if parsed.tools else {}, cache_scope(request, parsed), extra)
 
     @v1.post("/completions")
     async def completions(request: Request) -> Response:
@@ -190,7 +196,9 @@ async def _watch_disconnect(request: Request, job: Job) -> None:
 
 
 async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Shaper,
-                   headers: dict[str, str], scope: str) -> Response:
+                   headers: dict[str, str], scope: str, extra: dict[str, Any] | None = None) -> Response:
+    """Queue the job and answer: one JSON body, or a stream; ``extra``: the ``miaohui`` field (the sources a
+    grounded request was given), in the body and in the stream's finishing chunk."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -221,7 +229,8 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
             _raise_unfinished(first)
         if parsed.stream:
             streaming = True
-            return StreamingResponse(_stream(parsed, shaper, job, events, watcher), media_type="text/event-stream",
+            return StreamingResponse(_stream(parsed, shaper, job, events, watcher, extra),
+                                     media_type="text/event-stream",
                                      headers={**SSE_HEADERS, **headers})
         pieces: list[Piece] = []
         while not isinstance(event := await events.get(), Reply):
@@ -234,6 +243,8 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
                                _logprobs(shaper, parsed, pieces), event.reasoning)
         if parsed.tools is not None:
             finish_calls(body, parsed.tools, event.text)
+        if extra is not None:
+            body["miaohui"] = extra
         return JSONResponse(body, headers=headers)
     finally:
         if not streaming:  # the stream's own generator does this when it ends
@@ -256,7 +267,7 @@ def _logprobs(shaper: Shaper, parsed: Parsed, pieces: list[Piece], offset: int =
 
 
 async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queue[Any],
-                  watcher: asyncio.Task[None]) -> AsyncIterator[bytes]:
+                  watcher: asyncio.Task[None], extra: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
     """The SSE body: a role chunk (chat), content chunks, the finishing chunk, usage if asked, ``[DONE]``.
 
     Pieces that arrived while the last chunk was being written go out together in one chunk.
@@ -302,7 +313,8 @@ async def _stream(parsed: Parsed, shaper: Shaper, job: Job, events: asyncio.Queu
                 held, reason = calls.finish(shaper, event.text, reason, usage)
                 for chunk in held:
                     yield sse(chunk)
-            yield sse(shaper.chunk(None, finish_reason=reason, with_usage=usage))
+            final = shaper.chunk(None, finish_reason=reason, with_usage=usage)
+            yield sse({**final, "miaohui": extra} if extra is not None else final)
             if usage:
                 yield sse(shaper.usage_chunk(event.metrics))
         yield sse("[DONE]")

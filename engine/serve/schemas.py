@@ -29,6 +29,7 @@ from engine.events import Message, ToolCall
 from engine.generate.context import check_messages
 from engine.generate.reasoning import check_template_kwargs
 from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
+from engine.serve.documents import DocsRequest, parse_docs
 from engine.serve.errors import ApiError
 from engine.serve.stops import check_stops
 from engine.serve.tools import ToolPlan, parse_tools, response_constraint, rewrite_messages
@@ -92,6 +93,7 @@ class ChatCompletionRequest(_Common):
     response_format: dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's: template variables, e.g. enable_thinking
+    miaohui: Any = None  # this server's own: collections to answer from (``engine.serve.documents``)
 
 
 class CompletionRequest(_Common):
@@ -121,6 +123,7 @@ class Parsed:
     template_kwargs: dict[str, Any] | None = None  # chat_template_kwargs, checked (engine.generate.reasoning)
     template_tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode)
     cache_key: str | None = None  # ``prompt_cache_key``: the client's prefix-cache scope on a key-less server
+    docs: DocsRequest | None = None  # ``miaohui.collections``: the last user message is grounded in them
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -262,7 +265,7 @@ def parse_chat(body: bytes, native: bool = False) -> Parsed:
     return Parsed(request.model, messages, config, _stops(request.stop), logprobs, bool(request.stream),
                   _stream_usage(request), constraint=constraint, tools=plan, template_kwargs=template_kwargs,
                   template_tools=plan.template_tools() if plan is not None and native else None,
-                  cache_key=request.prompt_cache_key)
+                  cache_key=request.prompt_cache_key, docs=parse_docs(request.miaohui))
 
 
 def parse_completion(body: bytes) -> Parsed:

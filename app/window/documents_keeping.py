@@ -1,0 +1,42 @@
+"""Saving a turn's documents with its messages (issue 43): ``DocumentsKeeping``.
+
+A user message's attached files are saved once the message is (``message_added``), a grounded reply's sources once
+the reply ends and is saved (``reply_finished``), through ``app.history.documents.save_documents``. Reopening the
+conversation reads them back with the messages (``app.history.rows``): the bubbles show them again, a Regenerate
+grounds the question in the same files, and a later question is answered from the same sources
+(``app.window.turn_notes.engine_conversation``). Owns only when to save; a failed save is the controller's one
+"History not saved" warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Slot
+
+from app.history.documents import save_documents
+from app.state.chat_messages import ChatMessage, FinishedReply
+
+
+class DocumentsKeeping(QObject):
+    """Follows ``window.controller``'s sent messages and finished replies; no signals."""
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self._controller = window.controller
+        self._controller.message_added.connect(self.on_controller_message_added)
+        self._controller.reply_finished.connect(self.on_controller_reply_finished)
+
+    @Slot(object)
+    def on_controller_message_added(self, message: ChatMessage) -> None:
+        # The controller's writer: a failing store warns once for the whole chat, as its own saves do.
+        if message.attachments and message.message_id is not None:
+            self._controller._write(save_documents, self._controller.store, message.message_id,
+                                    attachments=message.attachments)
+
+    @Slot(object)
+    def on_controller_reply_finished(self, finished: FinishedReply) -> None:
+        message = finished.message
+        if finished.kept and message.documents is not None and message.message_id is not None:
+            self._controller._write(save_documents, self._controller.store, message.message_id,
+                                    used=message.documents)
