@@ -12,7 +12,7 @@ Why a real text rather than one written for the lab: retrieval and chunking beha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Sequence
 
 DATA = Path(__file__).with_name("data")
 Language = Literal["en", "zh"]
@@ -45,8 +45,10 @@ def _escape(line: str) -> str:
     return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").replace("\t", "        ")
 
 
-def make_pdf(page_texts: list[str]) -> bytes:
-    """A PDF with one page per item, its lines as Helvetica text (WinAnsi: Latin text only)."""
+def make_pdf(page_texts: Sequence[str | None]) -> bytes:
+    """A PDF with one page per item, its lines as Helvetica text (WinAnsi: Latin text only), or (None) a filled
+    rectangle and no text at all, as a scanned page has none. Written by hand: pypdf cannot lay out text and
+    reportlab is not a dependency; the tests make their PDFs with it too (tests/helpers/documents.py)."""
     count = len(page_texts)
     objects: dict[int, bytes] = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
@@ -55,8 +57,11 @@ def make_pdf(page_texts: list[str]) -> bytes:
         3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
     }
     for i, page in enumerate(page_texts):
-        shown = " ".join(f"({_escape(line)}) Tj T*" for line in page.split("\n"))
-        stream = f"BT /F1 11 Tf 14 TL 72 720 Td {shown} ET".encode("latin-1", errors="replace")
+        if page is None:
+            stream = b"0 0 1 rg 72 72 300 300 re f"
+        else:
+            shown = " ".join(f"({_escape(line)}) Tj T*" for line in page.split("\n"))
+            stream = f"BT /F1 11 Tf 14 TL 72 720 Td {shown} ET".encode("latin-1", errors="replace")
         objects[4 + 2 * i] = (f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
                               f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>").encode()
         objects[5 + 2 * i] = b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream"

@@ -1,6 +1,6 @@
-"""Real documents made in tests: PDFs with a text layer (written by hand: pypdf cannot lay out text and reportlab is
-not installed), encrypted and image-only PDFs, .docx files by python-docx, a .docx zip bomb, and a tiny real BERT
-encoder folder for the embedder (random weights, a real tokenizer: the pooling and the store do not care what the
+"""Real documents made in tests: PDFs with a text layer (engine/bench/corpus.py's writer, by hand: pypdf cannot lay
+out text and reportlab is not installed), encrypted and image-only PDFs, .docx files by python-docx, a .docx zip bomb,
+and a tiny real BERT encoder folder for the embedder (random weights, a real tokenizer: the pooling and the store do not care what the
 vectors mean)."""
 
 from __future__ import annotations
@@ -9,41 +9,7 @@ import io
 import zipfile
 from pathlib import Path
 
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-
-
-def make_pdf(pages: list[str | None]) -> bytes:
-    """A PDF with one page per item: its lines as Helvetica text, or (None) a filled rectangle and no text at all,
-    as a scanned page has none."""
-    count = len(pages)
-    objects: dict[int, bytes] = {
-        1: b"<< /Type /Catalog /Pages 2 0 R >>",
-        2: (f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(count))}] /Count {count} >>"
-            ).encode(),
-        3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
-    }
-    for i, text in enumerate(pages):
-        if text is None:
-            stream = b"0 0 1 rg 72 72 300 300 re f"
-        else:
-            shown = " ".join(f"({_escape(line)}) Tj T*" for line in text.split("\n"))
-            stream = f"BT /F1 11 Tf 14 TL 72 720 Td {shown} ET".encode("latin-1")
-        objects[4 + 2 * i] = (f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                              f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>").encode()
-        objects[5 + 2 * i] = b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream"
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = {}
-    for number in sorted(objects):
-        offsets[number] = len(out)
-        out += b"%d 0 obj\n" % number + objects[number] + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for number in sorted(objects):
-        out += b"%010d 00000 n \n" % offsets[number]
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+from engine.bench.corpus import make_pdf  # noqa: F401  (one PDF writer, the bench's; None pages: image-only)
 
 
 def encrypt_pdf(data: bytes, password: str = "secret") -> bytes:

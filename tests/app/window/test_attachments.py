@@ -11,24 +11,10 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from engine.generate import session as session_module
 from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, settings, store  # noqa: F401 (fixtures)
+from tests.helpers.prompts import prompts  # noqa: F401 (fixture)
 
 READ_TIMEOUT_MS = 60_000
-
-
-@pytest.fixture
-def prompts(monkeypatch):
-    """The last user message of every prompt the engine built (the real build_prompt still runs)."""
-    seen: list[str] = []
-    real = session_module.build_prompt
-
-    def recording(tokenizer, messages, *args, **kwargs):
-        seen.append(messages[-1].content)
-        return real(tokenizer, messages, *args, **kwargs)
-
-    monkeypatch.setattr(session_module, "build_prompt", recording)
-    return seen
 
 
 def drop_files(composer, paths: list[Path]) -> None:

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-import engine.generate.session as session_module
 from engine.__main__ import main
 from tests.helpers.documents import make_pdf
+from tests.helpers.prompts import prompts  # noqa: F401 (fixture)
 
 SHORT = "The Lyon warehouse closed in March."
 CONTEXT = 1024
@@ -23,20 +23,6 @@ def tiny_model_dir(tmp_path_factory):
     from tests.helpers.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-1k"), max_position_embeddings=CONTEXT)
-
-
-@pytest.fixture
-def prompts(monkeypatch):
-    """The user messages each reply was built from (the real build_prompt still runs)."""
-    seen: list[str] = []
-    real = session_module.build_prompt
-
-    def recording(tokenizer, messages, *args, **kwargs):
-        seen.append(messages[-1].content)
-        return real(tokenizer, messages, *args, **kwargs)
-
-    monkeypatch.setattr(session_module, "build_prompt", recording)
-    return seen
 
 
 def chat(model, *args: str) -> int:

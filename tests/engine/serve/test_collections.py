@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from engine.__main__ import main
-from engine.generate import session as session_module
 from tests.engine.serve.conftest import start_server
+from tests.helpers.prompts import prompts  # noqa: F401 (fixture)
 
 CONTEXT = 1024
 
@@ -39,20 +39,6 @@ def notes(home, tmp_path):
     (folder / "lunch.md").write_text("# Lunch\n\nThe canteen opens at noon.\n", encoding="utf-8")
     assert main(["docs", "add", str(folder), "--collection", "notes", "--keywords-only"]) == 0
     return folder
-
-
-@pytest.fixture
-def prompts(monkeypatch):
-    """The last user message of every prompt the worker built (the real build_prompt still runs)."""
-    seen: list[str] = []
-    real = session_module.build_prompt
-
-    def recording(tokenizer, messages, *args, **kwargs):
-        seen.append(messages[-1].content)
-        return real(tokenizer, messages, *args, **kwargs)
-
-    monkeypatch.setattr(session_module, "build_prompt", recording)
-    return seen
 
 
 def test_a_request_naming_a_collection_is_grounded_and_returns_its_sources(served, notes, prompts):
