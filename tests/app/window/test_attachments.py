@@ -104,9 +104,14 @@ def test_file_urls_pasted_into_the_prompt_attach_them_instead_of_inserting_text(
     notes.write_text("pasted", encoding="utf-8")
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(notes))])
-    QApplication.clipboard().setMimeData(mime)
-    window.prompt.setFocus()
-    window.prompt.paste()
+    QApplication.clipboard().setMimeData(mime)  # the clipboard owns it from here
+    try:
+        window.prompt.setFocus()
+        window.prompt.paste()
+    finally:
+        # emptied while the application lives: mime data the clipboard still held when the interpreter exited
+        # crashed the test process at exit (segmentation fault, after every test had passed)
+        QApplication.clipboard().clear()
     assert window.prompt.toPlainText() == ""
     chip = window.composer.chips.chip(str(notes))
     assert chip is not None
