@@ -81,9 +81,11 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
             raise ApiError(401, "invalid or missing API key: send the header Authorization: Bearer <key>",
                            code="invalid_api_key")
 
+    key_scope = None if key is None else "key:" + hashlib.sha256(key).hexdigest()[:32]  # hashed once, not per request
+
     def cache_scope(request: Request, parsed: Parsed) -> str:
-        if key is not None:  # require_key has checked it is this key
-            return "key:" + hashlib.sha256(key).hexdigest()[:32]
+        if key_scope is not None:  # require_key has checked it is this key
+            return key_scope
         if parsed.cache_key:  # the client's secret: hashed, so no scope name in memory or a file holds it
             return "client:" + hashlib.sha256(parsed.cache_key.encode("utf-8", "replace")).hexdigest()[:32]
         connection = request.scope.get("miaohui.connection")
