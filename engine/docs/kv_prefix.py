@@ -139,11 +139,15 @@ class DocumentPrefixes:
         else:
             from engine.generate.kv_snapshot import KVSnapshot
 
-            live = session.snapshot(len(ids))
-            if live is None or live.ids != ids:
+            try:
+                live = session.snapshot(len(ids))
+                if live is None or live.ids != ids:
+                    return False
+                # Copies: the live rows are views the session's next reply overwrites.
+                rows = {name: t.detach().to("cpu", copy=True) for name, t in live.tensors.items()}
+            except (RuntimeError, ValueError) as exc:  # out of memory for the copy: the reply is already out
+                log.warning("could not keep a document's KV prefix: %s", one_line(exc))
                 return False
-            # Copies: the live rows are views the session's next reply overwrites.
-            rows = {name: t.detach().to("cpu", copy=True) for name, t in live.tensors.items()}
             snapshot = KVSnapshot(ids, rows, live.runner, live.kv_precision)
             self._memory[key] = (identity, snapshot)
             self._evict()
@@ -176,6 +180,19 @@ class DocumentPrefixes:
         self._memory[key] = (identity, snapshot)
         self._evict()
         return snapshot, "disk"
+
+    def prepare(self, session: Any, messages: Sequence[Message], question: str,
+                template_kwargs: Mapping[str, Any] | None = None) -> PendingPrefix | None:
+        """Before a reply to ``messages`` whose last message grounds ``question`` in whole documents: its document
+        prefix (to ``keep`` after the reply), and on a first turn in a fresh session (nothing cached, nothing but a
+        system prompt before) the kept one restored by that reply (``reopen``). None when there is no such prefix.
+        A later turn of a conversation reuses its own session's cache instead (``ChatSession``'s prefix reuse)."""
+        ids = document_prefix_ids(session.loaded.tokenizer, messages, question, template_kwargs)
+        if ids is None:
+            return None
+        if session.cached_ids() or any(message.role != "system" for message in messages[:-1]):
+            return PendingPrefix(ids)
+        return self.reopen(session, ids)
 
     def reopen(self, session: Any, ids: Sequence[int]) -> PendingPrefix:
         """Make ``session``'s next reply start from the kept prefix ``ids`` if there is one (restored inside that
