@@ -35,8 +35,9 @@ def notes(tmp_path) -> Path:
 
 
 def grounded(loaded, question: str, path: Path, system: Message = SYSTEM) -> list[Message]:
-    messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length, [system, Message("user", question)],
-                                         [str(path)], "whole", GREEDY.max_new_tokens)
+    messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length,
+                                         [system, Message("user", question)], [str(path)], "whole",
+                                         GREEDY.max_new_tokens)
     assert used.mode == "whole"
     return messages
 
