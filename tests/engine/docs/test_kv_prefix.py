@@ -159,3 +159,23 @@ def test_the_key_names_the_model_and_its_precisions(loaded):
     ids = tuple(range(40))
     assert prefix_key(ids, identity) != prefix_key(ids, type(identity)(**{**vars(identity), "kv_precision": "int8"}))
     assert prefix_key(ids, identity) != prefix_key(ids, type(identity)(**{**vars(identity), "model": "0" * 64}))
+
+
+def test_a_conversations_own_saved_cache_is_tried_first_and_the_document_prefix_after_it(loaded, notes):
+    prefixes = DocumentPrefixes()
+    ids = first_turn(loaded, prefixes, grounded(loaded, "What is the capital?", notes), "What is the capital?")
+    messages = grounded(loaded, "Hello?", notes)
+    own = ChatSession(loaded)
+    reply(own, messages)
+    own_rows = own.snapshot()  # the conversation's own cache: its question and reply too
+    tried = []
+    for saved in (None, own_rows):  # no usable file of its own, then one
+        session = ChatSession(loaded)
+        session.reopen_with(lambda saved=saved: tried.append(saved) or saved)  # what app.runtime.kv_persist arranges
+        pending = prefixes.reopen(session, document_prefix_ids(loaded.tokenizer, messages, "Hello?"))
+        started, _, _ = reply(session, messages)
+        if saved is None:
+            assert pending.hit is not None and started.reused_tokens == len(ids)
+        else:
+            assert pending.hit is None and started.reused_tokens == started.prompt_tokens - 1
+    assert tried == [None, own_rows]
