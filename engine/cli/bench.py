@@ -6,7 +6,8 @@ one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itse
 ``engine.bench.run.bench``; its figures and their formatting live in ``engine/bench/``. ``--kv int8`` runs
 ``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
 ``engine.bench.speculate`` (plain against speculative decoding); ``--docs`` ``engine.bench.docs`` (indexing,
-embedding, a follow-up on a whole document and a new conversation on it) and ``--docs-quality`` ``engine.bench.docs_quality`` (recall@5, MRR).
+embedding, a follow-up on a whole document and a new conversation on it) and ``--docs-quality``
+``engine.bench.docs_quality`` (recall@5, MRR).
 Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """
