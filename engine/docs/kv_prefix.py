@@ -183,16 +183,17 @@ class DocumentPrefixes:
 
     def prepare(self, session: Any, messages: Sequence[Message], question: str,
                 template_kwargs: Mapping[str, Any] | None = None) -> PendingPrefix | None:
-        """Before a reply to ``messages`` whose last message grounds ``question`` in whole documents: its document
-        prefix (to ``keep`` after the reply), and on a first turn in a fresh session (nothing cached, nothing but a
-        system prompt before) the kept one restored by that reply (``reopen``). None when there is no such prefix.
-        A later turn of a conversation reuses its own session's cache instead (``ChatSession``'s prefix reuse)."""
+        """Before a conversation's first turn (nothing but a system prompt before it) whose last message grounds
+        ``question`` in whole documents: its document prefix (to ``keep`` after the reply), and in a fresh session
+        (nothing cached) the kept one restored by that reply (``reopen``). None for a later turn (its prefix holds
+        the conversation, which no other one shares: its own session's cache serves its follow-ups) or when there
+        is no such prefix."""
+        if any(message.role != "system" for message in messages[:-1]):
+            return None
         ids = document_prefix_ids(session.loaded.tokenizer, messages, question, template_kwargs)
         if ids is None:
             return None
-        if session.cached_ids() or any(message.role != "system" for message in messages[:-1]):
-            return PendingPrefix(ids)
-        return self.reopen(session, ids)
+        return PendingPrefix(ids) if session.cached_ids() else self.reopen(session, ids)
 
     def reopen(self, session: Any, ids: Sequence[int]) -> PendingPrefix:
         """Make ``session``'s next reply start from the kept prefix ``ids`` if there is one (restored inside that

@@ -179,3 +179,13 @@ def test_a_conversations_own_saved_cache_is_tried_first_and_the_document_prefix_
         else:
             assert pending.hit is None and started.reused_tokens == started.prompt_tokens - 1
     assert tried == [None, own_rows]
+
+
+def test_only_a_first_turn_keeps_or_looks_up_a_document_prefix(loaded, notes):
+    prefixes = DocumentPrefixes()
+    first = grounded(loaded, "Hello?", notes)
+    fresh = ChatSession(loaded)
+    pending = prefixes.prepare(fresh, first, "Hello?")
+    assert pending is not None and pending.ids == document_prefix_ids(loaded.tokenizer, first, "Hello?")
+    later = [SYSTEM, Message("user", "Hi"), Message("assistant", "Hello."), first[-1]]
+    assert prefixes.prepare(ChatSession(loaded), later, "Hello?") is None  # its prefix is this conversation's alone
