@@ -1,7 +1,8 @@
 """``python -m engine chat --doc PATH --collection NAME --docs-mode auto|whole|retrieve``: answering from documents.
 
 Owns: these flags, turning them into the grounded user message for a model loaded here (``ground_prompt``), and how
-the sources are shown (``--json``'s ``sources``, ``docs_mode`` and ``docs_tokens``; after the reply in text output).
+the sources are shown (``--json``'s ``sources``, ``docs_mode``, ``docs_tokens`` and ``docs_forecast``, both choices counted by
+``engine.docs.forecast``; after the reply in text output).
 Does not own the policy or the prompt's wording (``engine.docs.grounding``), reading, indexing or retrieval
 (``engine.docs``; the passages of --doc and --collection: ``engine.docs.attach.retrieve_passages``, shared with the
 window), nor the reply itself (``engine.cli.chat``).
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.docs.attach import retrieve_passages
+from engine.docs.forecast import DocsForecast, forecast_documents
 from engine.docs.grounding import MODES, Budget, Grounding, Source, document_sources, ground, grounded_message
 from engine.errors import BadInputError, printable
 from engine.events import Message
@@ -61,12 +63,16 @@ class Grounded:
     messages: list[Message]
     grounding: Grounding
     retrieval: str | None  # "hybrid" or "keyword" when passages were retrieved, else None
+    forecast: DocsForecast | None = None  # both choices counted (``--json`` only: it searches even for whole text)
 
     def json_fields(self) -> dict[str, Any]:
         g = self.grounding
-        return {"docs_mode": g.mode, "retrieval": self.retrieval,
-                "sources": [source.as_json(n) for n, source in enumerate(g.sources, start=1)],
-                "docs_tokens": {"sources": g.source_tokens, "whole": g.whole_tokens, "room": g.room}}
+        fields = {"docs_mode": g.mode, "retrieval": self.retrieval,
+                  "sources": [source.as_json(n) for n, source in enumerate(g.sources, start=1)],
+                  "docs_tokens": {"sources": g.source_tokens, "whole": g.whole_tokens, "room": g.room}}
+        if self.forecast is not None:
+            fields["docs_forecast"] = self.forecast.as_json()
+        return fields
 
     def text_after(self) -> str:
         """The sources as the text output prints them after the reply."""
@@ -100,7 +106,13 @@ def ground_prompt(args: argparse.Namespace, loaded: Any, max_new_tokens: int) ->
 
     grounding = ground(args.prompt, whole, retrieve, args.docs_mode, budget,
                        lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
-    return Grounded(system + [Message("user", grounding.message)], grounding, retrieval[0] if retrieval else None)
+    forecast = None
+    if getattr(args, "json", False):  # the figures the window shows before sending, for both choices
+        forecast = forecast_documents(tokenizer, budget.context_tokens, system + [Message("user", args.prompt)],
+                                      [str(path) for path in args.doc], args.docs_mode, max_new_tokens,
+                                      args.collection)
+    return Grounded(system + [Message("user", grounding.message)], grounding, retrieval[0] if retrieval else None,
+                    forecast)
 
 
 def _retrieve(args: argparse.Namespace) -> tuple[list[Source], str]:

@@ -118,3 +118,21 @@ def test_bad_document_flags_are_one_line_and_exit_2(home, tiny_model_dir, args, 
     assert chat(tiny_model_dir, "--prompt", "hi", *args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in err and err.count("\n") == 1
+
+
+def test_json_has_the_forecast_of_both_choices_and_the_chosen_one_is_what_was_sent(home, tiny_model_dir, tmp_path,
+                                                                                    capsys):
+    notes = tmp_path / "sites.md"
+    notes.write_text(_sections(40), encoding="utf-8")
+    assert chat(tiny_model_dir, "--prompt", "When did the Lyon warehouse close?", "--doc", str(notes),
+                "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    forecast = data["docs_forecast"]
+    assert forecast["chosen"] == data["docs_mode"] == "retrieve" and forecast["requested"] == "auto"
+    assert forecast["whole_tokens"] == data["docs_tokens"]["whole"] > forecast["room"] == data["docs_tokens"]["room"]
+    assert forecast["retrieve_tokens"] == data["docs_tokens"]["sources"]
+    assert forecast["retrieve"]["passages"] == len(data["sources"]) and forecast["retrieve"]["fits"]
+    assert not forecast["whole"]["fits"] and forecast["reason"].startswith(
+        f"the documents are {forecast['whole_tokens']} tokens but {forecast['room']} fit")
+    assert forecast["retrieve"]["prompt_tokens"] == data["prompt_tokens"]  # the prompt the model really received
+    assert forecast["whole"]["cached_tokens"] == forecast["retrieve"]["cached_tokens"] == 0  # a fresh process
