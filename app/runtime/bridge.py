@@ -27,7 +27,7 @@ import collections
 import dataclasses
 import itertools
 import logging
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -35,7 +35,10 @@ from app.runtime.tool_host import ReplyTools, ToolCallEvent
 from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
                                 ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
 from engine.docs.attach import DocumentsUsed
+from engine.docs.forecast import AttachedIndex, MeasureWithDocuments, forecast_documents
+from engine.errors import EngineError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
+from engine.fmt import one_line
 from engine.generate.measure import PromptMeasure, measure_prompt
 from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
 from engine.remote import RemoteSpec
@@ -127,6 +130,7 @@ class Bridge(QObject):
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
         self._facts: object | None = None
         self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
+        self._attached_index = AttachedIndex()  # the documents forecast's files, read once; used on the worker only
         self.speculation: SpeculationConfig | None = None  # every reply's speculative decoding (app.window.speculation)
         self._closed = False
         self._asked = 0  # the GUI's jobs asked for so far: a save posted before the latest one gives way to it
@@ -188,17 +192,29 @@ class Bridge(QObject):
         again on its next reply)."""
         self._forks[fork_id] = origin_id
 
-    def measure_prompt(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig) -> int:
+    def measure_prompt(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig,
+                       documents: Sequence[str] = (), collections: Sequence[str] = (), docs_mode: str = "auto") -> int:
         """Measure on the worker what replying to ``messages`` (the last one: the message being written) would
         compute, as ``conversation_id``'s next reply (``engine.generate.measure.PromptMeasure``); the result
-        comes by ``task_finished`` with the returned id, like ``submit_task``'s."""
+        comes by ``task_finished`` with the returned id, like ``submit_task``'s. With ``documents`` (attached files)
+        or ``collections``, the result is a ``MeasureWithDocuments``: both choices counted as well
+        (``engine.docs.forecast``; the files read and indexed once, in ``_attached_index``, between measurements)."""
         sessions, origin, messages = self._worker.sessions, self._forks.get(conversation_id), tuple(messages)
+        documents, collections, index = tuple(documents), tuple(collections), self._attached_index
 
-        def measure(loaded: object, cancel: object) -> PromptMeasure:  # runs on the worker, where sessions live
+        def measure(loaded: Any, cancel: object) -> PromptMeasure | MeasureWithDocuments:  # on the worker
             cached = sessions.cached_ids(conversation_id, origin, config.use_kv_cache)
-            return measure_prompt(loaded, messages, config.max_new_tokens, cached, cancel)  # type: ignore[arg-type]
+            measured = measure_prompt(loaded, messages, config.max_new_tokens, cached, cancel)  # type: ignore[arg-type]
+            if not documents and not collections:
+                return measured
+            try:
+                forecast = forecast_documents(loaded.tokenizer, loaded.facts.context_length or 0, messages,
+                                              documents, docs_mode, config.max_new_tokens, collections, cached, index)
+            except EngineError as exc:  # a file that cannot be read: its one line, the message's figures kept
+                return MeasureWithDocuments(measured, None, one_line(exc))
+            return MeasureWithDocuments(measured, forecast)
 
-        return self.submit_task(measure)  # type: ignore[arg-type]
+        return self.submit_task(measure)
 
     def read_attachment(self, path: str) -> int:
         """Read an attached file on the worker and count its tokens with the loaded model's tokenizer; its
@@ -271,6 +287,7 @@ class Bridge(QObject):
         self._flush_timer.stop()
         if finished:
             self._worker.release()
+            self._attached_index.close()  # its temporary index (no task can use it now)
         else:
             log.error("engine thread did not stop within %d ms", timeout_ms)
             _ABANDONED.append((self._thread, self._worker))

@@ -1,7 +1,7 @@
 """The prompt box (Enter sends, Shift+Enter starts a new line) and the composer around it: the prompt,
 Send and Stop, the line that says a message is being edited, with Cancel edit, the attached files' chips above the
-prompt with the Attach button, and under the prompt the forecast of what sending it will use and cost
-(``app.window.prompt_meter`` measures it).
+prompt with the Attach button, and under the prompt the forecast of what sending it will use and cost, with the
+attached documents' two choices (whole text, retrieved passages) under it (``app.window.prompt_meter`` measures it).
 
 Owns the text field's key handling, the composer's layout, and turning an Attach pick, files dropped on the composer
 and file URLs pasted into the prompt into one ``files_offered`` list; the window decides what a submission, Stop,
@@ -132,13 +132,17 @@ class Composer(QWidget):
         # What sending the message being written will use and cost (filled by app.window.prompt_meter), and a warning.
         self.forecast_label = QLabel("")
         self.forecast_label.setObjectName("footer")
+        # With files attached: both documents choices and which one is used (app.window.docs_forecast).
+        self.docs_forecast_label = QLabel("")
+        self.docs_forecast_label.setObjectName("footer")
         self.forecast_warning = QLabel("")
         self.forecast_warning.setObjectName("notice")
-        for label in (self.forecast_label, self.forecast_warning):
+        for label in (self.forecast_label, self.docs_forecast_label, self.forecast_warning):
             label.setWordWrap(True)
             label.setTextFormat(Qt.TextFormat.PlainText)
             layout.addWidget(label)
         self.show_forecast("")
+        self.show_docs_forecast("")
         self.show_editing(False)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
@@ -165,6 +169,12 @@ class Composer(QWidget):
         self.forecast_label.setVisible(bool(figures))
         self.forecast_warning.setText(warning)
         self.forecast_warning.setVisible(bool(warning))
+
+    def show_docs_forecast(self, lines: str, details: str = "") -> None:
+        """Show the attached documents' two choices (one per line; empty hides them), ``details`` as their tooltip."""
+        self.docs_forecast_label.setText(lines)
+        self.docs_forecast_label.setToolTip(details)
+        self.docs_forecast_label.setVisible(bool(lines))
 
     def show_editing(self, editing: bool) -> None:
         """Show or hide the line saying that Send replaces the message being edited."""

@@ -1,5 +1,5 @@
 """Under a reply grounded in attached files: what was added (whole or retrieved, how many passages and tokens, how
-long preparing them took) and its numbered sources, ``[1] file · page p``; clicking one shows the passage's text.
+long preparing them, or retrieving them, took) and its numbered sources, ``[1] file · page p``; clicking one shows the passage's text.
 
 Owns that section of a reply bubble and the small passage window; the sources themselves come from the engine
 (``engine.docs.attach.DocumentsUsed``) through the chat controller.
@@ -90,6 +90,9 @@ class SourcesSection(QWidget):
         if not used.sources:
             return self.tr("Sources ({mode}): no passage matched · {ms:.0f} ms").format(mode=mode,
                                                                                        ms=used.prepare_s * 1000)
+        if used.mode == "retrieve":  # the time is the retrieval's: indexing the attached files and searching
+            return self.tr("Sources ({mode}): {n} passages · {tokens} tokens added · retrieval {ms:.0f} ms").format(
+                mode=mode, n=len(used.sources), tokens=used.source_tokens, ms=used.prepare_s * 1000)
         return self.tr("Sources ({mode}): {n} added · {tokens} tokens · prepared in {ms:.0f} ms").format(
             mode=mode, n=len(used.sources), tokens=used.source_tokens, ms=used.prepare_s * 1000)
 

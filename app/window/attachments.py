@@ -9,7 +9,7 @@ the composer's chips (``app.widgets.attachment_chips``). Does not own reading or
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.runtime.bridge import Bridge
 from app.ui.engine_texts import engine_text
@@ -18,7 +18,13 @@ from engine.docs.attach import AttachedFile
 
 
 class Attachments(QObject):
-    """Reads each offered file once and keeps its chip up to date; ``take()`` hands the usable ones to a Send."""
+    """Reads each offered file once and keeps its chip up to date; ``take()`` hands the usable ones to a Send.
+
+    Signals:
+        changed(): a file was attached, removed, read or found unreadable (the composer's forecast measures again).
+    """
+
+    changed = Signal()
 
     def __init__(self, bridge: Bridge, chips: AttachmentChips, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -45,9 +51,12 @@ class Attachments(QObject):
         return usable
 
     def clear(self) -> None:
+        had = bool(self._paths)
         self._paths.clear()
         self._reading.clear()
         self._chips.clear()
+        if had:
+            self.changed.emit()
 
     @Slot(list)
     def on_composer_files_offered(self, paths: list) -> None:
@@ -57,12 +66,14 @@ class Attachments(QObject):
             self._paths.append(path)
             self._chips.add(path)
             self._reading[self._bridge.read_attachment(path)] = path
+            self.changed.emit()
 
     @Slot(str)
     def on_chips_remove_requested(self, path: str) -> None:
         if path in self._paths:
             self._paths.remove(path)
         self._chips.remove(path)
+        self.changed.emit()
 
     @Slot(int, object)
     def on_bridge_task_finished(self, task_id: int, result: object) -> None:
@@ -70,6 +81,7 @@ class Attachments(QObject):
         chip = self._chips.chip(path) if path is not None else None
         if chip is not None and isinstance(result, AttachedFile):
             chip.show_read(result.pages, result.tokens)
+            self.changed.emit()
 
     @Slot(int, str)
     def on_bridge_task_failed(self, task_id: int, error: str) -> None:
@@ -77,3 +89,4 @@ class Attachments(QObject):
         chip = self._chips.chip(path) if path is not None else None
         if chip is not None:
             chip.show_error(engine_text(error))
+            self.changed.emit()

@@ -5,19 +5,24 @@ worker thread (``Bridge.measure_prompt``: the message's tokens, the whole trimme
 conversation's KV cache holds, what trimming leaves out), never on the GUI thread; ``app.window.forecast`` turns
 those counts and the prefill rate recent replies of the same model measured (their median and range,
 ``app.state.rate_estimate``; it also gives the panel's "Before truncation" its rate) into the figures, and
-the composer shows them with a warning before a send that would leave old messages out of the context. Only the
+the composer shows them with a warning before a send that would leave old messages out of the context. With files
+attached, the same measurement counts both documents choices (``engine.docs.forecast``): the figures are then the
+chosen one's, and ``app.window.docs_forecast`` words both choices under them. Only the
 newest request is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
 never collects a queue of stale measurements. Owns the wording and when to measure; no SQL, no inference.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.state.rate_estimate import MIN_RATE_TOKENS, RateEstimate, RecentRates, rate_key
+from app.window import docs_forecast
+from app.window.docs_forecast import DocsRequest
 from app.window.forecast import LEFT_OUT, Forecast, forecast
+from engine.docs.forecast import DocsForecast, MeasureWithDocuments
 from engine.errors import BadInputError
 from engine.events import Message
 from engine.generate.measure import PromptMeasure
@@ -30,6 +35,7 @@ class MeterHost(Protocol):
     composer: Any
     bridge: Any
     perf_panel: Any
+    attachments: Any  # app.window.attachments.Attachments: the files attached to the message being written
 
 
 DEBOUNCE_MS = 300  # measure after the user pauses typing, not on every keystroke
@@ -59,6 +65,12 @@ class PromptMeter(QObject):
         super().__init__(window)
         self._controller, self._bridge, self._composer = window.controller, window.bridge, window.composer
         self.forecast: Forecast | None = None  # what is shown
+        self.docs_forecast: DocsForecast | None = None  # with documents: both choices, as shown
+        # What a Send grounds the message in: the attached files; a conversation's collections and forced mode are
+        # added by whoever owns them, by replacing this.
+        attachments = window.attachments
+        self.documents: Callable[[], DocsRequest] = lambda: DocsRequest(tuple(attachments.usable()))
+        attachments.changed.connect(self.schedule)  # a file attached, removed or read: both choices again
         self.rates = RecentRates()  # measured on this machine by recent replies, per model, precision and device
         self._ttft_view = window.perf_panel.ttft_view  # its "Before truncation" uses the same estimate
         self._editing: int | None = None
@@ -108,7 +120,9 @@ class PromptMeter(QObject):
         messages = c.conversation_for_engine(self._editing) + [Message("user", text)]
         cid = c.conversation_id
         self._asked, self._stale = config.max_new_tokens, False
-        self._pending = self._bridge.measure_prompt(cid if cid is not None else NO_SESSION, messages, config)
+        docs = self.documents()
+        self._pending = self._bridge.measure_prompt(cid if cid is not None else NO_SESSION, messages, config,
+                                                    docs.files, docs.collections, docs.mode)
         return self._pending
 
     # -- slots --------------------------------------------------------------------------------------
@@ -142,9 +156,17 @@ class PromptMeter(QObject):
         self._pending = 0
         if self._stale:
             self.measure()
-        elif isinstance(result, PromptMeasure):
-            self._show(forecast(result.text_tokens, result.prompt_tokens, result.cached_tokens, result.context_max,
-                                self.estimate, result.dropped_turns, result.reply_budget, self._asked))
+            return
+        docs, docs_error = None, None
+        if isinstance(result, MeasureWithDocuments):
+            result, docs, docs_error = result.prompt, result.documents, result.error
+        if isinstance(result, PromptMeasure):
+            # With documents, the prompt is the grounded one the chosen way: its length and cached prefix count.
+            chosen = None if docs is None else (docs.whole if docs.chosen == "whole" else docs.retrieve)
+            prompt, cached = ((chosen.prompt_tokens, chosen.cached_tokens) if chosen is not None
+                              else (result.prompt_tokens, result.cached_tokens))
+            self._show(forecast(result.text_tokens, prompt, cached, result.context_max, self.estimate,
+                                result.dropped_turns, result.reply_budget, self._asked), docs, docs_error)
 
     @Slot(int, str)
     def on_bridge_task_failed(self, task_id: int, message: str) -> None:
@@ -154,13 +176,20 @@ class PromptMeter(QObject):
         if self._stale or message == "cancelled":  # Stop cancels every job, this one with them
             self.schedule()
             return
-        self.forecast = None
+        self.forecast = self.docs_forecast = None
+        self._composer.show_docs_forecast("")
         self._composer.show_forecast("", "⚠ " + message)  # e.g. the message cannot fit the context at all
         self.forecast_shown.emit(None)
 
     # -- wording ------------------------------------------------------------------------------------
-    def _show(self, f: Forecast | None) -> None:
-        self.forecast = f
+    def _show(self, f: Forecast | None, docs: DocsForecast | None = None, docs_error: str | None = None) -> None:
+        self.forecast, self.docs_forecast = f, docs
+        docs_warning = ""
+        if docs is not None:
+            lines, docs_warning = docs_forecast.choice_lines(docs, self.estimate)
+            self._composer.show_docs_forecast("\n".join(lines), docs_forecast.details(docs))
+        else:  # a file that cannot be read says so here (its chip says so too)
+            self._composer.show_docs_forecast("⚠ " + docs_error if docs_error and f is not None else "")
         if f is None:
             self._composer.show_forecast("")
             self.forecast_shown.emit(None)
@@ -189,7 +218,8 @@ class PromptMeter(QObject):
                                "%3 tokens (a shorter prefill measures the cost of a call, not the rate).")
                        .replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens))
                        .replace("%3", n(MIN_RATE_TOKENS)))
-        self._composer.show_forecast(" · ".join(figures), self._warning(f), details)
+        warning = "\n".join(w for w in (self._warning(f), "⚠ " + docs_warning if docs_warning else "") if w)
+        self._composer.show_forecast(" · ".join(figures), warning, details)
         self.forecast_shown.emit(f)
 
     def _warning(self, f: Forecast) -> str:

@@ -528,6 +528,93 @@
     </message>
 </context>
 <context>
+    <name>DocsForecast</name>
+    <message>
+        <source>keywords and embeddings</source>
+        <translation>关键词加向量</translation>
+    </message>
+    <message>
+        <source>keywords only</source>
+        <translation>仅关键词</translation>
+    </message>
+    <message>
+        <source>TTFT after the first reply</source>
+        <translation>首次回复后预测 TTFT</translation>
+    </message>
+    <message>
+        <source>TTFT ≈ %1</source>
+        <translation>TTFT ≈ %1</translation>
+    </message>
+    <message>
+        <source>%1 tokens to prefill (%2 cached)</source>
+        <translation>需预填充 %1 个 token（已缓存 %2 个）</translation>
+    </message>
+    <message>
+        <source>%1 tokens to prefill</source>
+        <translation>需预填充 %1 个 token</translation>
+    </message>
+    <message>
+        <source>Whole text: %1 · %2</source>
+        <translation>全文：%1 · %2</translation>
+    </message>
+    <message>
+        <source>does not fit</source>
+        <translation>放不下</translation>
+    </message>
+    <message>
+        <source>Retrieved passages (%1): %2 · %3</source>
+        <translation>检索段落（%1 段）：%2 · %3</translation>
+    </message>
+    <message>
+        <source>Retrieved passages: none fits the %1 tokens left</source>
+        <translation>检索段落：剩余的 %1 个 token 放不下任何一段</translation>
+    </message>
+    <message>
+        <source>Auto uses the whole text: it fits the context.</source>
+        <translation>自动：使用全文，上下文放得下。</translation>
+    </message>
+    <message>
+        <source>Auto uses retrieved passages: the whole text adds %1 tokens but only %2 fit beside the conversation and the reply.</source>
+        <translation>自动：使用检索段落。全文要加入 %1 个 token，但对话和回复之外只剩 %2 个。</translation>
+    </message>
+    <message>
+        <source>Retrieved passages are used: a collection is searched, not put in whole.</source>
+        <translation>使用检索段落：资料集只做检索，不放入全文。</translation>
+    </message>
+    <message>
+        <source>Whole text is used (chosen for this conversation).</source>
+        <translation>使用全文（本对话已选定）。</translation>
+    </message>
+    <message>
+        <source>The whole text adds %1 tokens but only %2 fit: sending it will be refused; choose Auto or Retrieved passages.</source>
+        <translation>全文要加入 %1 个 token，但只放得下 %2 个：发送会被拒绝；请选择“自动”或“检索段落”。</translation>
+    </message>
+    <message>
+        <source>Retrieved passages are used (chosen for this conversation).</source>
+        <translation>使用检索段落（本对话已选定）。</translation>
+    </message>
+    <message>
+        <source>No retrieved passage fits the %1 tokens left beside the conversation and the reply: shorten the question or the reply.</source>
+        <translation>对话和回复之外剩余的 %1 个 token 放不下任何检索段落：请缩短问题或回复。</translation>
+    </message>
+    <message>
+        <source>Sources may add %1 tokens beside the conversation and the reply.</source>
+        <translation>对话和回复之外，资料最多可加入 %1 个 token。</translation>
+    </message>
+    <message>
+        <source>Whole text: %1 pages or files, %2 tokens added.</source>
+        <translation>全文：%1 页或文件，加入 %2 个 token。</translation>
+    </message>
+    <message>
+        <source>Retrieved: %1 passages, %2 tokens added; the search took %3 (%4).</source>
+        <translation>检索：%1 段，加入 %2 个 token；检索用时 %3（%4）。</translation>
+    </message>
+    <message>
+        <source>TTFT: the tokens the KV cache does not hold ÷ the median prefill rate of recent replies of this model.</source>
+        <translation>TTFT：KV 缓存中没有的 token 数 ÷ 该模型最近几次回复的预填充速度中位数。</translation>
+    </message>
+</context>
+<context>
     <name>DownloadPanel</name>
     <message>
         <source>Pause</source>
@@ -3047,6 +3134,10 @@ license {license} · {likes} likes</source>
     <message>
         <source>Sources ({mode}): no passage matched · {ms:.0f} ms</source>
         <translation>资料（{mode}）：没有匹配的段落 · {ms:.0f} 毫秒</translation>
+    </message>
+    <message>
+        <source>Sources ({mode}): {n} passages · {tokens} tokens added · retrieval {ms:.0f} ms</source>
+        <translation>资料（{mode}）：{n} 段 · 加入 {tokens} 个 token · 检索用时 {ms:.0f} 毫秒</translation>
     </message>
     <message>
         <source>Sources ({mode}): {n} added · {tokens} tokens · prepared in {ms:.0f} ms</source>

@@ -28,6 +28,7 @@ from engine.docs.grounding import Budget, Source, choose_mode, document_sources,
     hit_sources
 from engine.errors import BadInputError, ContextTooLongError
 from engine.events import Message
+from engine.generate.measure import PromptMeasure, shared_prefix
 
 RETRIEVED_PER_SEARCH = 6  # as engine.docs.attach: passages asked of each search, kept best first while they fit
 _ATTACHED = "attached"
@@ -75,6 +76,16 @@ class DocsForecast:
                 "retrieve_tokens": None if self.retrieve is None else self.retrieve.source_tokens,
                 "whole": None if self.whole is None else self.whole.as_json(),
                 "retrieve": None if self.retrieve is None else self.retrieve.as_json()}
+
+
+@dataclass(frozen=True)
+class MeasureWithDocuments:
+    """What the window's meter gets back for a message with documents: the plain message measured as before
+    (``engine.generate.measure``) and both choices, or the one line saying why they could not be counted."""
+
+    prompt: PromptMeasure  # the message without its documents: its own tokens
+    documents: DocsForecast | None
+    error: str | None = None  # e.g. an attached file that cannot be read
 
 
 class AttachedIndex:
@@ -160,7 +171,6 @@ def forecast_documents(tokenizer: Any, context_length: int, messages: Sequence[M
     holds). ``DocumentError`` for a file that cannot be read; ``BadInputError`` for an empty question or for "whole"
     with only collections."""
     from engine.generate.context import render
-    from engine.generate.measure import shared_prefix
 
     if not messages or messages[-1].role != "user":
         raise BadInputError("documents are attached to a user message")
