@@ -114,7 +114,8 @@ def _documents_json(used: DocumentsUsed) -> dict:
 
 def _version(v: versions.Version) -> dict:
     return {"position": v.position, "shown": v.shown, "text": v.text, **({"reasoning": v.reasoning} if v.reasoning else {}),
-            "created": iso(v.created), "finish_reason": v.finish_reason, "perf": asdict(v.perf) if v.perf else None}
+            "created": iso(v.created), "finish_reason": v.finish_reason, "perf": asdict(v.perf) if v.perf else None,
+            **(_documents_json(v.documents) if v.documents is not None else {})}
 
 
 def _cell(value: Any) -> Any:

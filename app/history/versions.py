@@ -1,12 +1,14 @@
 """Reply versions: the earlier replies a Regenerate replaced, kept as versions of their turn and paged through.
 
-A turn is the reply to one message (``turn_id``: the message the reply follows, its ``parent_id``). Its shown version is the reply's
-own row in ``messages`` (with its ``perf`` record): what the next prompt, the exports, search and forks read, exactly
-as before versions existed. The turn's other versions wait in the ``versions`` table (schema v5,
-``app.history.schema``), each at its place (1-based) with its own text, thought, tool round-trips, finish reason,
-time and performance record. The shown version's place is the one the table lacks. Showing another version swaps
-the two in one transaction: the choice is stored (it is what the row holds), the reply keeps its message id, and a
-deleted turn message (an edit cut the chat there) takes its versions with it (``ON DELETE CASCADE``).
+A turn is the reply to one message (``turn_id``: the message the reply follows, its ``parent_id``). Its shown version is
+the reply's own row in ``messages`` (with its ``perf`` record and its ``documents``, the sources it was given): what
+the next prompt, the exports, search and forks read, exactly as before versions existed. The turn's other versions
+wait in the ``versions`` table (schema v5, ``app.history.schema``), each at its place (1-based) with its own text,
+thought, tool round-trips, finish reason, time, performance record and sources (schema v9: a grounded reply set aside
+keeps them, and shown again it is followed by its own sources). The shown version's place is the one the table lacks.
+Showing another version swaps the two in one transaction: the choice is stored (it is what the row holds), the reply
+keeps its message id, and a deleted turn message (an edit cut the chat there) takes its versions with it
+(``ON DELETE CASCADE``).
 
 Owns those rules and their SQL. It writes through the store's own transaction and reads through its reads (the
 store's private ``_write``/``_read``, as the history package's other helpers do) so a version is saved with the same
@@ -21,15 +23,17 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from app.history.documents_cell import documents_from_json
 from app.history.perf import PerfRecord
 from app.history.rows import MessageRow
 from app.history.store import HistoryStore, NotFoundError, _clean_text
+from engine.docs.attach import DocumentsUsed
 
-_VERSION_COLUMNS = "position, text, reasoning, created, finish_reason, record, tool_calls"
-# The shown reply (its row and perf record) copied into the versions table: (turn id, place, message id).
-_COPY_SHOWN = ("INSERT INTO versions(turn_id, position, text, reasoning, created, finish_reason, record, tool_calls) "
-               "SELECT ?, ?, m.text, m.reasoning, m.created, m.finish_reason, p.record, m.tool_calls "
-               "FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?")
+_VERSION_COLUMNS = "position, text, reasoning, created, finish_reason, record, tool_calls, documents"
+# The shown reply (its row, perf record and sources) copied into the versions table: (turn id, place, message id).
+_COPY_SHOWN = ("INSERT INTO versions(turn_id, position, text, reasoning, created, finish_reason, record, tool_calls, "
+               "documents) SELECT ?, ?, m.text, m.reasoning, m.created, m.finish_reason, p.record, m.tool_calls, "
+               "m.documents FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Version:
     perf: PerfRecord | None
     tool_calls: str = "[]"  # schema v4's JSON cell, carried as stored (``app.history.tool_record`` reads it)
     shown: bool = False
+    documents: DocumentsUsed | None = None  # the sources this version was given (schema v9; None: none kept)
 
 
 @dataclass(frozen=True)
@@ -65,11 +70,11 @@ def _perf(record: object) -> PerfRecord | None:
 
 
 def _version(row: tuple, shown: bool = False) -> Version:
-    position, text, reasoning, created, finish, record, calls = row
+    position, text, reasoning, created, finish, record, calls, cell = row
     return Version(int(position), text if isinstance(text, str) else "",
                    reasoning if isinstance(reasoning, str) else "",
                    float(created) if isinstance(created, (int, float)) else 0.0, finish, _perf(record),
-                   calls if isinstance(calls, str) else "[]", shown)
+                   calls if isinstance(calls, str) else "[]", shown, documents_from_json(cell)[1])
 
 
 def _shown_place(positions: set[int]) -> int:
@@ -138,7 +143,8 @@ def versions(store: HistoryStore, mid: int) -> list[Version]:
     if not stored:
         return []
     current = store._read("SELECT m.text, m.reasoning, m.created, m.finish_reason, p.record, "  # noqa: SLF001
-                          "m.tool_calls FROM messages m LEFT JOIN perf p ON p.message_id = m.id WHERE m.id = ?", (mid,))
+                          "m.tool_calls, m.documents FROM messages m LEFT JOIN perf p ON p.message_id = m.id "
+                          "WHERE m.id = ?", (mid,))
     if not current:
         return []
     shown = _version((_shown_place({v.position for v in stored}), *current[0]), shown=True)
@@ -156,9 +162,9 @@ def show(store: HistoryStore, mid: int, place: int) -> MessageRow:
             current = _shown_place(positions)
             c.execute(_COPY_SHOWN, (turn, current, mid))
             c.execute("DELETE FROM versions WHERE turn_id = ? AND position = ?", (turn, place))
-            _pos, text, reasoning, created, finish, record, calls = wanted
-            c.execute("UPDATE messages SET text = ?, reasoning = ?, created = ?, finish_reason = ?, tool_calls = ? "
-                      "WHERE id = ?", (text, reasoning, created, finish, calls, mid))
+            _pos, text, reasoning, created, finish, record, calls, cell = wanted
+            c.execute("UPDATE messages SET text = ?, reasoning = ?, created = ?, finish_reason = ?, tool_calls = ?, "
+                      "documents = ? WHERE id = ?", (text, reasoning, created, finish, calls, cell, mid))
             c.execute("DELETE FROM perf WHERE message_id = ?", (mid,))
             if record is not None:
                 c.execute("INSERT INTO perf(message_id, record) VALUES (?, ?)", (mid, record))
@@ -181,10 +187,10 @@ def restore(store: HistoryStore, cid: int, place: int) -> int | None:
                            (last[0], place)).fetchone()
         if wanted is None:
             return None
-        _place, text, reasoning, created, finish, record, calls = wanted
+        _place, text, reasoning, created, finish, record, calls, cell = wanted
         mid = int(c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, "
-                            "tool_calls, parent_id) VALUES (?, 'assistant', ?, ?, ?, ?, ?, ?)",
-                            (cid, _clean_text(text), created, finish, reasoning, calls, last[0])).lastrowid)
+                            "tool_calls, parent_id, documents) VALUES (?, 'assistant', ?, ?, ?, ?, ?, ?, ?)",
+                            (cid, _clean_text(text), created, finish, reasoning, calls, last[0], cell)).lastrowid)
         if record is not None:
             c.execute("INSERT INTO perf(message_id, record) VALUES (?, ?)", (mid, record))
         c.execute("DELETE FROM versions WHERE turn_id = ? AND position = ?", (last[0], place))

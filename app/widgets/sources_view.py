@@ -1,5 +1,6 @@
 """Under a reply grounded in attached files: what was added (whole or retrieved, how many passages and tokens, how
-long preparing them, or retrieving them, took) and its numbered sources, ``[1] file · page p``; clicking one shows the passage's text.
+long preparing them, or retrieving them, took) and its numbered sources, ``[1] file · page p``; clicking one shows
+the passage's text.
 
 Owns that section of a reply bubble and the small passage window; the sources themselves come from the engine
 (``engine.docs.attach.DocumentsUsed``) through the chat controller.
@@ -41,6 +42,14 @@ def show_documents(bubble: QWidget, anchor: QWidget, attachments: tuple[str, ...
             bubble.sources.deleteLater()
         bubble.sources = SourcesSection(used)
         layout.insertWidget(layout.indexOf(anchor) + 1, bubble.sources)
+
+
+def drop_sources(bubble: QWidget) -> None:
+    """The reply is now shown without sources (another version of it, given none): its sources section goes."""
+    if bubble.sources is not None:
+        bubble.layout().removeWidget(bubble.sources)
+        bubble.sources.deleteLater()
+        bubble.sources = None
 
 
 class PassageDialog(QDialog):

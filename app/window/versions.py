@@ -5,12 +5,12 @@ its turn before the controller cuts it and streams the new one (and drops that c
 start, or brings the reply back when the new one failed before any text); it puts a pager
 (``app.widgets.version_pager``) on every built bubble whose turn has several versions, enabled while no reply
 streams; and when one is chosen it has the store swap it in (the choice is stored), then shows that version's text,
-thought, footer and, in the panel, its stored figures. The controller reads the conversation of record again from the
-store (``ChatController.open``, its signals held so the chat is not rebuilt and keeps its scroll and focus), so the next
-reply answers the version shown; paging ends an edit in progress. A message an edit gave versions
-(``app.history.branches``) gets a pager too: choosing one shows its branch, the conversation read again and shown
-whole, so what the next reply answers is that branch. Owns no SQL (the store's modules) and no widget's look (the
-pager's).
+thought, footer, sources (a grounded reply's, kept with each version) and, in the panel, its stored figures. The
+controller reads the conversation of record again from the store (``ChatController.open``, its signals held so the
+chat is not rebuilt and keeps its scroll and focus), so the next reply answers the version shown (from its sources);
+paging ends an edit in progress. A message an edit gave versions (``app.history.branches``) gets a pager too: choosing
+one shows its branch, the conversation read again and shown whole, so what the next reply answers is that branch.
+Owns no SQL (the store's modules) and no widget's look (the pager's).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.history import branches, versions
 from app.history.store import StoreError
 from app.state.chat_messages import FinishedReply, ShownMessage
+from app.widgets import sources_view
 from app.widgets.version_pager import VersionPager, place_in
 
 
@@ -147,7 +148,9 @@ class Versions(QObject):
             return False
         bubble = next((w for w in chat.widgets() if w.message.message_id == mid), None)
         if bubble is not None:
-            bubble.show_message(ShownMessage.of(message))
+            bubble.show_message(ShownMessage.of(message))  # with this version's own sources, if it was given any
+            if message.documents is None:
+                sources_view.drop_sources(bubble)  # (a render keeps a section it is not given a new one for)
         self.refresh()
         window.perf_panel.reset()  # the figures of the version shown, "—" where it has none
         window.perf_panel.show_metrics(row.perf, final=True)

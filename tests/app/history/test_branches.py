@@ -133,6 +133,7 @@ def test_a_v6_history_is_backed_up_and_migrated_with_its_history_as_one_branch(t
     raw.execute("ALTER TABLE messages DROP COLUMN parent_id")
     raw.execute("ALTER TABLE messages DROP COLUMN documents")  # v8's (app.history.documents)
     raw.execute("ALTER TABLE messages DROP COLUMN shown")
+    raw.execute("ALTER TABLE versions DROP COLUMN documents")  # v9's (app.history.versions)
     raw.execute("PRAGMA user_version = 6")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1, 'a', 1.0, 1.0), (2, 'b', 1.0, 1.0)")
     raw.executemany("INSERT INTO messages(id, conversation_id, role, text, created) VALUES (?, ?, ?, ?, 1.0)",
