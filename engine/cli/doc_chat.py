@@ -1,8 +1,8 @@
 """``python -m engine chat --doc PATH --collection NAME --docs-mode auto|whole|retrieve``: answering from documents.
 
 Owns: these flags, turning them into the grounded user message for a model loaded here (``ground_prompt``), and how
-the sources are shown (``--json``'s ``sources``, ``docs_mode``, ``docs_tokens`` and ``docs_forecast``, both choices counted by
-``engine.docs.forecast``; after the reply in text output).
+the sources are shown (``--json``'s ``sources``, ``docs_mode``, ``docs_tokens`` and ``docs_forecast``, both choices
+counted by ``engine.docs.forecast``; after the reply in text output).
 Does not own the policy or the prompt's wording (``engine.docs.grounding``), reading, indexing or retrieval
 (``engine.docs``; the passages of --doc and --collection: ``engine.docs.attach.retrieve_passages``, shared with the
 window), nor the reply itself (``engine.cli.chat``).
