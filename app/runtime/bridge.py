@@ -35,7 +35,7 @@ from app.runtime.tool_host import ReplyTools, ToolCallEvent
 from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
                                 ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
 from engine.docs.attach import DocumentsUsed
-from engine.docs.forecast import AttachedIndex, MeasureWithDocuments, forecast_documents
+from engine.docs.forecast import MeasureWithDocuments, forecast_documents
 from engine.errors import EngineError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.fmt import one_line
@@ -130,7 +130,6 @@ class Bridge(QObject):
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
         self._facts: object | None = None
         self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
-        self._attached_index = AttachedIndex()  # the documents forecast's files, read once; used on the worker only
         self.speculation: SpeculationConfig | None = None  # every reply's speculative decoding (app.window.speculation)
         self._closed = False
         self._asked = 0  # the GUI's jobs asked for so far: a save posted before the latest one gives way to it
@@ -198,9 +197,10 @@ class Bridge(QObject):
         compute, as ``conversation_id``'s next reply (``engine.generate.measure.PromptMeasure``); the result
         comes by ``task_finished`` with the returned id, like ``submit_task``'s. With ``documents`` (attached files)
         or ``collections``, the result is a ``MeasureWithDocuments``: both choices counted as well
-        (``engine.docs.forecast``; the files read and indexed once, in ``_attached_index``, between measurements)."""
+        (``engine.docs.forecast``; the files read and indexed once, in the worker's ``attached_index``, which the send's
+        grounding then uses too)."""
         sessions, origin, messages = self._worker.sessions, self._forks.get(conversation_id), tuple(messages)
-        documents, collections, index = tuple(documents), tuple(collections), self._attached_index
+        documents, collections, index = tuple(documents), tuple(collections), self._worker.attached_index
 
         def measure(loaded: Any, cancel: object) -> PromptMeasure | MeasureWithDocuments:  # on the worker
             cached = sessions.cached_ids(conversation_id, origin, config.use_kv_cache)
@@ -287,7 +287,6 @@ class Bridge(QObject):
         self._flush_timer.stop()
         if finished:
             self._worker.release()
-            self._attached_index.close()  # its temporary index (no task can use it now)
         else:
             log.error("engine thread did not stop within %d ms", timeout_ms)
             _ABANDONED.append((self._thread, self._worker))

@@ -29,6 +29,7 @@ from app.runtime.kv_persist import KVPersistence
 from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
 from app.runtime.drafter_cache import DrafterCache
 from engine.docs.attach import AttachedFile, ground_conversation, measure_attached, token_counter
+from engine.docs.forecast import AttachedIndex
 from engine.docs.kv_prefix import DocumentPrefixes, PendingPrefix
 from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
@@ -279,6 +280,7 @@ class Worker(QObject):
         # Whole documents' KV prefixes, kept for other conversations attaching the same files (issue 43), on disk in
         # the conversations' KV folder, within its budget.
         self.doc_prefixes = DocumentPrefixes(self.sessions.persistence.store)
+        self.attached_index = AttachedIndex()  # attached files read and indexed by the forecast, reused by the send
 
     @Slot(object)
     def on_job_requested(self, queued: QueuedJob) -> None:
@@ -309,6 +311,7 @@ class Worker(QObject):
         self.drafters.clear()
         self._loaded = None
         self.tools.close()
+        self.attached_index.close()
 
     def _load(self, job: LoadJob, cancel: threading.Event) -> None:
         def progress(p: model_loader.LoadProgress) -> None:
@@ -406,7 +409,8 @@ class Worker(QObject):
             raise BadInputError("attached documents need a model loaded here: a server's tokenizer is not here to "
                                 "count them")
         messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length or 0, job.messages,
-                                             job.documents, job.docs_mode, job.config.max_new_tokens)
+                                             job.documents, job.docs_mode, job.config.max_new_tokens,
+                                             index=self.attached_index)
         self._buffer.put(used)
         return tuple(messages), used.mode == "whole"
 

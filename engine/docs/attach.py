@@ -91,23 +91,27 @@ def retrieve_passages(question: str, docs: Sequence[Path], collections: Sequence
 
 
 def ground_conversation(tokenizer: Any, context_length: int, messages: Sequence[Message], docs: Sequence[str],
-                        mode: str, max_new_tokens: int) -> tuple[list[Message], DocumentsUsed]:
+                        mode: str, max_new_tokens: int, index: Any = None) -> tuple[list[Message], DocumentsUsed]:
     """``messages`` with its last (user) message grounded in ``docs``, decided by ``mode`` against the room the
     rendered conversation and the reply leave in ``context_length``; ``DocumentError`` for a file that cannot be
-    read, ``ContextTooLongError`` when nothing fits."""
+    read, ``ContextTooLongError`` when nothing fits. ``index``: an ``engine.docs.forecast.AttachedIndex`` that the
+    forecast made while the user typed: the files it read and indexed are used as they are (the same text, the same
+    passages: a file changed since is read again), not read and indexed a second time."""
     from engine.generate.context import render
 
     if not messages or messages[-1].role != "user":
         raise BadInputError("documents are attached to a user message")
     started = time.perf_counter()
     question, history = messages[-1].content, list(messages[:-1])
-    whole = [source for path in docs for source in document_sources(read_document(Path(path)))]
+    whole = (index.whole(docs) if index is not None
+             else [source for path in docs for source in document_sources(read_document(Path(path)))])
     frame = render(tokenizer, history + [Message("user", grounded_message(question, []))])
     budget = Budget(context_tokens=context_length, conversation_tokens=len(frame), reply_tokens=max_new_tokens)
     retrieval: list[str] = []
 
     def retrieve() -> list[Source]:
-        sources, kind = retrieve_passages(question, [Path(path) for path in docs], ())
+        sources, kind = (index.search(question, docs, ()) if index is not None
+                         else retrieve_passages(question, [Path(path) for path in docs], ()))
         retrieval.append(kind)
         return sources
 

@@ -93,6 +93,7 @@ class AttachedIndex:
 
     A file is read again when its size or modification time changed; the index is rebuilt when the set of files
     (or one of them) changed. The embedding model is loaded once (None: keyword search, as ``retrieve_passages``).
+    The worker keeps one (``app.runtime.worker``): the send's ``ground_conversation`` uses what the forecast made.
     """
 
     def __init__(self) -> None:
@@ -116,11 +117,12 @@ class AttachedIndex:
         from engine.docs.readers import read_document
 
         sources: list[Source] = []
-        for path in docs:
-            key = self._key(path)
+        keys = [self._key(path) for path in docs]
+        for key in keys:
             if key not in self._read:
-                self._read[key] = document_sources(read_document(Path(path)))
+                self._read[key] = document_sources(read_document(Path(key[0])))
             sources += self._read[key]
+        self._read = {key: self._read[key] for key in keys}  # only the files attached now stay in memory
         return sources
 
     def embedder(self) -> Any:

@@ -149,3 +149,28 @@ def test_the_real_default_models_tokenizer_counts_the_same_way(home, default_mod
     assert f.chosen == used.mode == "whole" and f.whole is not None
     assert f.whole.source_tokens == used.source_tokens
     assert f.retrieve is not None and f.retrieve.source_tokens < f.whole.source_tokens
+
+
+def test_the_send_grounds_from_the_index_the_forecast_made_without_reading_or_indexing_again(
+        home, tokenizer, tmp_path, monkeypatch):
+    import engine.docs.index as index_module
+    import engine.docs.readers as readers
+
+    notes = tmp_path / "sites.md"
+    notes.write_text(sites(40), encoding="utf-8")
+    messages = [Message("user", QUESTION)]
+    plain = ground_conversation(tokenizer, 1024, messages, [str(notes)], "auto", 4)  # no index: reads, indexes
+    calls: list[str] = []
+    real_read, real_index = readers.read_document, index_module.index_paths
+    monkeypatch.setattr(readers, "read_document", lambda *a, **k: calls.append("read") or real_read(*a, **k))
+    monkeypatch.setattr(index_module, "index_paths", lambda *a, **k: calls.append("index") or real_index(*a, **k))
+    index = AttachedIndex()
+    try:
+        f = forecast_documents(tokenizer, 1024, messages, [str(notes)], "auto", 4, index=index)
+        assert calls == ["read", "index"]
+        grounded = ground_conversation(tokenizer, 1024, messages, [str(notes)], "auto", 4, index=index)
+        assert calls == ["read", "index"]  # the send found both made
+        assert grounded[0] == plain[0] and grounded[1].sources == plain[1].sources
+        assert grounded[1].source_tokens == f.retrieve.source_tokens
+    finally:
+        index.close()
