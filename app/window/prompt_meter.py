@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.state.rate_estimate import MIN_RATE_TOKENS, RateEstimate, RecentRates, rate_key
+from app.ui.engine_texts import engine_text
 from app.window import docs_forecast
 from app.window.docs_forecast import DocsRequest
 from app.window.forecast import LEFT_OUT, Forecast, forecast
@@ -189,7 +190,7 @@ class PromptMeter(QObject):
             lines, docs_warning = docs_forecast.choice_lines(docs, self.estimate)
             self._composer.show_docs_forecast("\n".join(lines), docs_forecast.details(docs))
         else:  # a file that cannot be read says so here (its chip says so too)
-            self._composer.show_docs_forecast("⚠ " + docs_error if docs_error and f is not None else "")
+            self._composer.show_docs_forecast("⚠ " + engine_text(docs_error) if docs_error and f is not None else "")
         if f is None:
             self._composer.show_forecast("")
             self.forecast_shown.emit(None)

@@ -133,3 +133,19 @@ def test_forced_whole_that_does_not_fit_warns_and_forced_retrieve_says_so():
     lines, warning = choice_lines(collections, None)
     assert lines == ["● Retrieved passages (2): 400 tokens to prefill (100 cached) · TTFT after the first reply",
                      "Retrieved passages are used: a collection is searched, not put in whole."] and warning == ""
+
+
+@pytest.mark.qt_log_ignore("propagateSizeHints")
+def test_an_attached_file_that_vanished_is_one_line_under_the_message_figures(qtbot, make_window, tmp_path):
+    window = make_window(max_new_tokens=4)
+    meter, composer = window.prompt_meter, window.composer
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The kettle boils in ninety seconds.", encoding="utf-8")
+    drop_files(composer, [notes])
+    wait_read(qtbot, composer.chips.chips()[0])
+    notes.unlink()  # gone before the message is measured (moved, deleted)
+    qtbot.keyClicks(window.prompt, "How fast?")
+    qtbot.waitUntil(lambda: composer.docs_forecast_label.text().startswith("⚠ "), timeout=REPLY_TIMEOUT_MS)
+    line = composer.docs_forecast_label.text()
+    assert "\n" not in line and "notes.txt" in line and "Traceback" not in line
+    assert meter.docs_forecast is None and meter.forecast is not None and composer.forecast_label.isVisible()
