@@ -144,8 +144,10 @@ class AttachedIndex:
             keys = tuple(self._key(path) for path in docs)
             if self._folder is None:
                 self._folder = tempfile.TemporaryDirectory(prefix="miaohui-forecast-")
-            if keys != self._indexed:
-                self._generation += 1  # a new file: the old one (other files) is left for the folder's cleanup
+            if keys != self._indexed:  # other files (or changed ones): a fresh store, the old one removed
+                for stale in Path(self._folder.name).glob("attached-*.sqlite3*"):
+                    stale.unlink(missing_ok=True)
+                self._generation += 1
             store_path = Path(self._folder.name) / f"attached-{self._generation}.sqlite3"
             with DocumentStore(store_path) as store:
                 if keys != self._indexed:

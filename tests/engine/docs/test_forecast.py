@@ -5,6 +5,7 @@ choice and source tokens as the send's ``ground_conversation``, the KV cache's p
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -128,6 +129,8 @@ def test_the_index_reads_a_file_again_only_when_it_changed(home, tokenizer, tmp_
         assert "two minutes" in index.whole([str(notes)])[0].text
         found, _ = index.search("kettle", [str(notes)], ())
         assert "two minutes" in found[0].text and "ninety" not in found[0].text
+        stores = list(Path(index._folder.name).glob("attached-*.sqlite3"))
+        assert len(stores) == 1  # the index of the file as it was is gone
     finally:
         index.close()
 
