@@ -180,6 +180,8 @@ def forecast_documents(tokenizer: Any, context_length: int, messages: Sequence[M
         raise BadInputError("documents are attached to a user message")
     if not docs and not collections:
         raise BadInputError("no documents to forecast: attach a file or choose a collection")
+    if not docs and requested == "whole":  # a conversation's mode holds for all its turns: a turn with only
+        requested = "retrieve"  # collections is searched (a collection is never put whole), as its send is
     index = index or AttachedIndex()
     question, history = messages[-1].content, list(messages[:-1])
     count = lambda text: len(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731

@@ -135,9 +135,23 @@ def test_the_index_reads_a_file_again_only_when_it_changed(home, tokenizer, tmp_
         index.close()
 
 
-def test_nothing_attached_or_whole_with_only_collections_is_refused(home, tokenizer):
+def test_nothing_attached_is_refused_and_only_collections_are_retrieved_even_in_whole_mode(home, tokenizer,
+                                                                                        tmp_path):
+    from engine import paths
+    from engine.docs.index import index_paths
+    from engine.docs.store import DocumentStore
+
     with pytest.raises(BadInputError, match="attach a file"):
         forecast_documents(tokenizer, 4096, [Message("user", QUESTION)], [], "auto", 16)
+    notes = tmp_path / "sites.md"
+    notes.write_text(sites(12), encoding="utf-8")
+    with DocumentStore(paths.documents_path()) as store:
+        index_paths(store, "notes", [notes])
+    for mode in ("auto", "whole", "retrieve"):
+        f = forecast_documents(tokenizer, 4096, [Message("user", QUESTION)], [], mode, 16, collections=["notes"])
+        assert f.chosen == "retrieve" and f.whole is None and f.retrieve is not None
+        assert f.requested == ("retrieve" if mode == "whole" else mode)
+        assert f.retrieve.passages >= 1 and f.retrieve.cached_tokens == 0 and f.reason is None
 
 
 def test_the_real_default_models_tokenizer_counts_the_same_way(home, default_model_dir, tmp_path):
