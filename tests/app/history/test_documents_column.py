@@ -29,6 +29,7 @@ def _v7_file(path):
     raw.execute("BEGIN")
     create_or_migrate(raw, 0)  # today's tables, turned back into v7's by dropping v8's column
     raw.execute("ALTER TABLE messages DROP COLUMN documents")
+    raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v9's (app.history.conversation_docs)
     raw.execute("PRAGMA user_version = 7")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1, 'old chat', 1.0, 2.0)")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, parent_id) "
@@ -55,7 +56,7 @@ def test_a_v7_history_opens_migrated_backed_up_and_keeps_every_row(tmp_path):
         assert list(tmp_path.glob("history.v7-backup-*.sqlite3"))
         assert [(m.text, m.attachments, m.documents) for m in store.messages(1)] == [("hi", (), None),
                                                                                     ("hello", (), None)]
-        assert store._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert store._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert any(n.kind is NoticeKind.UPGRADED for n in store.notices)
     backup = sqlite3.connect(next(tmp_path.glob("history.v7-backup-*.sqlite3")))
     assert backup.execute("PRAGMA user_version").fetchone()[0] == 7  # the copy is the file as it was

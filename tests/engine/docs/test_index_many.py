@@ -1,0 +1,60 @@
+"""A folder of 10,000 small text files (issue 43's "a folder of 10,000 files"), indexed on keywords alone into the
+real store: ``on_file`` reports every file (reading, then its outcome) with the run's total, a cancel set mid-way stops
+before the next file and keeps every file indexed so far, and the next run reads only the files not indexed yet.
+
+No time is asserted (the machine is shared); docs/DOCUMENTS.md gives the figure measured once."""
+
+from __future__ import annotations
+
+import threading
+
+from engine.docs.index import FileProgress, index_paths
+from engine.docs.retrieve import search
+from engine.docs.store import DocumentStore
+
+FILES = 10_000
+CANCEL_AT = 2_500
+
+
+def _folder(root):
+    for i in range(FILES):
+        folder = root / f"part{i // 500:02d}"
+        if i % 500 == 0:
+            folder.mkdir(parents=True)
+        (folder / f"note{i:05d}.txt").write_text(
+            f"Note {i}. The meeting about project {i % 97} is on day {i % 31}.\n\nIts code word is w{i:05d}.",
+            encoding="utf-8")
+    return root
+
+
+def test_ten_thousand_files_report_progress_per_file_and_a_cancel_keeps_what_was_indexed(tmp_path):
+    root = _folder(tmp_path / "notes")
+    cancel = threading.Event()
+    events: list[FileProgress] = []
+
+    def on_file(event: FileProgress) -> None:
+        events.append(event)
+        if event.status != "reading" and event.done == CANCEL_AT:
+            cancel.set()  # as the window's Cancel does, from another thread, between two files
+
+    with DocumentStore(tmp_path / "documents.sqlite3") as store:
+        report = index_paths(store, "many", [root], cancel=cancel, on_file=on_file)
+        assert report.cancelled and report.added == CANCEL_AT and report.failed == 0
+        finished = [e for e in events if e.status != "reading"]
+        assert [e.done for e in finished] == list(range(1, CANCEL_AT + 1))  # one event per file, in order
+        assert {e.total for e in events} == {FILES} and {e.status for e in finished} == {"added"}
+        reading = [e for e in events if e.status == "reading"]
+        assert [e.done for e in reading] == list(range(CANCEL_AT))  # the file being read, before its outcome
+        assert reading[0].path.endswith("note00000.txt")
+        [info] = store.collections()
+        assert (info.files, info.passages) == (CANCEL_AT, CANCEL_AT)
+        assert search(store, "w02499", ["many"]).hits  # the last file before the cancel is searchable
+        assert not search(store, "w02500", ["many"]).hits
+
+        events.clear()
+        again = index_paths(store, "many", [root], on_file=events.append)
+        assert not again.cancelled
+        assert (again.unchanged, again.added, again.removed) == (CANCEL_AT, FILES - CANCEL_AT, 0)
+        assert len([e for e in events if e.status != "reading"]) == FILES
+        assert store.collections()[0].files == FILES
+        assert search(store, "w09999", ["many"]).hits[0].path.endswith("note09999.txt")
