@@ -94,6 +94,7 @@ def index_paths(store: DocumentStore, collection: str, inputs: Sequence[Path], *
     file (the report says ``cancelled``; files gone from a folder are then not removed, nor vectors filled in)."""
     started = time.perf_counter()
     collection_id = store.collection_id(collection, create=True)
+    store.add_sources(collection_id, [str(Path(p).absolute()) for p in inputs])  # what a re-index walks again
     counts = dict(added=0, updated=0, unchanged=0, failed=0, removed=0, passages=0, embedded=0)
     files = list(walk(inputs, progress))
     seen: set[str] = set()

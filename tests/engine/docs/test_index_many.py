@@ -7,6 +7,7 @@ No time is asserted (the machine is shared); docs/DOCUMENTS.md gives the figure 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from engine.docs.index import FileProgress, index_paths
 from engine.docs.retrieve import search
@@ -58,3 +59,23 @@ def test_ten_thousand_files_report_progress_per_file_and_a_cancel_keeps_what_was
         assert len([e for e in events if e.status != "reading"]) == FILES
         assert store.collections()[0].files == FILES
         assert search(store, "w09999", ["many"]).hits[0].path.endswith("note09999.txt")
+
+
+def test_a_collection_remembers_what_was_added_and_lists_read_only(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("alpha", encoding="utf-8")
+    single = tmp_path / "single.md"
+    single.write_text("# One\n\nbeta", encoding="utf-8")
+    path = tmp_path / "documents.sqlite3"
+    with DocumentStore(path) as store:
+        index_paths(store, "mine", [folder])
+        index_paths(store, "mine", [single])
+        assert store.sources("mine") == sorted([str(folder.absolute()), str(single.absolute())])
+        (folder / "b.txt").write_text("gamma", encoding="utf-8")  # new in a remembered folder
+        report = index_paths(store, "mine", [Path(p) for p in store.sources("mine")])
+        assert (report.added, report.unchanged) == (1, 2)
+        with DocumentStore(path, read_only=True) as reader:  # beside the writer, as the window lists
+            assert [(i.name, i.files) for i in reader.collections()] == [("mine", 3)]
+        store.remove_collection("mine")
+        assert store.collections() == []
