@@ -116,7 +116,7 @@ class Composer(QWidget):
         edit_row.addWidget(self.editing_label, 1)
         edit_row.addWidget(self.cancel_edit_button)
         layout.addLayout(edit_row)
-        attach_row = QHBoxLayout()
+        self._attach_row = attach_row = QHBoxLayout()
         attach_row.addWidget(self.chips, 1)
         attach_row.addWidget(self.attach_button)
         layout.addLayout(attach_row)
@@ -156,6 +156,10 @@ class Composer(QWidget):
             "*.rs);;All files (*)"))
         if files:
             self.files_offered.emit(files)
+
+    def add_beside_attach(self, widget: QWidget) -> None:
+        """Put ``widget`` just before the Attach button (the conversation's 📚 collections: app.window.docs_choice)."""
+        self._attach_row.insertWidget(self._attach_row.indexOf(self.attach_button), widget)
 
     def show_forecast(self, figures: str, warning: str = "", details: str = "") -> None:
         """Show the figures of the message being written (``details`` as their tooltip; empty hides them) and a
