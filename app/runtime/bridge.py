@@ -215,7 +215,7 @@ class Bridge(QObject):
     def submit_task(self, fn: TaskFn, needs_model: bool = True) -> int:
         """Run ``fn(loaded_model, cancel_event)`` on the worker thread; the result comes by
         ``task_finished`` (or ``task_failed``) with the returned id. ``needs_model`` False: it runs with no model
-        loaded too (indexing a collection: ``app.window.collections``)."""
+        loaded too (indexing a collection: ``app.runtime.collections_index``)."""
         return self._submit(TaskJob(fn, needs_model))
 
     def prepare_speculation(self, spec: SpeculationConfig) -> int:

@@ -8,26 +8,23 @@ an index runs: a progress bar (files done of total), the current file, and Cance
 keeps what was indexed; each file that could not be indexed is one line in the log below.
 
 Owns the window's widgets only; the runs, the listing and the thread they run on are the ``CollectionsIndexer``'s
-(``app.window.collections``), given to it.
+(``app.runtime.collections_index``), given to it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
                                QMessageBox, QPlainTextEdit, QProgressBar, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
+from app.runtime.collections_index import CollectionsIndexer
 from app.ui import accessibility
 from app.ui.engine_texts import engine_text
 from engine.docs.index import FileProgress, IndexReport
 from engine.fmt import format_bytes, outside_text
-
-if TYPE_CHECKING:
-    from app.window.collections import CollectionsIndexer
 
 DEFAULT_SIZE = (760, 560)
 LOG_LINES = 2000  # the log keeps the last lines: a folder of 10,000 unreadable files must not grow it forever

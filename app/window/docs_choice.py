@@ -9,21 +9,21 @@ handed to every reply through ``Bridge.docs_choice``: the worker then searches t
 the store leaves every choice as it is shown (the stored cell keeps the name, harmless: it is filtered out again).
 
 ``CollectionsUi.attach`` builds the parts and puts "Collections…" in the Chat menu. Owns no SQL, no widget layout
-beyond placing the button beside Attach, and no indexing (``app.window.collections``).
+beyond placing the button beside Attach, and no indexing (``app.runtime.collections_index``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
 
 from app.history.conversation_docs import DocsChoice, load_choice, save_choice
 from app.history.store import HistoryStore, StoreError
 from app.runtime.bridge import Bridge
 from app.widgets.docs_choice import DocsChoiceButton
-from app.window.collections import CollectionsIndexer
+from app.runtime.collections_index import CollectionsIndexer
 from app.window.controller import ChatController
 
 
@@ -108,10 +108,11 @@ class CollectionsUi(QObject):
     def attach(cls, window: Any, menu: Any) -> CollectionsUi:
         """Build the parts for ``window`` (its controller, bridge, store and composer) and the menu entry."""
         ui = cls(window.controller, window.bridge, window.store, window.composer, window)
-        action = QAction(ui.tr("Collections…"), window)
+        translate = QCoreApplication.translate
+        action = QAction(translate("CollectionsUi", "Collections…"), window)
         action.setShortcut(QKeySequence("Ctrl+Shift+D"))
         action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        action.setToolTip(ui.tr("Folders and files indexed for answers with sources"))
+        action.setToolTip(translate("CollectionsUi", "Folders and files indexed for answers with sources"))
         action.triggered.connect(ui.open_window)
         menu.addAction(action)
         window.addAction(action)

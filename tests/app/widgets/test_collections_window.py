@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from app.runtime.bridge import Bridge
 from app.widgets.collections_window import CollectionsWindow
-from app.window.collections import CollectionsIndexer
+from app.runtime.collections_index import CollectionsIndexer
 from engine import paths
 from engine.docs.retrieve import search
 from engine.docs.store import DocumentStore
