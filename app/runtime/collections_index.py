@@ -28,7 +28,7 @@ from engine import paths
 from engine.docs.index import FileProgress, IndexReport
 from engine.docs.store import CollectionInfo, DocumentStore
 from engine.docs.embed import DEFAULT_EMBEDDER_NAME, is_fetched
-from engine.errors import DataDirError, EngineError, printable
+from engine.errors import DataDirError, EngineError
 
 PROGRESS_INTERVAL_S = 0.05  # the progress bar's redraws: ~20 a second is smooth and costs the engine thread nothing
 
@@ -176,7 +176,7 @@ class _Throttle:
 
     def file(self, event: FileProgress) -> None:
         if event.status == "failed":
-            self._indexer.noted.emit(f"{printable(Path(event.path).name)}: {event.error}")
+            self._indexer.noted.emit(event.error)  # the reader's one line names the file
         now = time.monotonic()
         if event.status == "failed" or event.done == event.total or now - self._last >= PROGRESS_INTERVAL_S:
             self._last = now

@@ -13,6 +13,7 @@ Owns the window's widgets only; the runs, the listing and the thread they run on
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Slot
@@ -27,6 +28,7 @@ from engine.docs.index import FileProgress, IndexReport
 from engine.fmt import format_bytes, outside_text
 
 DEFAULT_SIZE = (760, 560)
+LIST_INTERVAL_S = 1.0  # while indexing, the table is listed again this often (a read-only query beside the writer)
 LOG_LINES = 2000  # the log keeps the last lines: a folder of 10,000 unreadable files must not grow it forever
 
 
@@ -118,6 +120,7 @@ class CollectionsWindow(QDialog):
         indexer.collections_changed.connect(self.refresh)
         indexer.busy_changed.connect(self._update_buttons)
         self._indexing = ""  # the collection being indexed ("" when none)
+        self._listed = 0.0  # when the table was last listed (time.monotonic)
         self.progress.hide()
         self.cancel_button.hide()
         self.refresh()
@@ -126,6 +129,7 @@ class CollectionsWindow(QDialog):
     @Slot()
     def refresh(self) -> None:
         """List the store's collections again, keeping the selection and the typed name."""
+        self._listed = time.monotonic()
         selected, typed = self.selected(), self.name_box.currentText()
         infos = self.indexer.collections()
         self.table.setRowCount(len(infos))
@@ -227,6 +231,8 @@ class CollectionsWindow(QDialog):
 
     @Slot(object)
     def on_indexer_progressed(self, event: FileProgress) -> None:
+        if time.monotonic() - self._listed >= LIST_INTERVAL_S:  # the table grows while a big folder is indexed
+            self.refresh()
         self.progress.setRange(0, event.total)
         self.progress.setValue(event.done)
         self.status_label.setText(self.tr("Indexing “{name}”: {done} / {total} files · {file}").format(

@@ -1,6 +1,6 @@
 """The composer's 📚 button: which collections this conversation answers from, and its documents mode.
 
-Its label says at a glance that a conversation is grounded ("📚 notes", "📚 notes +2"; "📚" alone when none is
+Its label says at a glance that a conversation is grounded ("📚 notes", "📚 notes +2"; "📚 Collections" when none is
 picked); its menu lists the collections to tick, the documents mode (auto: the attached files whole when they fit
 the context, else retrieved passages; whole text; retrieved passages) and "Manage collections…".
 
@@ -92,7 +92,7 @@ class DocsChoiceButton(QToolButton):
 
     def _show_label(self) -> None:
         picked = self._choice.collections
-        text = "📚"
+        text = "📚 " + self.tr("Collections")  # a word beside the emoji: a system without an emoji font shows a box
         if picked:
             first = outside_text(picked[0], max_chars=MAX_NAME_CHARS)
             text = f"📚 {first}" if len(picked) == 1 else f"📚 {first} +{len(picked) - 1}"

@@ -727,6 +727,10 @@
         <translation>管理资料库…</translation>
     </message>
     <message>
+        <source>Collections</source>
+        <translation>资料库</translation>
+    </message>
+    <message>
         <source>This conversation answers from: {names}. Documents: {mode}</source>
         <translation>此对话依据：{names}。文档：{mode}</translation>
     </message>

@@ -95,6 +95,11 @@ class DocumentStore:
             # 30 s: the window's background indexer and a CLI run may write at once; WAL lets readers go on.
             self._db = sqlite3.connect(self.path, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL under WAL: a commit is not synced to disk, a checkpoint is. The file is never corrupted; a power
+            # cut may lose the last files' commits, which the next add reads again (their hash is not stored). Each
+            # file being its own transaction, FULL made a folder of small files fsync-bound: measured side by side,
+            # 3,000 small files indexed at 173 files/s with FULL and 1,020 with NORMAL (5.9×, docs/DOCUMENTS.md).
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))

@@ -67,7 +67,8 @@ def test_a_folder_is_added_with_progress_and_a_line_for_the_bad_file(qtbot, wind
     assert seen and seen[-1].done == seen[-1].total == 4  # the last file always reaches the bar
     assert _rows(window)[0][:3] == ["notes", "3", "3"]
     log = window.log.toPlainText().splitlines()
-    assert any(line.startswith("broken.txt: ") for line in log), log
+    assert [line for line in log if "broken.txt" in line] == [f"{folder / 'broken.txt'} is binary, not text: open it with "
+                                                           "the program that made it and save it as text"]
     assert "indexed for keyword search only" in window.log.toPlainText()  # no embedding model in this data folder
     assert "notes" in window.status_label.text() and "3 added" in window.status_label.text()
     assert window.progress.isHidden() and window.add_folder_button.isEnabled()

@@ -29,7 +29,7 @@ def test_the_picked_collections_ground_the_question_and_stay_with_the_conversati
     _collection(tmp_path, "other", "# Lamps\n\nThe lamp in the hall is blue.\n")
     window = make_window(max_new_tokens=4)
     button = window.collections.button
-    assert button.text() == "📚" and sorted(button.collection_actions) == ["notes", "other"]
+    assert button.text() == "📚 Collections" and sorted(button.collection_actions) == ["notes", "other"]
     jobs: list[GenerateJob] = []
     submit = window.bridge._submit
     monkeypatch.setattr(window.bridge, "_submit", lambda job: (jobs.append(job), submit(job))[1])
@@ -49,7 +49,7 @@ def test_the_picked_collections_ground_the_question_and_stay_with_the_conversati
     assert reply.sources is not None and [b.text() for b in reply.sources.buttons] == ["[1] facts.md"]
 
     window.on_new_chat_triggered()  # another conversation starts with nothing picked
-    assert button.text() == "📚" and window.collections.keeper.choice() == DocsChoice()
+    assert button.text() == "📚 Collections" and window.collections.keeper.choice() == DocsChoice()
     button.collection_actions["other"].trigger()
     other = window.current_conversation()
     window.open_conversation(cid)
@@ -72,6 +72,6 @@ def test_a_removed_collection_leaves_the_choice_and_the_menu(qtbot, make_window,
     assert ui.window.isVisible() and [ui.window.table.item(0, 0).text()] == ["notes"]
     with qtbot.waitSignal(ui.indexer.removed, timeout=60_000):
         assert ui.indexer.remove("notes")
-    assert button.collection_actions == {} and button.text() == "📚"
+    assert button.collection_actions == {} and button.text() == "📚 Collections"
     assert window.bridge.docs_choice(0) is None  # nothing left to search: the reply is not grounded
     assert ui.window.table.rowCount() == 0

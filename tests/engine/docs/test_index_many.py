@@ -1,6 +1,8 @@
-"""A folder of 10,000 small text files (issue 43's "a folder of 10,000 files"), indexed on keywords alone into the
-real store: ``on_file`` reports every file (reading, then its outcome) with the run's total, a cancel set mid-way stops
-before the next file and keeps every file indexed so far, and the next run reads only the files not indexed yet.
+"""A big folder of small text files (issue 43's "a folder of 10,000 files": the full 10,000 is timed by
+``engine bench --docs``, ``engine.bench.docs.folder_indexing``; here 1,000 keep the test fast), indexed on keywords
+alone into the real store: ``on_file`` reports every file (reading, then its outcome) with the run's total, a cancel
+set mid-way stops before the next file and keeps every file indexed so far, and the next run reads only the files
+not indexed yet.
 
 No time is asserted (the machine is shared); docs/DOCUMENTS.md gives the figure measured once."""
 
@@ -9,27 +11,17 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from engine.bench.docs import write_notes_folder
 from engine.docs.index import FileProgress, index_paths
 from engine.docs.retrieve import search
 from engine.docs.store import DocumentStore
 
-FILES = 10_000
-CANCEL_AT = 2_500
+FILES = 1_000  # the full 10,000 is `engine bench --docs` (over 30 s on this loaded machine: too long for a test)
+CANCEL_AT = 250
 
 
-def _folder(root):
-    for i in range(FILES):
-        folder = root / f"part{i // 500:02d}"
-        if i % 500 == 0:
-            folder.mkdir(parents=True)
-        (folder / f"note{i:05d}.txt").write_text(
-            f"Note {i}. The meeting about project {i % 97} is on day {i % 31}.\n\nIts code word is w{i:05d}.",
-            encoding="utf-8")
-    return root
-
-
-def test_ten_thousand_files_report_progress_per_file_and_a_cancel_keeps_what_was_indexed(tmp_path):
-    root = _folder(tmp_path / "notes")
+def test_a_big_folder_reports_progress_per_file_and_a_cancel_keeps_what_was_indexed(tmp_path):
+    root = write_notes_folder(tmp_path / "notes", FILES)
     cancel = threading.Event()
     events: list[FileProgress] = []
 
@@ -49,8 +41,8 @@ def test_ten_thousand_files_report_progress_per_file_and_a_cancel_keeps_what_was
         assert reading[0].path.endswith("note00000.txt")
         [info] = store.collections()
         assert (info.files, info.passages) == (CANCEL_AT, CANCEL_AT)
-        assert search(store, "w02499", ["many"]).hits  # the last file before the cancel is searchable
-        assert not search(store, "w02500", ["many"]).hits
+        assert search(store, f"w{CANCEL_AT - 1:05d}", ["many"]).hits  # the last file before the cancel is searchable
+        assert not search(store, f"w{CANCEL_AT:05d}", ["many"]).hits
 
         events.clear()
         again = index_paths(store, "many", [root], on_file=events.append)
@@ -58,7 +50,7 @@ def test_ten_thousand_files_report_progress_per_file_and_a_cancel_keeps_what_was
         assert (again.unchanged, again.added, again.removed) == (CANCEL_AT, FILES - CANCEL_AT, 0)
         assert len([e for e in events if e.status != "reading"]) == FILES
         assert store.collections()[0].files == FILES
-        assert search(store, "w09999", ["many"]).hits[0].path.endswith("note09999.txt")
+        assert search(store, f"w{FILES - 1:05d}", ["many"]).hits[0].path.endswith(f"note{FILES - 1:05d}.txt")
 
 
 def test_a_collection_remembers_what_was_added_and_lists_read_only(tmp_path):
