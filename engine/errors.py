@@ -142,6 +142,11 @@ class NoTextLayerError(DocumentError):
     """A PDF has no text to extract: encrypted, or pages that are only images (scans need OCR, which we lack)."""
 
 
+class ImageError(BadInputError):
+    """An image cannot be used (engine/vision): not an image, damaged or truncated, too large, a decompression bomb,
+    an unreadable data: URL. One line naming the image; nothing else in the message or conversation is lost."""
+
+
 class CollectionNotFoundError(EngineError):
     """No document collection of that name in the documents store (``engine docs list`` names them)."""
 

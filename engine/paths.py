@@ -94,6 +94,12 @@ def documents_path() -> Path:
     return state_root() / "documents.sqlite3"
 
 
+def images_dir() -> Path:
+    """Where the images attached to conversations are kept, content-addressed (engine/vision/image_store.py):
+    ``state_root()``, beside the history that refers to them, because they are the user's own material."""
+    return _ensure_folder(state_root() / "images", "the images folder")
+
+
 def embedders_dir() -> Path:
     """Folder of the embedding models (engine/docs/embed_fetch.py puts the default one there); not inside models/, whose
     folders the chat-model picker lists. Like the models, an embedder is derived from its weights alone, so it stays in

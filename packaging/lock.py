@@ -18,7 +18,10 @@ stay in the lock, hashed.
 The lock records the SHA-256 of the project's dependency lists (``# inputs:``), so ``--check`` (run by
 tests/test_lock.py inside `make test`) fails when pyproject.toml changed and the lock was not refreshed.
 
-Usage: ``python packaging/lock.py`` (refresh; `make lock` also runs the tests on it), ``--check``.
+A refresh starts from the current lock's pins (uv's preference for an existing output file): only what a changed
+input needs moves. ``--upgrade`` resolves everything to the newest allowed releases instead (a deliberate upgrade).
+
+Usage: ``python packaging/lock.py [--upgrade]`` (refresh; `make lock` also runs the tests on it), ``--check``.
 """
 
 from __future__ import annotations
@@ -92,11 +95,15 @@ def _compile(out: Path, no_emit: list[str]) -> None:
         raise LockError(f"uv pip compile failed: {result.stderr.strip().splitlines()[-1:]}")
 
 
-def write_lock() -> str:
-    """Resolve and write requirements.lock; returns its text."""
+def write_lock(upgrade: bool = False) -> str:
+    """Resolve and write requirements.lock (from its current pins unless ``upgrade``); returns its text."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "lock.txt"
         out.with_suffix(".torch").write_text(TORCH + "\n", encoding="utf-8")
+        if LOCK.is_file() and not upgrade:
+            # uv keeps the pins of an existing output file unless they no longer satisfy the inputs: a refresh after
+            # adding one dependency moves only what it must, never every package to its newest release.
+            out.write_text(LOCK.read_text(encoding="utf-8"), encoding="utf-8")
         # Pass 1 finds which packages torch's build brings; pass 2 resolves the same set and leaves them out.
         _compile(out, [])
         excluded = sorted(name for name in pins(out.read_text(encoding="utf-8")) if TORCH_BUILD_ONLY.match(name))
@@ -130,13 +137,15 @@ def check(lock: Path = LOCK, pyproject: Path = PYPROJECT) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only verify the lock is fresh; write nothing")
+    parser.add_argument("--upgrade", action="store_true",
+                        help="resolve every package to its newest allowed release (default: keep the current pins)")
     args = parser.parse_args(argv)
     try:
         if args.check:
             check()
             print(f"{LOCK.name} is fresh")
         else:
-            text = write_lock()
+            text = write_lock(upgrade=args.upgrade)
             print(f"wrote {LOCK.name}: {len(pins(text))} distributions pinned with hashes")
     except LockError as error:
         print(f"lock: {error}", file=sys.stderr)

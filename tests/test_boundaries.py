@@ -129,7 +129,7 @@ def test_engine_keeps_few_loose_modules_beside_its_folders():
     assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
     folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
     assert folders == ["bench", "cli", "constrain", "docs", "generate", "lab", "library", "models", "quant", "remote", "serve",
-                       "shapes", "speculate", "tools"]
+                       "shapes", "speculate", "tools", "vision"]
 
 
 # engine/shapes/ is the ground floor (issue 42): the library, the loader and the quantizers stand on it, so it may

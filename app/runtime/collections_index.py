@@ -27,7 +27,7 @@ from app.runtime.bridge import Bridge
 from engine import paths
 from engine.docs.index import FileProgress, IndexReport
 from engine.docs.store import CollectionInfo, DocumentStore
-from engine.docs.embed import DEFAULT_EMBEDDER_NAME, is_fetched
+from engine.docs.embed import installed_embedders
 from engine.errors import DataDirError, EngineError
 
 PROGRESS_INTERVAL_S = 0.05  # the progress bar's redraws: ~20 a second is smooth and costs the engine thread nothing
@@ -106,7 +106,7 @@ class CollectionsIndexer(QObject):
 
         self._start(run)
         self.started.emit(name)
-        if not is_fetched(paths.data_root() / "embedders" / DEFAULT_EMBEDDER_NAME):  # said once per run, here
+        if not any(embedder.in_use for embedder in installed_embedders()):  # said once per run, here
             self.noted.emit(QCoreApplication.translate(
                 "CollectionsIndexer", "No embedding model is installed: indexed for keyword search only."))
         return True

@@ -8,7 +8,8 @@ beyond the engine's own events (``LoadFailure``, ``ReplyStarted``), the loaded m
 it) and the chat sessions it keeps: one ``ChatSession`` per conversation id, a bounded few (``SessionCache``),
 so a reply reuses its conversation's KV cache without every chat ever opened holding one; a session dropped from
 memory, or whose conversation the user switched away from, leaves its cache on disk and a conversation reopened
-later starts from it (``app.runtime.kv_persist``).
+later starts from it (``app.runtime.kv_persist``); and whole documents' KV prefixes, which a new conversation
+attaching the same files starts from (``engine.docs.kv_prefix``).
 
 Does not own the thread, the cancel requests or the coalescing of events for the GUI (``app.runtime.bridge``).
 """
@@ -28,6 +29,7 @@ from app.runtime.kv_persist import KVPersistence
 from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
 from app.runtime.drafter_cache import DrafterCache
 from engine.docs.attach import AttachedFile, ground_conversation, measure_attached, token_counter
+from engine.docs.kv_prefix import DocumentPrefixes, PendingPrefix
 from engine.errors import BadInputError, CancelledError, EngineError, ErrorKind
 from engine.events import Finished, Message, Started
 from engine.fmt import one_line
@@ -126,9 +128,12 @@ class LoadFailure:
 @dataclass(frozen=True)
 class ReplyStarted(Started):
     """The engine's ``Started``, plus what only the worker knows: this conversation's session had been
-    evicted from ``SessionCache``, so its whole prompt is computed again (``reused_tokens`` is 0)."""
+    evicted from ``SessionCache``, so its whole prompt is computed again (``reused_tokens`` is 0); and how many of
+    ``reused_tokens`` came from a cached document prefix (``engine.docs.kv_prefix``: another conversation attached
+    the same files, or a file kept on disk)."""
 
     kv_evicted: bool = False
+    document_prefix_tokens: int = 0
 
 
 @dataclass
@@ -274,6 +279,9 @@ class Worker(QObject):
         self.drafters = DrafterCache()  # speculative decoding's drafter, one for every conversation's session
         self.tools = ToolHost(self._finish, self._ask)  # the MCP hub beside the model; its events go as Finished's
         self.sessions = SessionCache(KVPersistence())
+        # Whole documents' KV prefixes, kept for other conversations attaching the same files (issue 43), on disk in
+        # the conversations' KV folder, within its budget.
+        self.doc_prefixes = DocumentPrefixes(self.sessions.persistence.store)
 
     @Slot(object)
     def on_job_requested(self, queued: QueuedJob) -> None:
@@ -300,6 +308,7 @@ class Worker(QObject):
     def release(self) -> None:
         """Drop the model and sessions (called after the thread stopped, so no job is running)."""
         self.sessions.clear()
+        self.doc_prefixes.clear()
         self.drafters.clear()
         self._loaded = None
         self.tools.close()
@@ -323,6 +332,7 @@ class Worker(QObject):
             return
         # Only now is the previous model dropped: a failed load keeps the user's working model.
         self.sessions.clear()
+        self.doc_prefixes.clear()
         if isinstance(self._loaded, RemoteModel):
             self._loaded.close()  # the previous server's pooled connections
         self._loaded = loaded
@@ -351,8 +361,12 @@ class Worker(QObject):
                                                       lambda: ChatSession(loaded, reserve_threads=1), job.prefix_from)
                 session.set_speculation(job.speculation, self.drafters.get(loaded, job.speculation))
             messages = job.messages
+            doc_prefix: PendingPrefix | None = None
             if job.documents or job.collections:
-                messages = self._ground(loaded, job)
+                messages, whole = self._ground(loaded, job)
+                if whole and not isinstance(loaded, RemoteModel) and job.config.use_kv_cache:
+                    doc_prefix = self.doc_prefixes.prepare(session, messages, job.messages[-1].content,
+                                                           job.template_kwargs)
             # Only what was asked for: a server's session takes neither (its template is the server's).
             extra = {name: value for name, value in (("template_kwargs", job.template_kwargs), ("partial", job.partial))
                      if value and not isinstance(loaded, RemoteModel)}
@@ -367,7 +381,9 @@ class Worker(QObject):
             finished = False
             for event in events:
                 if isinstance(event, Started):
-                    event = ReplyStarted(**vars(event), kv_evicted=evicted)
+                    hit = doc_prefix.hit if doc_prefix is not None else None  # restored before Started
+                    event = ReplyStarted(**vars(event), kv_evicted=evicted,
+                                         document_prefix_tokens=min(hit.tokens, event.reused_tokens) if hit else 0)
                 elif isinstance(event, Finished):
                     metrics = event.metrics
                     self.sessions.measured(job.conversation_id,
@@ -378,22 +394,24 @@ class Worker(QObject):
                     finished = finished or isinstance(event, Finished)
             if not finished:  # the contract says Finished always comes; never leave the GUI waiting
                 self._finish(finished_without_run("error", "generation ended without a finish event"))
+            elif doc_prefix is not None:  # after the GUI has the reply: a copy, and a file write at most
+                self.doc_prefixes.keep(session, doc_prefix.ids)
         except EngineError as exc:
             self._finish(finished_without_run("error", one_line(exc)))
         except Exception as exc:  # noqa: BLE001
             log.error("unexpected generation failure:\n%s", traceback.format_exc())
             self._finish(finished_without_run("error", f"generation failed: {one_line(exc, name_type=True)}"))
 
-    def _ground(self, loaded: LoadedModel | RemoteModel, job: GenerateJob) -> tuple[Message, ...]:
-        """The conversation with its last message grounded in ``job.documents``; what was added goes to the GUI
-        (``DocumentsUsed``, before the reply's Started)."""
+    def _ground(self, loaded: LoadedModel | RemoteModel, job: GenerateJob) -> tuple[tuple[Message, ...], bool]:
+        """The conversation with its last message grounded in ``job.documents``, and whether they went in whole;
+        what was added goes to the GUI (``DocumentsUsed``, before the reply's Started)."""
         if isinstance(loaded, RemoteModel):
             raise BadInputError("attached documents need a model loaded here: a server's tokenizer is not here to "
                                 "count them")
         messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length or 0, job.messages,
                                              job.documents, job.docs_mode, job.config.max_new_tokens, job.collections)
         self._buffer.put(used)
-        return tuple(messages)
+        return tuple(messages), used.mode == "whole"
 
     def read_attachment(self, path: str) -> AttachedFile:
         """Read one attached file and count its tokens with the loaded model's tokenizer (a ``TaskJob``'s work)."""

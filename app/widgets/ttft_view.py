@@ -9,6 +9,8 @@ the decode slow-down they bring where decoding is bound by reading memory (their
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
 the kept conversation would cost at the median prefill rate of recent replies of the same model, with its range
 (``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise).
+The reused tokens that were a cached document prefix (a new conversation attaching files an earlier one put
+whole into its prompt: ``ReplyStarted.document_prefix_tokens``) get a row of their own, under the reused ones.
 Live while the prompt prefills: its progress in percent
 (``PrefillProgress``), and where the prompt stopped matching the cache (``Started.reuse_break``: the marker and, for a
 changed date or time, the hint; ``app.widgets.reuse_break_text`` words them).
@@ -29,6 +31,7 @@ from engine.fmt import format_bytes
 
 STEPS = (("before", QT_TRANSLATE_NOOP("TtftView", "Template, tokens, first pick")),
          ("reused", QT_TRANSLATE_NOOP("TtftView", "Reused from the cache")),
+         ("document", QT_TRANSLATE_NOOP("TtftView", "Cached document prefix")),
          ("prefill", QT_TRANSLATE_NOOP("TtftView", "Prefilled")),
          ("progress", QT_TRANSLATE_NOOP("TtftView", "Prefill progress")),
          ("break", QT_TRANSLATE_NOOP("TtftView", "Cache stopped matching")))
@@ -42,6 +45,10 @@ HELP = {
     "reused": QT_TRANSLATE_NOOP("TtftView", "Prompt tokens whose keys and values the cache kept from the last reply: "
                                             "they cost nothing. A changing prefix (a date in the system prompt) "
                                             "breaks reuse from its first token on."),
+    "document": QT_TRANSLATE_NOOP("TtftView", "Of the reused tokens, those of documents put whole into the prompt "
+                                              "that an earlier conversation attaching the same files computed: kept "
+                                              "in memory and on disk, so a new conversation on them prefills only "
+                                              "its question."),
     "prefill": QT_TRANSLATE_NOOP("TtftView", "The prompt tokens computed for this reply ÷ the measured prefill rate."),
     "progress": QT_TRANSLATE_NOOP("TtftView", "The share of this reply's new prompt tokens computed so far, "
                                               "chunk by chunk, before the first token."),
@@ -88,7 +95,7 @@ class TtftView(QWidget):
                 label = metric_caption(self.tr(caption), self.tr(HELP[key]))
                 value = metric_value(self.tr(caption), self.tr(HELP[key]))
                 field: QWidget = value
-                if rows is STEPS and key != "break":  # the waterfall: each step's share of the TTFT as a bar
+                if rows is STEPS and key not in ("break", "document"):  # the waterfall: each step's share of the TTFT as a bar
                     bar = QProgressBar()
                     bar.setRange(0, 1000)
                     bar.setTextVisible(False)
@@ -127,6 +134,9 @@ class TtftView(QWidget):
 
     def show_started(self, started: Any) -> None:
         """A reply's prompt is about to be prefilled: where it parted from the cache (``Started.reuse_break``)."""
+        documents = getattr(started, "document_prefix_tokens", 0)  # app.runtime.worker.ReplyStarted
+        if documents:
+            self.values["document"].setText(self.tr("{n} of the reused tokens").format(n=documents))
         broke = getattr(started, "reuse_break", None)
         if broke is not None:
             self.values["break"].setText(break_text(self, broke))

@@ -3723,6 +3723,18 @@ Result ({ms} ms):
         <translation>从缓存复用</translation>
     </message>
     <message>
+        <source>Cached document prefix</source>
+        <translation>已缓存的文档前缀</translation>
+    </message>
+    <message>
+        <source>Of the reused tokens, those of documents put whole into the prompt that an earlier conversation attaching the same files computed: kept in memory and on disk, so a new conversation on them prefills only its question.</source>
+        <translation>复用的 token 中，属于整篇放入提示词的文档、由先前附加了相同文件的对话算好的部分：它们保存在内存和磁盘上，因此基于这些文件的新对话只需预填充它的问题。</translation>
+    </message>
+    <message>
+        <source>{n} of the reused tokens</source>
+        <translation>复用的 token 中有 {n} 个</translation>
+    </message>
+    <message>
         <source>Prefilled</source>
         <translation>预填充</translation>
     </message>

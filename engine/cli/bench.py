@@ -6,7 +6,8 @@ one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itse
 ``engine.bench.run.bench``; its figures and their formatting live in ``engine/bench/``. ``--kv int8`` runs
 ``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
 ``engine.bench.speculate`` (plain against speculative decoding); ``--docs`` ``engine.bench.docs`` (indexing,
-embedding, a follow-up on a whole document) and ``--docs-quality`` ``engine.bench.docs_quality`` (recall@5, MRR).
+embedding, a follow-up on a whole document and a new conversation on it) and ``--docs-quality``
+``engine.bench.docs_quality`` (recall@5, MRR).
 Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """
@@ -57,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs", action="store_true",
                         help="instead: documents (engine.bench.docs): indexing pages/s of a PDF and text pages, the "
                              "embedder against transformers' own forward, and TTFT of a follow-up question on a "
-                             "whole document against the first (--reps rounds of embedding)")
+                             "whole document, and of a new conversation attaching it (its kept KV prefix from "
+                             "memory and from disk), against the first (--reps rounds of embedding)")
     parser.add_argument("--docs-quality", action="store_true",
                         help="instead: retrieval quality (engine.bench.docs_quality): recall@5 and MRR of keyword, "
                              "dense and fused retrieval on Vim's tutor (English PDF, Chinese text)")

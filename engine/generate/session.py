@@ -164,8 +164,10 @@ class ChatSession:
 
     def reopen_with(self, load: Callable[[], KVSnapshot | None]) -> None:
         """The next reply first restores what ``load()`` returns (a conversation's saved cache; None: nothing), inside
-        its timing: the TTFT it reports includes reading the file. Skipped if the cache holds anything by then."""
-        self._reopen = load
+        its timing: the TTFT it reports includes reading the file. Skipped if the cache holds anything by then; one
+        arranged before (the conversation's own file) is tried first, ``load`` only when that gives nothing."""
+        earlier = self._reopen
+        self._reopen = load if earlier is None else (lambda: earlier() or load())
 
     def _take_reopen(self, runner: Runner) -> None:
         load, self._reopen = self._reopen, None

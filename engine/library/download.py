@@ -91,14 +91,15 @@ class DownloadResult:
 ProgressFn = Callable[[DownloadProgress], None]
 
 
-def work_dir(plan: DownloadPlan) -> Path:
-    """The hidden folder a plan's download works in (the same for every run of the same files)."""
+def work_dir(plan: DownloadPlan, root: Path | None = None) -> Path:
+    """The hidden folder a plan's download works in (the same for every run of the same files), in ``root``
+    (default: the models folder)."""
     suffix = f"--{Path(plan.local_name(plan.files[0])).stem}" if plan.kind == "gguf" else ""
-    return paths.models_dir() / f"{WORK_PREFIX}{plan.folder_name}{suffix}"
+    return (root or paths.models_dir()) / f"{WORK_PREFIX}{plan.folder_name}{suffix}"
 
 
-def _target(plan: DownloadPlan) -> Path:
-    folder = paths.models_dir() / plan.folder_name
+def _target(plan: DownloadPlan, root: Path | None = None) -> Path:
+    folder = (root or paths.models_dir()) / plan.folder_name
     return folder / plan.local_name(plan.files[0]) if plan.kind == "gguf" else folder
 
 
@@ -334,10 +335,10 @@ def _check_and_record(plan: DownloadPlan, work: Path) -> None:
     (files / name).write_text(json.dumps(record, indent=1), encoding="utf-8")
 
 
-def _install(plan: DownloadPlan, work: Path) -> Path:
+def _install(plan: DownloadPlan, work: Path, root: Path | None = None) -> Path:
     """Make the verified files visible in one rename: the folder, or the GGUF file into an existing folder."""
-    target = _target(plan)
-    folder = paths.models_dir() / plan.folder_name
+    target = _target(plan, root)
+    folder = (root or paths.models_dir()) / plan.folder_name
     if not folder.exists():
         os.rename(work / DONE, folder)
     elif plan.kind == "gguf" and folder.is_dir() and not (folder / "config.json").exists() and not target.exists():
@@ -352,15 +353,17 @@ def _install(plan: DownloadPlan, work: Path) -> Path:
 
 def pull(plan: DownloadPlan, *, allow_downloads: bool, progress: ProgressFn | None = None,
          cancel: threading.Event | None = None, pause: threading.Event | None = None,
-         chunk_bytes: int = CHUNK_BYTES, token: str | None = None) -> DownloadResult:
+         chunk_bytes: int = CHUNK_BYTES, token: str | None = None, root: Path | None = None) -> DownloadResult:
     """Transfer, verify and install the files of ``plan`` (see the module docstring). ``token``: a Hugging Face
-    token for a gated model, sent to the plan's endpoint only and kept out of the plan saved in the work folder."""
+    token for a gated model, sent to the plan's endpoint only and kept out of the plan saved in the work folder.
+    ``root``: the folder the model's folder goes in (default: the models folder; an embedding model goes in the
+    embedders folder, engine/docs/embed_hub.py, so the chat model picker never lists it)."""
     _check_names(plan)
-    target = _target(plan)
+    target = _target(plan, root)
     if target.exists():
         raise BadInputError(f"{plan.repo} is already installed at {printable(target)}: remove it first "
                             f"(python -m engine models rm {plan.folder_name})")
-    work = work_dir(plan)
+    work = work_dir(plan, root)
     with online(allow_downloads, plan.endpoint, token):
         try:
             work.mkdir(parents=True, exist_ok=True)
@@ -388,7 +391,7 @@ def pull(plan: DownloadPlan, *, allow_downloads: bool, progress: ProgressFn | No
             except Exception:
                 shutil.rmtree(work, ignore_errors=True)  # verified bytes that the engine refuses: keep nothing
                 raise
-            path = _install(plan, work)
+            path = _install(plan, work, root)
         except httpx2.TransportError as exc:  # the connection failed mid-file: the .part files stay
             raise HubError(f"the download of {plan.repo} from {plan.endpoint} stopped "
                            f"({one_line(exc, max_chars=120, name_type=True)}): pull it again to resume") from None

@@ -320,8 +320,8 @@ def _verifiable(repo: str, files: list[RemoteFile]) -> tuple[RemoteFile, ...]:
     return tuple(files)
 
 
-def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPlan:
-    """The files to take, inside an ``online`` block."""
+def _plan(url: str, repo: str, page: ModelPage, file: str | None, extra_files: tuple[str, ...] = ()) -> DownloadPlan:
+    """The files to take, inside an ``online`` block; ``extra_files``: more names taken where the repo has them."""
     if file is not None and not file.lower().endswith(".gguf"):
         raise BadInputError(f"--file picks one GGUF file of a repo; {file!r} is not a .gguf name")
     by_name = {f.name: f for f in page.files}
@@ -337,6 +337,7 @@ def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPla
         raise (UnsafeModelError if unsafe else ModelNotFoundError)(page.refusal)
     _check_config(repo, _json(url, repo, "config.json", page.revision))
     side = _needed_side_files(tuple(f for f in page.files if "/" not in f.name))
+    side += [by_name[name] for name in extra_files if name in by_name and by_name[name] not in side]
     if not any(f.name in TOKENIZER_FILES for f in side):
         raise ModelNotFoundError(f"{repo} has no tokenizer ({', '.join(TOKENIZER_FILES)}): the engine cannot load it")
     if INDEX in by_name:
@@ -359,14 +360,16 @@ def _plan(url: str, repo: str, page: ModelPage, file: str | None) -> DownloadPla
 
 
 def plan_download(repo: str, *, file: str | None = None, allow_downloads: bool,
-                  endpoint: str | None = None, token: str | None = None) -> DownloadPlan:
-    """Which files a download of ``repo`` (or its GGUF ``file``) takes, pinned to the current commit.
+                  endpoint: str | None = None, token: str | None = None, extra_files: tuple[str, ...] = ()
+                  ) -> DownloadPlan:
+    """Which files a download of ``repo`` (or its GGUF ``file``) takes, pinned to the current commit;
+    ``extra_files`` adds names beside the usual config, tokenizer and weights (an embedding model's pooling config).
 
     Refuses (``UnsafeModelError``) pickle-only repos and remote code, before any weights move.
     """
     check_repo_id(repo)
     with online(allow_downloads, endpoint, token) as url:
-        return _plan(url, repo, _describe(repo, _info(url, repo)), file)
+        return _plan(url, repo, _describe(repo, _info(url, repo)), file, extra_files)
 
 
 def remote_architecture(repo: str, *, file: str | None = None, allow_downloads: bool,

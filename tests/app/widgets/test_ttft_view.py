@@ -27,3 +27,15 @@ def test_truncation_forecast_waits_for_an_estimate_then_gives_its_range(qtbot):
     view.reset()
     view.set_prefill_estimate(None)
     assert view.shown()["truncation"] == "—"
+
+
+def test_the_cached_document_prefix_has_its_own_row_under_the_reused_tokens(qtbot):
+    view = TtftView()
+    qtbot.addWidget(view)
+    view.show_started(SimpleNamespace(reuse_break=None, reused_tokens=300, document_prefix_tokens=290))
+    view.show_metrics(NOISY, None)
+    assert view.shown()["document"] == "290 of the reused tokens" and view.shown()["reused"] == "300 tokens, free"
+    view.reset()
+    view.show_started(SimpleNamespace(reuse_break=None, reused_tokens=300))  # a conversation's own cache, or a record
+    view.show_metrics(NOISY, None)
+    assert view.shown()["document"] == "—"

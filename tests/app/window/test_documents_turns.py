@@ -82,3 +82,27 @@ def test_sources_are_kept_reopened_regrounded_and_a_follow_up_reuses_the_documen
     assert conversations[-1][-1].content == grounded
     regenerated = window.store.messages(fork)[-1]
     assert regenerated.documents is not None and regenerated.documents.sources == first.documents.sources
+
+
+def test_a_new_conversation_on_the_same_file_starts_from_its_cached_prefix_and_the_panel_says_so(qtbot, make_window,
+                                                                                                  tmp_path):
+    window = make_window(max_new_tokens=4)
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Tea\n\nThe kettle in room 4 boils water in ninety seconds.\n", encoding="utf-8")
+    starts = []
+    window.bridge.generation_started.connect(starts.append)
+    for question in ("How fast does the kettle boil?", "Which room is the kettle in?"):
+        window.on_new_chat_triggered()
+        drop_files(window.composer, [notes])
+        wait_read(qtbot, window.composer.chips.chip(str(notes)))
+        window.prompt.setPlainText(question)
+        with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+            qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=5000)  # the prefix is kept after the reply
+    first, second = starts
+    assert first.document_prefix_tokens == 0
+    document = window.controller.messages()[1].documents
+    assert second.document_prefix_tokens == second.reused_tokens > document.source_tokens
+    shown = window.perf_panel.ttft_view.shown()
+    assert shown["document"] == f"{second.document_prefix_tokens} of the reused tokens"
+    assert shown["reused"] == f"{second.reused_tokens} tokens, free"

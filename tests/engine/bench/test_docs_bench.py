@@ -42,3 +42,25 @@ def test_keyword_only_quality_on_the_real_set(home):
     assert result["results"]["keyword/all"]["questions"] == 24
     assert result["results"]["keyword/all"]["recall@5"] > 0.5  # bm25 finds most answers of a real text
     assert "| keyword | zh |" in docs_quality.table(result)
+
+
+def test_the_follow_up_rows_on_the_tiny_model_reuse_the_document_prefix(tmp_path):
+    from engine.bench import docs
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+    from tests.helpers.tiny_model import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "tiny-1k", max_position_embeddings=1024)
+    loaded = load_model(LoadSpec(model=str(folder), precision="fp32", device="cpu"))
+    result = docs.follow_up(loaded, 400, lambda line: None, max_new_tokens=4)
+    prefix = result["document_prefix_tokens"]
+    assert prefix > result["document_tokens"] and result["first"]["reused_tokens"] == 0
+    for name in ("new_conversation", "new_conversation_from_disk"):  # the kept prefix, from memory then from its file
+        row = result[name]
+        assert row["reused_tokens"] == prefix and row["prefill_tokens"] == row["prompt_tokens"] - prefix
+        assert row["ttft_ratio"] is not None
+    assert result["follow_up"]["reused_tokens"] > prefix
+    table = docs.table({"machine": {"processor": "test"}, "embedder": None, "indexing": {}, "embedding": None,
+                        "follow_up": result})
+    assert "| new conversation, same document, prefix from disk |" in table
+    assert "| TTFT ratio, new conversation, same document / first |" in table
