@@ -159,7 +159,11 @@ class Composer(QWidget):
 
     def add_beside_attach(self, widget: QWidget) -> None:
         """Put ``widget`` just before the Attach button (the conversation's 📚 collections: app.window.docs_choice)."""
-        self._attach_row.insertWidget(self._attach_row.indexOf(self.attach_button), widget)
+        row = self._attach_row
+        # A stretch-0 spacer first: with no chip shown it takes the room, so the two buttons sit together on the
+        # right; with chips shown their stretch (1) takes it.
+        row.insertStretch(row.indexOf(self.attach_button), 0)
+        row.insertWidget(row.indexOf(self.attach_button), widget)
 
     def show_forecast(self, figures: str, warning: str = "", details: str = "") -> None:
         """Show the figures of the message being written (``details`` as their tooltip; empty hides them) and a
