@@ -115,8 +115,8 @@ class CollectionsIndexer(QObject):
         """Walk collection ``name``'s folders and files again: only changed files are read again."""
         if self.is_busy():
             return False
-        try:
-            with DocumentStore(self.store_path, read_only=True) as store:
+        try:  # not read-only: a store from before collections remembered their sources gets the table here
+            with DocumentStore(self.store_path) as store:
                 sources = store.sources(name)
         except EngineError as exc:  # the store unreadable, the collection removed meanwhile: its one line
             self.noted.emit(str(exc))
