@@ -68,8 +68,14 @@ def test_a_removed_collection_leaves_the_choice_and_the_menu(qtbot, make_window,
     button.collection_actions["notes"].trigger()
     assert window.bridge.docs_choice(0) == (("notes",), "auto")
     ui = window.collections
-    ui.open_window()
+    [action] = [a for a in window.menuBar().actions()[0].menu().actions() if a.text() == "Collections…"]
+    assert action.shortcut().toString() == "Ctrl+Shift+D"
+    action.trigger()  # Chat → Collections…
     assert ui.window.isVisible() and [ui.window.table.item(0, 0).text()] == ["notes"]
+    ui.window.close()
+    [manage] = [a for a in button.menu_.actions() if a.text() == "Manage collections…"]
+    manage.trigger()  # the composer's way in
+    assert ui.window.isVisible()
     with qtbot.waitSignal(ui.indexer.removed, timeout=60_000):
         assert ui.indexer.remove("notes")
     assert button.collection_actions == {} and button.text() == "📚 Collections"
