@@ -96,10 +96,11 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
             settings = row.get("settings") if isinstance(row.get("settings"), str) else "{}"
             created = as_number(row.get("created")) or now
             source = row.get("forked_from") if isinstance(row.get("forked_from"), int) else None  # v6's column
-            conn.execute("INSERT INTO conversations(id, title, created, updated, system_prompt, settings, forked_from) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            picked, _ = as_text(row.get("documents"))  # v9's collections; a damaged cell reads as none when opened
+            conn.execute("INSERT INTO conversations(id, title, created, updated, system_prompt, settings, forked_from, "
+                         "documents) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                          (cid, title or f"Recovered chat {cid}", created, as_number(row.get("updated")) or created,
-                          prompt or "", settings, source))
+                          prompt or "", settings, source, picked or ""))
             conversations.add(cid)
         messages = set()
         for mid, row in tables["messages"].items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -121,8 +121,17 @@ def _migrate_v8_to_v9(c: sqlite3.Connection) -> None:
     c.execute("ALTER TABLE versions ADD COLUMN documents TEXT NOT NULL DEFAULT ''")
 
 
+def _migrate_v9_to_v10(c: sqlite3.Connection) -> None:
+    """v10 keeps what a conversation answers from (``conversations.documents``, ``app.history.conversation_docs``): the
+    collections the user picked for it and its documents mode (auto, whole, retrieve), one JSON object; '' for a
+    conversation that picked none (every conversation of an older file). A column of its own, not the settings
+    object: the settings are the defaults a new conversation starts from, collections belong to one conversation."""
+    c.execute("ALTER TABLE conversations ADD COLUMN documents TEXT NOT NULL DEFAULT ''")
+
+
 # schema version -> the step that brings it to the next version
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
                                                                 3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5,
                                                                 5: _migrate_v5_to_v6, 6: _migrate_v6_to_v7,
-                                                                7: _migrate_v7_to_v8, 8: _migrate_v8_to_v9}
+                                                                7: _migrate_v7_to_v8, 8: _migrate_v8_to_v9,
+                                                                9: _migrate_v9_to_v10}

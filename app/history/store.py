@@ -262,18 +262,18 @@ class HistoryStore:
             return int(cur.lastrowid)
 
     def fork_conversation(self, cid: int, mid: int, title: str | None = None) -> int:
-        """A new conversation (one transaction) with ``cid``'s system prompt, settings and the branch shown up to and
-        including ``mid``, titled ``title`` ("<title> (fork)"), ``cid`` kept as its source; perf records stay with
-        their replies."""
+        """A new conversation (one transaction) with ``cid``'s system prompt, settings, collections and the branch shown
+        up to and including ``mid``, titled ``title`` ("<title> (fork)"), ``cid`` kept as its source; perf records stay
+        with their replies."""
         now = self._now()
         with self._write() as c:
-            row = c.execute("SELECT title, system_prompt, settings FROM conversations WHERE id = ?", (cid,)).fetchone()
+            row = c.execute("SELECT title, system_prompt, settings, documents FROM conversations WHERE id = ?", (cid,)).fetchone()
             if row is None or c.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
                                         (mid, cid)).fetchone() is None:
                 raise NotFoundError(f"message {mid} not found in conversation {cid}")
             name = _clean_text(title if title is not None else f"{row[0]} (fork)")
-            new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings, "
-                                "forked_from) VALUES (?, ?, ?, ?, ?, ?)", (name, now, now, *row[1:], cid)).lastrowid)
+            new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings, documents, "
+                                "forked_from) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, now, now, *row[1:], cid)).lastrowid)
             c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, "
                       "tool_calls, documents) SELECT ?, role, text, created, finish_reason, reasoning, tool_calls, "
                       "documents FROM messages WHERE conversation_id = ? AND id <= ? AND shown = 1 ORDER BY id",

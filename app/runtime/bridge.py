@@ -125,6 +125,8 @@ class Bridge(QObject):
         self._worker.task_failed.connect(self.task_failed)
         self._worker.tool_confirmation_requested.connect(self.tool_confirmation_requested)
         self.reply_tools: Callable[[int], ReplyTools | None] = lambda _conversation_id: None  # set by the window
+        # The conversation's collections and documents mode (app.window.docs_choice sets it; None: neither).
+        self.docs_choice: Callable[[int], tuple[tuple[str, ...], str] | None] = lambda _conversation_id: None
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
@@ -163,18 +165,22 @@ class Bridge(QObject):
 
     def generate(self, conversation_id: int, messages: Sequence[Message], config: SamplingConfig,
                  template_kwargs: dict | None = None, partial: Message | None = None,
-                 documents: Sequence[str] = (), docs_mode: str = "auto") -> bool:
+                 documents: Sequence[str] = (), docs_mode: str | None = None) -> bool:
         """Stream a reply to ``messages`` (the whole conversation) sampled with ``config``, in the session
         kept for ``conversation_id``. Refused (returns False) while another reply is running or queued,
         so a Send pressed many times yields one reply. ``template_kwargs`` and ``partial``: ``ChatSession.generate``'s
         (enable_thinking; the reply cut at its length limit, continued). The conversation's MCP tools and JSON schema:
         ``reply_tools(conversation_id)`` (``app.window.tool_turns`` sets it; None: neither). ``documents``: files attached
-        to the last message, grounded on the worker by ``docs_mode`` (``documents_grounded`` says what was added)."""
+        to the last message, grounded on the worker by ``docs_mode`` (``documents_grounded`` says what was added),
+        with the collections and mode of ``docs_choice(conversation_id)`` (a mode given here wins; a continued reply
+        is not grounded again: its question already is)."""
         if self.is_generating() or self._closed:
             return False
+        collections, chosen_mode = self.docs_choice(conversation_id) or ((), "auto")
         self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None),
                                  template_kwargs, partial, tools=self.reply_tools(conversation_id),
-                                 documents=tuple(documents), docs_mode=docs_mode))
+                                 documents=tuple(documents), docs_mode=docs_mode or chosen_mode,
+                                 collections=tuple(collections) if partial is None else ()))
         return True
 
     def complete(self, session_id: int, text: str, config: SamplingConfig) -> bool:
@@ -222,10 +228,11 @@ class Bridge(QObject):
         worker = self._worker
         return self.submit_task(lambda _loaded, _cancel: worker.read_attachment(path))
 
-    def submit_task(self, fn: TaskFn) -> int:
+    def submit_task(self, fn: TaskFn, needs_model: bool = True) -> int:
         """Run ``fn(loaded_model, cancel_event)`` on the worker thread; the result comes by
-        ``task_finished`` (or ``task_failed``) with the returned id."""
-        return self._submit(TaskJob(fn))
+        ``task_finished`` (or ``task_failed``) with the returned id. ``needs_model`` False: it runs with no model
+        loaded too (indexing a collection: ``app.runtime.collections_index``)."""
+        return self._submit(TaskJob(fn, needs_model))
 
     def prepare_speculation(self, spec: SpeculationConfig) -> int:
         """Build ``spec``'s drafter for the loaded model now (a draft model's load, an int4 copy), so a draft that

@@ -77,13 +77,16 @@ class GenerateJob:
     tools: ReplyTools | None = None  # the conversation's MCP tools and JSON schema (``app.runtime.tool_host``)
     documents: tuple[str, ...] = ()  # files attached to the last user message: it is grounded in them here
     docs_mode: str = "auto"  # whole, retrieve, or auto: whole when they fit the context (engine.docs.grounding)
+    collections: tuple[str, ...] = ()  # the conversation's collections (app.window.docs_choice): searched for it too
 
 
 @dataclass(frozen=True)
 class TaskJob:
-    """Run ``fn(loaded_model, cancel_event)`` on the worker thread (lab, tokenizer, model card)."""
+    """Run ``fn(loaded_model, cancel_event)`` on the worker thread (lab, tokenizer, model card). ``needs_model``
+    False: it runs with no model loaded too (``loaded_model`` None), as indexing a collection does."""
 
     fn: TaskFn
+    needs_model: bool = True
 
 
 @dataclass(frozen=True)
@@ -362,7 +365,7 @@ class Worker(QObject):
                 session.set_speculation(job.speculation, self.drafters.get(loaded, job.speculation))
             messages = job.messages
             doc_prefix: PendingPrefix | None = None
-            if job.documents:
+            if job.documents or job.collections:
                 messages, whole = self._ground(loaded, job)
                 if whole and not isinstance(loaded, RemoteModel) and job.config.use_kv_cache:
                     doc_prefix = self.doc_prefixes.prepare(session, messages, job.messages[-1].content,
@@ -409,7 +412,7 @@ class Worker(QObject):
             raise BadInputError("attached documents need a model loaded here: a server's tokenizer is not here to "
                                 "count them")
         messages, used = ground_conversation(loaded.tokenizer, loaded.facts.context_length or 0, job.messages,
-                                             job.documents, job.docs_mode, job.config.max_new_tokens,
+                                             job.documents, job.docs_mode, job.config.max_new_tokens, job.collections,
                                              index=self.attached_index)
         self._buffer.put(used)
         return tuple(messages), used.mode == "whole"
@@ -432,7 +435,7 @@ class Worker(QObject):
         if cancel.is_set():
             self.task_failed.emit(job_id, "cancelled")
             return
-        if self._loaded is None:
+        if self._loaded is None and job.needs_model:
             self.task_failed.emit(job_id, "no model loaded: choose a model and press Load")
             return
         try:

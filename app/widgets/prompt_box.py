@@ -116,7 +116,7 @@ class Composer(QWidget):
         edit_row.addWidget(self.editing_label, 1)
         edit_row.addWidget(self.cancel_edit_button)
         layout.addLayout(edit_row)
-        attach_row = QHBoxLayout()
+        self._attach_row = attach_row = QHBoxLayout()
         attach_row.addWidget(self.chips, 1)
         attach_row.addWidget(self.attach_button)
         layout.addLayout(attach_row)
@@ -160,6 +160,14 @@ class Composer(QWidget):
             "*.rs);;All files (*)"))
         if files:
             self.files_offered.emit(files)
+
+    def add_beside_attach(self, widget: QWidget) -> None:
+        """Put ``widget`` just before the Attach button (the conversation's 📚 collections: app.window.docs_choice)."""
+        row = self._attach_row
+        # A stretch-0 spacer first: with no chip shown it takes the room, so the two buttons sit together on the
+        # right; with chips shown their stretch (1) takes it.
+        row.insertStretch(row.indexOf(self.attach_button), 0)
+        row.insertWidget(row.indexOf(self.attach_button), widget)
 
     def show_forecast(self, figures: str, warning: str = "", details: str = "") -> None:
         """Show the figures of the message being written (``details`` as their tooltip; empty hides them) and a

@@ -32,8 +32,9 @@ from app.widgets.model_bar import ModelBar
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (about, chatgpt_import, context_meter, conversation_model, documents_keeping, first_run, fork,
-                        kv_keeping, layout, prompt_meter, remote_code, remote_source, tool_turns, versions)
+from app.window import (about, chatgpt_import, context_meter, conversation_model, docs_choice, documents_keeping,
+                        first_run, fork, kv_keeping, layout, prompt_meter, remote_code, remote_source, tool_turns,
+                        versions)
 from app.window.controller import ChatController, ChatMessage, FinishedReply
 from app.window.attachments import Attachments
 from app.window.prefill_progress import show_prefill_progress, show_waiting
@@ -136,6 +137,7 @@ class MainWindow(QMainWindow):
         self._action(menu, self.tr("Focus prompt"), QKeySequence("Ctrl+L"), self.on_focus_prompt_triggered)
         self._action(menu, self.tr("Settings…"), QKeySequence("Ctrl+,"), self.on_settings_triggered)
         self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
+        self.collections = docs_choice.CollectionsUi.attach(self, menu)  # Collections…, the composer's 📚 choice
         self.api_serving = api_serving.ApiServing(self, menu)  # "Serve this model", its port, its status-bar label
         self.completion = completion_view.CompletionView.attach(self, menu)  # Complete text… (no chat template)
         self.chatgpt_import = chatgpt_import.ChatGptImport.attach(self, menu)  # Import ChatGPT export…

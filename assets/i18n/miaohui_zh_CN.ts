@@ -262,6 +262,175 @@
     </message>
 </context>
 <context>
+    <name>CollectionsIndexer</name>
+    <message>
+        <source>No embedding model is installed: indexed for keyword search only.</source>
+        <translation>未安装嵌入模型：仅按关键词建立索引。</translation>
+    </message>
+</context>
+<context>
+    <name>CollectionsUi</name>
+    <message>
+        <source>Collections…</source>
+        <translation>资料库…</translation>
+    </message>
+    <message>
+        <source>Folders and files indexed for answers with sources</source>
+        <translation>已建立索引、可用于带出处回答的文件夹和文件</translation>
+    </message>
+</context>
+<context>
+    <name>CollectionsWindow</name>
+    <message>
+        <source>Collections</source>
+        <translation>资料库</translation>
+    </message>
+    <message>
+        <source>Folders and files indexed for answers with sources. Pick the collections a conversation answers from with the 📚 button beside Attach.</source>
+        <translation>已建立索引、可用于带出处回答的文件夹和文件。用“附加”旁的 📚 按钮为对话选择要依据的资料库。</translation>
+    </message>
+    <message>
+        <source>Collection</source>
+        <translation>资料库</translation>
+    </message>
+    <message>
+        <source>Files</source>
+        <translation>文件</translation>
+    </message>
+    <message>
+        <source>Passages</source>
+        <translation>段落</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>Embedded</source>
+        <translation>已嵌入</translation>
+    </message>
+    <message>
+        <source>Each collection&apos;s files, passages and size</source>
+        <translation>每个资料库的文件、段落和大小</translation>
+    </message>
+    <message>
+        <source>No collections yet: name one below and add a folder or files.</source>
+        <translation>还没有资料库：在下方起个名字，再添加文件夹或文件。</translation>
+    </message>
+    <message>
+        <source>Collection:</source>
+        <translation>资料库：</translation>
+    </message>
+    <message>
+        <source>The collection to add to: pick one, or type a new name</source>
+        <translation>要添加到的资料库：选一个，或输入新名字</translation>
+    </message>
+    <message>
+        <source>Collection name</source>
+        <translation>资料库名称</translation>
+    </message>
+    <message>
+        <source>Add folder…</source>
+        <translation>添加文件夹…</translation>
+    </message>
+    <message>
+        <source>Add files…</source>
+        <translation>添加文件…</translation>
+    </message>
+    <message>
+        <source>Re-index</source>
+        <translation>重新索引</translation>
+    </message>
+    <message>
+        <source>Walk the selected collection&apos;s folders and files again: new files are added, changed ones read again, vanished ones removed</source>
+        <translation>重新检查所选资料库的文件夹和文件：添加新文件，重新读取改动过的文件，移除已消失的文件</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>移除</translation>
+    </message>
+    <message>
+        <source>Forget the selected collection (your files are not touched)</source>
+        <translation>移除所选资料库（不会动你的文件）</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Stop after the file being read; what was indexed stays</source>
+        <translation>读完当前文件后停止；已索引的内容保留</translation>
+    </message>
+    <message>
+        <source>Files that could not be indexed are listed here, one line each.</source>
+        <translation>无法索引的文件会列在这里，每个一行。</translation>
+    </message>
+    <message>
+        <source>Indexing log</source>
+        <translation>索引日志</translation>
+    </message>
+    <message>
+        <source>notes</source>
+        <translation>笔记</translation>
+    </message>
+    <message>
+        <source>Name the collection to add to first.</source>
+        <translation>请先填写要添加到的资料库名称。</translation>
+    </message>
+    <message>
+        <source>Add a folder to the collection</source>
+        <translation>向资料库添加文件夹</translation>
+    </message>
+    <message>
+        <source>Add files to the collection</source>
+        <translation>向资料库添加文件</translation>
+    </message>
+    <message>
+        <source>Documents (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;All files (*)</source>
+        <translation>文档 (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;所有文件 (*)</translation>
+    </message>
+    <message>
+        <source>Remove collection</source>
+        <translation>移除资料库</translation>
+    </message>
+    <message>
+        <source>Remove the collection “{name}” and everything indexed in it? Your files are not touched; conversations that answer from it stop doing so.</source>
+        <translation>移除资料库“{name}”及其全部索引内容？不会动你的文件；依据它回答的对话将不再使用它。</translation>
+    </message>
+    <message>
+        <source>Removing “{name}”…</source>
+        <translation>正在移除“{name}”…</translation>
+    </message>
+    <message>
+        <source>Cancelling after the file being read…</source>
+        <translation>读完当前文件后取消…</translation>
+    </message>
+    <message>
+        <source>Indexing “{name}”: looking for files…</source>
+        <translation>正在索引“{name}”：查找文件…</translation>
+    </message>
+    <message>
+        <source>Indexing “{name}”: {done} / {total} files · {file}</source>
+        <translation>正在索引“{name}”：{done} / {total} 个文件 · {file}</translation>
+    </message>
+    <message>
+        <source>Removed “{name}”.</source>
+        <translation>已移除“{name}”。</translation>
+    </message>
+    <message>
+        <source>Indexing “{name}” failed: see the log.</source>
+        <translation>索引“{name}”失败：请看日志。</translation>
+    </message>
+    <message>
+        <source>Cancelled: “{name}” keeps the {n} files indexed before the cancel.</source>
+        <translation>已取消：“{name}”保留取消前已索引的 {n} 个文件。</translation>
+    </message>
+    <message>
+        <source>“{name}” is up to date: {added} added, {updated} updated, {unchanged} unchanged, {removed} removed, {failed} skipped, in {seconds:.1f} s.</source>
+        <translation>“{name}”已是最新：新增 {added}，更新 {updated}，未变 {unchanged}，移除 {removed}，跳过 {failed}，用时 {seconds:.1f} s。</translation>
+    </message>
+</context>
+<context>
     <name>CompletionView</name>
     <message>
         <source>Complete text</source>
@@ -612,6 +781,53 @@
     <message>
         <source>TTFT: the tokens the KV cache does not hold ÷ the median prefill rate of recent replies of this model.</source>
         <translation>TTFT：KV 缓存中没有的 token 数 ÷ 该模型最近几次回复的预填充速度中位数。</translation>
+    </message>
+</context>
+<context>
+    <name>DocsChoiceButton</name>
+    <message>
+        <source>Auto: attached files whole when they fit, else passages</source>
+        <translation>自动：放得下时附件全文，否则检索段落</translation>
+    </message>
+    <message>
+        <source>Whole text of attached files</source>
+        <translation>附件全文</translation>
+    </message>
+    <message>
+        <source>Retrieved passages</source>
+        <translation>检索段落</translation>
+    </message>
+    <message>
+        <source>Answer from collections</source>
+        <translation>依据资料库回答</translation>
+    </message>
+    <message>
+        <source>No collections yet</source>
+        <translation>还没有资料库</translation>
+    </message>
+    <message>
+        <source>Documents</source>
+        <translation>文档</translation>
+    </message>
+    <message>
+        <source>Manage collections…</source>
+        <translation>管理资料库…</translation>
+    </message>
+    <message>
+        <source>Collections</source>
+        <translation>资料库</translation>
+    </message>
+    <message>
+        <source>This conversation answers from: {names}. Documents: {mode}</source>
+        <translation>此对话依据：{names}。文档：{mode}</translation>
+    </message>
+    <message>
+        <source>Pick collections this conversation answers from. Documents: {mode}</source>
+        <translation>为此对话选择要依据的资料库。文档：{mode}</translation>
+    </message>
+    <message>
+        <source>Collections and documents mode</source>
+        <translation>资料库和文档方式</translation>
     </message>
 </context>
 <context>

@@ -1,6 +1,6 @@
 """``engine bench --docs``: how fast documents are indexed and embedded, and what a cached document prefix saves.
 
-Three measurements, one run, one machine:
+Four measurements, one run, one machine:
 
 - indexing: pages per second into a real store (SQLite, FTS5, vectors) in a temporary folder, for a PDF laid out
   from Vim's English tutor (``engine.bench.corpus``: real text, a real text layer) and for the Chinese tutor as one
@@ -15,7 +15,9 @@ Three measurements, one run, one machine:
   target: ≤ 0.2). Then a new conversation attaching the same document (a fresh session, another question): its
   first turn starts from the document prefix the first conversation kept (``engine.docs.kv_prefix``), from memory,
   and again from its sealed file alone (a new ``DocumentPrefixes`` on the same folder: as after a restart), each
-  restore inside its TTFT. Each TTFT over the first's, side by side in one run.
+  restore inside its TTFT. Each TTFT over the first's, side by side in one run;
+- a folder of 10,000 small text files (issue 43's "a folder of 10,000 files"), indexed on keywords alone: files per
+  second the first time, and again with nothing changed (every file read and hashed, none cut or written).
 
 Owns the plan, the JSON shape and the table; the timings inside a reply are ``Metrics``'.
 """
@@ -33,6 +35,7 @@ from engine.bench import corpus
 
 FOLLOW_UP = ("What does the command dw do?", "And how do I undo it?")
 NEW_CONVERSATION = "How do I move the cursor down?"  # a new conversation's first question on the same document
+FOLDER_FILES = 10_000
 TARGET_FOLLOW_UP_RATIO = 0.2
 
 
@@ -60,6 +63,38 @@ def _indexing(embedder, progress: Callable[[str], None], pdf_copies: int) -> dic
             result[kind] = {"pages": pages, "passages": report.passages, "seconds": round(seconds, 3),
                             "pages_per_s": round(pages / seconds, 2), "embedded": report.embedded}
     return result
+
+
+def write_notes_folder(root: Path, files: int) -> Path:
+    """``files`` small notes under ``root``, 500 to a subfolder, each with a code word of its own (``w00042``) that a
+    keyword search finds in that file only (the benchmark and tests/engine/docs/test_index_many.py use it)."""
+    for i in range(files):
+        folder = root / f"part{i // 500:02d}"
+        if i % 500 == 0:
+            folder.mkdir(parents=True)
+        (folder / f"note{i:05d}.txt").write_text(
+            f"Note {i}. The meeting about project {i % 97} is on day {i % 31}.\n\nIts code word is w{i:05d}.",
+            encoding="utf-8")
+    return root
+
+
+def folder_indexing(files: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    """A folder of ``files`` notes indexed on keywords alone into a temporary store, then again unchanged."""
+    from engine.docs.index import index_paths
+    from engine.docs.store import DocumentStore
+
+    with tempfile.TemporaryDirectory(prefix="miaohui-bench-folder-") as folder:
+        root = write_notes_folder(Path(folder) / "notes", files)
+        progress(f"indexing a folder of {files} files (keywords only)")
+        with DocumentStore(Path(folder) / "documents.sqlite3") as store:
+            t0 = time.perf_counter()
+            first = index_paths(store, "folder", [root])
+            t1 = time.perf_counter()
+            again = index_paths(store, "folder", [root])
+            t2 = time.perf_counter()
+    return {"files": files, "indexed": first.added, "seconds": round(t1 - t0, 3),
+            "files_per_s": round(first.added / (t1 - t0), 1), "unchanged": again.unchanged,
+            "unchanged_seconds": round(t2 - t1, 3), "unchanged_files_per_s": round(again.unchanged / (t2 - t1), 1)}
 
 
 def _passages() -> list[str]:
@@ -186,7 +221,7 @@ def follow_up(loaded: Any, chars: int, progress: Callable[[str], None], max_new_
 
 def measure(model: str, reps: int, progress: Callable[[str], None], *, chars: int = 8_000,
             pdf_copies: int = 4, embedder=None) -> dict[str, Any]:
-    """All three; ``embedder`` None: the default one (the embedding comparison is skipped without one)."""
+    """All four; ``embedder`` None: the default one (the embedding comparison is skipped without one)."""
     import platform
 
     from engine.docs.embed import default_embedder
@@ -197,6 +232,7 @@ def measure(model: str, reps: int, progress: Callable[[str], None], *, chars: in
     result["indexing"] = _indexing(embedder, progress, pdf_copies)
     result["embedding"] = _embedding(embedder, reps, progress) if embedder is not None else None
     result["follow_up"] = _follow_up(model, chars, progress)
+    result["folder"] = folder_indexing(FOLDER_FILES, progress)
     return result
 
 
@@ -238,4 +274,9 @@ def table(result: dict[str, Any]) -> str:
               for name, label in rows[1:] if name in f]
     lines += [f"| TTFT ratio, {label} / first | {f[name]['ttft_ratio']} (target ≤ {f['target']}: "
               f"{'met' if f[name]['met'] else 'missed'}) | | |" for name, label in rows if name in f]
+    d = result.get("folder")
+    if d:
+        lines += ["", f"| a folder of {d['files']} text files, keywords only | seconds | files/s |", "|---|---|---|",
+                  f"| first index | {d['seconds']} | {d['files_per_s']} |",
+                  f"| again, nothing changed | {d['unchanged_seconds']} | {d['unchanged_files_per_s']} |"]
     return "\n".join(lines)

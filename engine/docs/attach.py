@@ -3,7 +3,8 @@
 Owns: ``AttachedFile`` (what a chip shows once its file is read: pages and tokens), ``measure_attached`` (read one
 file, count its whole text with the model's tokenizer), ``retrieve_passages`` (the best passages of attached files,
 indexed in a temporary store, and of named collections: ``engine chat --doc`` uses it too), and
-``ground_conversation``: the conversation whose last user message is replaced by the grounded one
+``ground_conversation``: the conversation whose last user message is replaced by the one grounded in its attached
+files and the conversation's collections
 (``engine.docs.grounding``'s instruction, numbered sources and policy), with ``DocumentsUsed``, what the reply
 shows under it (its sources, whole or retrieved, the tokens they add, the time it took).
 
@@ -91,16 +92,24 @@ def retrieve_passages(question: str, docs: Sequence[Path], collections: Sequence
 
 
 def ground_conversation(tokenizer: Any, context_length: int, messages: Sequence[Message], docs: Sequence[str],
-                        mode: str, max_new_tokens: int, index: Any = None) -> tuple[list[Message], DocumentsUsed]:
-    """``messages`` with its last (user) message grounded in ``docs``, decided by ``mode`` against the room the
-    rendered conversation and the reply leave in ``context_length``; ``DocumentError`` for a file that cannot be
-    read, ``ContextTooLongError`` when nothing fits. ``index``: an ``engine.docs.forecast.AttachedIndex`` that the
-    forecast made while the user typed: the files it read and indexed are used as they are (the same text, the same
-    passages: a file changed since is read again), not read and indexed a second time."""
+                        mode: str, max_new_tokens: int, collections: Sequence[str] = (),
+                        index: Any = None) -> tuple[list[Message], DocumentsUsed]:
+    """``messages`` with its last (user) message grounded in ``docs`` and the stored ``collections``, decided by
+    ``mode`` against the room the rendered conversation and the reply leave in ``context_length``; ``DocumentError``
+    for a file that cannot be read, ``ContextTooLongError`` when nothing fits, ``CollectionNotFoundError`` for a
+    collection removed since it was picked. ``index``: an ``engine.docs.forecast.AttachedIndex`` that the forecast
+    made while the user typed: the files it read and indexed are used as they are (the same text, the same passages:
+    a file changed since is read again), not read and indexed a second time.
+
+    A conversation's mode is chosen once for all its turns (the window keeps it), so a turn with collections and no
+    attached file is retrieved even when the mode says "whole": a collection is searched, never put in whole, and
+    "whole" means the attached files."""
     from engine.generate.context import render
 
     if not messages or messages[-1].role != "user":
         raise BadInputError("documents are attached to a user message")
+    if not docs and collections and mode == "whole":
+        mode = "retrieve"
     started = time.perf_counter()
     question, history = messages[-1].content, list(messages[:-1])
     whole = (index.whole(docs) if index is not None
@@ -110,8 +119,8 @@ def ground_conversation(tokenizer: Any, context_length: int, messages: Sequence[
     retrieval: list[str] = []
 
     def retrieve() -> list[Source]:
-        sources, kind = (index.search(question, docs, ()) if index is not None
-                         else retrieve_passages(question, [Path(path) for path in docs], ()))
+        sources, kind = (index.search(question, docs, collections) if index is not None
+                         else retrieve_passages(question, [Path(path) for path in docs], collections))
         retrieval.append(kind)
         return sources
 

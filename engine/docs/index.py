@@ -2,7 +2,9 @@
 
 Owns: the walk (folders recursively, symlinked folders followed once, loops and hidden or tool folders skipped), the
 content-hash check that skips unchanged files, removing from the collection the files gone from a re-indexed folder,
-and one progress line per file. Each file is its own transaction, so a file that fails (too large, binary, no text
+one progress line per file, and for a window's progress bar one ``FileProgress`` before and after each file
+(``on_file``); a ``cancel`` event is looked at between files, so a cancelled run keeps every file indexed before it.
+Each file is its own transaction, so a file that fails (too large, binary, no text
 layer, vanished mid-walk) is one line and nothing else in the collection changes. Does not own reading (readers.py),
 cutting (chunking.py), the schema (store.py) or the model (embed.py).
 """
@@ -15,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Literal, Sequence
 
 from engine.docs.chunking import ChunkConfig, chunk
 from engine.docs.embed import Embedder
@@ -24,6 +26,7 @@ from engine.docs.store import DocumentStore
 from engine.errors import DocumentError, printable
 
 Progress = Callable[[str], None]
+FileStatus = Literal["reading", "added", "updated", "unchanged", "failed"]
 # Folders that hold tools' files, not the user's documents: walking node_modules or a venv would index thousands of
 # files nobody asked about.
 SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist", "build", "target"})
@@ -41,6 +44,18 @@ class IndexReport:
     embedded: int  # passages given a vector by this run
     seconds: float
     cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class FileProgress:
+    """Where a run is: ``done`` of ``total`` files finished, and what happened to ``path`` (``reading``: it is being
+    read now; ``failed``: ``error`` says why in one line)."""
+
+    done: int
+    total: int
+    path: str
+    status: FileStatus
+    error: str = ""
 
 
 def walk(inputs: Sequence[Path], progress: Progress) -> Iterator[Path]:
@@ -73,10 +88,13 @@ def walk(inputs: Sequence[Path], progress: Progress) -> Iterator[Path]:
 
 def index_paths(store: DocumentStore, collection: str, inputs: Sequence[Path], *, embedder: Embedder | None = None,
                 limits: ReadLimits = ReadLimits(), chunking: ChunkConfig = ChunkConfig(),
-                progress: Progress = lambda line: None, cancel: threading.Event | None = None) -> IndexReport:
-    """Bring ``collection`` (created if missing) up to date with ``inputs``."""
+                progress: Progress = lambda line: None, cancel: threading.Event | None = None,
+                on_file: Callable[[FileProgress], None] = lambda event: None) -> IndexReport:
+    """Bring ``collection`` (created if missing) up to date with ``inputs``; ``cancel`` set stops it before the next
+    file (the report says ``cancelled``; files gone from a folder are then not removed, nor vectors filled in)."""
     started = time.perf_counter()
     collection_id = store.collection_id(collection, create=True)
+    store.add_sources(collection_id, [str(Path(p).absolute()) for p in inputs])  # what a re-index walks again
     counts = dict(added=0, updated=0, unchanged=0, failed=0, removed=0, passages=0, embedded=0)
     files = list(walk(inputs, progress))
     seen: set[str] = set()
@@ -88,6 +106,7 @@ def index_paths(store: DocumentStore, collection: str, inputs: Sequence[Path], *
         key = str(path.absolute())
         seen.add(key)
         prefix = f"[{number}/{len(files)}] {printable(path)}"
+        on_file(FileProgress(number - 1, len(files), key, "reading"))
         try:
             data = read_bytes(path, limits)
             sha256 = hashlib.sha256(data).hexdigest()
@@ -95,6 +114,7 @@ def index_paths(store: DocumentStore, collection: str, inputs: Sequence[Path], *
             if before == sha256:
                 counts["unchanged"] += 1
                 progress(f"{prefix}: unchanged")
+                on_file(FileProgress(number, len(files), key, "unchanged"))
                 continue
             document = read_document(path, limits, data)
             passages = chunk(document, chunking)
@@ -106,12 +126,14 @@ def index_paths(store: DocumentStore, collection: str, inputs: Sequence[Path], *
         except DocumentError as exc:
             counts["failed"] += 1
             progress(f"{prefix}: skipped: {exc}")
+            on_file(FileProgress(number, len(files), key, "failed", str(exc)))
             continue
         counts["updated" if before else "added"] += 1
         counts["passages"] += len(passages)
         counts["embedded"] += 0 if vectors is None else len(vectors)
         pages = f", {len(document.pages)} pages" if document.kind == "pdf" else ""
         progress(f"{prefix}: {'updated' if before else 'added'}, {len(passages)} passages{pages}")
+        on_file(FileProgress(number, len(files), key, "updated" if before else "added"))
     if not cancelled:
         counts["removed"] = _forget_vanished(store, collection_id, inputs, seen, progress)
         if embedder is not None:

@@ -132,6 +132,7 @@ def test_a_v6_history_is_backed_up_and_migrated_with_its_history_as_one_branch(t
     raw.execute("DROP INDEX messages_by_parent")
     raw.execute("ALTER TABLE messages DROP COLUMN parent_id")
     raw.execute("ALTER TABLE messages DROP COLUMN documents")  # v8's (app.history.documents)
+    raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v10's (app.history.conversation_docs)
     raw.execute("ALTER TABLE messages DROP COLUMN shown")
     raw.execute("ALTER TABLE versions DROP COLUMN documents")  # v9's (app.history.versions)
     raw.execute("PRAGMA user_version = 6")

@@ -27,9 +27,10 @@ FILES = ("/docs/report.pdf", "/docs/笔记.md")
 def _v7_file(path):
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("BEGIN")
-    create_or_migrate(raw, 0)  # today's tables, turned back into v7's by dropping v8's and v9's columns
+    create_or_migrate(raw, 0)  # today's tables, turned back into v7's by dropping v8's, v9's and v10's columns
     raw.execute("ALTER TABLE messages DROP COLUMN documents")
     raw.execute("ALTER TABLE versions DROP COLUMN documents")  # v9's (app.history.versions)
+    raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v10's (app.history.conversation_docs)
     raw.execute("PRAGMA user_version = 7")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1, 'old chat', 1.0, 2.0)")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, parent_id) "

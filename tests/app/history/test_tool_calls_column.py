@@ -22,6 +22,7 @@ def _v3_file(path):
     create_or_migrate(raw, 0)  # today's tables, then turned back into v3's by dropping v4's column
     raw.execute("ALTER TABLE messages DROP COLUMN tool_calls")
     raw.execute("ALTER TABLE messages DROP COLUMN documents")  # v8's (app.history.documents)
+    raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v9's (app.history.conversation_docs)
     raw.execute("DROP TABLE versions")  # v5's (app.history.versions)
     raw.execute("ALTER TABLE conversations DROP COLUMN forked_from")  # v6's
     raw.execute("DROP INDEX messages_by_parent")  # v7's tree
