@@ -23,7 +23,9 @@ from app.history.conversation_docs import DocsChoice, load_choice, save_choice
 from app.history.store import HistoryStore, StoreError
 from app.runtime.bridge import Bridge
 from app.widgets.docs_choice import DocsChoiceButton
+from app.window.attachments import Attachments
 from app.window.docs_forecast import DocsRequest
+from app.window.prompt_meter import PromptMeter
 from app.runtime.collections_index import CollectionsIndexer
 from app.window.controller import ChatController
 
@@ -109,11 +111,6 @@ class CollectionsUi(QObject):
     def attach(cls, window: Any, menu: Any) -> CollectionsUi:
         """Build the parts for ``window`` (its controller, bridge, store and composer) and the menu entry."""
         ui = cls(window.controller, window.bridge, window.store, window.composer, window)
-        # The composer's forecast of both documents choices counts the conversation's collections and mode too.
-        meter, attachments, keeper = window.prompt_meter, window.attachments, ui.keeper
-        meter.documents = lambda: DocsRequest(tuple(attachments.usable()), keeper.choice().collections,
-                                              keeper.choice().mode)
-        ui.button.choice_changed.connect(meter.schedule)
         translate = QCoreApplication.translate
         action = QAction(translate("CollectionsUi", "Collections…"), window)
         action.setShortcut(QKeySequence("Ctrl+Shift+D"))
@@ -123,6 +120,14 @@ class CollectionsUi(QObject):
         menu.addAction(action)
         window.addAction(action)
         return ui
+
+    def feed(self, meter: PromptMeter, attachments: Attachments) -> None:
+        """The composer's forecast of both documents choices counts the conversation's collections and mode too, and
+        measures again when they change."""
+        keeper = self.keeper
+        meter.documents = lambda: DocsRequest(tuple(attachments.usable()), keeper.choice().collections,
+                                              keeper.choice().mode)
+        self.button.choice_changed.connect(meter.schedule)
 
     @Slot()
     def open_window(self) -> None:
