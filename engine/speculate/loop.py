@@ -35,7 +35,7 @@ import torch
 from engine.generate.sampling import Choice
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
-from engine.speculate.length import CostBook, DraftLength, StepTimes
+from engine.speculate.length import CostBook, DraftLength, StepTimes, told_costs
 
 if TYPE_CHECKING:
     from engine.speculate.drafters import Drafter
@@ -49,7 +49,11 @@ _BOOKS: "weakref.WeakKeyDictionary[Any, CostBook]" = weakref.WeakKeyDictionary()
 
 
 def book_for(runner: Any) -> CostBook:
-    """``runner``'s ``CostBook`` (a fresh one for a runner that cannot be weakly referenced)."""
+    """``runner``'s ``CostBook`` (a fresh one for a runner that cannot be weakly referenced; the told one where
+    ``engine.speculate.length.COSTS_ENV`` is set)."""
+    told = told_costs()
+    if told is not None:
+        return CostBook(told)
     try:
         return _BOOKS.setdefault(runner, CostBook())
     except TypeError:

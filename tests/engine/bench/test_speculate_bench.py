@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine.bench.speculate import COMPARISONS, PROMPTS, compare, markdown
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 
 
+@pytest.mark.measured_costs
 def test_a_comparison_reports_ratio_acceptance_and_identical_text(tiny_model_dir):
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))
     row = compare(loaded, "prompt lookup", "alpha beta gamma alpha beta gamma", "prompt-lookup", 1, 24)

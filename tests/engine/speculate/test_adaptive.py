@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine.generate.runners import make_runner
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.drafters import Draft, PromptLookup
-from engine.speculate.length import MIN_PLAIN, CostBook, Costs
+from engine.speculate.length import COSTS_ENV, MIN_PLAIN, CostBook, Costs, told_costs
 from engine.speculate.loop import PAUSE, WINDOW, Speculator, book_for
 
 GREEDY = SamplingConfig(temperature=0.0, repetition_penalty=1.0)
@@ -162,6 +164,7 @@ def test_lookup_drafts_not_worth_a_verify_are_compared_with_plain_decoding(tiny_
     assert length.acceptance() == 1.0 and length.k > length.start
 
 
+@pytest.mark.measured_costs
 def test_the_first_steps_on_a_runner_time_plain_decoding_and_its_book_is_kept(tiny_fp32):
     right = Oracle(plain(tiny_fp32, 80))
     book = CostBook()
@@ -174,3 +177,10 @@ def test_the_first_steps_on_a_runner_time_plain_decoding_and_its_book_is_kept(ti
     assert first._length.book is book_for(runner)  # the runner's, shared by its next reply
     assert Speculator(right, runner, GREEDY, SpeculationConfig(), PROMPT)._length.book is first._length.book
     assert book_for(make_runner(tiny_fp32)) is not book_for(runner)
+
+
+def test_told_costs_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(COSTS_ENV, "0.02,0.03,0.004")
+    assert told_costs() == Costs(0.02, 0.03, 0.004) and book_for(object()).told == Costs(0.02, 0.03, 0.004)
+    monkeypatch.setenv(COSTS_ENV, "fast")
+    assert told_costs() is None
