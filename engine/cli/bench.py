@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="int8: instead, the 8-bit KV cache against the 16-bit one (KV bytes, top-1 agreement over "
                              "512 teacher-forced positions, decode tok/s at 2,000 positions: engine.bench.kv_cache)")
     parser.add_argument("--speculation", action="store_true",
-                        help="instead: plain against speculative decoding in bf16 (engine.bench.speculate: prompt "
-                             "lookup on a text to rewrite, a function to edit and a story, self-speculation; each "
+                        help="instead: plain against speculative decoding in bf16 and int4 (engine.bench.speculate: "
+                             "prompt lookup on a text to rewrite, a function to edit and a story, self-speculation; each "
                              "target met or missed; --reps rounds, --tokens new tokens, --quick the targets only)")
     parser.add_argument("--docs", action="store_true",
                         help="instead: documents (engine.bench.docs): indexing pages/s of a PDF and text pages, the "

@@ -370,13 +370,14 @@ class FastRunner(ModelRunner):
     def verify(self, ids: Sequence[int]) -> torch.Tensor:
         """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
         speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
-        from engine.speculate.fast_verify import RowExact, verify_rows  # lazy: only speculation needs it
+        from engine.speculate.fast_verify import RowExact, native_rows, verify_rows  # lazy: only speculation
 
         self._ensure(len(self._ids) + len(ids))
-        if not hasattr(self, "_row_exact"):
-            self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
-        # exactly what len(ids) decodes give
-        logits = verify_rows(self, ids, len(self._ids), self._row_exact)
+        logits = native_rows(self, ids, len(self._ids))  # the native step's own verify, where it decodes natively
+        if logits is None:
+            if not hasattr(self, "_row_exact"):
+                self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
+            logits = verify_rows(self, ids, len(self._ids), self._row_exact)  # exactly what len(ids) decodes give
         self._ids.extend(ids)
         return logits
 
