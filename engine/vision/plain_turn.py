@@ -71,6 +71,7 @@ def plain_turn(vision: Any, prompt: Any, config: SamplingConfig, cancel: threadi
         with torch.inference_mode():  # no mask (one sequence, no padding): positions follow the cache's length
             step = model(input_ids=torch.tensor([[choice.token_id]], device=device), cache=cache, use_cache=True)
         logits = step.logits[:, -1]
+    clock.kv_bytes = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if torch.is_tensor(t))
     yield finished(reason)
 
 

@@ -20,8 +20,9 @@ newlines, Idefics3's ``inputs_merger``), then the language part on ``engine.gene
 from those embeddings, decode from token ids. A follow-up turn reuses the cached prefix, images included, while the
 same images (by content hash) sit at the same places; image tokens share one placeholder id, so the ids alone cannot
 say that. Families whose language part is not on the fast path (``VisionFamily.refusal``: Qwen2.5-VL / Qwen3-VL's
-M-RoPE, Gemma 3's bidirectional image attention) run each turn through transformers' own forward over a
-``DynamicCache`` (``engine.vision.plain_turn``), with no reuse across turns.
+M-RoPE, Gemma 3's bidirectional image attention; or a language model the fast step refuses, ``facts.runner_reason``)
+run each turn through transformers' own forward over a ``DynamicCache`` (``engine.vision.plain_turn``), with no
+reuse across turns.
 
 Does not own loading (``engine.vision.vlm``), reading images (``engine.vision.image_input``), sampling
 (``engine.generate.sampling``) or the fast step (``engine.generate.fastpath``).
@@ -34,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+import psutil
 import torch
 
 from engine.errors import BadInputError
@@ -146,6 +148,7 @@ class _Clock:
     t_prefill: float | None = None
     t_prefilled: float | None = None
     tokens: list[float] = field(default_factory=list)
+    kv_bytes: int | None = None  # plain_turn's DynamicCache (the fast runner measures its own)
 
 
 class VisionChat:
@@ -180,7 +183,7 @@ class VisionChat:
 
         try:
             prompt = build_prompt(self.vision, messages, images or {})
-            if self.vision.family.refusal is not None:
+            if self.vision.loaded.facts.runner != "fast":  # the family's refusal, or its language model's
                 from engine.vision.plain_turn import plain_turn
 
                 yield from plain_turn(self.vision, prompt, config, cancel, clock, decoder, text, finished)
@@ -267,6 +270,12 @@ class VisionChat:
         computed = clock.prompt_tokens - clock.reused
         gaps = tuple(b - a for a, b in zip(clock.tokens, clock.tokens[1:]))
         filled, allocated = self._runner.kv_bytes() if self._runner is not None else (0, 0)
+        if clock.kv_bytes is not None:
+            filled = allocated = clock.kv_bytes
+        # positions cached: the fast runner's count; transformers' cache holds the prompt and every token fed back
+        cached = self._runner.cached_len if self._runner is not None else clock.prompt_tokens + max(0, n - 1)
+        peak = int(torch.cuda.max_memory_allocated()) if facts.device.startswith("cuda") else \
+            psutil.Process().memory_info().rss
         return Metrics(
             prompt_tokens=clock.prompt_tokens, prefill_tokens=computed, reused_tokens=clock.reused, generated_tokens=n,
             ttft_s=clock.tokens[0] - clock.t_submit if n else None, prefill_s=prefill_s,
@@ -276,6 +285,8 @@ class VisionChat:
             itl_s=gaps, tpot_s=sum(gaps) / len(gaps) if gaps else None,
             e2e_s=clock.tokens[-1] - clock.t_submit if n else None,
             kv_cache_bytes=filled, kv_cache_bytes_allocated=allocated, weights_bytes=facts.weights_bytes,
+            kv_cache_bytes_formula=facts.kv_bytes_per_token * cached,
+            kv_cache_bytes_formula_no_gqa=facts.kv_bytes_per_token_no_gqa * cached, peak_memory_bytes=peak,
             context_tokens=clock.prompt_tokens + n, context_max=facts.context_length, device=facts.device,
             precision=facts.precision, image_tokens=clock.image_tokens, vision_encoder_s=clock.encoder_s)
 

@@ -102,6 +102,9 @@ def test_a_turn_streams_the_image_figures_and_transformers_greedy_text(family_di
     assert encoded.encoder_s > 0 and done.metrics.vision_encoder_s == encoded.encoder_s
     assert done.metrics.prefill_s > 0 and done.metrics.prompt_tokens == events[0].prompt_tokens
     assert done.metrics.to_dict()["image_tokens"] == [16]
+    # the KV cache holds the image's tokens like any other: measured = formula (fp32, no GQA savings hidden)
+    assert done.metrics.kv_cache_bytes == done.metrics.kv_cache_bytes_formula > 0
+    assert done.metrics.peak_memory_bytes > 0
     tokens = [event.token_id for event in events if isinstance(event, Token)]
     prompt = build_prompt(vision, QUESTION, {0: [image]})
     with torch.inference_mode():
@@ -129,6 +132,18 @@ def test_a_follow_up_reuses_the_cached_image_and_answers_as_a_fresh_turn(family_
     assert other[-1].metrics.vision_encoder_s is not None
 
 
+def test_a_turn_without_images_reads_the_token_rows(family_dirs):
+    """No image: nothing is encoded, the prompt's own embedding rows are prefilled, and the reply is generate()'s."""
+    vision = _load(family_dirs["idefics3"], "fp32")
+    events = list(VisionChat(vision).generate(QUESTION, None, GREEDY))
+    encoded, done = next(e for e in events if isinstance(e, ImagesEncoded)), events[-1]
+    assert encoded.image_tokens == () and done.metrics.vision_encoder_s is None and done.error is None
+    prompt = build_prompt(vision, QUESTION, {})
+    with torch.inference_mode():
+        want = vision.model.generate(**prompt.inputs, max_new_tokens=DECODE_STEPS, do_sample=False)
+    assert [e.token_id for e in events if isinstance(e, Token)] == want[0, len(prompt.ids):].tolist()
+
+
 def test_several_images_are_counted_one_by_one(family_dirs):
     vision = _load(family_dirs["idefics3"], "fp32")
     wide, small = random_image(80, 40, seed=6), random_image(20, 20, seed=7)
@@ -154,6 +169,7 @@ def test_gemma3_runs_transformers_forward_and_says_why(family_dirs):
     events = list(VisionChat(vision).generate(QUESTION, {0: [image]}, GREEDY))
     done = events[-1]
     assert done.reason == "length" and done.metrics.image_tokens == (4,) and done.metrics.vision_encoder_s > 0
+    assert done.metrics.kv_cache_bytes > 0 and done.metrics.prefill_s > 0
     prompt = build_prompt(vision, QUESTION, {0: [image]})
     with torch.inference_mode():
         want = vision.model.generate(**prompt.inputs, max_new_tokens=DECODE_STEPS, do_sample=False)
