@@ -51,12 +51,14 @@ from engine.vision.vlm import VisionModel
 @dataclass(frozen=True)
 class VisionPrompt:
     """A rendered turn: ``inputs`` (the processor's tensors), ``ids`` (the prompt's token ids), ``image_tokens`` per
-    image, ``image_starts`` (where each image's first token sits) and ``image_keys`` (content hashes, in order)."""
+    image, ``image_starts`` / ``image_ends`` (where each image's first token sits, one past its last: a tiled image's
+    tokens come in several runs) and ``image_keys`` (content hashes, in order)."""
 
     inputs: Mapping[str, Any]
     ids: tuple[int, ...]
     image_tokens: tuple[int, ...]
     image_starts: tuple[int, ...]
+    image_ends: tuple[int, ...]
     image_keys: tuple[str, ...]
 
 
@@ -89,11 +91,12 @@ def build_prompt(vision: VisionModel, messages: Sequence[Message], images: Mappi
     token = image_token_id(vision)
     places = [i for i, value in enumerate(ids) if value == token]
     counts = _per_image(vision, pictures, len(places))
-    starts, seen = [], 0
+    starts, ends, seen = [], [], 0
     for count in counts:
         starts.append(places[seen])
+        ends.append(places[seen + count - 1] + 1)
         seen += count
-    return VisionPrompt(inputs, ids, tuple(counts), tuple(starts), tuple(keys))
+    return VisionPrompt(inputs, ids, tuple(counts), tuple(starts), tuple(ends), tuple(keys))
 
 
 def _per_image(vision: VisionModel, pictures: Sequence[Any], total: int) -> list[int]:
@@ -210,7 +213,8 @@ class VisionChat:
         reused = runner.cached_len
         clock.prompt_tokens, clock.reused = len(ids), reused
         yield Started(len(ids), reused, 0, context_max, clock.t_submit)
-        reused_images = sum(1 for start in prompt.image_starts if start < reused)
+        # an image counts as reused only when all its tokens are cached (a cut prefill may end inside one)
+        reused_images = sum(1 for end in prompt.image_ends if end <= reused)
         clock.image_tokens = prompt.image_tokens
         embeds = None
         if reused_images < len(prompt.image_keys):

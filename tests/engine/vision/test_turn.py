@@ -130,6 +130,11 @@ def test_a_follow_up_reuses_the_cached_image_and_answers_as_a_fresh_turn(family_
     again = next(e for e in other if isinstance(e, ImagesEncoded))
     assert again.reused_images == 0 and other[0].reused_tokens == prompt.image_starts[0]
     assert other[-1].metrics.vision_encoder_s is not None
+    # a cache that ends inside the image (a prefill cut there) keeps those rows and encodes the image again
+    chat._runner.crop(prompt.image_starts[0] + 5)
+    cut = list(chat.generate(follow, {0: [random_image(seed=5)]}, GREEDY))
+    assert cut[0].reused_tokens == prompt.image_starts[0] + 5 and cut[1].reused_images == 0
+    assert cut[-1].text == other[-1].text
 
 
 def test_a_turn_without_images_reads_the_token_rows(family_dirs):
