@@ -46,14 +46,16 @@ FIGURES = {"vision_encoder_s": ("s", "lower"), "prefill_s": ("s", "lower"), "ttf
            "decode_tok_s": ("tok/s", "higher")}
 
 
-def bench_folder() -> Path:
+def bench_folder(name: str = FORMAT) -> Path:
     from engine.paths import data_dir
 
-    return data_dir() / "cache" / "bench-vision" / FORMAT
+    return data_dir() / "cache" / "bench-vision" / name
 
 
-def build_folder(dest: Path, seed: int = 0) -> Path:
-    """Write the random-weight SmolVLM-shaped folder (model, processor, tokenizer) to ``dest`` unless it is there."""
+def build_folder(dest: Path, shape: dict[str, Any] = SHAPE, tokenizer_folder: Path | None = None,
+                 seed: int = 0) -> Path:
+    """Write the random-weight folder of ``shape`` (SmolVLM-256M's by default; model, processor, tokenizer) to
+    ``dest`` unless it is there; the tokenizer is ``tokenizer_folder``'s (default: the default model's)."""
     if (dest / "config.json").is_file():
         return dest
     from transformers import (AutoTokenizer, Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor,
@@ -62,7 +64,7 @@ def build_folder(dest: Path, seed: int = 0) -> Path:
 
     from engine.models.fetch import find_default_model
 
-    source = find_default_model()
+    source = tokenizer_folder or find_default_model()
     if source is None:
         raise FileNotFoundError("the vision bench borrows the default model's tokenizer: run `python -m engine fetch`")
     tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
@@ -70,14 +72,14 @@ def build_folder(dest: Path, seed: int = 0) -> Path:
     tok.chat_template = TEMPLATE
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     text = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=eos,
-                       **SHAPE["text"])
-    config = Idefics3Config(vision_config=SHAPE["vision"], text_config=text, scale_factor=SHAPE["scale_factor"],
+                       **shape["text"])
+    config = Idefics3Config(vision_config=shape["vision"], text_config=text, scale_factor=shape["scale_factor"],
                             image_token_id=tok.convert_tokens_to_ids("<image>"), tie_word_embeddings=True)
     torch.manual_seed(seed)
     model = Idefics3ForConditionalGeneration(config).to(torch.bfloat16).eval()
-    images = Idefics3ImageProcessorPil(size={"longest_edge": SHAPE["longest_edge"]},
-                                       max_image_size={"longest_edge": SHAPE["tile"]})
-    processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=SHAPE["image_seq_len"],
+    images = Idefics3ImageProcessorPil(size={"longest_edge": shape["longest_edge"]},
+                                       max_image_size={"longest_edge": shape["tile"]})
+    processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=shape["image_seq_len"],
                                   chat_template=TEMPLATE)
     dest.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(dest, safe_serialization=True)
@@ -100,14 +102,16 @@ def sample_image(size: tuple[int, int] = IMAGE_SIZE) -> Any:
     return read_image(buffer.getvalue(), "bench.png")
 
 
-def measure(tokens: int = 64, reps: int = 3, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Build or reuse the folder, load both variants, measure (see the module docstring): a JSON-ready dict."""
+def measure(tokens: int = 64, reps: int = 3, progress: Callable[[str], None] = lambda _m: None,
+            shape: dict[str, Any] = SHAPE, name: str = FORMAT, tokenizer_folder: Path | None = None) -> dict[str, Any]:
+    """Build or reuse the folder of ``shape`` (kept under ``name``), load both variants, measure (see the module
+    docstring): a JSON-ready dict."""
     from engine.generate.fastpath import FastRunner
     from engine.vision.turn import VisionChat, build_prompt, encode
     from engine.vision.vlm import load_vision_model
 
     progress("building the random-weight SmolVLM-256M-shaped model (once)")
-    folder = build_folder(bench_folder())
+    folder = build_folder(bench_folder(name), shape, tokenizer_folder)
     image = sample_image()
     question = [Message("user", "What does this screenshot show?")]
     variants: dict[str, Any] = {}
@@ -140,7 +144,8 @@ def measure(tokens: int = 64, reps: int = 3, progress: Callable[[str], None] = l
     runs = core.measure({name: variants[name] for name in variants}, [("ttft", ttft), ("decode", decode)], reps,
                         progress)
     facts = variants["int4"].loaded.facts
-    return {"model": "random-weight SmolVLM-256M-Instruct shape (Idefics3 classes)", "image": list(IMAGE_SIZE),
+    model = "random-weight SmolVLM-256M-Instruct shape" if shape is SHAPE else f"random-weight {name}"
+    return {"model": f"{model} (Idefics3 classes)", "image": list(IMAGE_SIZE),
             "image_tokens": runs.runs["bf16"]["image_tokens"][0], "prompt_tokens": runs.runs["bf16"]["prompt_tokens"][0],
             "tokens": tokens, "reps": reps, "threads": torch.get_num_threads(), "decode_step_int4": facts.decode_step,
             "figures": core.summarise(runs.runs, FIGURES, baseline="bf16")}
