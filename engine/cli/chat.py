@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     tool_chat.check(args)
     doc_chat.check(args)
     images = image_chat.read(args)  # a bad image is one line before any model loads
-    if images:  # a vision-language model answers about them (engine.cli.image_chat)
+    if images or image_chat.is_vision_model(args):  # a vision-language model answers (engine.cli.image_chat)
         return image_chat.run(args, messages, images, config)
     speculation = SpeculationConfig.parse(args.speculative) if args.speculative is not None else None
     shown: dict[str, Any] = {}  # the documents' sources for print_reply (engine.cli.doc_chat), when there are any

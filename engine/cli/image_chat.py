@@ -6,7 +6,7 @@ Owns this flag: the images read before any model loads (a bad one is one line an
 printed as ``chat`` prints any reply (``engine.cli.replies``), the summary line then naming the image tokens and the
 vision encoder's time, and ``--json`` with the metrics' ``image_tokens`` (per image) and ``vision_encoder_s`` plus
 ``images`` (each image's name, size, tokens and conversion note). A text model says it has no vision, before its
-weights load. Does not own loading (``engine.vision.vlm``) or the turn.
+weights load; a vision model asked without an image answers through the same turn. Does not own loading (``engine.vision.vlm``) or the turn.
 """
 
 from __future__ import annotations
@@ -31,14 +31,33 @@ def read(args: argparse.Namespace) -> list[Any]:
     turn does not take. Runs before any model loads."""
     if not args.image:
         return []
+    _refuse_flags(args, "--image")
+    from engine.vision.image_input import read_image_file
+
+    return [read_image_file(path) for path in args.image]
+
+
+def _refuse_flags(args: argparse.Namespace, what: str) -> None:
     for flag, given in (("--base-url", args.base_url is not None), ("--mcp", bool(getattr(args, "mcp", None))),
                         ("--doc/--collection", bool(args.doc or args.collection)),
                         ("--speculative", args.speculative is not None), ("--no-kv-cache", args.no_kv_cache)):
         if given:
-            raise BadInputError(f"--image does not go with {flag} yet")
-    from engine.vision.image_input import read_image_file
+            raise BadInputError(f"{what} does not go with {flag} yet")
 
-    return [read_image_file(path) for path in args.image]
+
+def is_vision_model(args: argparse.Namespace) -> bool:
+    """Whether ``--model`` names a vision-language folder here (then even a question without images goes through
+    ``engine.vision.turn``: the text loader's Auto class does not take these configs)."""
+    if args.base_url is not None:
+        return False
+    from engine.errors import EngineError
+    from engine.models.loader import resolve_source
+    from engine.vision.vlm import vision_family
+
+    try:
+        return vision_family(resolve_source(args.model).folder) is not None
+    except EngineError:
+        return False  # the text path says what is wrong with it
 
 
 def run(args: argparse.Namespace, messages: Sequence[Message], images: Sequence[Any], config: Any) -> int:
@@ -47,6 +66,7 @@ def run(args: argparse.Namespace, messages: Sequence[Message], images: Sequence[
     from engine.inputs import LoadSpec
     from engine.vision.vlm import load_vision_model
 
+    _refuse_flags(args, "--image" if images else "a vision-language model")
     vision = load_vision_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
                                         allow_remote_code=args.allow_remote_code, kv_precision=args.kv))
     from engine.vision.turn import VisionChat  # torch: after the load, as chat's session
@@ -74,4 +94,4 @@ def image_line(event: Any) -> str:
     return f"[images] {tokens} image tokens · vision encoder {event.encoder_s:.3f} s"
 
 
-__all__ = ["add_arguments", "read", "run", "image_line"]
+__all__ = ["add_arguments", "read", "is_vision_model", "run", "image_line"]

@@ -73,3 +73,13 @@ def test_flags_an_image_turn_does_not_take_are_refused(llava_dir, pictures, caps
     rc = main(["chat", "--model", str(llava_dir), "--prompt", "hi", "--image", str(pictures[0]),
                "--speculative", "prompt-lookup"])
     assert rc == 2 and "--image does not go with --speculative" in _one_line(capsys.readouterr().err)
+
+
+def test_a_vision_model_asked_without_an_image_answers(llava_dir, capsys):
+    rc = main(["chat", "--model", str(llava_dir), "--precision", "fp32", "--prompt", "hi", "--max-new-tokens", "3",
+               "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["generated_tokens"] == 3 and data["image_tokens"] == [] and data["images"] == []
+    assert data["vision_encoder_s"] is None
+    rc = main(["chat", "--model", str(llava_dir), "--prompt", "hi", "--speculative", "prompt-lookup"])
+    assert rc == 2 and "a vision-language model does not go with --speculative" in _one_line(capsys.readouterr().err)
