@@ -4,10 +4,10 @@
 entry in the Chat menu, built in the menu's order), ``model_helpers`` (servers, each conversation's model, attached
 files, the Thinking switch: built before the window connects its own slots, so that they hear a load first, as
 before) and ``chat_helpers`` (those that follow the chat; built after the window has connected its own slots, so
-that e.g. the pagers and the draft tint find the bubbles the window just built).
-A helper reports by its signals; what it asks of the window (list a conversation, load a model) the window connects
-to its own slots where it calls these. Owns the order of construction and the connections between helpers; no layout (the
-window's, ``app.window.layout``), no slot of the window's own.
+that e.g. the pagers and the draft tint find the bubbles the window just built). A helper reports by its signals;
+what it asks of the window (list a conversation, load a model) the window connects to its own slots where it calls
+these. Owns the order of construction and the connections between helpers; no layout (the window's,
+``app.window.layout``), no slot of the window's own.
 """
 
 from __future__ import annotations
