@@ -24,12 +24,12 @@ from app.history.conversation_docs import DocsChoice, load_choice, save_choice
 from app.history.store import HistoryStore, StoreError
 from app.runtime.bridge import Bridge
 from app.widgets.docs_choice import DocsChoiceButton
-from app.widgets.prompt_box import Composer
 from app.window.attachments import Attachments
 from app.window.docs_forecast import DocsRequest
+from app.window.prompt_meter import PromptMeter
 from app.runtime.collections_index import CollectionsIndexer
 from app.window.controller import ChatController
-from app.window.prompt_meter import PromptMeter
+from app.widgets.prompt_box import Composer
 
 if TYPE_CHECKING:
     from app.widgets.collections_window import CollectionsWindow  # imported when first opened (open_window)
@@ -128,8 +128,9 @@ class CollectionsUi(QObject):
         window.addAction(action)
         return ui
 
-    def ground_forecast(self, meter: PromptMeter, attachments: Attachments) -> None:
-        """The composer's forecast of both documents choices counts the conversation's collections and mode too."""
+    def feed(self, meter: PromptMeter, attachments: Attachments) -> None:
+        """The composer's forecast of both documents choices counts the conversation's collections and mode too, and
+        measures again when they change."""
         keeper = self.keeper
         meter.documents = lambda: DocsRequest(tuple(attachments.usable()), keeper.choice().collections,
                                               keeper.choice().mode)

@@ -102,7 +102,7 @@ class ChatHelpers:
 def menu_helpers(p: Parts, menu: QMenu) -> MenuHelpers:
     """Build the Chat menu's helpers and put their entries in ``menu``, in this order."""
     c, b = p.controller, p.bridge
-    # Collections…, the composer's 📚 choice (the forecast learns of it in chat_helpers, once the meter exists)
+    # Collections…, the composer's 📚 choice (the forecast is fed it in chat_helpers, once the meter exists)
     collections = CollectionsUi.attach(c, b, p.store, p.composer, menu, p.window)
     # "Serve this model", its port, its status-bar label. app/runtime/ is the engine core's: it still takes the window.
     serving = api_serving.ApiServing(p.window, menu)
@@ -142,7 +142,7 @@ def chat_helpers(p: Parts, attachments: Attachments, collections: CollectionsUi)
     c, b = p.controller, p.bridge
     forker = Forker(c, p.chat, p.messages, p.status_bar, p.composer.prompt, p.window)  # "Fork from here"
     meter = PromptMeter(c, b, p.composer, p.perf_panel.ttft_view, attachments, p.window)  # figures when typing
-    collections.ground_forecast(meter, attachments)
+    collections.feed(meter, attachments)  # the forecast counts the chosen collections
     context = ContextMeter(c, b, p.perf_panel, p.window)  # the context bar counts the open conversation's tokens
     # its choice under the model bar, its rows, the tint of drafts
     speculation = Speculation(p.window, c, b, p.settings, p.chat, p.perf_panel, p.messages, p.status_bar)
