@@ -52,27 +52,36 @@ def plain_turn(vision: Any, prompt: Any, config: SamplingConfig, cancel: threadi
     clock.encoder_s = clock.t_prefill - t0 if prompt.image_keys else None
     yield ImagesEncoded(prompt.image_tokens, clock.encoder_s or 0.0, 0)
     yield PrefillProgress(len(ids), len(ids))
-    sampler = Sampler(config, device, ids)
-    reason = "length"
-    for index in range(config.max_new_tokens):
-        choice = sampler.choose(logits)
-        clock.tokens.append(time.perf_counter())
-        piece = decoder.push(choice.token_id)
-        text.append(piece)
-        yield Token(index, choice.token_id, piece, clock.tokens[-1], choice.prob)
-        if choice.token_id in set(vision.loaded.eos_token_ids):
-            reason = "eos"
-            break
-        if cancel.is_set():
-            reason = "cancelled"
-            break
-        if index + 1 == config.max_new_tokens:
-            break
+    def step(token: int) -> Any:
         with torch.inference_mode():  # no mask (one sequence, no padding): positions follow the cache's length
-            step = model(input_ids=torch.tensor([[choice.token_id]], device=device), cache=cache, use_cache=True)
-        logits = step.logits[:, -1]
+            out = model(input_ids=torch.tensor([[token]], device=device), cache=cache, use_cache=True)
+        return out.logits[:, -1]
+
+    reason = yield from decode_tokens(Sampler(config, device, ids), logits, step, set(vision.loaded.eos_token_ids),
+                                      config.max_new_tokens, cancel, clock.tokens, decoder, text)
     clock.kv_bytes = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values) if torch.is_tensor(t))
     yield finished(reason)
 
 
-__all__ = ["plain_turn"]
+def decode_tokens(sampler: Sampler, logits: Any, step: Callable[[int], Any], eos: set[int] | frozenset[int],
+                  max_new_tokens: int, cancel: threading.Event, times: list[float], decoder: IncrementalDecoder,
+                  text: list[str]) -> Iterator[Event]:
+    """The decode loop both paths share (the fast path's runner, turn.py, and transformers' forward, here): sample
+    from ``logits``, stream the token, stop on an end token, a cancel or the budget, else ``step(token)`` gives the
+    next logits. Returns the finish reason ("eos", "cancelled" or "length")."""
+    for index in range(max_new_tokens):
+        choice = sampler.choose(logits)
+        times.append(time.perf_counter())
+        piece = decoder.push(choice.token_id)
+        text.append(piece)
+        yield Token(index, choice.token_id, piece, times[-1], choice.prob)
+        if choice.token_id in eos:
+            return "eos"
+        if cancel.is_set():
+            return "cancelled"
+        if index + 1 < max_new_tokens:
+            logits = step(choice.token_id)
+    return "length"
+
+
+__all__ = ["decode_tokens", "plain_turn"]

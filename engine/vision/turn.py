@@ -39,12 +39,13 @@ import psutil
 import torch
 
 from engine.errors import BadInputError
-from engine.events import Event, Finished, ImagesEncoded, Message, Metrics, PrefillProgress, Started, Token
+from engine.events import Event, Finished, ImagesEncoded, Message, Metrics, PrefillProgress, Started
 from engine.fmt import one_line
 from engine.generate.context import IncrementalDecoder, check_messages, common_prefix
 from engine.generate.fastpath import FastRunner
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig
+from engine.vision.plain_turn import decode_tokens, plain_turn
 from engine.vision.vlm import VisionModel
 
 
@@ -154,6 +155,7 @@ class _Clock:
     kv_bytes: int | None = None  # plain_turn's DynamicCache (the fast runner measures its own)
 
 
+
 class VisionChat:
     """One conversation with a vision-language model (see the module docstring). Used by one thread at a time;
     ``cancel`` is the only thing another thread touches."""
@@ -187,8 +189,6 @@ class VisionChat:
         try:
             prompt = build_prompt(self.vision, messages, images or {})
             if self.vision.loaded.facts.runner != "fast":  # the family's refusal, or its language model's
-                from engine.vision.plain_turn import plain_turn
-
                 yield from plain_turn(self.vision, prompt, config, cancel, clock, decoder, text, finished)
                 return
             yield from self._fast_turn(prompt, config, cancel, clock, decoder, text, finished)
@@ -237,21 +237,8 @@ class VisionChat:
             return
         clock.t_prefilled = time.perf_counter()
         sampler = Sampler(config, runner.device, ids)
-        reason = "length"
-        for index in range(config.max_new_tokens):
-            choice = sampler.choose(logits)
-            clock.tokens.append(time.perf_counter())
-            piece = decoder.push(choice.token_id)
-            text.append(piece)
-            yield Token(index, choice.token_id, piece, clock.tokens[-1], choice.prob)
-            if choice.token_id in self._eos:
-                reason = "eos"
-                break
-            if cancel.is_set():
-                reason = "cancelled"
-                break
-            if index + 1 < config.max_new_tokens:
-                logits = runner.decode(choice.token_id)
+        reason = yield from decode_tokens(sampler, logits, runner.decode, self._eos, config.max_new_tokens, cancel,
+                                          clock.tokens, decoder, text)
         yield finished(reason)
 
     def _reusable(self, runner: FastRunner, prompt: VisionPrompt) -> int:
