@@ -109,11 +109,6 @@ class CollectionsUi(QObject):
     def attach(cls, window: Any, menu: Any) -> CollectionsUi:
         """Build the parts for ``window`` (its controller, bridge, store and composer) and the menu entry."""
         ui = cls(window.controller, window.bridge, window.store, window.composer, window)
-        # The composer's forecast of both documents choices counts the conversation's collections and mode too.
-        meter, attachments, keeper = window.prompt_meter, window.attachments, ui.keeper
-        meter.documents = lambda: DocsRequest(tuple(attachments.usable()), keeper.choice().collections,
-                                              keeper.choice().mode)
-        ui.button.choice_changed.connect(meter.schedule)
         translate = QCoreApplication.translate
         action = QAction(translate("CollectionsUi", "Collections…"), window)
         action.setShortcut(QKeySequence("Ctrl+Shift+D"))
@@ -123,6 +118,14 @@ class CollectionsUi(QObject):
         menu.addAction(action)
         window.addAction(action)
         return ui
+
+    def count_in(self, meter: Any, attachments: Any) -> None:
+        """The composer's forecast of both documents choices (``meter``, built after this) counts the conversation's
+        collections and mode too."""
+        keeper = self.keeper
+        meter.documents = lambda: DocsRequest(tuple(attachments.usable()), keeper.choice().collections,
+                                              keeper.choice().mode)
+        self.button.choice_changed.connect(meter.schedule)
 
     @Slot()
     def open_window(self) -> None:

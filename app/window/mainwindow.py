@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
         self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
         self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
+        self.collections.count_in(self.prompt_meter, self.attachments)  # the meter is built after the 📚 choice
         self.context_meter = context_meter.ContextMeter(self)  # the context bar counts the open conversation's tokens
         self.speculation = Speculation.attach(self)  # its choice on the model bar, its rows, the tint of drafts
         self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
