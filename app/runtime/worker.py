@@ -8,7 +8,7 @@ beyond the engine's own events (``LoadFailure``, ``ReplyStarted``), the loaded m
 it) and the chat sessions it keeps: one ``ChatSession`` per conversation id, a bounded few (``SessionCache``),
 so a reply reuses its conversation's KV cache without every chat ever opened holding one; a session dropped from
 memory, or whose conversation the user switched away from, leaves its cache on disk and a conversation reopened
-later starts from it (``app.runtime.kv_persist``); and whole documents' KV prefixes, which a new conversation
+later starts from it (``engine.core.kv_persist``); and whole documents' KV prefixes, which a new conversation
 attaching the same files starts from (``engine.docs.kv_prefix``).
 
 Does not own the thread, the cancel requests or the coalescing of events for the GUI (``app.runtime.bridge``).
@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.runtime.kv_persist import KVPersistence
 from app.runtime.tool_host import ConfirmRequest, ReplyTools, ToolHost
-from app.runtime.drafter_cache import DrafterCache
+from engine.core.drafters import DrafterCache
+from engine.core.kv_persist import KVPersistence
+from engine.core.sessions import SessionCache
 from engine.docs.attach import AttachedFile, ground_conversation, measure_attached, token_counter
 from engine.docs.forecast import AttachedIndex
 from engine.docs.kv_prefix import DocumentPrefixes, PendingPrefix
@@ -45,14 +46,6 @@ if TYPE_CHECKING:  # the real import waits for the first reply (see Worker._gene
 log = logging.getLogger(__name__)
 
 TaskFn = Callable[[LoadedModel, threading.Event], object]
-
-# A kept session holds its conversation's KV cache in memory until the conversation replies again. Four
-# covers the chats a user goes back and forth between; an older one prefills again on its next reply (a
-# second or two for a small model). 1 GiB bounds what the kept caches hold together beside the weights: four
-# full 8k-token chats of the default model (22.5 KiB per token in bf16) fit, one of an 8B model (128 KiB) does.
-MAX_SESSIONS = 4
-MAX_SESSION_KV_BYTES = 1 << 30
-
 
 @dataclass(frozen=True)
 class LoadJob:
@@ -150,82 +143,6 @@ class QueuedJob:
     def generating(self) -> bool:
         """A reply whose Finished has not reached the GUI yet."""
         return isinstance(self.job, GenerateJob) and not self.reported
-
-
-class SessionCache:
-    """The worker's sessions by conversation id, the least recently used first, bounded by ``MAX_SESSIONS``
-    and by the KV bytes their last replies measured (``MAX_SESSION_KV_BYTES``). The session in use is never
-    evicted, even alone over the byte bound: its conversation is the one most likely to go on."""
-
-    def __init__(self, persistence: KVPersistence | None = None) -> None:
-        self._kept: collections.OrderedDict[int, tuple[ChatSession, int]] = collections.OrderedDict()
-        self._evicted: set[int] = set()  # conversations whose session was dropped to respect the bounds
-        self.persistence = persistence  # a dropped session's cache goes to disk, a new one reopens from there
-
-    def take(self, conversation_id: int, make: Callable[[], ChatSession],
-             prefix_from: int | None = None) -> tuple[ChatSession, bool]:
-        """The conversation's session (made if it has none, now the most recent) and whether it had one
-        that was evicted. A conversation with none takes over ``prefix_from``'s (a fork's first turn: the
-        cache holds their shared history), and that one's next reply prefills again, said as an eviction."""
-        session, kv_bytes = self._kept.pop(conversation_id, (None, 0))
-        evicted = session is None and conversation_id in self._evicted
-        if session is None and prefix_from is not None and prefix_from in self._kept:
-            session, kv_bytes = self._kept.pop(prefix_from)
-            self._evicted.add(prefix_from)
-            evicted = False
-        if session is None:
-            session = make()
-            self._evicted.discard(conversation_id)
-            if self.persistence is not None and self.persistence.reopen(conversation_id, session):
-                evicted = False  # its cache comes back from disk at the next reply: not computed again
-        self._kept[conversation_id] = (session, kv_bytes)
-        self._evict()
-        return session, evicted
-
-    def persist(self, conversation_id: int) -> bool:
-        """Write the conversation's kept cache to disk now (``KVPersistence.save``: not again when the file holds the
-        same ids); False when there is none or it was not written."""
-        kept = self._kept.get(conversation_id)
-        return kept is not None and self.persistence is not None and self.persistence.save(conversation_id, kept[0])
-
-    def forget(self, conversation_id: int) -> None:
-        """The conversation was deleted: its session and its saved cache go."""
-        self._kept.pop(conversation_id, None)
-        self._evicted.discard(conversation_id)
-        if self.persistence is not None:
-            self.persistence.forget(conversation_id)
-
-    def measured(self, conversation_id: int, kv_bytes: int) -> None:
-        """The conversation's reply ended holding ``kv_bytes`` of KV cache."""
-        if conversation_id in self._kept:
-            self._kept[conversation_id] = (self._kept[conversation_id][0], kv_bytes)
-            self._evict()
-
-    def cached_ids(self, conversation_id: int, prefix_from: int | None, use_kv_cache: bool) -> tuple[int, ...]:
-        """The ids the conversation's next reply would find in its KV cache (see ``take``); no change of order."""
-        kept = self._kept.get(conversation_id) or (self._kept.get(prefix_from) if prefix_from is not None else None)
-        return kept[0].cached_ids(use_kv_cache) if kept is not None else ()
-
-    def kept(self) -> list[int]:
-        """Conversation ids with a session, the least recently used first."""
-        return list(self._kept)
-
-    def clear(self) -> None:
-        """Forget every session (a new model, the window closing: nothing was evicted, everything starts over),
-        each one's cache saved first."""
-        if self.persistence is not None:
-            for conversation_id, (session, _) in self._kept.items():
-                self.persistence.save(conversation_id, session)
-        self._kept.clear()
-        self._evicted.clear()
-
-    def _evict(self) -> None:
-        while len(self._kept) > 1 and (len(self._kept) > MAX_SESSIONS or
-                                       sum(kv for _, kv in self._kept.values()) > MAX_SESSION_KV_BYTES):
-            oldest, (session, _) = self._kept.popitem(last=False)
-            self._evicted.add(oldest)
-            if self.persistence is not None:
-                self.persistence.save(oldest, session)
 
 
 def finished_without_run(reason: str, error: str | None = None) -> Finished:

@@ -66,7 +66,7 @@ from engine.serve.jobs import (Executor, Failed, Job, Piece, QueueFullError, Rec
                                WorkerClosedError, _routed, run_here)
 from engine.serve.metrics import ServerMetrics
 from engine.serve.prefix import PrefixCache
-from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
+from engine.core.sessions import DEFAULT_SIZE, SessionPool, Slot
 from engine.serve.stops import StopMatcher
 
 log = logging.getLogger(__name__)
