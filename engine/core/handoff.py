@@ -1,43 +1,43 @@
-"""What the window's API server runs on the window's engine thread: ``Handoff`` and ``WindowWorker``.
+"""An API server's model work handed to the engine core's thread: ``Handoff``.
 
-The rule is the window's: one thread owns the model, the engine thread (``app.runtime.worker``), which also runs the
-chat's replies, loads and lab tasks one at a time. The server's queue (``engine.serve.worker.Worker``) is given a
-``Handoff`` as its executor, and the handoff posts each piece of model work to the engine thread as a ``ServeJob``
+The rule is the core's: one thread owns the model, the engine thread (``engine.core.core``; in the window it also runs
+the chat's replies, loads and lab tasks, one at a time). The server's queue (``engine.serve.worker.Worker``) is given a
+``Handoff`` as its executor, and the handoff posts each piece of model work to the core's queue as a ``ServeJob``
 and waits for it:
 
-- with ``parallel`` > 1 (Settings: 4 by default, as ``engine serve --parallel``) each request is driven by a thread
-  of its own (its template, tokens, sampling and stop strings), and the ``engine.serve.batching.BatchEngine`` hands
-  each *step* here: one forward with every running request's next token, plus at most one prefill chunk. So the
-  requests decode together, and a chat reply asked for meanwhile waits for at most the step in progress; while
+- with ``parallel`` > 1 (the window's Settings: 4 by default, as ``engine serve --parallel``) each request is driven
+  by a thread of its own (its template, tokens, sampling and stop strings), and the
+  ``engine.serve.batching.BatchEngine`` hands each *step* here: one forward with every running request's next token, plus at most one prefill chunk. So
+  the requests decode together, and a chat reply asked for meanwhile waits for at most the step in progress; while
   it runs, the server's requests wait for it (their next step comes after);
 - with one at a time (``parallel`` 1, or a model the batched step cannot run) each request's whole model work is one
   hand-over, behind whatever the engine thread is doing.
 
 ``close`` stops handing over (``WorkerClosedError``); with ``abandon`` it also gives up on work posted but not
-started (the engine thread is busy with a chat reply or a load), so stopping never waits for one.
-``WindowWorker`` is the engine's queue with what the window adds: each reply served is counted (the status bar's
-"n requests served"), and every request can be cancelled at once (serving turned off, another model).
+started (the engine thread is busy with a chat reply or a load), so stopping never waits for one. A piece of work
+made for one model never runs on another: the core's model changed, it raises ``WorkerClosedError``.
 
-Owns the hand-over and those two additions; not the toggle, the socket or the label (``app.runtime.api_serving``),
-not the HTTP behaviour (``engine.serve.app``), not the batching (``engine.serve.batching``).
+Owns the hand-over; not the socket or the toggle (``app.runtime.api_serving``), not the HTTP behaviour
+(``engine.serve.app``), not the batching (``engine.serve.batching``). Imports no Qt.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any, Callable
 
-from app.runtime.worker import ServeJob
-from engine.serve.worker import Job, Reply, Worker, WorkerClosedError
+from engine.core.jobs import ServeJob
+from engine.serve.jobs import WorkerClosedError
 
 
 class Handoff:
     """The executor of one model's server queue: ``handoff(fn)`` runs ``fn()`` on the engine thread and returns what
-    it returned (raises what it raised). Called from the queue's threads; ``model`` is set on the engine thread."""
+    it returned (raises what it raised). Called from the queue's threads; ``model`` is set on the engine thread.
+    ``post(job)`` puts a ``ServeJob`` on the core's queue (the window's ``Bridge.post_serve_job``); False: the core is
+    closing and it will never run."""
 
-    def __init__(self, bridge: Any) -> None:
-        self._bridge = bridge
+    def __init__(self, post: Callable[[ServeJob], bool]) -> None:
+        self._post = post
         self.model: Any = None  # the model this queue was made for: work for it never runs on another
         self._lock = threading.Lock()
         self._closed = False
@@ -50,7 +50,7 @@ class Handoff:
                 raise WorkerClosedError("the window stopped serving")
             self._pending.add(call)
         try:
-            if not self._bridge.post_serve_job(ServeJob(call.run)):
+            if not self._post(ServeJob(call.run)):
                 raise WorkerClosedError("the window is closing")
             call.done.wait()  # close(abandon=True) sets it for a call that never started
         finally:
@@ -79,7 +79,7 @@ class _Call:
         self.error: BaseException | None = None
         self._state = "posted"  # posted -> running | abandoned
 
-    def run(self, loaded: Any) -> None:  # on the engine thread (app.runtime.worker.ServeJob)
+    def run(self, loaded: Any) -> None:  # on the engine thread (engine.core.jobs.ServeJob)
         with self._lock:
             if self._state == "abandoned":
                 return
@@ -98,33 +98,3 @@ class _Call:
             self._state = "abandoned"
             self.error = WorkerClosedError("the window stopped serving")
             self.done.set()
-
-
-class WindowWorker(Worker):
-    """``engine.serve.worker.Worker`` with ``on_reply(finish_reason)`` told each reply it answers (on a queue's
-    thread), and ``cancel_all``."""
-
-    def __init__(self, loaded: Any, on_reply: Callable[[str], None], **options: Any) -> None:
-        super().__init__(loaded, **options)
-        self._on_reply = on_reply
-        self._submitted: weakref.WeakSet[Job] = weakref.WeakSet()
-
-    def submit(self, job: Job) -> None:
-        emit = job.emit
-
-        def counted(event: Any) -> None:
-            emit(event)  # first: a client that left (it raises) was not served
-            if isinstance(event, Reply):
-                try:
-                    self._on_reply(event.finish_reason)
-                except RuntimeError:  # the window is gone (its QObject deleted): nobody counts any more
-                    pass
-
-        job.emit = counted
-        super().submit(job)
-        self._submitted.add(job)
-
-    def cancel_all(self) -> None:
-        """Every request queued or running stops within a step (answered as cancelled)."""
-        for job in list(self._submitted):
-            job.cancel.set()
