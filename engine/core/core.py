@@ -1,8 +1,9 @@
 """The engine core: the loaded model and everything kept beside it, and the one place a job is run.
 
 ``EngineCore.run(queued)`` runs one job (``engine.core.jobs``) on the calling thread, which must be the core's one
-engine thread: the window's engine thread (its Qt adapter ``app.runtime.worker.Worker`` calls it) or, for
-``engine serve``, the server's. It owns the loaded model (only this thread touches it), the chat sessions by
+engine thread: the window's engine thread (its Qt adapter ``app.runtime.worker.Worker`` calls it; the window's API
+server's model work arrives there as ``ServeJob``s, ``engine.core.handoff``). ``engine serve`` does not run on it
+yet: its queue's own thread owns its model (``engine.serve.worker``). It owns the loaded model (only this thread touches it), the chat sessions by
 conversation id (``engine.core.sessions.SessionCache``: a reply reuses its conversation's KV cache, a dropped one goes
 to disk, ``engine.core.kv_persist``), the speculation drafter (``engine.core.drafters``), whole documents' KV prefixes
 a new conversation attaching the same files starts from (``engine.docs.kv_prefix``) and the attached files the
