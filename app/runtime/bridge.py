@@ -154,6 +154,11 @@ class Bridge(QObject):
         """What the engine core holds in memory, as last reported: ``ModelRecord``s, the least recently used first."""
         return self._models
 
+    def embedder(self) -> object:
+        """The engine core's embedding model (loaded and put beside the chat model if it is not there; None: none is
+        installed). Call it on the engine thread only: inside a ``submit_task`` function."""
+        return self._worker.core.embedder()
+
     def is_busy(self) -> bool:
         return bool(self._jobs)
 

@@ -1,17 +1,21 @@
-"""The engine core: the loaded model and everything kept beside it, and the one place a job is run.
+"""The engine core: the loaded models and everything kept beside them, and the one place a job is run.
 
 ``EngineCore.run(queued)`` runs one job (``engine.core.jobs``) on the calling thread, which must be the core's one
 engine thread: the window's engine thread (its Qt adapter ``app.runtime.worker.Worker`` calls it; the window's API
 server's model work arrives there as ``ServeJob``s, ``engine.core.handoff``). ``engine serve`` does not run on it
-yet: its queue's own thread owns its model (``engine.serve.worker``). It owns the loaded model (only this thread touches it), the chat sessions by
-conversation id (``engine.core.sessions.SessionCache``: a reply reuses its conversation's KV cache, a dropped one goes
-to disk, ``engine.core.kv_persist``), the speculation drafter (``engine.core.drafters``), whole documents' KV prefixes
-a new conversation attaching the same files starts from (``engine.docs.kv_prefix``) and the attached files the
-forecast read (``engine.docs.forecast.AttachedIndex``).
+yet: its queue's own thread owns its model (``engine.serve.worker``).
+
+It owns the loaded models (only this thread touches them): the chat model and the embedding model beside it on a
+``ModelShelf`` (``engine.core.models``: a budget, least recently used unloaded, reported as ``ModelRecord``s); the
+chat sessions by conversation id (``engine.core.sessions.SessionCache``: a reply reuses its conversation's KV cache,
+a dropped one goes to disk, ``engine.core.kv_persist``), the speculation drafter (``engine.core.drafters``), whole
+documents' KV prefixes a new conversation attaching the same files starts from (``engine.docs.kv_prefix``) and the
+attached files the forecast read (``engine.docs.forecast.AttachedIndex``).
 
 What it has to say goes to a ``Reports`` (the window's adapter turns each into a Qt signal): the engine's events for a
-reply, in order, and the outcome of loads and tasks. A reply's tools run in the client's ``ToolRunner`` (the window's
-MCP servers and its confirmations are the window's). Imports no Qt; torch only once a reply needs a session.
+reply, in order, the outcome of loads and tasks, and what is loaded. A reply's tools run in the client's
+``ToolRunner`` (the window's MCP servers and its confirmations are the window's). Imports no Qt; torch only once a
+model is needed.
 """
 
 from __future__ import annotations
@@ -68,9 +72,12 @@ class EngineCore:
     """The loaded model, the sessions, drafters and prefixes kept beside it, and ``run`` for one job at a time."""
 
     def __init__(self, reports: Reports, tool_runner: ToolRunner | None = None,
-                 budget_bytes: int | None = None) -> None:
+                 budget_bytes: int | None = None, load_embedder: Callable[[], object] | None = None) -> None:
         self._reports = reports
         self._tool_runner = tool_runner
+        self._load_embedder = load_embedder or _load_embedder_in_use
+        self._embedder_in_use = _embedder_folder_in_use if load_embedder is None else (lambda: "")
+        self._embedder_name = ""  # which installed embedder the shelf's is (its folder name)
         self.loaded: LoadedModel | RemoteModel | None = None  # the chat model (a server's: not in this memory)
         self.shelf = ModelShelf(budget_bytes)  # the models in this process's memory: the chat one, an embedder...
         self.drafters = DrafterCache()  # speculative decoding's drafter, one for every conversation's session
@@ -78,7 +85,8 @@ class EngineCore:
         # Whole documents' KV prefixes, kept for other conversations attaching the same files (issue 43), on disk in
         # the conversations' KV folder, within its budget.
         self.doc_prefixes = DocumentPrefixes(self.sessions.persistence.store)
-        self.attached_index = AttachedIndex()  # attached files read and indexed by the forecast, reused by the send
+        # Attached files read and indexed by the forecast, reused by the send; its embedder is the shelf's.
+        self.attached_index = AttachedIndex(self.embedder)
 
     def run(self, queued: QueuedJob) -> None:
         """Run one job to its end; a bug is logged and never escapes (the engine thread keeps serving)."""
@@ -123,6 +131,23 @@ class EngineCore:
                 self.loaded = None
         self._reports.report_models(self.shelf.records())
         return model
+
+    def embedder(self) -> object:
+        """The embedding model in use (``engine.docs.embed``): the one on the shelf while it is still the one in use,
+        else loaded now and put there beside the chat model; None when none is installed (retrieval then ranks by
+        keywords alone)."""
+        in_use = self._embedder_in_use()
+        kept = self.shelf.get("embedding")
+        if kept is not None and self._embedder_name == in_use:
+            return kept
+        self.shelf.drop("embedding")  # another one was chosen since (engine docs use-embedder): the old one goes
+        embedder = self._load_embedder()
+        if embedder is None:
+            self._reports.report_models(self.shelf.records())
+            return None
+        self._embedder_name = in_use
+        name, nbytes = getattr(embedder, "name", in_use), getattr(embedder, "weights_bytes", 0)
+        return self.hold("embedding", name, embedder, nbytes)
 
     def held(self, kind: str) -> object:
         """The ``kind`` model kept (now the most recently used), or None."""
@@ -258,3 +283,15 @@ class EngineCore:
             self._reports.report_task_failure(job_id, one_line(exc, name_type=True))
         else:
             self._reports.report_task_result(job_id, result)
+
+
+def _load_embedder_in_use() -> object:
+    from engine.cli.docs import embedder_for_search  # transformers: imported when an embedder is first needed
+
+    return embedder_for_search()
+
+
+def _embedder_folder_in_use() -> str:
+    from engine.docs.embed import in_use_folder  # no torch: a small JSON file read
+
+    return in_use_folder()

@@ -83,3 +83,25 @@ def test_a_failed_load_keeps_nothing_and_a_bug_in_a_job_does_not_escape(tmp_path
     assert len(reports.of("load_failed")) == 1 and core.models() == ()
     _run(core, TaskJob(lambda _loaded, _cancel: 1 / 0, needs_model=False), 2)
     assert "division by zero" in reports.of("task_failed")[0]  # one line for the client; the core goes on
+
+
+def test_the_embedding_model_is_loaded_once_onto_the_shelf_beside_the_chat_model(tiny_model_dir, home, tmp_path):
+    from engine.docs.embed import TransformersEmbedder
+    from tests.helpers.documents import make_tiny_encoder
+
+    loads: list[TransformersEmbedder] = []
+
+    def load() -> TransformersEmbedder:  # a real encoder, as engine.docs.embed loads the one in use
+        loads.append(TransformersEmbedder(make_tiny_encoder(tmp_path / "encoder", ["alpha", "beta"]), name="tiny-bert"))
+        return loads[-1]
+
+    reports = Recorder()
+    core = EngineCore(reports, load_embedder=load)
+    _run(core, LoadJob(LoadSpec(str(tiny_model_dir), precision="fp32", device="cpu")))
+    first = core.embedder()
+    assert core.embedder() is first and len(loads) == 1  # kept: the next search or index reuses it
+    assert core.attached_index.embedder() is first  # the forecast and the send retrieve with the shelf's
+    chat = core.loaded.facts
+    assert core.models() == (ModelRecord(chat.name, "chat", chat.weights_bytes),
+                             ModelRecord("tiny-bert", "embedding", first.weights_bytes))
+    assert first.weights_bytes > 0 and reports.of("models")[-1] == core.models()

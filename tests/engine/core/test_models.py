@@ -34,7 +34,8 @@ def test_past_the_budget_the_least_recently_used_other_is_unloaded_never_the_one
     assert unloaded == (ModelRecord("bge", "embedding", 300),)
     assert [r.kind for r in shelf.records()] == ["chat", "vision"]
     alone = shelf.put("embedding", "huge", object(), 5000)  # alone over the budget: kept, the others go
-    assert [r.kind for r in alone] == ["chat", "vision"] and shelf.records() == (ModelRecord("huge", "embedding", 5000),)
+    assert [r.kind for r in alone] == ["chat", "vision"]
+    assert shelf.records() == (ModelRecord("huge", "embedding", 5000),)
 
 
 def test_unknown_kinds_and_negative_budgets_are_refused():
