@@ -29,6 +29,7 @@ from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea
 from app.widgets.model_bar import ModelBar
+from app.widgets.models_label import ModelsLabel
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
@@ -131,6 +132,7 @@ class MainWindow(QMainWindow):
 
         (self.status_model, self.status_device, self.status_precision, self.status_state,
          self.load_progress) = layout.status_widgets(self.statusBar())
+        self.models_label = ModelsLabel.attach(self.statusBar(), self.bridge.models_changed)  # what is in memory
 
         menu = self.menuBar().addMenu(self.tr("&Chat"))
         self._action(menu, self.tr("New chat"), QKeySequence.StandardKey.New, self.on_new_chat_triggered)
