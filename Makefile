@@ -44,6 +44,7 @@ $(NATIVE): $(wildcard engine/quant/*.cpp) | $(STAMP)
 install: $(STAMP) $(QM) $(NATIVE)
 	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC) $(TORCH_BUILD)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi
 	$(PY) -m engine fetch
+	$(PY) -m engine docs fetch-embedder
 
 install-test: install
 

@@ -26,7 +26,7 @@ import tempfile
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import engine  # noqa: F401  (offline switches before anything touches Hugging Face)
 from app import __version__
@@ -47,6 +47,9 @@ except ImportError as _qt_error:
     QT_MISSING: ImportError | None = _qt_error
 else:
     QT_MISSING = None
+
+if TYPE_CHECKING:
+    from app.window.mainwindow import MainWindow  # imported late in main(): the window's modules are slow to import
 
 log = logging.getLogger("miaohui")
 
@@ -243,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 class ScriptedRun:
     """--self-test / --screenshot: drive the real window through one load and one reply."""
 
-    def __init__(self, window: Any, args: argparse.Namespace) -> None:
+    def __init__(self, window: MainWindow, args: argparse.Namespace) -> None:
         self.window = window
         self.args = args
         self.report: dict[str, Any] = {"ok": False, "model": args.model or "default"}

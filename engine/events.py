@@ -1,7 +1,8 @@
 """What a generation tells its consumer: frozen event dataclasses and the ``Metrics`` snapshot.
 
 ``ChatSession.generate`` yields, in order: ``Started``, ``PrefillProgress``*, then ``Token`` events with an
-occasional ``Stats``, and always exactly one ``Finished`` last. Everything here is plain data (no torch,
+occasional ``Stats``, and always exactly one ``Finished`` last (a turn with images, ``engine.vision.turn``, yields
+``ImagesEncoded`` after ``Started``). Everything here is plain data (no torch,
 no Qt) so the GUI, the lab, the benchmark and the CLI can read it; the session computes the values.
 Metric definitions are in docs/DESIGN.md, "Metrics" (the vLLM ``bench serve`` / GenAI-Perf ones).
 This module owns the shapes and ``Metrics`` arithmetic only; it computes nothing from tensors.
@@ -73,6 +74,16 @@ class Started:
     context_max: int
     t: float  # time.perf_counter() at submit
     reuse_break: ReuseBreak | None = None  # where the prompt parted from a cache that held other tokens there
+
+
+@dataclass(frozen=True)
+class ImagesEncoded:
+    """A turn's images are tokens (``engine.vision.turn``; after ``Started``, before ``PrefillProgress``): the tokens
+    each image became, in the order given, and the vision tower's time (0.0 when the cache held them all)."""
+
+    image_tokens: tuple[int, ...]
+    encoder_s: float
+    reused_images: int = 0  # of those, already in the KV cache from an earlier turn (not encoded or prefilled again)
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,10 @@ class Metrics:
     masked_tokens: int = 0
     mask_wait_s: float | None = None
     mask_build_s: float | None = None
+    # Images (engine/vision/turn.py): the tokens each image of this turn became, in order, and the time the vision
+    # tower and projector took to encode them (None: no image encoded, or every image's tokens were in the cache).
+    image_tokens: tuple[int, ...] = ()
+    vision_encoder_s: float | None = None
     unknown: tuple[str, ...] = ()  # names of the fields above that are not known (their value is a placeholder)
 
     def known(self, name: str) -> Any:
@@ -161,6 +176,7 @@ class Metrics:
         """JSON-ready dict with exactly the field names but ``unknown`` (``itl_s`` as a list; unknown ones None)."""
         data = asdict(self)
         data["itl_s"] = list(self.itl_s)
+        data["image_tokens"] = list(self.image_tokens)
         for name in data.pop("unknown"):
             if name in data:
                 data[name] = None
@@ -186,4 +202,4 @@ class Finished:
     reasoning: str = ""  # a reasoning model's thought, markers removed (``text`` is then the answer alone)
 
 
-Event = Started | PrefillProgress | Token | Stats | Finished
+Event = Started | ImagesEncoded | PrefillProgress | Token | Stats | Finished

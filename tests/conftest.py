@@ -17,6 +17,17 @@ from engine import paths  # noqa: E402
 _REAL_DEFAULT_MODEL = paths.default_model_dir()
 
 
+@pytest.fixture(autouse=True)
+def _drafting_pays(request, monkeypatch):
+    """Speculation drafts only where measured times say it pays (engine/speculate/length.py): every test is told
+    costs under which drafting always pays, so what it checks (the same text, drafts counted, tinted) never hangs on
+    this machine's timings. A test of the measured decision itself is marked ``measured_costs``."""
+    if request.node.get_closest_marker("measured_costs") is None:
+        monkeypatch.setenv("MIAOHUI_SPECULATION_COSTS", "1.0,0.1,0.01")
+    else:
+        monkeypatch.delenv("MIAOHUI_SPECULATION_COSTS", raising=False)
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """An empty data directory for this test (history, settings, logs)."""

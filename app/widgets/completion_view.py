@@ -14,14 +14,18 @@ Owns no generation (``app.runtime.bridge``) and no SQL (``app.history.store``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from PySide6.QtCore import QCoreApplication, Qt, Slot
+from PySide6.QtCore import QCoreApplication, Qt, Signal, Slot
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.history.perf import PerfRecord
-from app.history.store import StoreError
+from app.history.store import HistoryStore, StoreError
+from app.runtime.bridge import Bridge
+from app.state.settings import ChatSettings
+from app.widgets.message_area import MessageArea
+from app.widgets.perf_panel import PerfPanel
 from engine.errors import EngineError
 from engine.errors import BadInputError
 from engine.models.loader import resolve_source
@@ -37,13 +41,23 @@ def _has_template(loaded: Any, _cancel: Any) -> bool:
 
 
 class CompletionView(QDialog):
-    """The Complete text window of one main window."""
+    """The Complete text window of one main window: given the bridge, the history, the chat's settings (a callable:
+    the open conversation's), the window's performance panel and message strip. The window connects the model bar's
+    ``load_requested`` and the controller's ``model_ready`` to the slots of those names.
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
+    Signals:
+        saved(): a run was saved to the history as a conversation of its own (the window lists it).
+    """
+
+    saved = Signal()
+
+    def __init__(self, bridge: Bridge, store: HistoryStore, chat_settings: Callable[[], ChatSettings],
+                 panel: PerfPanel, messages: MessageArea, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
         self.setWindowTitle(self.tr("Complete text"))
         self.setWindowFlag(Qt.WindowType.Window)
-        self.main, self.bridge, self.controller = window, window.bridge, window.controller
+        self.bridge, self._store, self._chat_settings = bridge, store, chat_settings
+        self._panel, self._messages = panel, messages
         layout = QVBoxLayout(self)
         self.editor = QPlainTextEdit(self)
         self.editor.setPlaceholderText(self.tr("Write the beginning of a text; the model continues it."))
@@ -65,7 +79,6 @@ class CompletionView(QDialog):
         self.stop_button.clicked.connect(self.bridge.stop)
         self.bridge.tokens_received.connect(self.on_bridge_tokens_received)
         self.bridge.generation_finished.connect(self.on_bridge_generation_finished)
-        self.controller.model_ready.connect(self.on_controller_model_ready)
         self.bridge.task_finished.connect(self.on_bridge_task_finished)
         self._running = False
         self._sent = ""
@@ -73,13 +86,9 @@ class CompletionView(QDialog):
         self._task: int | None = None
         self.resize(640, 480)
 
-    @classmethod
-    def attach(cls, window: Any, menu: Any) -> "CompletionView":
-        """Build the view for ``window`` and its Chat → Complete text… entry in ``menu``."""
-        view = cls(window)
-        menu.addAction(QCoreApplication.translate("CompletionView", "Complete text…"), view.open_view)
-        window.model_bar.load_requested.connect(view.on_model_load_requested)
-        return view
+    def add_to(self, menu: QMenu) -> None:
+        """The Chat → Complete text… entry in ``menu``."""
+        menu.addAction(QCoreApplication.translate("CompletionView", "Complete text…"), self.open_view)
 
     def is_running(self) -> bool:
         return self._running
@@ -96,14 +105,14 @@ class CompletionView(QDialog):
         text = self.editor.toPlainText()
         if self._running or self.bridge.is_generating():
             return False
-        if self.controller.facts is None:
+        if self.bridge.facts is None:
             self.status.setText(self.tr("No model loaded: choose a model in the main window and press Load."))
             return False
         if not text.strip():
             self.status.setText(self.tr("Write something to continue first."))
             return False
         try:
-            config = self.controller.chat_settings().sampling_config()
+            config = self._chat_settings().sampling_config()
         except BadInputError as exc:
             self.status.setText(self.tr("The reply settings cannot be used: {why}").format(why=exc))
             return False
@@ -114,7 +123,7 @@ class CompletionView(QDialog):
         self.continue_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.status.setText(self.tr("Continuing…"))
-        self.main.perf_panel.reset()
+        self._panel.reset()
         return True
 
     @Slot(str, list)
@@ -141,8 +150,8 @@ class CompletionView(QDialog):
         metrics = finished.metrics if finished.metrics is not None and finished.metrics.generated_tokens else None
         perf = None
         if metrics is not None:
-            self.main.perf_panel.show_metrics(metrics, final=True)
-            perf = PerfRecord.from_metrics(metrics.to_dict(), getattr(self.controller.facts, "name", ""))
+            self._panel.show_metrics(metrics, final=True)
+            perf = PerfRecord.from_metrics(metrics.to_dict(), getattr(self.bridge.facts, "name", ""))
         labels = {"eos": self.tr("The model ended the text."), "length": self.tr(
             "The max new tokens limit was reached: press Continue for more."), "cancelled": self.tr("Stopped.")}
         self.status.setText(finished.error or labels.get(finished.reason, ""))
@@ -151,7 +160,7 @@ class CompletionView(QDialog):
 
     def _save(self, continuation: str, reason: str, perf: PerfRecord | None) -> None:
         """The run into the history: the document as sent and its continuation, in this view's conversation."""
-        store = self.controller.store
+        store = self._store
         try:
             if self._cid is None:
                 self._cid = store.create_conversation(settings={"mode": "complete"})
@@ -160,10 +169,10 @@ class CompletionView(QDialog):
         except StoreError as exc:
             self.status.setText(self.tr("History not saved: {why}").format(why=exc))
             return
-        self.controller.conversation_listed.emit(None)
+        self.saved.emit()
 
     def _offer(self) -> None:
-        self.main.messages.show_message(self.tr(
+        self._messages.show_message(self.tr(
             "This model has no chat template, so it cannot chat: it continues text instead. Use Chat → "
             "Complete text…"), "warning")
         self.open_view()

@@ -12,10 +12,13 @@ loaded tokenizer (``engine.generate.reasoning``), once per load. Owns no generat
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from PySide6.QtCore import Qt, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QCheckBox, QFrame, QToolButton, QVBoxLayout, QWidget
+
+from app.runtime.bridge import Bridge
+from app.state.settings import ChatSettings
 
 from app.ui.markdown_view import MessageBrowser
 
@@ -92,37 +95,38 @@ def _template_takes_thinking(loaded: Any, _cancel: Any) -> bool:
 
 
 class ThinkingSwitch(QCheckBox):
-    """The open conversation's "Thinking" switch, for a model whose template takes ``enable_thinking``."""
+    """The open conversation's "Thinking" switch, for a model whose template takes ``enable_thinking``.
 
-    def __init__(self, controller: Any, parent: QWidget | None = None) -> None:
+    ``chat_settings`` reads the open conversation's settings (the switch shows their ``thinking``); the window connects
+    the controller's ``model_ready`` and ``conversation_shown`` to the slots of those names.
+
+    Signals:
+        thinking_chosen(bool): the user turned thinking on or off for the open conversation (the window applies it).
+    """
+
+    thinking_chosen = Signal(bool)
+
+    def __init__(self, bridge: Bridge, chat_settings: Callable[[], ChatSettings],
+                 parent: QWidget | None = None) -> None:
         super().__init__(self.tr("Thinking"), parent)
         self.setObjectName("thinkingSwitch")
         self.setToolTip(self.tr("Let the model reason before it answers (this conversation; the model's template "
                                 "takes the switch). Off: it answers at once."))
-        self.controller = controller
+        self._bridge, self._chat_settings = bridge, chat_settings
         self._task: int | None = None
         self.hide()
-        self.toggled.connect(self.on_toggled)
-        controller.model_ready.connect(self.on_controller_model_ready)
-        controller.conversation_shown.connect(self.on_controller_conversation_shown)
-        controller.bridge.task_finished.connect(self.on_bridge_task_finished)
-
-    @classmethod
-    def attach(cls, window: Any) -> "ThinkingSwitch":
-        """Build the switch into ``window``'s status bar, wired to its controller."""
-        switch = cls(window.controller, window)
-        window.statusBar().addPermanentWidget(switch)
-        return switch
+        self.toggled.connect(self.thinking_chosen)
+        bridge.task_finished.connect(self.on_bridge_task_finished)
 
     def _sync(self) -> None:
         self.blockSignals(True)
-        self.setChecked(self.controller.chat_settings().thinking)
+        self.setChecked(self._chat_settings().thinking)
         self.blockSignals(False)
 
     @Slot(object)
     def on_controller_model_ready(self, _facts: Any) -> None:
         self.hide()
-        self._task = self.controller.bridge.submit_task(_template_takes_thinking)
+        self._task = self._bridge.submit_task(_template_takes_thinking)
 
     @Slot(object)
     def on_controller_conversation_shown(self, _messages: Any) -> None:
@@ -134,7 +138,3 @@ class ThinkingSwitch(QCheckBox):
             self._task = None
             self._sync()
             self.setVisible(takes is True)
-
-    @Slot(bool)
-    def on_toggled(self, on: bool) -> None:
-        self.controller.apply_settings(self.controller.chat_settings(), thinking=on)

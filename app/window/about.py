@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
-
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from engine.paths import DEFAULT_MODEL_NAME, data_root
 
@@ -31,14 +29,14 @@ def _folder_link(path: Path) -> str:
 class About(QObject):
     """The window's Help menu (no signals): ``box`` is the About box last opened, or None."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: QMainWindow) -> None:
         super().__init__(window)
         self.window = window
         self.box: QMessageBox | None = None
         self.action: QAction | None = None  # Help → About Miaohui (set by ``attach``)
 
     @classmethod
-    def attach(cls, window: Any) -> "About":
+    def attach(cls, window: QMainWindow) -> "About":
         """The Help menu, last on ``window``'s menu bar, with its About entry."""
         about = cls(window)
         menu = window.menuBar().addMenu(QCoreApplication.translate("About", "&Help"))

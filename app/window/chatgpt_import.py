@@ -14,72 +14,62 @@ import logging
 
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMenu, QStatusBar, QWidget
 
 from app.history import import_chatgpt
 from app.history.store import StoreError
 from app.runtime.background import TaskRunner, error_line
+from app.widgets.message_area import MessageArea
+from app.window.controller import ChatController
 
 log = logging.getLogger(__name__)
-
-class ImportHost(Protocol):
-    """What the importer uses of the main window (a protocol, so this module does not import the window)."""
-
-    controller: Any
-    conversations: Any
-    messages: Any
-
-    def statusBar(self) -> Any: ...  # noqa: N802 (Qt's name)
-
-    def on_controller_conversation_listed(self, cid: int | None) -> None: ...
 
 
 class ChatGptImport(QObject):
     """Imports a ChatGPT export into the window's history.
 
+    ``parent`` (the main window) is the file dialog's parent.
+
     Signals:
+        listed(object): the conversations were added: the list shows them with this one (an id, or None) selected.
         imported(object): the ids of the conversations just added (in the export's order); [] when it failed.
     """
 
+    listed = Signal(object)
     imported = Signal(object)
 
-    def __init__(self, window: ImportHost) -> None:
-        super().__init__(window)  # type: ignore[arg-type]
+    def __init__(self, controller: ChatController, messages: MessageArea, status_bar: QStatusBar,
+                 parent: QWidget) -> None:
+        super().__init__(parent)
+        self._controller, self._messages, self._status_bar, self._parent = controller, messages, status_bar, parent
         self._runner = TaskRunner(self, max_threads=1, name="miaohui-chatgpt-import")
         self._percent = -1
         self.action = QAction(self.tr("Import ChatGPT export…"), self)
         self.action.setToolTip(self.tr("Add the chats of a ChatGPT data export (conversations.json) to the history"))
         self.action.triggered.connect(self.on_action_triggered)
 
-    @classmethod
-    def attach(cls, window: Any, menu: Any) -> ChatGptImport:
-        """Build the importer and its entry in ``menu``."""
-        importer = cls(window)
-        menu.addAction(importer.action)
-        return importer
-
-    def _window(self) -> ImportHost:
-        return self.parent()  # type: ignore[return-value]
+    def add_to(self, menu: QMenu) -> None:
+        """The importer's entry in ``menu``."""
+        menu.addAction(self.action)
 
     def busy(self) -> bool:
         return self._runner.busy()
 
     def import_file(self, path: Path) -> bool:
         """Import ``path`` in the background; False when an import is already running or the history is read-only."""
-        window = self._window()
-        store = window.controller.store
+        store = self._controller.store
         if self._runner.busy():
             return False
         if store.read_only:
-            window.messages.show_message(self.tr("The history is read-only here: nothing can be imported."), "warning")
+            self._messages.show_message(self.tr("The history is read-only here: nothing can be imported."), "warning")
             return False
         self._percent = -1
         self.action.setEnabled(False)
-        window.statusBar().showMessage(self.tr("Importing ChatGPT export {name}…").format(name=Path(path).name))
+        self._status_bar.showMessage(self.tr("Importing ChatGPT export {name}…").format(name=Path(path).name))
 
         def work(report: Any) -> list[int]:
             read = import_chatgpt.read_export(Path(path), report)
@@ -97,7 +87,7 @@ class ChatGptImport(QObject):
     # -- slots ----------------------------------------------------------------------------------------
     @Slot()
     def on_action_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self._window(), self.tr("Import ChatGPT export"), str(Path.home()),
+        path, _ = QFileDialog.getOpenFileName(self._parent, self.tr("Import ChatGPT export"), str(Path.home()),
                                               self.tr("ChatGPT export (conversations.json *.json)"))
         if path:
             self.import_file(Path(path))
@@ -107,29 +97,27 @@ class ChatGptImport(QObject):
         percent = int(fraction * 100)
         if percent != self._percent:  # one redraw per percent, however many conversations
             self._percent = percent
-            self._window().statusBar().showMessage(self.tr("Importing ChatGPT export… {percent}%").format(
+            self._status_bar.showMessage(self.tr("Importing ChatGPT export… {percent}%").format(
                 percent=percent))
 
     @Slot(object)
     def on_import_done(self, ids: list[int]) -> None:
-        window = self._window()
         self.action.setEnabled(True)
-        window.statusBar().clearMessage()
+        self._status_bar.clearMessage()
         if not ids:
-            window.messages.show_message(self.tr("The ChatGPT export holds no chats to import."), "info")
+            self._messages.show_message(self.tr("The ChatGPT export holds no chats to import."), "info")
         else:
-            window.messages.show_message(self.tr("Imported {n} chats from ChatGPT; they go on with the loaded model.")
-                                         .format(n=len(ids)), "info")
-            if not window.controller.is_generating():
-                window.controller.select(ids[0])
-            window.on_controller_conversation_listed(window.controller.conversation_id)
+            self._messages.show_message(self.tr("Imported {n} chats from ChatGPT; they go on with the loaded model.")
+                                        .format(n=len(ids)), "info")
+            if not self._controller.is_generating():
+                self._controller.select(ids[0])
+            self.listed.emit(self._controller.conversation_id)
         self.imported.emit(list(ids))
 
     @Slot(object)
     def on_import_failed(self, exc: BaseException) -> None:
-        window = self._window()
         self.action.setEnabled(True)
-        window.statusBar().clearMessage()
+        self._status_bar.clearMessage()
         why = str(exc) if isinstance(exc, StoreError) else error_line(exc)
-        window.messages.show_message(self.tr("Nothing imported: {why}").format(why=why), "error")
+        self._messages.show_message(self.tr("Nothing imported: {why}").format(why=why), "error")
         self.imported.emit([])

@@ -10,30 +10,26 @@ inference, no widget.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from PySide6.QtCore import QObject, Slot
 
+from app.runtime.bridge import Bridge
+from app.widgets.perf_panel import PerfPanel
+from app.window.controller import ChatController
 from engine.errors import BadInputError
 from engine.generate.measure import PromptMeasure
 
 NO_SESSION = -1  # an unsaved conversation: the worker keeps no session for it
 
 
-class ContextHost(Protocol):
-    """What the meter uses of the main window (a protocol, so this module does not import the window)."""
-
-    controller: Any
-    bridge: Any
-    perf_panel: Any
-
-
 class ContextMeter(QObject):
     """Measures the open conversation's prompt when it is shown and puts the count on the context bar (no signals)."""
 
-    def __init__(self, window: ContextHost) -> None:
-        super().__init__(window)  # type: ignore[arg-type]
-        self._controller, self._bridge, self._panel = window.controller, window.bridge, window.perf_panel
+    def __init__(self, controller: ChatController, bridge: Bridge, panel: PerfPanel,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller, self._bridge, self._panel = controller, bridge, panel
         self._pending = 0  # the measurement on the worker (task id), 0 when none
         self._controller.conversation_shown.connect(self.measure)
         self._controller.model_ready.connect(self.measure)

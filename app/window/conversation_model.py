@@ -8,8 +8,9 @@ whose model differs from the one loaded loads it, as choosing it in the model ba
 while a reply streams or a load runs (it waits for them to end), and not before a first model is loaded (the app
 loads one at start). A local model no longer on this machine leaves the loaded one in place, with a one-line notice.
 
-Owns those decisions and the record's shape (``ModelRecord``); loading is the window's (``MainWindow.load_model``,
-``app.window.remote_source`` for a server), the row is the store's; no widget, no SQL.
+Owns those decisions and the record's shape (``ModelRecord``); loading is the window's (``load_requested``, which it
+connects to ``MainWindow.load_model``; ``app.window.remote_source`` for a server), the row is the store's; no widget,
+no SQL.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.history.store import MODEL_KEY, StoreError
+from app.widgets.message_area import MessageArea
+from app.window.controller import ChatController
 from app.window.remote_source import RemoteSource
 from engine.errors import EngineError
 from engine.inputs import DEVICES, PRECISIONS, LoadSpec
@@ -29,15 +32,6 @@ from engine.models.catalog import list_local_models
 from engine.remote.spec import RemoteSpec
 
 log = logging.getLogger(__name__)
-
-
-class RestorerHost(Protocol):
-    """What the restorer uses of the main window (a protocol, so this module does not import the window)."""
-
-    controller: Any
-    messages: Any
-
-    def load_model(self, model: str, precision: str = "auto", device: str = "auto") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -90,22 +84,22 @@ def is_local(model: str) -> bool:
 class ModelRestorer(QObject):
     """Records the loaded model with the open conversation and restores a conversation's model when it is opened.
 
-    Emits no signal of its own: what it does shows as the controller's load and the window's messages.
+    Signals:
+        load_requested(str, str, str): load this local model (model, precision, device), as the model bar would.
     """
 
-    def __init__(self, window: RestorerHost, remote: RemoteSource) -> None:
-        super().__init__(window)  # type: ignore[arg-type]  (the window is reached as the parent: no reference cycle)
-        self._controller = controller = window.controller
+    load_requested = Signal(str, str, str)
+
+    def __init__(self, controller: ChatController, messages: MessageArea, remote: RemoteSource,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller, self._messages = controller, messages
         self._remote = remote  # a conversation with a server's model connects through it
         self._wanted: tuple[int, ModelRecord] | None = None  # a restore waiting for a reply or a load to end
         controller.conversation_shown.connect(self.on_controller_conversation_shown)
         controller.message_added.connect(self.on_controller_message_added)
         controller.state_changed.connect(self.on_controller_state_changed)
         controller.model_ready.connect(self.on_controller_model_ready)
-
-    @property
-    def _window(self) -> RestorerHost:
-        return self.parent()  # type: ignore[return-value]
 
     def recorded(self, cid: int) -> ModelRecord | None:
         """The model recorded with conversation ``cid``, if any."""
@@ -169,9 +163,9 @@ class ModelRestorer(QObject):
         if record.base_url:
             self._connect(record)
         elif is_local(record.model):
-            self._window.load_model(record.model, record.precision, record.device)
+            self.load_requested.emit(record.model, record.precision, record.device)
         else:
-            self._window.messages.show_message(self.tr(
+            self._messages.show_message(self.tr(
                 "This conversation used {name}, which is not on this machine; continuing with {current}.").format(
                 name=record.name, current=controller.facts.name), "warning")
 
@@ -184,4 +178,4 @@ class ModelRestorer(QObject):
         try:
             source.connect_to(RemoteSpec(record.base_url, record.model, api_key=key))
         except EngineError as exc:  # a stored URL that no longer parses
-            self._window.messages.show_message(str(exc), "error")
+            self._messages.show_message(str(exc), "error")

@@ -14,18 +14,25 @@ beyond placing the button beside Attach, and no indexing (``app.runtime.collecti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
 
 from app.history.conversation_docs import DocsChoice, load_choice, save_choice
 from app.history.store import HistoryStore, StoreError
 from app.runtime.bridge import Bridge
 from app.widgets.docs_choice import DocsChoiceButton
+from app.window.attachments import Attachments
 from app.window.docs_forecast import DocsRequest
+from app.window.prompt_meter import PromptMeter
 from app.runtime.collections_index import CollectionsIndexer
 from app.window.controller import ChatController
+from app.widgets.prompt_box import Composer
+
+if TYPE_CHECKING:
+    from app.widgets.collections_window import CollectionsWindow  # imported when first opened (open_window)
 
 
 class DocsChoiceKeeper(QObject):
@@ -94,21 +101,23 @@ class CollectionsUi(QObject):
     """The indexer, the 📚 button's keeper, the Chat menu's "Collections…" and the window it opens (built when first
     opened). No signals."""
 
-    def __init__(self, controller: ChatController, bridge: Bridge, store: HistoryStore, composer: Any,
-                 parent: QObject | None = None) -> None:
+    def __init__(self, controller: ChatController, bridge: Bridge, store: HistoryStore, composer: Composer,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.indexer = CollectionsIndexer(bridge, parent=self)
         self.button = DocsChoiceButton()
         composer.add_beside_attach(self.button)
         self.keeper = DocsChoiceKeeper(controller, bridge, store, self.indexer, self.button, self)
-        self.window: Any = None  # app.widgets.collections_window.CollectionsWindow once opened
+        self.window: CollectionsWindow | None = None  # once opened
         self._parent_widget = parent
         self.button.manage_requested.connect(self.open_window)
 
     @classmethod
-    def attach(cls, window: Any, menu: Any) -> CollectionsUi:
-        """Build the parts for ``window`` (its controller, bridge, store and composer) and the menu entry."""
-        ui = cls(window.controller, window.bridge, window.store, window.composer, window)
+    def attach(cls, controller: ChatController, bridge: Bridge, store: HistoryStore, composer: Composer, menu: QMenu,
+               window: QMainWindow) -> CollectionsUi:
+        """Build the parts and put "Collections…" in ``menu``, its shortcut on ``window`` (the Collections window's
+        parent)."""
+        ui = cls(controller, bridge, store, composer, window)
         translate = QCoreApplication.translate
         action = QAction(translate("CollectionsUi", "Collections…"), window)
         action.setShortcut(QKeySequence("Ctrl+Shift+D"))
@@ -119,9 +128,9 @@ class CollectionsUi(QObject):
         window.addAction(action)
         return ui
 
-    def count_in(self, meter: Any, attachments: Any) -> None:
-        """The composer's forecast of both documents choices (``meter``, built after this) counts the conversation's
-        collections and mode too."""
+    def feed(self, meter: PromptMeter, attachments: Attachments) -> None:
+        """The composer's forecast of both documents choices counts the conversation's collections and mode too, and
+        measures again when they change."""
         keeper = self.keeper
         meter.documents = lambda: DocsRequest(tuple(attachments.usable()), keeper.choice().collections,
                                               keeper.choice().mode)
@@ -132,7 +141,7 @@ class CollectionsUi(QObject):
         if self.window is None:
             from app.widgets.collections_window import CollectionsWindow
 
-            self.window = CollectionsWindow(self.indexer, self._parent_widget)  # type: ignore[arg-type]
+            self.window = CollectionsWindow(self.indexer, self._parent_widget)
         self.window.refresh()
         self.window.show()
         self.window.raise_()

@@ -10,20 +10,19 @@ grounds the question in the same files, and a later question is answered from th
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QObject, Slot
 
 from app.history.documents import save_documents
 from app.state.chat_messages import ChatMessage, FinishedReply
+from app.window.controller import ChatController
 
 
 class DocumentsKeeping(QObject):
-    """Follows ``window.controller``'s sent messages and finished replies; no signals."""
+    """Follows ``controller``'s sent messages and finished replies; no signals."""
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self._controller = window.controller
+    def __init__(self, controller: ChatController, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller = controller
         self._controller.message_added.connect(self.on_controller_message_added)
         self._controller.reply_finished.connect(self.on_controller_reply_finished)
 

@@ -5,7 +5,7 @@ calls Sydney Australia's capital and answers Chinese in English (issue 41). A ne
 window, so the chat says so above its first message: a note that names the model as tiny, says what it is for, and
 offers "Show better models" (the Models window on its Recommended tab). The note stays until the user closes it
 (``Settings.default_model_note_dismissed``: once per user, not once per run), and hides while another model is
-loaded. Owns that note; opens the Models window through the main window's Models… action.
+loaded. Owns that note; asks for the Models window (``models_requested``), which the main window opens.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.state.settings import Settings
 from app.ui import accessibility
 from engine.paths import DEFAULT_MODEL_NAME
 
@@ -60,40 +61,38 @@ class DefaultModelNote(QFrame):
 
 
 class DefaultModelNoteKeeper(QObject):
-    """Shows ``note`` while the default model is the one chosen or loaded and the user has not closed it.
+    """Shows ``note`` while the default model is the one chosen or loaded and the user has not closed it. The window
+    connects its ``model_ready`` to ``on_window_model_ready``.
 
-    ``window`` is the ``MainWindow``: its settings, its ``model_ready`` signal and its Models… action.
+    Signals:
+        models_requested(): the note's "Show better models" was clicked: open Models… on its Recommended tab.
     """
 
-    def __init__(self, window: Any, note: DefaultModelNote) -> None:
-        super().__init__(window)
-        self._window, self.note = window, note
-        note.models_requested.connect(self.on_note_models_requested)
+    models_requested = Signal()
+
+    def __init__(self, settings: Settings, note: DefaultModelNote, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._settings, self.note = settings, note
+        note.models_requested.connect(self.models_requested)
         note.dismissed.connect(self.on_note_dismissed)
-        window.model_ready.connect(self.on_window_model_ready)
         # Before any load finishes: the model this start will load is the default one unless the user chose another.
-        self._show(window.settings.model_choice()[0] == "default")
+        self._show(settings.model_choice()[0] == "default")
 
     @classmethod
-    def attach(cls, window: Any, layout: Any) -> "DefaultModelNoteKeeper":
+    def attach(cls, settings: Settings, layout: QBoxLayout, parent: QObject | None = None) -> "DefaultModelNoteKeeper":
         """Put the note last in ``layout`` (the chat column's top, under the message strip) and keep it."""
         note = DefaultModelNote()
         layout.addWidget(note)
-        return cls(window, note)
+        return cls(settings, note, parent)
 
     def _show(self, default_model: bool) -> None:
-        self.note.setVisible(default_model and not self._window.settings.default_model_note_dismissed())
+        self.note.setVisible(default_model and not self._settings.default_model_note_dismissed())
 
     @Slot(object)
     def on_window_model_ready(self, facts: Any) -> None:
         self._show(getattr(facts, "name", "") == DEFAULT_MODEL_NAME and not getattr(facts, "remote", False))
 
     @Slot()
-    def on_note_models_requested(self) -> None:
-        self._window.on_models_triggered()  # built on first use
-        self._window.models_window.show_recommended()
-
-    @Slot()
     def on_note_dismissed(self) -> None:
-        self._window.settings.set_default_model_note_dismissed(True)
+        self._settings.set_default_model_note_dismissed(True)
         self.note.hide()

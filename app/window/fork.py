@@ -11,24 +11,14 @@ its messages to the user; the copy is the store's (``HistoryStore.fork_conversat
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import QStatusBar
 
 from app.history.store import StoreError
-
-
-class ForkHost(Protocol):
-    """What the forker uses of the main window (a protocol, so this module does not import the window)."""
-
-    controller: Any
-    chat: Any
-    messages: Any
-    prompt: Any
-
-    def statusBar(self) -> Any: ...  # noqa: N802 (Qt's name)
-
-    def on_controller_conversation_listed(self, cid: int | None) -> None: ...
+from app.widgets.chat_view import ChatView
+from app.widgets.message_area import MessageArea
+from app.widgets.prompt_box import PromptBox
+from app.window.controller import ChatController
 
 
 FORK_NOTE_MS = 6000
@@ -38,39 +28,42 @@ class Forker(QObject):
     """Forks the window's open conversation when a bubble asks to.
 
     Signals:
+        listed(object): the fork was made and opened: the list shows it (this id) selected, without opening it again.
         forked(int, int): the new conversation's id and the original's, once the fork is open.
     """
 
+    listed = Signal(object)
     forked = Signal(int, int)
 
-    def __init__(self, window: ForkHost) -> None:
-        super().__init__(window)  # the window is reached as the parent: no reference cycle keeps it alive
-        window.chat.fork_requested.connect(self.fork)
+    def __init__(self, controller: ChatController, chat: ChatView, messages: MessageArea, status_bar: QStatusBar,
+                 prompt: PromptBox, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller, self._messages, self._status_bar, self._prompt = controller, messages, status_bar, prompt
+        chat.fork_requested.connect(self.fork)
 
     @Slot(int)
     def fork(self, index: int) -> int | None:
         """Fork the open conversation at message ``index``; the new conversation's id (now open), or None (said
         why when it is the user's to know)."""
-        window: ForkHost = self.parent()  # type: ignore[assignment]
-        controller = window.controller
+        controller = self._controller
         messages, cid = controller.messages(), controller.conversation_id
         if controller.is_generating() or not 0 <= index < len(messages):
             return None  # the buttons are disabled while a reply streams
         mid = messages[index].message_id
         if cid is None or mid is None:
-            window.messages.show_message(self.tr("This chat is not saved in the history, so it cannot be forked."),
+            self._messages.show_message(self.tr("This chat is not saved in the history, so it cannot be forked."),
                                          "warning")
             return None
         try:
             title = self.tr("%1 (fork)").replace("%1", controller.store.get_conversation(cid).title)
             new = controller.store.fork_conversation(cid, mid, title)
         except StoreError as exc:
-            window.messages.show_message(self.tr("Could not fork this chat: %1").replace("%1", str(exc)), "error")
+            self._messages.show_message(self.tr("Could not fork this chat: %1").replace("%1", str(exc)), "error")
             return None
         controller.bridge.note_fork(new, cid)
         controller.select(new)
-        window.on_controller_conversation_listed(new)  # listed and selected without opening it twice
-        window.statusBar().showMessage(self.tr("Forked into a new chat; the original is unchanged."), FORK_NOTE_MS)
-        window.prompt.setFocus()
+        self.listed.emit(new)  # listed and selected without opening it twice
+        self._status_bar.showMessage(self.tr("Forked into a new chat; the original is unchanged."), FORK_NOTE_MS)
+        self._prompt.setFocus()
         self.forked.emit(new, cid)
         return new

@@ -9,22 +9,23 @@ session and file go (``Bridge.forget_kv``). Owns only when to ask; not the writi
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QObject, Slot
+
+from app.runtime.bridge import Bridge
+from app.window.controller import ChatController
 
 
 class KVKeeping(QObject):
-    """Follows ``window.controller``'s open conversation and the list's deletions; no signals."""
+    """Follows ``controller``'s open conversation; the window connects the list's deletions to
+    ``on_conversation_deleted``. No signals."""
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self._controller, self._bridge = window.controller, window.bridge
+    def __init__(self, controller: ChatController, bridge: Bridge, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller, self._bridge = controller, bridge
         self._open: int | None = self._controller.conversation_id
         self._controller.conversation_shown.connect(self.on_controller_conversation_shown)
         # A first message creates its conversation without showing another one: listed, it is the open one.
         self._controller.conversation_listed.connect(self.on_controller_conversation_listed)
-        window.conversations.conversation_deleted.connect(self.on_conversation_deleted)
 
     @Slot(object)
     def on_controller_conversation_shown(self, _messages: object) -> None:

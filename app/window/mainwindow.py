@@ -1,10 +1,11 @@
 """The main window: conversations on the left, the chat in the centre, the figures on the right.
 
-Lays out the widgets and wires them to the chat's controller (``app.window.controller``, which owns the turn: the
-open conversation, the streaming reply, editing, loading) and to the bridge for what only the window shows
-(load progress, the token inspector, the performance panel). Shows what the controller reports in one
-channel of messages to the user and keeps the window's state (buttons, status bar) in step with it. It runs
-no inference (``app.runtime.bridge``), renders no Markdown (``app.ui.markdown_view``) and owns no SQL.
+Lays out the widgets and wires them to the chat's controller (``app.window.controller``: the turn, the open
+conversation, editing, loading) and to the bridge for what only the window shows (load progress, the token
+inspector, the performance panel). Its helpers are built by ``app.window.wiring`` from the typed parts they use
+(never the window); what they ask of the window, by a signal, is connected here. Shows what the controller reports
+in one channel of messages and keeps the window's state (buttons, status bar) in step. It runs no inference
+(``app.runtime.bridge``), renders no Markdown (``app.ui.markdown_view``) and owns no SQL.
 """
 
 from __future__ import annotations
@@ -12,37 +13,33 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import QMainWindow, QSplitter, QToolBar, QWidget
+from PySide6.QtWidgets import QMainWindow, QMenu, QSplitter, QToolBar, QWidget
 
 from app.history.store import HistoryStore
-from app.runtime import api_serving
 from app.runtime.bridge import Bridge, ReplyStarted
 from app.state.settings import ChatSettings, Settings, with_conversation_fields
 from app.ui import accessibility
 from app.ui.engine_texts import engine_text, history_text
-from app.widgets import completion_view, thinking_section
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea
 from app.widgets.model_bar import ModelBar
-from app.widgets.models_label import ModelsLabel
 from app.widgets.prompt_box import Composer
 from app.widgets.settings_dialog import SettingsDialog
 from app.widgets.side_panel import SidePanel
-from app.window import (about, chatgpt_import, context_meter, conversation_model, docs_choice, documents_keeping,
-                        first_run, fork, kv_keeping, layout, prompt_meter, remote_code, remote_source, tool_turns,
-                        versions)
+from app.window import about, first_run, layout, remote_code, wiring
 from app.window.controller import ChatController, ChatMessage, FinishedReply
-from app.window.attachments import Attachments
 from app.window.prefill_progress import show_prefill_progress, show_waiting
-from app.window.speculation import Speculation
 from engine.errors import BadInputError
 from engine.fmt import outside_text
 from engine.inputs import LoadSpec
+
+if TYPE_CHECKING:
+    from app.widgets.models_window import ModelsWindow  # imported when first opened (on_models_triggered)
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +68,13 @@ class MainWindow(QMainWindow):
         self.bridge = bridge or Bridge(self)
         self.controller = ChatController(settings, store, self.bridge, self)
         self._closed = False
-        self.models_window: Any = None  # the Models window (app/widgets/models_window.py), built when first opened
+        self.models_window: ModelsWindow | None = None  # built when first opened
         self._build()
-        self.remote_source = remote_source.RemoteSource(self)  # servers' models: "Connect to server…", their figures
         self._connect()
-        self.forker, self.prompt_meter = fork.Forker(self), prompt_meter.PromptMeter(self)  # fork; figures when typing
-        self.collections.count_in(self.prompt_meter, self.attachments)  # the meter is built after the 📚 choice
-        self.context_meter = context_meter.ContextMeter(self)  # the context bar counts the open conversation's tokens
-        self.speculation = Speculation.attach(self)  # its choice on the model bar, its rows, the tint of drafts
-        self.versions = versions.Versions(self)  # Regenerate keeps the replaced reply; the ‹ 2/3 › pagers
-        self.kv_keeping = kv_keeping.KVKeeping(self)  # a conversation switched away from: its KV cache to disk
+        h = wiring.chat_helpers(self.parts, self.attachments, self.collections)  # after the window's own slots
+        self.forker, self.prompt_meter, self.context_meter = h.forker, h.prompt_meter, h.context_meter
+        self.speculation, self.versions, self.kv_keeping = h.speculation, h.versions, h.kv_keeping
+        self.forker.listed.connect(self.on_controller_conversation_listed)  # listed and selected, not opened twice
         self._update_state()
         for notice in store.notices:
             self.messages.show_message(history_text(notice), "warning")
@@ -112,7 +106,10 @@ class MainWindow(QMainWindow):
         self.editing_label, self.cancel_edit_button = composer.editing_label, composer.cancel_edit_button
 
         column, top_layout = layout.chat_column(self.messages, self.chat, composer)
-        self.first_run = first_run.DefaultModelNoteKeeper.attach(self, top_layout)  # "the default model is tiny"
+        # "the default model is tiny", its "Show better models" opening Models… on its Recommended tab
+        self.first_run = first_run.DefaultModelNoteKeeper.attach(self.settings, top_layout, self)
+        self.first_run.models_requested.connect(self.show_recommended_models)
+        self.model_ready.connect(self.first_run.on_window_model_ready)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.conversations)
@@ -132,7 +129,6 @@ class MainWindow(QMainWindow):
 
         (self.status_model, self.status_device, self.status_precision, self.status_state,
          self.load_progress) = layout.status_widgets(self.statusBar())
-        self.models_label = ModelsLabel.attach(self.statusBar(), self.bridge.models_changed)  # what is in memory
 
         menu = self.menuBar().addMenu(self.tr("&Chat"))
         self._action(menu, self.tr("New chat"), QKeySequence.StandardKey.New, self.on_new_chat_triggered)
@@ -140,17 +136,19 @@ class MainWindow(QMainWindow):
         self._action(menu, self.tr("Focus prompt"), QKeySequence("Ctrl+L"), self.on_focus_prompt_triggered)
         self._action(menu, self.tr("Settings…"), QKeySequence("Ctrl+,"), self.on_settings_triggered)
         self._action(menu, self.tr("Models…"), QKeySequence("Ctrl+M"), self.on_models_triggered)
-        self.collections = docs_choice.CollectionsUi.attach(self, menu)  # Collections…, the composer's 📚 choice
-        self.api_serving = api_serving.ApiServing(self, menu)  # "Serve this model", its port, its status-bar label
-        self.completion = completion_view.CompletionView.attach(self, menu)  # Complete text… (no chat template)
-        self.chatgpt_import = chatgpt_import.ChatGptImport.attach(self, menu)  # Import ChatGPT export…
-        self.tool_turns = tool_turns.ToolTurns.attach(self, menu)  # Tools… (MCP servers, JSON answers); a separator
+        self.parts = wiring.Parts(self, self.settings, self.store, self.bridge, self.controller, self.chat, composer,
+                                  self.messages, self.perf_panel, self.conversations, self.model_bar, self.statusBar(),
+                                  self.status_state, self.load_progress)
+        m = wiring.menu_helpers(self.parts, menu)  # Collections…, Serve, Complete text…, Import…, Tools…
+        self.collections, self.api_serving, self.completion = m.collections, m.api_serving, m.completion
+        self.chatgpt_import, self.tool_turns = m.chatgpt_import, m.tool_turns
+        self.chatgpt_import.listed.connect(self.on_controller_conversation_listed)
         self._action(menu, self.tr("Quit"), QKeySequence.StandardKey.Quit, self.close)
         self.menuBar().addMenu(self.tr("&View")).addAction(self.perf_dock.toggleViewAction())
         self.about = about.About.attach(self)  # Help → About: version, data and logs folders, licences
         accessibility.tab_order(self.model_bar, self.conversations, self.chat, composer, self.perf_dock)  # as laid out
 
-    def _action(self, menu: Any, text: str, shortcut: Any, slot: Any) -> QAction:
+    def _action(self, menu: QMenu, text: str, shortcut: Any, slot: Any) -> QAction:
         action = QAction(text, self)
         action.setShortcut(shortcut)
         action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
@@ -160,7 +158,10 @@ class MainWindow(QMainWindow):
         return action
 
     def _connect(self) -> None:
-        c, b, self.model_restorer = self.controller, self.bridge, conversation_model.ModelRestorer(self, self.remote_source)
+        c, b, h = self.controller, self.bridge, wiring.model_helpers(self.parts)  # they hear a load first
+        self.remote_source, self.model_restorer, self.attachments = h.remote_source, h.model_restorer, h.attachments
+        self.documents_keeping, self.thinking_switch = h.documents_keeping, h.thinking_switch
+        self.model_restorer.load_requested.connect(self.load_model)  # a conversation's own model, restored
         c.conversation_shown.connect(self.on_controller_conversation_shown)
         c.message_added.connect(self.on_controller_message_added)
         c.messages_removed.connect(self.chat.remove_from)
@@ -168,10 +169,6 @@ class MainWindow(QMainWindow):
         c.reply_grew.connect(self.chat.append_to_reply)
         c.reply_thought.connect(self.chat.append_to_thought)
         c.reply_grounded.connect(self.chat.show_reply_documents)
-        self.attachments = Attachments(self.bridge, self.composer.chips, self)
-        self.composer.files_offered.connect(self.attachments.on_composer_files_offered)
-        self.documents_keeping = documents_keeping.DocumentsKeeping(self)  # attached files and sources, saved
-        self.thinking_switch = thinking_section.ThinkingSwitch.attach(self)  # for a template taking enable_thinking
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.editing_changed.connect(self.on_controller_editing_changed)
         c.conversation_listed.connect(self.on_controller_conversation_listed)
@@ -187,7 +184,6 @@ class MainWindow(QMainWindow):
         b.stats_updated.connect(self.perf_panel.show_metrics)
         b.busy_changed.connect(self._update_state)  # the state itself is the controller's
         self.model_bar.load_requested.connect(self.on_model_load_requested)
-        self.model_bar.connect_requested.connect(self.remote_source.open_dialog)
         self.send_button.clicked.connect(self.on_send_clicked)
         self.prompt.submitted.connect(self.on_send_clicked)
         # The Tokenizer tab shows how the prompt being written is cut (it debounces and tokenises on the worker).
@@ -312,7 +308,7 @@ class MainWindow(QMainWindow):
 
     @Slot(int, int)
     def on_bridge_prefill_progressed(self, done: int, total: int) -> None:
-        show_prefill_progress(self, done, total)  # app.window.prefill_progress: status, reply bubble, panel
+        show_prefill_progress(self.status_state, self.perf_panel.ttft_view, self.chat, done, total)
 
     @Slot(str, list)
     def on_bridge_tokens_received(self, _text: str, tokens: list) -> None:
@@ -368,7 +364,7 @@ class MainWindow(QMainWindow):
                                                  "they apply to the next reply."), 5000)
 
     @Slot(int)
-    def on_models_triggered(self) -> None:
+    def on_models_triggered(self) -> ModelsWindow:
         if self.models_window is None:
             # Here, not at the top: the library brings huggingface_hub (~1-2 s) that a chat-only start never needs.
             from app.widgets.models_window import ModelsWindow
@@ -379,6 +375,11 @@ class MainWindow(QMainWindow):
         self.models_window.show()
         self.models_window.raise_()
         self.models_window.activateWindow()
+        return self.models_window
+
+    @Slot()
+    def show_recommended_models(self) -> None:
+        self.on_models_triggered().show_recommended()  # built on first use
 
     def on_chat_edit_requested(self, index: int) -> None:
         if self.controller.edit(index):

@@ -10,9 +10,12 @@ the status text was) and where it goes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QCoreApplication
+from PySide6.QtWidgets import QLabel
+
+from app.widgets.chat_view import ChatView
+from app.widgets.message_bubble import MessageWidget
+from app.widgets.ttft_view import TtftView
 
 
 def prefill_text(done: int, total: int) -> str:
@@ -24,18 +27,19 @@ def prefill_text(done: int, total: int) -> str:
         share=share, done=done, total=total)
 
 
-def show_waiting(bubble: Any) -> None:
+def show_waiting(bubble: MessageWidget) -> None:
     """Say in a reply's bubble still without text that it waits for the model (its first prefill chunk)."""
     if not bubble.message.text and not bubble.message.reasoning:
         bubble.footer.setText(QCoreApplication.translate("MainWindow", "Waiting for the model…"))
         bubble.footer.setVisible(True)
 
 
-def show_prefill_progress(window: Any, done: int, total: int) -> None:
+def show_prefill_progress(status_state: QLabel, ttft_view: TtftView, chat: ChatView, done: int, total: int) -> None:
+    """Show ``done`` of ``total`` prompt tokens in the status bar's state label, the panel's TTFT view and the
+    reply's bubble still waiting for its first token."""
     text = prefill_text(done, total)
-    window.status_state.setText(f"· {text}")
-    window.perf_panel.ttft_view.show_prefill(done, total)
-    chat = window.chat
+    status_state.setText(f"· {text}")
+    ttft_view.show_prefill(done, total)
     if chat.is_streaming() and chat.widgets() and not chat.reply_text():
         bubble = chat.widgets()[-1]
         bubble.footer.setText(text)  # "generating" once the prompt is in: the wait is the first token now

@@ -14,29 +14,24 @@ never collects a queue of stale measurements. Owns the wording and when to measu
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.runtime.bridge import Bridge
 from app.state.rate_estimate import MIN_RATE_TOKENS, RateEstimate, RecentRates, rate_key
 from app.ui.engine_texts import engine_text
+from app.widgets.prompt_box import Composer
+from app.widgets.ttft_view import TtftView
 from app.window import docs_forecast
+from app.window.attachments import Attachments
+from app.window.controller import ChatController
 from app.window.docs_forecast import DocsRequest
 from app.window.forecast import LEFT_OUT, Forecast, forecast
 from engine.docs.forecast import DocsForecast, MeasureWithDocuments
 from engine.errors import BadInputError
 from engine.events import Message
 from engine.generate.measure import PromptMeasure
-
-
-class MeterHost(Protocol):
-    """What the meter uses of the main window (a protocol, so this module does not import the window)."""
-
-    controller: Any
-    composer: Any
-    bridge: Any
-    perf_panel: Any
-    attachments: Any  # app.window.attachments.Attachments: the files attached to the message being written
 
 
 DEBOUNCE_MS = 300  # measure after the user pauses typing, not on every keystroke
@@ -62,18 +57,18 @@ class PromptMeter(QObject):
 
     forecast_shown = Signal(object)
 
-    def __init__(self, window: MeterHost) -> None:
-        super().__init__(window)
-        self._controller, self._bridge, self._composer = window.controller, window.bridge, window.composer
+    def __init__(self, controller: ChatController, bridge: Bridge, composer: Composer, ttft_view: TtftView,
+                 attachments: Attachments, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller, self._bridge, self._composer = controller, bridge, composer
         self.forecast: Forecast | None = None  # what is shown
         self.docs_forecast: DocsForecast | None = None  # with documents: both choices, as shown
         # What a Send grounds the message in: the attached files; a conversation's collections and forced mode are
-        # added by whoever owns them, by replacing this.
-        attachments = window.attachments
+        # added by whoever owns them, by replacing this. ``attachments``: the files attached to the message written.
         self.documents: Callable[[], DocsRequest] = lambda: DocsRequest(tuple(attachments.usable()))
         attachments.changed.connect(self.schedule)  # a file attached, removed or read: both choices again
         self.rates = RecentRates()  # measured on this machine by recent replies, per model, precision and device
-        self._ttft_view = window.perf_panel.ttft_view  # its "Before truncation" uses the same estimate
+        self._ttft_view = ttft_view  # its "Before truncation" uses the same estimate
         self._editing: int | None = None
         self._pending = 0  # the measurement on the worker (task id), 0 when none
         self._stale = False  # the text or the conversation changed while it was measured

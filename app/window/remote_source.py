@@ -2,7 +2,8 @@
 
 The main window constructs one and connects the model bar's ``connect_requested`` ("Connect to server…") to its
 ``open_dialog``, which opens
-``app.widgets.remote_dialog.RemoteDialog``; its ``RemoteSpec`` is loaded like a local model (``ChatController.load``
+``app.widgets.remote_dialog.RemoteDialog``; its ``RemoteSpec`` is asked for (``load_requested``) and the window
+loads it like a local model (``ChatController.load``
 -> the worker's ``LoadJob``, which lists the server's models and checks the name; replies then stream from
 ``engine.remote.RemoteSession`` on the same worker, into the same conversation, history and footers). While a
 server's model is loaded, this reads the server's ``/metrics`` after each reply (``app.runtime.background``) and shows
@@ -17,15 +18,23 @@ Owns no widget but the dialog it opens; runs no inference.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
+from PySide6.QtWidgets import QLabel, QProgressBar, QWidget
 
 from app.runtime.background import TaskRunner
+from app.runtime.bridge import Bridge
 from app.state.api_keys import ApiKeys
+from app.state.settings import Settings
+from app.widgets.message_area import MessageArea
+from app.widgets.perf_panel import PerfPanel
 from engine.fmt import outside_text
 from engine.paths import DEFAULT_MODEL_NAME
 from engine.remote import RemoteError, RemoteSpec, ServerFigures, read_server_metrics
+
+if TYPE_CHECKING:
+    from app.widgets.remote_dialog import RemoteDialog  # imported when first opened: only a user who connects needs it
 
 __all__ = ["RemoteSource", "RemoteSpec", "loaded_note"]
 
@@ -45,20 +54,26 @@ def loaded_note(facts: Any) -> str:
 
 
 class RemoteSource(QObject):
-    """Connects the window to servers. ``window`` is the ``MainWindow`` (its settings, controller, bridge, messages,
-    status bar and performance panel), which constructs one and is its parent (reached as the parent: no cycle).
+    """Connects the window to servers. Given what it reads and shows in (the settings, the bridge, the message strip,
+    the performance panel, the status bar's progress and state); ``parent`` (the main window) is the dialog's parent.
+    It does not import the controller (which imports this module): a connection is asked for by a signal.
 
     Signals:
+        load_requested(object): load this ``RemoteSpec`` as the chat's model (the window hands it to the controller).
         server_read(object): a reading of the server's ``/metrics`` was shown (its ``ServerFigures``, reduced to
             the requests since the previous reading; None: the server has no ``/metrics``).
     """
 
+    load_requested = Signal(object)
     server_read = Signal(object)
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
+    def __init__(self, settings: Settings, bridge: Bridge, messages: MessageArea, panel: PerfPanel,
+                 load_progress: QProgressBar, status_state: QLabel, parent: QWidget) -> None:
+        super().__init__(parent)
+        self._settings, self._messages, self._panel, self._parent = settings, messages, panel, parent
+        self._load_progress, self._status_state = load_progress, status_state
         self._keys: dict[str, str] = {}  # base URL -> API key, this session only
-        self.api_keys = ApiKeys(window.settings)  # the ones kept between runs (the keyring is looked up on first use)
+        self.api_keys = ApiKeys(settings)  # the ones kept between runs (the keyring is looked up on first use)
         self._remember: dict[str, bool] = {}  # base URL -> the dialog's "Remember the key" when it was accepted
         self._pending: RemoteSpec | None = None  # asked for, not connected yet
         self._spec: RemoteSpec | None = None  # the server whose model is loaded now
@@ -66,13 +81,9 @@ class RemoteSource(QObject):
         self._previous: ServerFigures | None = None
         self._reading = 0
         self._reader = TaskRunner(self, daemon=True, name="miaohui-server-metrics")  # each read has its own timeout
-        self.dialog: Any = None
-        window.bridge.model_loaded.connect(self.on_bridge_model_loaded)
-        window.bridge.generation_finished.connect(self.on_bridge_generation_finished)
-
-    @property
-    def _window(self) -> Any:
-        return self.parent()
+        self.dialog: RemoteDialog | None = None
+        bridge.model_loaded.connect(self.on_bridge_model_loaded)
+        bridge.generation_finished.connect(self.on_bridge_generation_finished)
 
     @property
     def spec(self) -> RemoteSpec | None:
@@ -87,19 +98,21 @@ class RemoteSource(QObject):
 
         if self.dialog is not None:
             self.dialog.close()
-        url, model = self._window.settings.remote_choice()
+        url, model = self._settings.remote_choice()
         kept = self.api_keys.load(url) if url else None
-        self.dialog = RemoteDialog(url, model, self._keys.get(url) or kept, self._window,
+        self.dialog = RemoteDialog(url, model, self._keys.get(url) or kept, self._parent,
                                    keyring=self.api_keys.info(), remembered=kept is not None)
         self.dialog.accepted.connect(self.on_dialog_accepted)
         self.dialog.open()
 
     @Slot()
     def on_dialog_accepted(self) -> None:
+        if self.dialog is None:
+            return
         try:
             spec = self.dialog.spec()
         except RemoteError as exc:
-            self._window.messages.show_message(str(exc), "error")
+            self._messages.show_message(str(exc), "error")
             return
         self._remember[spec.base_url] = self.dialog.remember_key()
         self.connect_to(spec)
@@ -109,14 +122,14 @@ class RemoteSource(QObject):
         if spec.api_key:
             self._keys[spec.base_url] = spec.api_key
         self._pending = spec
-        self._window.load_progress.setValue(0)
-        self._window.status_state.setText(self.tr("connecting"))
-        self._window.controller.load(spec)
+        self._load_progress.setValue(0)
+        self._status_state.setText(self.tr("connecting"))
+        self.load_requested.emit(spec)
 
     # -- what the window shows --------------------------------------------------------------------------------
     @Slot(object)
     def on_bridge_model_loaded(self, facts: Any) -> None:
-        panel = self._window.perf_panel
+        panel = self._panel
         if not getattr(facts, "remote", False):
             self._spec = None
             panel.show_server(None, remote=False)
@@ -136,7 +149,7 @@ class RemoteSource(QObject):
         if remember and spec.api_key:
             failure = self.api_keys.store(spec.base_url, spec.api_key, in_settings=True)
             if failure:
-                self._window.messages.show_message(failure, "warning")
+                self._messages.show_message(failure, "warning")
         elif not remember:
             self.api_keys.forget(spec.base_url)
 
@@ -168,5 +181,5 @@ class RemoteSource(QObject):
         shown = figures.since(self._previous) if figures is not None else None
         if figures is not None:
             self._previous = figures
-        self._window.perf_panel.show_server(shown)
+        self._panel.show_server(shown)
         self.server_read.emit(shown)

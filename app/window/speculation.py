@@ -1,6 +1,6 @@
 """Speculative decoding in the window: the choice under the model bar, the worker's drafter, the tint, the panel's rows.
 
-``Speculation.attach(window)`` puts a ``SpeculationChoice`` in a toolbar under the model bar, a ``SpeculationView``
+``Speculation`` puts a ``SpeculationChoice`` in a toolbar under the model bar, a ``SpeculationView``
 in the performance panel (after the TTFT rows) and a ``DraftTint`` over the chat. The choice is remembered
 (``Settings.speculation``) and every reply asked for carries it (``Bridge.speculation`` → ``GenerateJob``). A choice
 other than off is first built on the worker for the loaded model (``Bridge.prepare_speculation``): a draft model whose
@@ -21,12 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Slot
-from PySide6.QtWidgets import QToolBar
+from PySide6.QtWidgets import QMainWindow, QStatusBar, QToolBar
 
 from app.runtime.background import TaskRunner, error_line
+from app.runtime.bridge import Bridge
+from app.state.chat_messages import ChatMessage
+from app.state.settings import Settings
+from app.widgets.chat_view import ChatView
 from app.widgets.draft_tint import DraftTint
 from app.widgets.speculation_choice import SpeculationChoice
+from app.widgets.message_area import MessageArea
+from app.widgets.perf_panel import PerfPanel
 from app.widgets.speculation_view import SpeculationView
+from app.window.controller import ChatController
 from engine.errors import BadInputError
 from engine.inputs import SpeculationConfig
 
@@ -57,11 +64,14 @@ def draft_candidates(vocab_size: int | None, loaded_source: str) -> list[tuple[s
 
 
 class Speculation(QObject):
-    """The window's speculative decoding (see the module docstring); no signals of its own."""
+    """The window's speculative decoding (see the module docstring); no signals of its own. ``window`` is where its
+    toolbar goes; the rest is given: what it reads, what it shows in."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: QMainWindow, controller: ChatController, bridge: Bridge, settings: Settings,
+                 chat: ChatView, panel: PerfPanel, messages: MessageArea, status_bar: QStatusBar) -> None:
         super().__init__(window)
-        self._window, self._bridge, self._settings = window, window.bridge, window.settings
+        self._bridge, self._settings, self._chat = bridge, settings, chat
+        self._messages, self._status_bar = messages, status_bar
         self.choice = SpeculationChoice()
         # A row of its own under the model bar: the model bar already fills a 1440-pixel window, and a widget added
         # to it went into the toolbar's overflow menu, out of sight.
@@ -72,7 +82,7 @@ class Speculation(QObject):
         window.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
         window.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
         self.view = SpeculationView()
-        ttft = window.perf_panel.ttft_view
+        ttft = panel.ttft_view
         column = ttft.parentWidget().layout()
         column.insertWidget(column.indexOf(ttft) + 1, self.view)
         self.tint = DraftTint(self)
@@ -92,11 +102,7 @@ class Speculation(QObject):
         b.tokens_received.connect(self.on_bridge_tokens_received)
         b.stats_updated.connect(self.view.show_metrics)
         b.generation_finished.connect(self.on_bridge_generation_finished)
-        window.controller.reply_started.connect(self.on_controller_reply_started)
-
-    @classmethod
-    def attach(cls, window: Any) -> Speculation:
-        return cls(window)
+        controller.reply_started.connect(self.on_controller_reply_started)
 
     def _tint_on(self) -> bool:
         return self._settings.tint_drafts() and self._bridge.speculation is not None
@@ -107,7 +113,7 @@ class Speculation(QObject):
             self._use(value)
             return
         self._pending[self._bridge.prepare_speculation(spec)] = (value, fallback)
-        self._window.statusBar().showMessage(self.tr("Preparing speculative decoding…"), 4000)
+        self._status_bar.showMessage(self.tr("Preparing speculative decoding…"), 4000)
 
     def _use(self, value: str) -> None:
         self._settings.set_speculation(value)
@@ -120,7 +126,7 @@ class Speculation(QObject):
         try:
             self._prepare(value, self._settings.speculation())
         except BadInputError as exc:  # a stored path no parse accepts: one line, the choice stays as it was
-            self._window.messages.show_message(str(exc), "warning")
+            self._messages.show_message(str(exc), "warning")
             self.choice.set_choice(self._settings.speculation())
 
     @Slot(bool)
@@ -155,13 +161,13 @@ class Speculation(QObject):
     def on_bridge_task_failed(self, task_id: int, message: str) -> None:
         if task_id in self._pending:
             _value, fallback = self._pending.pop(task_id)
-            self._window.messages.show_message(
+            self._messages.show_message(
                 self.tr("Speculative decoding not used: {reason}").format(reason=message), "warning")
             self._use(fallback)
 
     @Slot(object)
-    def on_controller_reply_started(self, _reply: Any) -> None:
-        chat = self._window.chat
+    def on_controller_reply_started(self, _reply: ChatMessage) -> None:
+        chat = self._chat
         if chat.is_streaming() and chat.widgets():
             self.tint.begin(chat.widgets()[-1].browser)
 

@@ -10,12 +10,13 @@ controller reads the conversation of record again from the store (``ChatControll
 chat is not rebuilt and keeps its scroll and focus), so the next reply answers the version shown (from its sources);
 paging ends an edit in progress. A message an edit gave versions (``app.history.branches``) gets a pager too: choosing
 one shows its branch, the conversation read again and shown whole, so what the next reply answers is that branch.
-Owns no SQL (the store's modules) and no widget's look (the pager's).
+The pagers are kept in a registry of this object's own (bubble -> pager), not searched for among the bubbles'
+children. Owns no SQL (the store's modules) and no widget's look (the pager's).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -23,16 +24,12 @@ from app.history import branches, versions
 from app.history.store import StoreError
 from app.state.chat_messages import FinishedReply, ShownMessage
 from app.widgets import sources_view
+from app.widgets.chat_view import ChatView
+from app.widgets.message_area import MessageArea
+from app.widgets.message_bubble import MessageWidget
+from app.widgets.perf_panel import PerfPanel
 from app.widgets.version_pager import VersionPager, place_in
-
-
-class VersionsHost(Protocol):
-    """What the helper uses of the main window (a protocol, so this module does not import the window)."""
-
-    controller: Any
-    chat: Any
-    messages: Any
-    perf_panel: Any
+from app.window.controller import ChatController
 
 
 class Versions(QObject):
@@ -46,32 +43,37 @@ class Versions(QObject):
     version_shown = Signal(int, int)
     branch_shown = Signal(int)
 
-    def __init__(self, window: VersionsHost) -> None:
-        super().__init__(window)  # type: ignore[arg-type]  # the window is reached as the parent
+    def __init__(self, controller: ChatController, chat: ChatView, messages: MessageArea, panel: PerfPanel,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._controller, self._chat, self._messages, self._panel = controller, chat, messages, panel
+        # The pager put on each bubble; a rebuilt chat's bubbles are gone, so placing keeps only the shown ones'.
+        self._pagers: dict[MessageWidget, VersionPager] = {}
         self._pending: tuple[int, int, int] | None = None  # while regenerating: (conversation, old reply, its place)
         self._turns: dict[int, versions.TurnVersions] = {}
         self._edits: dict[int, branches.Branches] = {}  # the shown messages an edit gave versions, by message id
-        c = window.controller
+        c = controller
         c.conversation_shown.connect(self.on_controller_conversation_shown)
         c.reply_finished.connect(self.on_controller_reply_finished)
         c.state_changed.connect(self.on_controller_state_changed)
         # "Show earlier messages" builds older bubbles: the scroll range grows, and the new ones get their pagers.
-        window.chat.verticalScrollBar().rangeChanged.connect(self.on_chat_range_changed)
+        chat.verticalScrollBar().rangeChanged.connect(self.on_chat_range_changed)
 
-    def _window(self) -> VersionsHost:
-        return self.parent()  # type: ignore[return-value]
+    def _pager_of(self, bubble: MessageWidget) -> VersionPager | None:
+        """The pager put on ``bubble`` (None: none yet)."""
+        return self._pagers.get(bubble)
 
     def _try(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
         except StoreError as exc:
-            self._window().messages.show_message(self.tr("Reply versions not saved: {why}").format(why=exc), "warning")
+            self._messages.show_message(self.tr("Reply versions not saved: {why}").format(why=exc), "warning")
             return None
 
     # -- Regenerate -----------------------------------------------------------------------------------
     def regenerate(self) -> bool:
         """Generate the last reply again, keeping the one it replaces as a version of its turn."""
-        c = self._window().controller
+        c = self._controller
         messages, cid = c.messages(), c.conversation_id
         last = messages[-1] if messages else None
         place = None
@@ -87,7 +89,7 @@ class Versions(QObject):
         return started
 
     def _undo(self, cid: int, mid: int, place: int) -> None:
-        c = self._window().controller
+        c = self._controller
         try:
             versions.drop(c.store, mid, place)
         except StoreError:  # the reply itself is gone: bring it back from its copy
@@ -97,24 +99,26 @@ class Versions(QObject):
     # -- pagers ---------------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Read which replies of the open conversation have versions, and put or update their pagers."""
-        c = self._window().controller
+        c = self._controller
         cid = c.conversation_id
         self._turns = {} if cid is None else (self._try(versions.turns, c.store, cid) or {})
         self._edits = {} if cid is None else (self._try(branches.branch_points, c.store, cid) or {})
         self._place_pagers()
 
     def _place_pagers(self) -> None:
-        chat, generating = self._window().chat, self._window().controller.is_generating()
+        chat, generating = self._chat, self._controller.is_generating()
+        shown = set(chat.widgets())
+        self._pagers = {b: p for b, p in self._pagers.items() if b in shown}
         for bubble in chat.widgets():
             user = bubble.message.role == "user"
             turn = (self._edits if user else self._turns).get(bubble.message.message_id)
-            pager = bubble.findChild(VersionPager)
+            pager = self._pager_of(bubble)
             if turn is None:
                 if pager is not None:
                     pager.hide()
                 continue
             if pager is None:
-                pager = place_in(bubble, of_message=user)
+                pager = self._pagers[bubble] = place_in(bubble, of_message=user)
                 pager.version_chosen.connect(self.on_pager_version_chosen)
             pager.set_position(turn.shown, turn.count)
             pager.set_paging_enabled(not generating)
@@ -122,13 +126,11 @@ class Versions(QObject):
 
     def pagers(self) -> list[VersionPager]:
         """The visible pagers, oldest bubble first (tests and the screenshot read them)."""
-        return [p for w in self._window().chat.widgets() if (p := w.findChild(VersionPager)) is not None
-                and not p.isHidden()]
+        return [p for w in self._chat.widgets() if (p := self._pager_of(w)) is not None and not p.isHidden()]
 
     def show_version(self, mid: int, place: int) -> bool:
         """Show version ``place`` of the reply ``mid`` of the open conversation; False (said why) if it cannot be."""
-        window = self._window()
-        c, chat = window.controller, window.chat
+        c, chat = self._controller, self._chat
         if c.is_generating():
             return False
         shown = chat.messages()
@@ -152,15 +154,15 @@ class Versions(QObject):
             if message.documents is None:
                 sources_view.drop_sources(bubble)  # (a render keeps a section it is not given a new one for)
         self.refresh()
-        window.perf_panel.reset()  # the figures of the version shown, "—" where it has none
-        window.perf_panel.show_metrics(row.perf, final=True)
+        self._panel.reset()  # the figures of the version shown, "—" where it has none
+        self._panel.show_metrics(row.perf, final=True)
         self.version_shown.emit(mid, place)
         return True
 
     def show_branch(self, mid: int, place: int) -> bool:
         """Show version ``place`` of the edited message ``mid`` and the branch that follows it; False (said why) if it
         cannot be. The conversation is read again and shown whole: everything below that message changes."""
-        c = self._window().controller
+        c = self._controller
         if c.is_generating() or c.conversation_id is None:
             return False
         shown = self._try(branches.show, c.store, mid, place)
@@ -174,7 +176,7 @@ class Versions(QObject):
     @Slot(int)
     def on_pager_version_chosen(self, place: int) -> None:
         pager = self.sender()
-        bubble = next((w for w in self._window().chat.widgets() if w.findChild(VersionPager) is pager), None)
+        bubble = next((b for b, p in self._pagers.items() if p is pager and b in self._chat.widgets()), None)
         if bubble is not None and bubble.message.message_id is not None and bubble.message.role == "user":
             if self.show_branch(bubble.message.message_id, place):
                 moved = next((p for p in self.pagers() if p.of_message and p.shown == place), None)
@@ -182,7 +184,7 @@ class Versions(QObject):
                     (moved.previous_button if moved.previous_button.isEnabled() else moved.next_button).setFocus()
         elif bubble is not None and bubble.message.message_id is not None:
             self.show_version(bubble.message.message_id, place)
-            if bubble.findChild(VersionPager) is pager:  # the keyboard stays on the pager
+            if self._pager_of(bubble) is pager:  # the keyboard stays on the pager
                 (pager.previous_button if pager.previous_button.isEnabled() else pager.next_button).setFocus()
 
     @Slot(object)
@@ -194,7 +196,7 @@ class Versions(QObject):
         pending, self._pending = self._pending, None
         if pending is not None and not finished.kept:  # the new reply failed before any text: the old one returns
             cid, _mid, place = pending
-            c = self._window().controller
+            c = self._controller
             if self._try(versions.restore, c.store, cid, place) is not None and c.conversation_id == cid:
                 c.open(cid)
                 return
@@ -202,14 +204,14 @@ class Versions(QObject):
 
     @Slot()
     def on_controller_state_changed(self) -> None:
-        generating = self._window().controller.is_generating()
+        generating = self._controller.is_generating()
         for pager in self.pagers():
             pager.set_paging_enabled(not generating)
 
     @Slot(int, int)
     def on_chat_range_changed(self, _minimum: int, _maximum: int) -> None:
-        if (self._turns or self._edits) and not self._window().controller.is_generating() and any(
+        if (self._turns or self._edits) and not self._controller.is_generating() and any(
                 w.message.message_id in (self._edits if w.message.role == "user" else self._turns)
-                and w.findChild(VersionPager) is None
-                for w in self._window().chat.widgets()):
+                and self._pager_of(w) is None
+                for w in self._chat.widgets()):
             self._place_pagers()

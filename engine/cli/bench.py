@@ -6,8 +6,9 @@ one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itse
 ``engine.bench.run.bench``; its figures and their formatting live in ``engine/bench/``. ``--kv int8`` runs
 ``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
 ``engine.bench.speculate`` (plain against speculative decoding); ``--docs`` ``engine.bench.docs`` (indexing,
-embedding, a follow-up on a whole document and a new conversation on it) and ``--docs-quality``
-``engine.bench.docs_quality`` (recall@5, MRR).
+embedding, a follow-up on a whole document and a new conversation on it), ``--docs-quality``
+``engine.bench.docs_quality`` (recall@5, MRR) and ``--vision`` ``engine.bench.vision`` (an image's TTFT split into
+encoder and prefill, int4 against bf16).
 Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """
@@ -52,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="int8: instead, the 8-bit KV cache against the 16-bit one (KV bytes, top-1 agreement over "
                              "512 teacher-forced positions, decode tok/s at 2,000 positions: engine.bench.kv_cache)")
     parser.add_argument("--speculation", action="store_true",
-                        help="instead: plain against speculative decoding in bf16 (engine.bench.speculate: prompt "
-                             "lookup on a text to rewrite, a function to edit and a story, self-speculation; each "
+                        help="instead: plain against speculative decoding in bf16 and int4 (engine.bench.speculate: "
+                             "prompt lookup on a text to rewrite, a function to edit and a story, self-speculation; each "
                              "target met or missed; --reps rounds, --tokens new tokens, --quick the targets only)")
     parser.add_argument("--docs", action="store_true",
                         help="instead: documents (engine.bench.docs): indexing pages/s of a PDF and text pages, the "
@@ -63,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs-quality", action="store_true",
                         help="instead: retrieval quality (engine.bench.docs_quality): recall@5 and MRR of keyword, "
                              "dense and fused retrieval on Vim's tutor (English PDF, Chinese text)")
+    parser.add_argument("--vision", action="store_true",
+                        help="instead: a vision-language model (engine.bench.vision: random weights in "
+                             "SmolVLM-256M's shape): TTFT of one 1024x768 image split into vision encoder and "
+                             "prefill, and the language part's decode tok/s, int4 against bf16 (--reps, --tokens)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
@@ -86,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         return _speculation(args)
     if args.docs or args.docs_quality:
         return _docs(args)
+    if args.vision:
+        return _vision(args)
     try:
         result = bench(args, _progress)
     except EngineError as exc:
@@ -136,6 +143,25 @@ def _docs(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else module.table(result))
+    return 0
+
+
+def _vision(args: argparse.Namespace) -> int:
+    """``--vision``: engine.bench.vision's int4 against bf16 on a vision-language model (a table, or ``--json``)."""
+    import json
+
+    from engine.bench import vision
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        result = vision.measure(args.tokens or 64, args.reps or 3, _progress)
+    except (EngineError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else vision.table(result))
     return 0
 
 

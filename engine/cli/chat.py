@@ -17,6 +17,8 @@ refused from its files' metadata before the weights load (``python -m engine com
 bits (``engine.generate.kv_cache``; the JSON's ``kv_cache_bytes`` are its real bytes, ``model.kv_precision`` says so).
 ``--doc PATH`` / ``--collection NAME`` / ``--docs-mode`` answer from documents with numbered sources
 (``engine.cli.doc_chat``; the JSON then has ``sources``, ``docs_mode``, ``retrieval`` and ``docs_tokens``).
+``--image PATH`` (repeatable) asks a vision-language model about images (``engine.cli.image_chat``; the JSON then has
+``image_tokens`` per image, ``vision_encoder_s`` and ``images``; a bad image or a text model: one line, status 2).
 Owns its own arguments; the flags and output it shares with ``complete`` are ``engine.cli.replies``'.
 ``engine/__main__.py`` imports every sub-command to build its parser, so the session (which loads torch, ~1.5 s)
 is imported in ``_run``: ``--help`` stays instant.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, doc_chat, remote_args, replies, tool_chat
+from engine.cli import MODEL_HELP, SERVED_MODEL_HELP, doc_chat, image_chat, remote_args, replies, tool_chat
 from engine.events import Message
 from engine.generate.context import check_messages
 from engine.errors import BadInputError
@@ -44,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     replies.add_generation_arguments(parser)
     tool_chat.add_arguments(parser)
     doc_chat.add_arguments(parser)
+    image_chat.add_arguments(parser)
     parser.add_argument("--speculative", default=None, metavar="prompt-lookup|draft:MODEL|self",
                         help="speculative decoding: drafts from the conversation's n-grams, a smaller model of the "
                              "same tokenizer, or this model's int4 copy, checked in one forward (greedy: same text)")
@@ -59,6 +62,9 @@ def _run(args: argparse.Namespace) -> int:
     check_messages(messages)  # bad input fails before the model loads
     tool_chat.check(args)
     doc_chat.check(args)
+    images = image_chat.read(args)  # a bad image is one line before any model loads
+    if images or image_chat.is_vision_model(args):  # a vision-language model answers (engine.cli.image_chat)
+        return image_chat.run(args, messages, images, config)
     speculation = SpeculationConfig.parse(args.speculative) if args.speculative is not None else None
     shown: dict[str, Any] = {}  # the documents' sources for print_reply (engine.cli.doc_chat), when there are any
 

@@ -32,7 +32,8 @@ writes and attends one token's K and V for the eager step, ``engine.generate.bat
 ``attach(prefix)`` starts a dense eager runner's cache with a prefix shared copy-free from a pool
 (``engine.generate.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
-publishes the prompt's blocks there).
+publishes the prompt's blocks there). ``prefill(ids, embeds=...)`` reads given input embeddings instead of the ids'
+rows (a vision model's prompt with its image features merged: ``engine.vision.turn``).
 
 Does not own which models qualify, the fused weights or the per-operation math (``engine.generate.llama_fused``),
 nor the choice between this runner and the plain one (``engine.generate.runners.make_runner``); does not know
@@ -230,10 +231,11 @@ class FastRunner(ModelRunner):
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
     def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False,
-                       long: bool | None = None) -> torch.Tensor:
+                       long: bool | None = None, embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1; with ``every``,
         (n, vocab) of all of them (``verify``). ``long``: longrope's long tables (None: as transformers chooses
-        for this call alone, by its last position)."""
+        for this call alone, by its last position). ``embeds`` (n, d): the input embeddings to use instead of the
+        ids' rows, as the model's own ``inputs_embeds`` (a vision model's image features merged in; not scaled again)."""
         w = self._w
         n = ids.shape[0]
         end = start + n
@@ -241,8 +243,8 @@ class FastRunner(ModelRunner):
         long = self._long(end) if long is None else long
         ropes = [(cos[start:end, None, :], sin[start:end, None, :])  # (n, 1, head_dim): broadcast over heads
                  for cos, sin in zip(*((self._cos_long, self._sin_long) if long else (self._cos, self._sin)))]
-        x = embed(w.embed, ids)  # (n, d)
-        if w.embed_scale is not None:
+        x = embed(w.embed, ids) if embeds is None else embeds.to(self._dtype)  # (n, d)
+        if w.embed_scale is not None and embeds is None:
             x = x * w.embed_scale
         masks: dict[int | None, torch.Tensor | None] = {None: None}
         if start:
@@ -341,9 +343,10 @@ class FastRunner(ModelRunner):
             log.warning("torch.compile unavailable, decoding eagerly: %s", exc)
 
     # -- the ModelRunner interface ------------------------------------------------------------------
-    def prefill(self, ids: Sequence[int], cancel: threading.Event | None = None,
-                chunk: int = 256) -> Iterator[tuple[int, torch.Tensor | None]]:
-        """Append ``ids`` ``chunk`` tokens per forward; yields ``(done, logits or None)`` like ModelRunner."""
+    def prefill(self, ids: Sequence[int], cancel: threading.Event | None = None, chunk: int = 256,
+                embeds: torch.Tensor | None = None) -> Iterator[tuple[int, torch.Tensor | None]]:
+        """Append ``ids`` ``chunk`` tokens per forward; yields ``(done, logits or None)`` like ModelRunner.
+        ``embeds`` (len(ids), d): their input embeddings, given (``engine.vision.turn``: image features merged)."""
         total = len(ids)
         if total == 0:
             raise ValueError("prefill needs at least one token")
@@ -360,7 +363,8 @@ class FastRunner(ModelRunner):
                 return
             end = min(total, done + chunk)
             # longrope: one set for the whole call, chosen by its last position as transformers' one forward would
-            logits = self._forward_chunk(ids_t[done:end], len(self._ids), long=self._long(len(self._ids) + total - done))
+            logits = self._forward_chunk(ids_t[done:end], len(self._ids), long=self._long(len(self._ids) + total - done),
+                                         embeds=None if embeds is None else embeds[done:end])
             self._ids.extend(ids[done:end])
             done = end
             if done == total and self.on_prefilled is not None:
@@ -370,13 +374,14 @@ class FastRunner(ModelRunner):
     def verify(self, ids: Sequence[int]) -> torch.Tensor:
         """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
         speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
-        from engine.speculate.fast_verify import RowExact, verify_rows  # lazy: only speculation needs it
+        from engine.speculate.fast_verify import RowExact, native_rows, verify_rows  # lazy: only speculation
 
         self._ensure(len(self._ids) + len(ids))
-        if not hasattr(self, "_row_exact"):
-            self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
-        # exactly what len(ids) decodes give
-        logits = verify_rows(self, ids, len(self._ids), self._row_exact)
+        logits = native_rows(self, ids, len(self._ids))  # the native step's own verify, where it decodes natively
+        if logits is None:
+            if not hasattr(self, "_row_exact"):
+                self._row_exact = RowExact()  # which projections batch rows exactly as one-row calls compute them
+            logits = verify_rows(self, ids, len(self._ids), self._row_exact)  # exactly what len(ids) decodes give
         self._ids.extend(ids)
         return logits
 

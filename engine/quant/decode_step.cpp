@@ -1,7 +1,8 @@
 // The int8/int4 decode step in one call: miaohui::DecodeStep, and the row operations it is made of, each also an op
 // the Python step calls (miaohui::rms_norm_rows, miaohui::silu_mul, miaohui::attend_one), so the two compute the same
 // bits: engine/generate/native_step.py says why this exists and when it runs; tests/engine/generate/test_native_step.py
-// checks it against the Python step bit for bit.
+// checks it against the Python step bit for bit, and DecodeStep.verify (n tokens in one call, speculation's check) against
+// n steps.
 //
 // What each operation computes, in the model's dtype T (bf16 or fp32; "round" = to T, nearest even):
 // - rms_norm_rows: per row of d, ss = Σ x² (8 fp32 lanes with fused multiply-adds, the lanes summed in order, then the
@@ -283,20 +284,36 @@ class DecodeStep : public torch::CustomClassHolder {
   // x (1, d) the token's embedding; pos its position; cos and sin the RoPE tables (positions, rotary) with rotate_half's
   // sign in sin; k and v the cache (layers, KV, capacity, D), written at pos → logits (1, vocab).
   at::Tensor step(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
+    TORCH_CHECK(x.dim() == 2 && x.size(0) == 1, "x: (1, d)");
+    return rows(x, pos, cos, sin, k, v);
+  }
+
+  // Speculation's verify (engine/speculate/fast_verify.py): x (n, d) the embeddings of n tokens at positions
+  // pos..pos+n-1 → logits (n, vocab), every row the bits one step() at its position gives. Each product runs on the n
+  // rows at once: q8act's kernels quantize each activation row alone and accumulate each row in its own lanes over the
+  // blocks in order (rows only share the weight loads), so a row's result does not depend on the others (the test
+  // checks it). Each token writes its key and value, then attends to exactly 0..its position, as its step would.
+  at::Tensor verify(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
+    TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1, "x: (n, d)");
+    return rows(x, pos, cos, sin, k, v);
+  }
+
+ private:
+  at::Tensor rows(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
     check_dtype(x, "x");
     TORCH_CHECK(head_ >= 0, "set_head first");
+    const int64_t last = pos + x.size(0) - 1;
     TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && k.dim() == 4 && k.sizes() == v.sizes() &&
                     k.size(0) == static_cast<int64_t>(layers_.size()) && k.size(1) == kv_heads_ && k.size(3) == dim_ &&
-                    pos >= 0 && pos < k.size(2), "k, v: contiguous (layers, KV, capacity > pos, D)");
+                    pos >= 0 && last < k.size(2), "k, v: contiguous (layers, KV, capacity > last position, D)");
     TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.dim() == 2 && cos.sizes() == sin.sizes() &&
-                    pos < cos.size(0) && cos.size(1) <= dim_ && cos.size(1) % 2 == 0, "cos, sin: (positions, rotary)");
+                    last < cos.size(0) && cos.size(1) <= dim_ && cos.size(1) % 2 == 0, "cos, sin: (positions, rotary)");
     for (const at::Tensor& t : {k, v, cos, sin}) TORCH_CHECK(t.scalar_type() == x.scalar_type(), "one dtype throughout");
     at::Tensor logits;
     by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), pos, cos, sin, k, v); });
     return logits;
   }
 
- private:
   at::Tensor product(const Projection& p, const at::Tensor& x) const {
     at::Tensor y = p.bits == 4 ? miaohui::q4_q8_mm(x, p.weight, p.scales, p.out, p.isa)
                                : miaohui::q8_q8_mm(x, p.weight, p.scales, p.out, p.isa);
@@ -320,53 +337,59 @@ class DecodeStep : public torch::CustomClassHolder {
   }
 
   template <typename T>
-  at::Tensor run(at::Tensor x, int64_t pos, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k,
+  at::Tensor run(at::Tensor x, int64_t pos0, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k,
                  at::Tensor& v) {
     const int64_t H = heads_, KV = kv_heads_, D = dim_, rotary = cos.size(1), half = rotary / 2;
-    const int64_t capacity = k.size(2);
-    const T* c = cos.data_ptr<T>() + pos * rotary;
-    const T* s = sin.data_ptr<T>() + pos * rotary;
-    x = x.clone();  // the residual stream, updated in place
-    at::Tensor rotated = at::empty({H + KV, D}, x.options());
-    at::Tensor attn = at::empty({1, H * D}, x.options());
+    const int64_t capacity = k.size(2), n = x.size(0);
+    x = x.clone();  // the residual stream (n, d), updated in place
+    at::Tensor rotated = at::empty({n, H + KV, D}, x.options());
+    at::Tensor attn = at::empty({n, H * D}, x.options());
     for (size_t index = 0; index < layers_.size(); ++index) {
       const Layer& layer = layers_[index];
-      const at::Tensor qkv = product(projections_[layer.qkv], norm<T>(x, layer.attn_norm, 1));
+      const at::Tensor qkv = product(projections_[layer.qkv], norm<T>(x, layer.attn_norm, n));  // (n, (H+2KV)·D)
+      const int64_t width = (H + 2 * KV) * D;
       const T* qk = qkv.data_ptr<T>();
+      int64_t qk_stride = width;  // between one token's q|k and the next's
       at::Tensor normed;
       if (layer.qk_norm.defined()) {
-        normed = norm<T>(qkv.narrow(1, 0, (H + KV) * D).contiguous(), layer.qk_norm, H + KV);
+        normed = norm<T>(qkv.narrow(1, 0, (H + KV) * D).contiguous(), layer.qk_norm, n * (H + KV));
         qk = normed.data_ptr<T>();
-      }
-      // RoPE as rotate(): x·cos + roll(x, half)·sin, each product and the sum rounded; the rest of the head passes
-      T* r = rotated.data_ptr<T>();
-      for (int64_t row = 0; row < H + KV; ++row) {
-        const T* in = qk + row * D;
-        T* o = r + row * D;
-        for (int64_t i = 0; i < rotary; ++i) {
-          const float a = rounded<T>(get(in, i) * get(c, i));
-          const float b = rounded<T>(get(in, i < half ? i + half : i - half) * get(s, i));
-          o[i] = to<T>(a + b);
-        }
-        for (int64_t i = rotary; i < D; ++i) o[i] = in[i];
+        qk_stride = (H + KV) * D;
       }
       T* kl = k.data_ptr<T>() + static_cast<int64_t>(index) * KV * capacity * D;
       T* vl = v.data_ptr<T>() + static_cast<int64_t>(index) * KV * capacity * D;
-      const T* values = qkv.data_ptr<T>() + (H + KV) * D;
-      for (int64_t g = 0; g < KV; ++g) {
-        std::memcpy(kl + (g * capacity + pos) * D, r + (H + g) * D, sizeof(T) * D);
-        std::memcpy(vl + (g * capacity + pos) * D, values + g * D, sizeof(T) * D);
+      for (int64_t t = 0; t < n; ++t) {  // token t writes its key and value, then sees exactly 0..its position
+        const int64_t pos = pos0 + t;
+        const T* c = cos.data_ptr<T>() + pos * rotary;
+        const T* s = sin.data_ptr<T>() + pos * rotary;
+        // RoPE as rotate(): x·cos + roll(x, half)·sin, each product and the sum rounded; the rest of the head passes
+        T* r = rotated.data_ptr<T>() + t * (H + KV) * D;
+        for (int64_t row = 0; row < H + KV; ++row) {
+          const T* in = qk + t * qk_stride + row * D;
+          T* o = r + row * D;
+          for (int64_t i = 0; i < rotary; ++i) {
+            const float a = rounded<T>(get(in, i) * get(c, i));
+            const float b = rounded<T>(get(in, i < half ? i + half : i - half) * get(s, i));
+            o[i] = to<T>(a + b);
+          }
+          for (int64_t i = rotary; i < D; ++i) o[i] = in[i];
+        }
+        const T* values = qkv.data_ptr<T>() + t * width + (H + KV) * D;
+        for (int64_t g = 0; g < KV; ++g) {
+          std::memcpy(kl + (g * capacity + pos) * D, r + (H + g) * D, sizeof(T) * D);
+          std::memcpy(vl + (g * capacity + pos) * D, values + g * D, sizeof(T) * D);
+        }
+        const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
+        attend(r, H, KV, D, kl + first * D, capacity * D, D, vl + first * D, capacity * D, D, pos + 1 - first,
+               scaling_, attn.data_ptr<T>() + t * H * D);
       }
-      const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
-      attend(r, H, KV, D, kl + first * D, capacity * D, D, vl + first * D, capacity * D, D, pos + 1 - first, scaling_,
-             attn.data_ptr<T>());
       add_into<T>(x, product(projections_[layer.o], attn));
-      const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, 1));
-      at::Tensor act = at::empty({1, inter_}, x.options());
-      silu_rows(gate_up.data_ptr<T>(), 1, inter_, act.data_ptr<T>());
+      const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, n));
+      at::Tensor act = at::empty({n, inter_}, x.options());
+      silu_rows(gate_up.data_ptr<T>(), n, inter_, act.data_ptr<T>());
       add_into<T>(x, product(projections_[layer.down], act));
     }
-    return product(projections_[head_], norm<T>(x, final_norm_, 1));
+    return product(projections_[head_], norm<T>(x, final_norm_, n));
   }
 
   int64_t heads_, kv_heads_, dim_, inter_;
@@ -385,7 +408,8 @@ TORCH_LIBRARY_FRAGMENT(miaohui, m) {
       .def("add_projection", &DecodeStep::add_projection)
       .def("add_layer", &DecodeStep::add_layer)
       .def("set_head", &DecodeStep::set_head)
-      .def("step", &DecodeStep::step);
+      .def("step", &DecodeStep::step)
+      .def("verify", &DecodeStep::verify);
   m.def("rms_norm_rows(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("silu_mul(Tensor gate_up, int intermediate) -> Tensor");
   m.def("attend_one(Tensor q, Tensor k, Tensor v, float scaling) -> Tensor");

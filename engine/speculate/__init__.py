@@ -8,11 +8,12 @@ forward pass, and every token it agrees with costs no forward of its own.
   (greedy: equal to its argmax; sampled: the speculative sampling rule, so the distribution is unchanged), with the
   sampling settings applied to model and drafter alike.
 - ``engine.speculate.length``: the adaptive draft length (most expected tokens per second from the measured draft
-  and verify times and the acceptance; prompt lookup's runs double while they keep matching).
+  and verify times and the acceptance; prompt lookup's runs double while they keep matching) and the decision to
+  draft at all: only where that beats a plain step, timed on the runner actually decoding (``CostBook``).
 - ``engine.speculate.loop``: ``Speculator``, one decoding step of draft, verify, roll back; the off-switch and the
   counts the metrics report.
 - ``engine.speculate.fast_verify``: the fast runner's check of drafted tokens, bit for bit what one-token decodes
-  give.
+  give (one native call where the int8/int4 step is native).
 
 ``engine.generate.session.ChatSession`` drives it when given a ``SpeculationConfig`` (``engine.inputs``).
 """

@@ -18,7 +18,13 @@ Every dense CPU projection, rows together or one by one, is multiplied through i
 weights (resident memory grew ~300 MB on the default model in bf16; shared with a batched step's), are the memory
 speculation costs on top of its drafter; speculation is off unless the user turns it on.
 
-Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position``
+Where the runner's decode step is the native one (int8/int4, ``engine.generate.native_step``), the check is one
+native call instead (``native_rows``: ``miaohui::DecodeStep.verify``, the step's own code over n rows, its products on
+all rows at once, each token's attention in C++): the per-token Python attention above made checking 48 tokens cost
+more than decoding them natively (issue 45). tests/engine/generate/test_native_step.py checks its bits against the
+step's.
+
+Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position`` or the native step
 (``engine.generate.fastpath``); never changes weights.
 """
 
@@ -91,6 +97,30 @@ class RowExact:
             exact = all(torch.equal(packed(p), project(p)) for p in _probes(tuple(x.shape), x.dtype, x.device, 1))
             self._known[key] = exact
         return packed if exact else project
+
+
+def has_native_verify(step: Any) -> bool:
+    """Whether a built ``miaohui::DecodeStep`` has ``verify`` (a library built before it had none)."""
+    try:
+        return bool(step._has_method("verify"))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@torch.inference_mode()
+def native_rows(runner: Any, ids: Sequence[int], start: int) -> torch.Tensor | None:
+    """Logits (n, vocab) after each of ``ids`` at positions start..start+n-1 from the native step's ``verify`` (the
+    cache written as n steps write it), or None where the runner's decode does not take the native step: none built,
+    a shared prefix (the Python step runs then), longrope's tables switching inside these positions (each step picks
+    its own), or a library without ``verify``. The caller grows the cache first."""
+    step = runner._native
+    end = start + len(ids)
+    if step is None or runner._kv.base != 0 or runner._long(start + 1) != runner._long(end) \
+            or not has_native_verify(step):
+        return None
+    cos, sin = (runner._cos_long, runner._sin_long) if runner._long(end) else (runner._cos, runner._sin)
+    x = torch.cat([embed_row(runner._w.embed, token) for token in ids])  # (n, d): as each step embeds its token
+    return step.verify(x, start, cos[0], sin[0], runner._kv.k, runner._kv.v)
 
 
 @torch.inference_mode()

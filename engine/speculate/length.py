@@ -1,28 +1,47 @@
-"""How many tokens to draft next: the draft length, from what drafting and checking measurably cost.
+"""How many tokens to draft next, and whether to draft at all: the draft length from what drafting, checking and a
+plain step measurably cost on the path the target runs (issue 45: int4's native step made verifies lose).
 
 A step that drafts ``k`` tokens costs the drafter's time for ``k`` tokens plus one target forward over ``k + 1``
 (``verify``), and yields the accepted drafts plus the target's own token: with a per-token acceptance ``a``,
-``(1 - a^(k+1)) / (1 - a)`` tokens on average. ``DraftLength`` measures both sides as the reply goes (the drafter's
-seconds per drafted token, the verify's seconds as a line in ``k``, the acceptance over recent drafts) and picks the
-``k`` that gives the most tokens per second (``best_length``). A drafter whose drafts cost no forward pass
-(``free``: prompt lookup) is steered by its own run instead: drafts double while they are accepted whole (a copied
-passage keeps matching, so a run that matched 8 tokens drafts 16, then 32), and restart at ``start`` after a
-rejection.
+``(1 - a^(k+1)) / (1 - a)`` tokens on average. A plain step costs ``plain_s`` and yields one. ``Costs`` holds the four
+measured times; ``choose`` is the exact decision: the ``k`` in 1..cap with the most expected tokens per second
+(``best_length``), or 0 (decode plainly) when even that ``k`` does not beat a plain step by ``MARGIN`` (within noise
+speculation would only add risk). ``worth`` is the same test for a draft already made (prompt lookup: its drafts cost
+nothing, so the question is only whether verifying them pays).
 
-Owns the choice of length only: the off-switch and the counts are ``engine.speculate.loop``'s; times come from the
-caller (``engine.speculate.loop.Speculator`` reads ``time.perf_counter``; tests pass their own).
+``CostBook`` measures the target's side on the path actually running (per runner: its precision, native or eager
+step): the median of recent plain steps, and the verify's time as a straight line in ``k`` (least squares over recent
+verifies; one length seen: the excess over a plain step per token). Before ``MIN_PLAIN`` plain steps are timed there
+is no decision (``costs`` is None) and the caller decodes plainly to measure, which costs nothing over plain decoding.
+``DraftLength`` adds the drafter's side (seconds per drafted token) and the acceptance over recent drafts, checked or
+only compared afterwards (``observe``); a drafter whose drafts cost no forward pass (``free``: prompt lookup) is
+steered by its own run instead: drafts double while they are accepted whole (a copied passage keeps matching), and
+restart at ``start`` after a rejection.
+
+Owns the choice of length and the off decision; the pauses and counts are ``engine.speculate.loop``'s, and times come
+from the caller (``engine.speculate.loop.Speculator`` reads ``time.perf_counter``; tests pass their own).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import statistics
 from collections import deque
 from dataclasses import dataclass
 
-RECENT = 16  # draft steps the estimates look back over
-# Before the verify has been timed at two lengths, each token it checks is taken to cost this share of its base
-# (one row's) time: measured on the default model, bf16 on a 2-core AVX-512 CPU, ~0.2-0.3 (docs/BENCHMARK.md).
+RECENT = 16  # draft steps (and plain steps, verifies) the estimates look back over
+# Before the verify has been timed, each token it checks is taken to cost this share of a plain step: measured on the
+# default model, bf16 on a 2-core AVX-512 CPU, ~0.2-0.3 (docs/BENCHMARK.md); optimistic, so the first draft is tried.
 PRIOR_PER_TOKEN = 0.25
 PRIOR_ACCEPTANCE = 0.7  # before any draft was checked
+MIN_PLAIN = 2  # plain steps timed before any decision (the median of two already skips one slow outlier's worst)
+# Drafting must promise this much more than plain decoding: the estimates are noisy on a loaded machine, and a gain
+# within the noise is not worth a verify that may lose (the target: never slower than plain decode within noise).
+MARGIN = 0.05
+# Target costs told instead of measured: "plain,verify_base,verify_token" seconds (``told_costs``). The tests set it
+# (tests/conftest.py) so that what they check (exact text, counts) never hangs on the machine's timings.
+COSTS_ENV = "MIAOHUI_SPECULATION_COSTS"
 
 
 def expected_tokens(acceptance: float, k: int) -> float:
@@ -46,6 +65,100 @@ def best_length(acceptance: float, draft_s: float, verify_base_s: float, verify_
 
 
 @dataclass(frozen=True)
+class Costs:
+    """Seconds on the running path: one plain step, a verify of ``k`` drafts (``verify_base_s + k * verify_token_s``:
+    the chosen token's row and each draft's), and drafting one token (0 for prompt lookup)."""
+
+    plain_s: float
+    verify_base_s: float
+    verify_token_s: float
+    draft_s: float = 0.0
+
+    def rate(self, acceptance: float, k: int) -> float:
+        """Expected tokens per second of a step that drafts ``k`` (0: a plain step)."""
+        if k <= 0:
+            return 1.0 / self.plain_s
+        cost = k * self.draft_s + self.verify_base_s + k * self.verify_token_s
+        return expected_tokens(acceptance, k) / cost if cost > 0 else float("inf")
+
+
+def choose(acceptance: float, costs: Costs, cap: int, margin: float = MARGIN) -> int:
+    """The draft length with the most expected tokens per second (``best_length`` within 1..``cap``), or 0 when it
+    does not beat a plain step by ``margin``: drafting is off."""
+    k = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, cap)
+    return k if worth(acceptance, k, costs, margin) else 0
+
+
+def worth(acceptance: float, k: int, costs: Costs, margin: float = MARGIN) -> bool:
+    """Whether verifying a draft of ``k`` tokens beats a plain step by ``margin`` in expected tokens per second."""
+    return k > 0 and costs.rate(acceptance, k) > (1.0 + margin) * costs.rate(acceptance, 0)
+
+
+def told_costs() -> Costs | None:
+    """The target costs ``COSTS_ENV`` tells, or None (measure them); a malformed value is ignored."""
+    value = os.environ.get(COSTS_ENV)
+    if not value:
+        return None
+    try:
+        plain_s, base, per_token = (float(part) for part in value.split(","))
+    except ValueError:
+        return None
+    return Costs(plain_s, base, per_token) if plain_s > 0 and base >= 0 and per_token >= 0 else None
+
+
+class CostBook:
+    """The target's measured times on one runner (its path: precision, native or eager step), kept across replies:
+    the last ``RECENT`` plain steps and verifies. ``costs`` is None until ``MIN_PLAIN`` plain steps were timed.
+    ``told``: fixed target costs instead of measured ones (what the decision does with given costs, exactly: tests,
+    or a caller that measured them elsewhere); its ``draft_s`` is replaced by the drafter's measured one."""
+
+    def __init__(self, told: Costs | None = None) -> None:
+        self.told = told
+        self._plain: deque[float] = deque(maxlen=RECENT)
+        self._verify: deque[tuple[int, float]] = deque(maxlen=RECENT)
+
+    def plain(self, seconds: float) -> None:
+        self._plain.append(seconds)
+
+    def verified(self, drafted: int, seconds: float) -> None:
+        self._verify.append((drafted, seconds))
+
+    def verify_line(self, plain_s: float | None) -> tuple[float, float] | None:
+        """(base, per drafted token) seconds of a verify, or None before any was timed. Least squares over the recent
+        verifies where they span two lengths and the line is sensible; otherwise each verify's excess over a plain
+        step (``plain_s``) spread over its drafts, or (no plain step timed) the prior share per token."""
+        samples = list(self._verify)
+        if not samples:
+            return None
+        n = len(samples)
+        mean_k = sum(k for k, _ in samples) / n
+        mean_t = sum(t for _, t in samples) / n
+        spread = sum((k - mean_k) ** 2 for k, _ in samples)
+        if spread > 0:
+            slope = sum((k - mean_k) * (t - mean_t) for k, t in samples) / spread
+            base = mean_t - slope * mean_k
+            if slope > 0 and base > 0:
+                return base, slope
+        if plain_s is not None:
+            # one length seen (or noise bent the line): a verify's first row as a plain step, the rest per draft
+            per_token = statistics.median((t - plain_s) / k for k, t in samples)
+            return (plain_s, per_token) if per_token > 0 else (statistics.median(t for _, t in samples), 0.0)
+        base = mean_t / (1.0 + PRIOR_PER_TOKEN * mean_k)
+        return base, base * PRIOR_PER_TOKEN
+
+    def costs(self, draft_s: float = 0.0) -> Costs | None:
+        """The measured ``Costs`` (drafting at ``draft_s`` per token), or None before ``MIN_PLAIN`` plain steps."""
+        if self.told is not None:
+            return dataclasses.replace(self.told, draft_s=draft_s)
+        if len(self._plain) < MIN_PLAIN:
+            return None
+        plain_s = statistics.median(self._plain)
+        line = self.verify_line(plain_s)
+        base, per_token = line if line is not None else (plain_s, plain_s * PRIOR_PER_TOKEN)
+        return Costs(plain_s, base, per_token, draft_s)
+
+
+@dataclass(frozen=True)
 class StepTimes:
     """One draft step as measured: tokens drafted and kept, and the seconds drafting and verifying took."""
 
@@ -56,54 +169,74 @@ class StepTimes:
 
 
 class DraftLength:
-    """The next draft length for one reply, from ``start`` within 1..``cap``; ``free`` drafters grow by runs."""
+    """The next draft length for one reply, from ``start`` within 1..``cap``; ``free`` drafters grow by runs.
+    ``book``: the target's measured times (``CostBook``, shared across replies on one runner; default a fresh one)."""
 
-    def __init__(self, start: int, cap: int, free: bool) -> None:
+    def __init__(self, start: int, cap: int, free: bool, book: CostBook | None = None) -> None:
         self.cap = max(1, cap)
         self.start = max(1, min(start, self.cap))
         self.free = free
+        self.book = book if book is not None else CostBook()
         self.k = self.start
-        self._recent: deque[StepTimes] = deque(maxlen=RECENT)
+        self._recent: deque[StepTimes] = deque(maxlen=RECENT)  # checked drafts: their drafting time, acceptance
+        self._tried: deque[tuple[int, int]] = deque(maxlen=RECENT)  # (drafted, kept), checked or only compared
 
     def restart(self) -> None:
-        """Back to the starting length and no history (the off-switch resumes drafting afresh)."""
+        """Back to the starting length and no history of this reply (the off-switch resumes drafting afresh); the
+        book's times stay, they belong to the runner."""
         self.k = self.start
         self._recent.clear()
+        self._tried.clear()
 
     def learn(self, step: StepTimes) -> int:
-        """Record one checked draft; returns the next length."""
+        """Record one checked draft (its verify goes into the book); returns the next length (≥ 1: whether to draft
+        at all is ``decision``'s)."""
+        self.book.verified(step.drafted, step.verify_s)
+        self._recent.append(step)
+        return self.observe(step.drafted, step.kept)
+
+    def observe(self, drafted: int, kept: int) -> int:
+        """Record a draft's outcome: ``kept`` of ``drafted`` tokens agreed (after a verify, or compared with the plain
+        steps that followed a draft not worth verifying, which cost nothing); returns the next length."""
+        self._tried.append((drafted, kept))
         if self.free:
             # Doubling while whole drafts are accepted; after a rejection the next match starts a new run. (Restarting
             # at one past the kept count instead drafted less in vain on replies that barely repeat, but cost the
             # copied text's runs more than that saved: simulated on the default model's replies, docs/BENCHMARK.md.)
-            self.k = min(self.cap, 2 * self.k) if step.kept == step.drafted else self.start
+            self.k = min(self.cap, 2 * self.k) if kept == drafted else self.start
             return self.k
-        self._recent.append(step)
         self.k = best_length(self.acceptance(), *self.costs(), self.cap)
         return self.k
 
     def acceptance(self) -> float:
         """Per-token acceptance over the recent drafts: accepted ÷ (accepted + rejections), each draft that was
         cut short having tried one token more than it kept (a geometric model's estimate)."""
-        kept = sum(s.kept for s in self._recent)
-        tried = kept + sum(1 for s in self._recent if s.kept < s.drafted)
+        kept = sum(k for _, k in self._tried)
+        tried = kept + sum(1 for d, k in self._tried if k < d)
         return PRIOR_ACCEPTANCE if tried == 0 else kept / tried
+
+    def draft_s(self) -> float:
+        """The drafter's measured seconds per drafted token over the recent checked drafts (0 before any)."""
+        drafted = sum(s.drafted for s in self._recent)
+        return sum(s.draft_s for s in self._recent) / drafted if drafted else 0.0
 
     def costs(self) -> tuple[float, float, float]:
         """(draft seconds per token, verify seconds for one row, verify seconds per extra drafted token)."""
-        steps = list(self._recent)
-        drafted = sum(s.drafted for s in steps)
-        draft_s = sum(s.draft_s for s in steps) / drafted if drafted else 0.0
-        # The verify's time as a straight line in k, least squares over the recent steps.
-        n = len(steps)
-        mean_k = sum(s.drafted for s in steps) / n
-        mean_t = sum(s.verify_s for s in steps) / n
-        spread = sum((s.drafted - mean_k) ** 2 for s in steps)
-        if spread > 0:
-            slope = sum((s.drafted - mean_k) * (s.verify_s - mean_t) for s in steps) / spread
-            base = mean_t - slope * mean_k
-            if slope > 0 and base > 0:
-                return draft_s, base, slope
-        # One length seen so far (or noise bent the line): split its time by the prior share per token.
-        base = mean_t / (1.0 + PRIOR_PER_TOKEN * mean_k)
-        return draft_s, base, base * PRIOR_PER_TOKEN
+        measured = self.book.costs(self.draft_s())
+        if measured is not None:
+            return measured.draft_s, measured.verify_base_s, measured.verify_token_s
+        line = self.book.verify_line(None)
+        return (self.draft_s(), *line) if line is not None else (self.draft_s(), 1.0, PRIOR_PER_TOKEN)
+
+    def decision(self, drafted: int | None = None) -> int:
+        """How many tokens to verify: ``k`` (or, given a draft already made, its length ``drafted``) when that beats a
+        plain step by ``MARGIN`` on the measured costs, else 0; ``k`` while the book has no plain steps yet for a
+        drafter that would otherwise never be compared (the caller times plain steps first: ``Speculator``)."""
+        costs = self.book.costs(self.draft_s())
+        if costs is None:
+            return self.k if drafted is None else drafted
+        if drafted is not None:
+            return drafted if worth(self.acceptance(), drafted, costs) else 0
+        if self.free:
+            return self.k if worth(self.acceptance(), self.k, costs) else 0
+        return choose(self.acceptance(), costs, self.cap)

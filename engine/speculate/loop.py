@@ -8,7 +8,12 @@ drafted is a plain one-token decode, so prompt lookup without a match costs only
 
 The draft length adapts (``engine.speculate.length``, timed here): for a drafter that runs a model, the length with
 the most tokens per second given the measured draft and verify times and the recent acceptance; for prompt lookup,
-doubling while whole drafts are accepted (within 1..``SpeculationConfig.draft_cap``). The off-switch: when the
+doubling while whole drafts are accepted (within 1..``SpeculationConfig.draft_cap``). Whether to draft at all is
+decided on the same measured costs against a plain step's, timed here on the runner actually decoding (its
+``CostBook``, kept per runner across replies: int4's native step and bf16's cost differently): the first
+``MIN_PLAIN`` steps on a runner decode plainly to time it; a lookup draft that would not pay is not verified but
+compared with the tokens plain decoding then gives (acceptance learnt for free); a model drafter whose best length
+does not pay pauses like the off-switch below and probes once after the pause. The off-switch: when the
 drafts of the last ``WINDOW`` steps kept fewer than ``off_below`` of their tokens, drafting pauses for ``PAUSE``
 steps, doubling (to ``MAX_PAUSE``) each time it pays no better once resumed. Counts for the metrics: drafts,
 drafted and accepted tokens, target forwards. The kept drafts come back marked ``drafted`` (the window tints them).
@@ -20,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -29,7 +35,7 @@ import torch
 from engine.generate.sampling import Choice
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
-from engine.speculate.length import DraftLength, StepTimes
+from engine.speculate.length import CostBook, DraftLength, StepTimes, told_costs
 
 if TYPE_CHECKING:
     from engine.speculate.drafters import Drafter
@@ -37,6 +43,21 @@ if TYPE_CHECKING:
 WINDOW = 8  # draft steps the off-switch looks back over
 PAUSE = 16  # target steps without drafting after the off-switch first trips
 MAX_PAUSE = 256
+# The target's measured times per runner (engine.speculate.length.CostBook): a session keeps its runner across replies,
+# so the second reply starts from the first one's measurements; a runner gone takes its book with it.
+_BOOKS: "weakref.WeakKeyDictionary[Any, CostBook]" = weakref.WeakKeyDictionary()
+
+
+def book_for(runner: Any) -> CostBook:
+    """``runner``'s ``CostBook`` (a fresh one for a runner that cannot be weakly referenced; the told one where
+    ``engine.speculate.length.COSTS_ENV`` is set)."""
+    told = told_costs()
+    if told is not None:
+        return CostBook(told)
+    try:
+        return _BOOKS.setdefault(runner, CostBook())
+    except TypeError:
+        return CostBook()
 
 
 @dataclass(frozen=True)
@@ -55,11 +76,13 @@ class Speculator:
 
     ``target`` is the session's runner (it must have ``verify``); ``history`` the prompt's ids (the chosen
     tokens are appended as steps go). Sampling uses a private generator seeded from ``config.seed``. ``clock``
-    times drafting and verifying for the draft length (seconds; the length never changes which tokens come out).
+    times drafting, verifying and plain steps for the draft length and the decision to draft (seconds; neither ever
+    changes which tokens come out). ``book``: the target's measured times (default: the runner's, ``book_for``).
     """
 
     def __init__(self, drafter: Drafter, target: Any, config: SamplingConfig, spec: SpeculationConfig,
-                 history: Sequence[int], clock: Callable[[], float] = time.perf_counter) -> None:
+                 history: Sequence[int], clock: Callable[[], float] = time.perf_counter,
+                 book: CostBook | None = None) -> None:
         generator = None
         if not config.greedy:
             generator = torch.Generator(device=target.device)
@@ -73,10 +96,15 @@ class Speculator:
         self.spec = spec
         self.history = list(history)
         self._clock = clock
-        self._length = DraftLength(spec.start_draft, spec.draft_cap, bool(getattr(drafter, "free", False)))
+        self._free = bool(getattr(drafter, "free", False))
+        self._length = DraftLength(spec.start_draft, spec.draft_cap, self._free,
+                                   book if book is not None else book_for(target))
         self._recent: deque[tuple[int, int]] = deque(maxlen=WINDOW)  # (drafted, accepted) per draft step
         self._pause_left = 0
         self._pause = PAUSE
+        self._probe = False  # the step after a pause drafts whatever the costs say: acceptance may have changed
+        self._shadow: tuple[int, ...] = ()  # a lookup draft not worth verifying, compared with what plain steps give
+        self._shadow_at = 0  # how many of it plain decoding has confirmed so far
         self._drafts = self._drafted = self._accepted = self._steps = self._paused = 0
 
     @property
@@ -89,17 +117,22 @@ class Speculator:
         ``room`` is how many more tokens the reply may have; no more than that are returned."""
         history = self.history
         history.append(token_id)
-        k = min(self._length.k, room - 1)
-        if self._pause_left > 0:
-            self._pause_left -= 1
-            k = 0
+        self._compare(token_id)
+        k = self._wanted(room)
         began = self._clock()
         draft = self.drafter.draft(history, k, self.shaper) if k > 0 else None
         self._steps += 1
+        if draft is not None and draft.tokens and self._free and not self._probe \
+                and self._length.decision(len(draft.tokens)) == 0:
+            self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
+            draft = None
+        if k > 0:
+            self._probe = False  # the probe (if this was one) is spent
         if draft is None or not draft.tokens:
             logits = self.target.decode(token_id)
             scores = self.shaper.scores(logits, history)
             token = self.shaper.pick(scores)
+            self._length.book.plain(self._clock() - began)  # a lookup's cost included: what plain steps here cost
             probs = torch.softmax(scores[0], dim=-1) if self.shaper.config.top_logprobs else None
             return [self.shaper.choice(token, probs)]
         tokens = draft.tokens
@@ -113,6 +146,36 @@ class Speculator:
         self._learn(StepTimes(len(tokens), kept, drafted_at - began, self._clock() - drafted_at))
         choices = verdict.choices
         return [dataclasses.replace(c, drafted=True) for c in choices[:kept]] + list(choices[kept:])
+
+    def _wanted(self, room: int) -> int:
+        """How many tokens to ask the drafter for this step: 0 during a pause, while the book has too few plain steps
+        to compare with, while a lookup draft not verified is still being compared, or (a model drafter) when no
+        length pays on the measured costs, which pauses drafting."""
+        k = min(self._length.k, room - 1)
+        if self._pause_left > 0:
+            self._pause_left -= 1
+            self._probe = self._pause_left == 0
+            return 0
+        if k <= 0 or self._shadow or self._length.book.costs() is None:
+            return 0
+        if not self._free and not self._probe and self._length.decision() == 0:
+            self._pause_left = self._pause - 1  # this step is the pause's first
+            self._pause = min(MAX_PAUSE, self._pause * 2)
+            self._paused += 1
+            return 0
+        return k
+
+    def _compare(self, token_id: int) -> None:
+        """The token plain decoding chose, against the lookup draft not verified: its outcome counts for the
+        acceptance (and the lookup's run) once the draft is confirmed whole or contradicted."""
+        if not self._shadow:
+            return
+        if token_id == self._shadow[self._shadow_at]:
+            self._shadow_at += 1
+            if self._shadow_at < len(self._shadow):
+                return
+        self._length.observe(len(self._shadow), self._shadow_at)
+        self._shadow = ()
 
     def _learn(self, step: StepTimes) -> None:
         drafted, kept = step.drafted, step.kept

@@ -1,3 +1,4 @@
 """Images in the conversation (issue 44): reading what the user gives into upright 8-bit RGB or one line saying why
-not (image_input.py), and keeping the files content-addressed beside the history (image_store.py). The vision
-families, their processors and the vision towers are not built yet."""
+not (image_input.py), keeping the files content-addressed beside the history (image_store.py), loading a
+vision-language model folder (vlm.py) and a turn with images (turn.py: the language part on the fast path;
+plain_turn.py: transformers' own forward for the families it does not compute)."""

@@ -14,7 +14,7 @@ DESIGN_METRICS = """prompt_tokens prefill_tokens reused_tokens generated_tokens 
 decode_tok_s itl_s tpot_s e2e_s ttft_thought_s ttft_answer_s thinking_tokens thinking_s kv_cache_bytes
 kv_cache_bytes_allocated kv_cache_bytes_formula kv_cache_bytes_formula_no_gqa weights_bytes peak_memory_bytes
 context_tokens context_max dropped_turns reuse_break device precision speculation drafts draft_tokens accepted_tokens
-target_steps acceptance_rate tokens_per_step masked_tokens mask_wait_s mask_build_s""".split()
+target_steps acceptance_rate tokens_per_step masked_tokens mask_wait_s mask_build_s image_tokens vision_encoder_s""".split()
 
 
 def test_metrics_has_exactly_the_design_fields_and_serialises_to_json():

@@ -11,7 +11,7 @@ from tests.app._gui_fixtures import make_window, settings, store  # noqa: F401 (
 
 def test_the_window_shows_the_one_model_in_memory(qtbot, make_window):
     window = make_window()
-    label, facts = window.models_label, window.controller.facts
+    label, facts = window.findChild(ModelsLabel), window.controller.facts
     qtbot.waitUntil(label.isVisible)
     assert label.text() == f"In memory: {facts.name} ({format_bytes(facts.weights_bytes)})"
     assert window.bridge.loaded_models() == (ModelRecord(facts.name, "chat", facts.weights_bytes),)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from app.history.conversation_docs import DocsChoice, load_choice
 from app.history.store import HistoryStore
 from app.runtime.worker import GenerateJob
+from app.window.docs_forecast import DocsRequest
 from engine import paths
 from engine.docs.index import index_paths
 from engine.docs.store import DocumentStore
@@ -37,6 +38,8 @@ def test_the_picked_collections_ground_the_question_and_stay_with_the_conversati
     button.collection_actions["notes"].trigger()  # a chat not saved yet: kept until its first message saves it
     button.mode_actions["retrieve"].trigger()
     assert button.text() == "📚 notes"
+    # the composer's forecast of both documents choices counts what the conversation picked
+    assert window.prompt_meter.documents() == DocsRequest((), ("notes",), "retrieve")
     assert send_and_wait(qtbot, window, "How fast does the kettle boil?") in ("eos", "length")
     cid = window.current_conversation()
     assert cid is not None

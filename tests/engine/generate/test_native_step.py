@@ -1,7 +1,8 @@
 """The int8/int4 decode step in one native call (engine/generate/native_step.py, engine/quant/decode_step.cpp): the
 same logits and cache, bit for bit, as the Python step it replaces, for the default model and for random-weight models
-of each family it takes (built from the families' real transformers configs, scaled down); speculation's verify and
-the batched step still give a decode's bits; and the row operations it shares with the Python step match torch's."""
+of each family it takes (built from the families' real transformers configs, scaled down); speculation's verify (the
+native step's own over n rows, issue 45) and the batched step still give a decode's bits; and the row operations it
+shares with the Python step match torch's."""
 
 from __future__ import annotations
 
@@ -137,3 +138,39 @@ def test_the_model_facts_name_the_decode_step(default_model_dir, family_dirs):
     loaded = load_model(LoadSpec(model=str(family_dirs["qwen2"]), precision="int4", device="cpu", kv_precision="int8"))
     assert loaded.facts.decode_step == "python: int8 KV cache"
     assert loaded.facts.to_dict()["decode_step"] == "python: int8 KV cache"
+
+
+def _verify_equals_decodes(model, prompt: list[int], tokens: list[int]) -> None:
+    """``verify(tokens)`` through the native step's own verify: the logits and cache of one step per token."""
+    from engine.speculate.fast_verify import native_rows
+
+    alone, checked = FastRunner(model), FastRunner(model)
+    for runner in (alone, checked):
+        list(runner.prefill(prompt))
+    decoded = torch.cat([alone.decode(token) for token in tokens])
+    checked._ensure(len(prompt) + len(tokens))
+    native = native_rows(checked, tokens, len(prompt))  # the native call itself, not the Python rows
+    assert native is not None and torch.equal(native, decoded)
+    checked.crop(len(prompt))
+    assert torch.equal(checked.verify(tokens), decoded)  # and the runner's verify takes it
+    end = len(prompt) + len(tokens)
+    assert torch.equal(checked._kv.k[:, :, :end], alone._kv.k[:, :, :end])
+    assert torch.equal(checked._kv.v[:, :, :end], alone._kv.v[:, :, :end])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("precision", ["int4", "int8"])
+def test_native_verify_gives_each_steps_bits_for_each_family(family_dirs, family, precision):
+    """Issue 45: speculation's verify of n tokens as one native call (products on all rows at once, each token's
+    attention in C++), bit for bit n native steps: 1 row, a kernel's 4-row chunk and a ragged 9, past the mistral
+    model's sliding window."""
+    model = load_cpu(family_dirs[family], precision).model
+    for rows, seed in ((1, 11), (4, 12), (9, 13)):
+        prompt = random_prompt(model.config.vocab_size, 20, seed=seed)
+        _verify_equals_decodes(model, prompt, random_prompt(model.config.vocab_size, rows, seed=seed + 100))
+
+
+def test_native_verify_gives_each_steps_bits_on_the_default_model(default_model_dir):
+    model = load_cpu(default_model_dir, "int4").model
+    _verify_equals_decodes(model, random_prompt(model.config.vocab_size, 30, seed=2),
+                           random_prompt(model.config.vocab_size, 12, seed=3))

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine.generate.runners import make_runner
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.drafters import Draft, PromptLookup
-from engine.speculate.loop import PAUSE, WINDOW, Speculator
+from engine.speculate.length import COSTS_ENV, MIN_PLAIN, CostBook, Costs, told_costs
+from engine.speculate.loop import PAUSE, WINDOW, Speculator, book_for
 
 GREEDY = SamplingConfig(temperature=0.0, repetition_penalty=1.0)
 PROMPT = [1, 40, 41, 42, 43, 40, 41, 42]
+# Target costs told to the controller (engine.speculate.length.CostBook), so what it decides does not hang on this
+# machine's timings: a verify nearly free against a plain step (drafting always pays when anything is accepted), and
+# one that costs a plain step per token it checks (nothing ever pays: a draft of k yields at most k + 1 tokens).
+CHEAP_VERIFY = Costs(plain_s=1.0, verify_base_s=0.1, verify_token_s=0.01)
+DEAR_VERIFY = Costs(plain_s=1.0, verify_base_s=1.0, verify_token_s=1.0)
 
 
 class Recording:
@@ -41,12 +49,15 @@ class Oracle(Recording):
         return Draft(tuple(self.reference[done:done + k]))
 
 
-def decode(loaded, drafter, steps: int, spec: SpeculationConfig = SpeculationConfig()) -> tuple[list[int], Speculator]:
+def decode(loaded, drafter, steps: int, spec: SpeculationConfig = SpeculationConfig(),
+           book: CostBook | None = None, clock=None) -> tuple[list[int], Speculator]:
+    """``steps`` speculative steps after ``PROMPT``; the target's costs told (``CHEAP_VERIFY``) unless ``book``."""
     runner = make_runner(loaded)
     logits = None
     for _, logits in runner.prefill(PROMPT):
         pass
-    speculator = Speculator(drafter, runner, GREEDY, spec, PROMPT)
+    extra = {} if clock is None else {"clock": clock}
+    speculator = Speculator(drafter, runner, GREEDY, spec, PROMPT, book=book or CostBook(CHEAP_VERIFY), **extra)
     token = int(logits.argmax())
     out = [token]
     for _ in range(steps):
@@ -116,3 +127,60 @@ def test_prompt_lookup_drafts_the_continuation_of_the_latest_match():
     assert lookup.draft(history, 3, None).tokens == (7, 8, 6)  # the latest 1 2 3 went on 7 8 6
     assert lookup.draft(history + [7], 5, None).tokens == (8, 6, 1, 2, 3)
     assert lookup.draft([10, 11, 12], 3, None).tokens == ()  # another conversation: nothing repeats
+
+
+class Ticks:
+    """A clock that advances one second per reading: every timed stretch (a plain step, drafting, a verify) lasts 1."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_a_verify_that_cannot_pay_is_only_probed_after_pauses(tiny_fp32):
+    """Drafts all accepted, but verifying costs a plain step per token checked: drafting pauses at once and each
+    probe after a pause pauses again, twice as long; the reply is the plain one."""
+    right = Oracle(plain(tiny_fp32, 120))
+    steps = PAUSE + 1 + 2 * PAUSE + 1
+    out, speculator = decode(tiny_fp32, right, steps, book=CostBook(DEAR_VERIFY))
+    assert out == plain(tiny_fp32, len(out))
+    # step 1 trips (the pause's first of PAUSE), step PAUSE + 1 probes at the start length, the next trips for
+    # 2 * PAUSE, the last probes at the length that pays best (drafting costs time: the shortest, the cheapest probe)
+    assert right.asked == [4, 1] and speculator.counts.drafts == 2 and speculator.counts.paused == 2
+    assert speculator.counts.target_steps == steps and speculator.counts.accepted_tokens == 5
+
+
+def test_lookup_drafts_not_worth_a_verify_are_compared_with_plain_decoding(tiny_fp32):
+    """Prompt lookup copies the tiny model's repeated token, but no verify pays: nothing is verified, and the drafts
+    only compared with what plain decoding gives still count as accepted (the lookup's run doubles on them)."""
+    lookup = PromptLookup()
+    out, speculator = decode(tiny_fp32, lookup, 40, SpeculationConfig("prompt-lookup"), book=CostBook(DEAR_VERIFY))
+    assert out == plain(tiny_fp32, len(out)) and len(out) == 41
+    assert speculator.counts.drafts == 0 and speculator.counts.target_steps == 40
+    length = speculator._length
+    assert length.acceptance() == 1.0 and length.k > length.start
+
+
+@pytest.mark.measured_costs
+def test_the_first_steps_on_a_runner_time_plain_decoding_and_its_book_is_kept(tiny_fp32):
+    right = Oracle(plain(tiny_fp32, 80))
+    book = CostBook()
+    out, speculator = decode(tiny_fp32, right, 6, book=book, clock=Ticks())
+    assert out == plain(tiny_fp32, len(out))
+    # MIN_PLAIN plain steps first (the drafter not asked), then drafting, compared on the measured (ticked) costs
+    assert len(right.asked) == 6 - MIN_PLAIN and book.costs().plain_s == 1.0
+    runner = make_runner(tiny_fp32)
+    first = Speculator(right, runner, GREEDY, SpeculationConfig(), PROMPT)
+    assert first._length.book is book_for(runner)  # the runner's, shared by its next reply
+    assert Speculator(right, runner, GREEDY, SpeculationConfig(), PROMPT)._length.book is first._length.book
+    assert book_for(make_runner(tiny_fp32)) is not book_for(runner)
+
+
+def test_told_costs_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(COSTS_ENV, "0.02,0.03,0.004")
+    assert told_costs() == Costs(0.02, 0.03, 0.004) and book_for(object()).told == Costs(0.02, 0.03, 0.004)
+    monkeypatch.setenv(COSTS_ENV, "fast")
+    assert told_costs() is None

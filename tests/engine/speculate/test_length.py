@@ -1,5 +1,6 @@
 """The draft length: the most expected tokens per second from measured costs (model drafters), doubling runs
-(prompt lookup), and the lookup's matcher following a passage that keeps matching."""
+(prompt lookup), the lookup's matcher following a passage that keeps matching, and the cost model deciding whether
+drafting pays at all against a plain step (exact decisions on given costs; no timing)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 
 from engine.inputs import MAX_DRAFT_TOKENS, MODEL_MAX_DRAFT, SpeculationConfig
 from engine.speculate.drafters import PromptLookup
-from engine.speculate.length import DraftLength, StepTimes, best_length, expected_tokens
+from engine.speculate.length import (MARGIN, MIN_PLAIN, RECENT, CostBook, Costs, DraftLength, StepTimes, best_length,
+                                     choose, expected_tokens, worth)
 
 
 def test_expected_tokens_counts_the_accepted_prefix_and_the_models_own():
@@ -107,3 +109,65 @@ def test_lookup_run_prefers_the_passage_over_a_later_repeat():
     assert lookup2.draft(start, 3, None).tokens == (7, 8, 9)
     # 7 8 9 kept and the model's own 0: the same passage, however the latest n-grams read.
     assert lookup2.draft(start + [7, 8, 9, 0], 3, None).tokens == (4, 3, 5)
+
+
+# -- the cost model: whether drafting pays on the path running (issue 45) ------------------------------------------
+
+def test_choose_drafts_only_where_a_length_beats_a_plain_step_by_the_margin():
+    # One drafted token: (1 + a) tokens for a verify of 1.5 plain steps pays iff (1 + a) / 1.5 > 1.05, a > 0.575.
+    costs = Costs(plain_s=1.0, verify_base_s=1.0, verify_token_s=0.5)
+    assert choose(0.57, costs, 1) == 0 and choose(0.58, costs, 1) == 1
+    # Every draft accepted: (k + 1) / (1 + k / 2) grows with k, so the cap.
+    assert choose(1.0, costs, 8) == 8
+    assert costs.rate(1.0, 8) == pytest.approx(9 / 5.0) and costs.rate(0.3, 0) == 1.0
+    # A verify that costs a plain step per token it checks never pays, whatever is accepted (int4's native step
+    # against a per-token verify: what issue 45 measured at 0.61-0.76x).
+    dear = Costs(plain_s=1.0, verify_base_s=1.0, verify_token_s=1.0)
+    assert all(choose(a, dear, 32) == 0 for a in (0.0, 0.5, 0.9, 0.99, 1.0))
+    # The margin: 2 tokens for 1.90 plain steps is 5.3% faster and drafts; for 1.91, 4.7%, and it does not.
+    assert choose(1.0, Costs(1.0, 1.0, 0.90), 1) == 1 and choose(1.0, Costs(1.0, 1.0, 0.91), 1) == 0
+    assert MARGIN == 0.05
+    # Drafting time counts: a drafter costing a plain step per token turns a paying length off.
+    assert choose(0.9, Costs(1.0, 1.0, 0.1), 4) > 0 and choose(0.9, Costs(1.0, 1.0, 0.1, draft_s=1.0), 4) == 0
+
+
+def test_worth_judges_a_draft_already_made():
+    costs = Costs(plain_s=1.0, verify_base_s=1.0, verify_token_s=0.5)
+    assert not worth(0.5, 0, costs)  # nothing drafted: nothing to verify
+    assert worth(0.9, 4, costs) and not worth(0.2, 4, costs)
+
+
+def test_the_cost_book_measures_plain_steps_and_the_verify_line():
+    book = CostBook()
+    assert book.costs() is None and book.verify_line(None) is None
+    for seconds in [0.010] * (MIN_PLAIN - 1):
+        book.plain(seconds)
+    assert book.costs() is None  # too few plain steps to compare with: the caller decodes plainly
+    book.plain(0.030)  # one slow step: the median of 0.010, 0.030 and later ones
+    book.plain(0.010)
+    assert book.costs().plain_s == pytest.approx(0.010)
+    # One verify length: its first row taken as a plain step, the rest spread over its drafts.
+    book.verified(4, 0.022)
+    costs = book.costs(draft_s=0.001)
+    assert (costs.verify_base_s, costs.verify_token_s, costs.draft_s) == pytest.approx((0.010, 0.003, 0.001))
+    # Two lengths: the least-squares line through them.
+    book.verified(8, 0.042)
+    base, per_token = book.verify_line(0.010)
+    assert (base, per_token) == pytest.approx((0.002, 0.005))
+    # Told costs replace the measured ones (the drafter's time is still its own).
+    told = Costs(1.0, 2.0, 3.0)
+    assert CostBook(told).costs(0.5) == Costs(1.0, 2.0, 3.0, 0.5)
+
+
+def test_draft_length_decides_on_the_books_costs_and_learns_from_drafts_only_compared():
+    dear = DraftLength(start=4, cap=32, free=True, book=CostBook(Costs(1.0, 1.0, 1.0)))
+    assert dear.decision(8) == 0 and dear.decision() == 0
+    cheap = DraftLength(start=4, cap=32, free=True, book=CostBook(Costs(1.0, 1.0, 0.1)))
+    assert cheap.decision(8) == 8
+    for _ in range(RECENT):  # lookups compared with plain decoding and rejected at once: acceptance 0
+        cheap.observe(4, 0)
+    assert cheap.acceptance() == 0.0 and cheap.decision(8) == 0 and cheap.k == 4
+    cheap.observe(4, 4)  # a whole draft confirmed by plain decoding: the run doubles as if it had been verified
+    assert cheap.k == 8
+    # No plain step timed yet: no decision, the caller measures first.
+    assert DraftLength(start=4, cap=32, free=True).decision(6) == 6
