@@ -1,7 +1,7 @@
 """The window serves its loaded model over the OpenAI API: ``ApiServing`` (Chat → "Serve this model (OpenAI API)").
 
 The server is ``engine.serve`` (the FastAPI app of ``python -m engine serve``, uvicorn on a thread of its own), with
-one difference: its forward passes are made on the window's engine thread (``app.runtime.serve_handoff``), the one
+one difference: its forward passes are made on the window's engine thread (``engine.core.handoff``), the one
 that owns the model and runs the chat's replies, loads and lab tasks, so an API request and a chat turn never race
 for the model. Up to N requests decode together (Chat → "Parallel API requests…", 4 by default as ``engine serve
 --parallel``; 1: one at a time): each step of the batch is one hand-over, so a Send pressed while requests run
@@ -22,7 +22,7 @@ goes back off. Changing the port or the parallel requests while serving starts o
 closing the window (``Bridge.closing``), cancels what runs and stops the server.
 
 Owns the toggle, the port and parallel actions and the status-bar label; not the hand-over
-(``app.runtime.serve_handoff``), no HTTP behaviour (``engine.serve.app``), no model.
+(``engine.core.handoff``), no HTTP behaviour (``engine.serve.app``), no model.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class ApiServing(QObject):
         self._window, self._settings, self._bridge = window, window.settings, window.bridge
         self._server: Any = None  # engine.serve.server.BackgroundServer while serving
         self._switch = _Switch()
-        self._current: tuple[Any, Any] | None = None  # the serving model's (serve_handoff.Handoff, WindowWorker)
+        self._current: tuple[Any, Any] | None = None  # the serving model's (engine.core.handoff.Handoff, its Worker)
         self._generation = 0  # bumped by each model change: a model prepared for an older one is dropped
         self._served = 0
         self.url = ""
@@ -218,12 +218,13 @@ class ApiServing(QObject):
 
     def _follow_model(self) -> None:
         """Make a queue and an app for the window's model, on the engine thread (where the model may be touched)."""
-        from app.runtime.serve_handoff import Handoff, WindowWorker  # the engine's queue: imported by those who serve
+        from engine.core.handoff import Handoff  # the engine's queue: imported by those who serve
+        from engine.serve.worker import Worker
 
         self._generation += 1
-        generation, prepared, handoff = self._generation, self._prepared, Handoff(self._bridge)
+        generation, prepared, handoff = self._generation, self._prepared, Handoff(self._bridge.post_serve_job)
         self._switch.current = (None, SWITCHING if self._bridge.facts is not None else NO_MODEL)
-        parallel, finished = self._settings.serve_parallel(), self._finished.emit
+        parallel, finished, models = self._settings.serve_parallel(), self._finished.emit, self._bridge.loaded_models
 
         def prepare(loaded: Any) -> None:  # on the engine thread; reports to the GUI thread by a queued signal
             from engine.remote import RemoteModel
@@ -235,7 +236,7 @@ class ApiServing(QObject):
                 from engine.serve.app import create_app
 
                 handoff.model = loaded
-                worker = WindowWorker(loaded, finished, executor=handoff, parallel=parallel)
+                worker = Worker(loaded, executor=handoff, parallel=parallel, on_reply=finished, models=models)
                 prepared.emit(generation, (handoff, worker, create_app(worker)))
             except Exception as exc:  # noqa: BLE001  (the window stays; clients read why)
                 log.exception("could not prepare the model for serving")

@@ -84,6 +84,8 @@ class Bridge(QObject):
             it (the reply waits, or until stopped).
         documents_grounded(object): the reply's last message was grounded in its attached files: the
             ``DocumentsUsed`` (whole or retrieved, sources, tokens added, time taken), before its Started.
+        models_changed(object): what the engine core holds in memory now (``loaded_models``): a tuple of
+            ``engine.core.models.ModelRecord`` (name, kind, bytes).
     """
 
     load_progressed = Signal(str, float)
@@ -101,6 +103,7 @@ class Bridge(QObject):
     tool_call_updated = Signal(object)
     tool_confirmation_requested = Signal(object)
     documents_grounded = Signal(object)
+    models_changed = Signal(object)
 
     _job_requested = Signal(object)  # internal: queued to the worker thread
 
@@ -124,6 +127,7 @@ class Bridge(QObject):
         self._worker.task_finished.connect(self.task_finished)
         self._worker.task_failed.connect(self.task_failed)
         self._worker.tool_confirmation_requested.connect(self.tool_confirmation_requested)
+        self._worker.models_changed.connect(self.on_worker_models_changed)
         self.reply_tools: Callable[[int], ReplyTools | None] = lambda _conversation_id: None  # set by the window
         # The conversation's collections and documents mode (app.window.docs_choice sets it; None: neither).
         self.docs_choice: Callable[[int], tuple[tuple[str, ...], str] | None] = lambda _conversation_id: None
@@ -131,6 +135,7 @@ class Bridge(QObject):
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
         self._facts: object | None = None
+        self._models: tuple[Any, ...] = ()  # the core's ModelRecords; replaced whole, so any thread may read it
         self._forks: dict[int, int] = {}  # fork's conversation id -> the one it was forked from, until it replies
         self.speculation: SpeculationConfig | None = None  # every reply's speculative decoding (app.window.speculation)
         self._closed = False
@@ -144,6 +149,15 @@ class Bridge(QObject):
     def facts(self) -> object | None:
         """ModelFacts of the loaded model, or None."""
         return self._facts
+
+    def loaded_models(self) -> tuple[Any, ...]:
+        """What the engine core holds in memory, as last reported: ``ModelRecord``s, the least recently used first."""
+        return self._models
+
+    def embedder(self) -> object:
+        """The engine core's embedding model (loaded and put beside the chat model if it is not there; None: none is
+        installed). Call it on the engine thread only: inside a ``submit_task`` function."""
+        return self._worker.core.embedder()
 
     def is_busy(self) -> bool:
         return bool(self._jobs)
@@ -324,6 +338,11 @@ class Bridge(QObject):
     def on_worker_model_loaded(self, facts: object) -> None:
         self._facts = facts
         self.model_loaded.emit(facts)
+
+    @Slot(object)
+    def on_worker_models_changed(self, records: tuple[Any, ...]) -> None:
+        self._models = tuple(records)
+        self.models_changed.emit(self._models)
 
     @Slot(int)
     def on_worker_job_finished(self, job_id: int) -> None:

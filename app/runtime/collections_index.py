@@ -93,13 +93,13 @@ class CollectionsIndexer(QObject):
         if self.is_busy() or not name or not inputs:
             return False
         store_path, cancel, emit = self.store_path, self._cancel, _Throttle(self)
+        embedder_of_core = self._bridge.embedder
         cancel.clear()
 
         def run(_loaded: object, _job_cancel: object) -> IndexReport:  # on the engine thread
-            from engine.cli.docs import embedder_for_search  # transformers: imported where it runs
             from engine.docs.index import index_paths
 
-            embedder = embedder_for_search()
+            embedder = embedder_of_core()  # the engine core's, kept beside the chat model (engine.core.models)
             with DocumentStore(store_path) as store:
                 return index_paths(store, name, [Path(p) for p in inputs], embedder=embedder, cancel=cancel,
                                    progress=emit.line, on_file=emit.file)

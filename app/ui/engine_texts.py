@@ -3,8 +3,8 @@
 
 ``pyside6-lupdate`` extracts the ``QT_TRANSLATE_NOOP`` entries below; the window looks a text up when it shows it.
 The engine's fixed texts (context "engine"; ``engine_text``): the model load's stages (``engine.models.loader``),
-the lab's experiment titles and descriptions (``engine.lab.experiments``) and the worker's fixed refusals
-(``app.runtime.worker``); any other text (a path, an exception's message) appears as the engine wrote it. A failed load
+the lab's experiment titles and descriptions (``engine.lab.experiments``) and the engine core's fixed refusals
+(``engine.core.core``); any other text (a path, an exception's message) appears as the engine wrote it. A failed load
 (``load_failure_text``) is said by its ``ErrorKind``, with the model as its variable part: the engine's own line
 where the interface is English, the kind's sentence in the interface's language otherwise. The history's notices
 (context "history"; ``history_text``) by their ``NoticeKind``, with their values. Tests check that every stage,
@@ -142,7 +142,7 @@ HISTORY_TEXTS = (  # each app.history.notices.NoticeKind's wording
 
 
 def load_failure_text(failure: Any, current: str | None) -> str:
-    """The notice for a failed load (an ``app.runtime.worker.LoadFailure``), saying which model stays loaded (``current``).
+    """The notice for a failed load (an ``engine.core.jobs.LoadFailure``), saying which model stays loaded (``current``).
 
     The engine's line is English and worded per case; where the interface has a translation, the failure is said by
     its kind in the interface's language instead, and the engine's line goes to the log.

@@ -2,7 +2,7 @@
 
 Reads the folder's size (``engine.generate.kv_store.KVStore.used_bytes``: file sizes only, no torch) when shown
 and after Clear; Clear deletes every saved cache at once (each conversation then computes its prompt again the next
-time it is reopened; nothing else is lost). The folder and its budget are ``app.runtime.kv_persist``'s. Owns the
+time it is reopened; nothing else is lost). The folder and its budget are ``engine.core.kv_persist``'s. Owns the
 row only.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
-from app.runtime.kv_persist import DEFAULT_BUDGET_BYTES, kv_folder
+from engine.core.kv_persist import DEFAULT_BUDGET_BYTES, kv_folder
 from engine.fmt import format_bytes
 from engine.generate.kv_store import KVStore
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QFormLayout, QLabel, QProgressBar, QScrollArea, Q
                                QWidget)
 
 from app.history.perf import PerfRecord
-from app.runtime.worker import MAX_SESSION_KV_BYTES, MAX_SESSIONS
+from engine.core.sessions import MAX_SESSION_KV_BYTES, MAX_SESSIONS
 from app.ui import theme as themes
 from app.ui import accessibility
 from app.ui.metric_help import explain

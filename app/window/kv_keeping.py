@@ -1,10 +1,10 @@
 """A conversation's KV cache goes to disk when the user switches away from it (issue 29): ``KVKeeping``.
 
-The worker keeps the last few conversations' caches in memory (``app.runtime.worker.SessionCache``); what only
+The worker keeps the last few conversations' caches in memory (``engine.core.sessions.SessionCache``); what only
 memory holds is lost to a crash or a kill. So when the open conversation changes - another one opened, a new one
 started - the one left is handed to ``Bridge.keep_on_disk``, which writes it on the engine thread once that is idle
 (never while a reply runs; a reply asked for during the write waits for that write only). A deleted conversation's
-session and file go (``Bridge.forget_kv``). Owns only when to ask; not the writing (``app.runtime.kv_persist``).
+session and file go (``Bridge.forget_kv``). Owns only when to ask; not the writing (``engine.core.kv_persist``).
 """
 
 from __future__ import annotations

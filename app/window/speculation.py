@@ -10,7 +10,7 @@ installed ones whose config's vocabulary size is the loaded model's (read off th
 the whole vocabulary is the one that decides.
 
 Owns that wiring; not the drafting (``engine.speculate``), the widgets' looks, or the keeping of the drafter
-(``app.runtime.drafter_cache``).
+(``engine.core.drafters``).
 """
 
 from __future__ import annotations

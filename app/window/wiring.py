@@ -25,6 +25,7 @@ from app.widgets.completion_view import CompletionView
 from app.widgets.conversation_list import ConversationList
 from app.widgets.message_area import MessageArea
 from app.widgets.model_bar import ModelBar
+from app.widgets.models_label import ModelsLabel
 from app.widgets.perf_panel import PerfPanel
 from app.widgets.prompt_box import Composer
 from app.widgets.thinking_section import ThinkingSwitch
@@ -134,6 +135,7 @@ def model_helpers(p: Parts) -> ModelHelpers:
     c.model_ready.connect(switch.on_controller_model_ready)
     c.conversation_shown.connect(switch.on_controller_conversation_shown)
     switch.thinking_chosen.connect(lambda on: c.apply_settings(c.chat_settings(), thinking=on))
+    ModelsLabel.attach(p.status_bar, b.models_changed)  # "In memory: …": what the engine core holds
     return ModelHelpers(remote, restorer, attachments, keeping, switch)
 
 

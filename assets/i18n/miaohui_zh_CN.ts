@@ -2412,6 +2412,29 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
     </message>
 </context>
 <context>
+    <name>ModelsLabel</name>
+    <message>
+        <source>chat model</source>
+        <translation>对话模型</translation>
+    </message>
+    <message>
+        <source>embedding model</source>
+        <translation>嵌入模型</translation>
+    </message>
+    <message>
+        <source>vision model</source>
+        <translation>视觉模型</translation>
+    </message>
+    <message>
+        <source>In memory: {models}</source>
+        <translation>内存中：{models}</translation>
+    </message>
+    <message>
+        <source>{kind}: {name}, {size}</source>
+        <translation>{kind}：{name}，{size}</translation>
+    </message>
+</context>
+<context>
     <name>ModelsWindow</name>
     <message>
         <source>Models</source>

@@ -31,7 +31,7 @@ from engine.inputs import DEVICES, PRECISIONS, SpeculationConfig, check_kv_preci
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 32  # engine.serve.worker.DEFAULT_MAX_QUEUE
 DEFAULT_MAX_BODY_BYTES = 4 << 20  # engine.serve.app.DEFAULT_MAX_BODY_BYTES
-DEFAULT_SESSIONS = 4  # engine.serve.sessions.DEFAULT_SIZE
+DEFAULT_SESSIONS = 4  # engine.core.sessions.DEFAULT_SIZE
 DEFAULT_PARALLEL = 4  # engine.serve.batching.DEFAULT_PARALLEL
 MAX_PARALLEL = 64  # engine.serve.batching.MAX_PARALLEL
 DEFAULT_KV_STORE_MB = 2048  # engine.generate.kv_store.DEFAULT_BUDGET_BYTES

@@ -109,6 +109,12 @@ class TransformersEmbedder:
         self.name = name or folder.name
         self.dim = int(self._model.config.hidden_size)
 
+    @property
+    def weights_bytes(self) -> int:
+        """Bytes of its parameters and buffers as loaded (what the engine core's model budget counts)."""
+        tensors = [*self._model.parameters(), *self._model.buffers()]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         torch = self._torch
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

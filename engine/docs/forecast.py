@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from engine import paths
 from engine.docs.grounding import Budget, Source, choose_mode, document_sources, ground, grounded_message, \
@@ -93,10 +93,14 @@ class AttachedIndex:
 
     A file is read again when its size or modification time changed; the index is rebuilt when the set of files
     (or one of them) changed. The embedding model is loaded once (None: keyword search, as ``retrieve_passages``).
-    The worker keeps one (``app.runtime.worker``): the send's ``ground_conversation`` uses what the forecast made.
+    The engine core keeps one (``engine.core.core``), its embedder on the core's model shelf: the send's
+    ``ground_conversation`` uses what the forecast made.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, load_embedder: Callable[[], Any] | None = None) -> None:
+        # Who keeps the embedding model: the engine core's model shelf (asked each time: it may have unloaded it
+        # for its budget), else this index, once.
+        self._load_embedder = load_embedder
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._read: dict[tuple[str, int, int], list[Source]] = {}
         self._indexed: tuple[tuple[str, int, int], ...] | None = None
@@ -126,6 +130,8 @@ class AttachedIndex:
         return sources
 
     def embedder(self) -> Any:
+        if self._load_embedder is not None:
+            return self._load_embedder()
         if not self._embedder_loaded:
             from engine.cli.docs import embedder_for_search
 

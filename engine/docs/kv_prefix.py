@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 SCOPE = "document"  # the files' header scope: never chosen by a server's or a conversation's lookup
 # 256 MiB: about five 2,000-token documents of the default model's bf16 cache (22.5 KiB per token), beside the
-# sessions' own 1 GiB (app.runtime.worker.MAX_SESSION_KV_BYTES).
+# sessions' own 1 GiB (engine.core.sessions.MAX_SESSION_KV_BYTES).
 DEFAULT_MEMORY_BYTES = 256 << 20
 # Questions that start differently from any real one in at least one way: a tokenizer that merges the sources'
 # last characters with the question's first ones merges them differently for some probe, and that token is cut.

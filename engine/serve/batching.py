@@ -23,7 +23,7 @@ their next token are in the same forward; one that is slower simply takes the st
 depend on nothing but its own cache, so who else is in a step never changes its tokens (up to the matrix
 kernels' rounding, see ``engine.generate.batched``).
 
-A program whose model already has an owning thread (the window's engine thread, ``app.runtime.serve_handoff``)
+A program whose model already has an owning thread (the window's engine thread, ``engine.core.handoff``)
 passes an ``executor``: each step's forwards are then made by ``executor(step)`` on that thread, while this one only
 gathers and schedules; an executor that cannot run a step (its thread is stopping) raises, and that step's
 sequences get its error.

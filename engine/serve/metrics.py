@@ -34,6 +34,9 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
   tokens drafted, drafted tokens the model accepted, summed over each request's ``Metrics`` when it ends
   (``engine serve --speculative``; 0 without). Acceptance rate = accepted / draft tokens, as vLLM's dashboards
   compute it. vLLM's per-position counter is left out: a request's ``Metrics`` does not count by position.
+- ``miaohui:model_memory_bytes{model_name,kind}`` (gauge): each model the engine holds in memory and its weights' bytes
+  (``engine.core.models.ModelRecord``): the served model under ``engine serve``; in the window, its core's (the chat
+  model, an embedder beside it).
 
 Thread-safe (prometheus_client's own locks): the worker thread records, the HTTP side renders.
 """
@@ -41,6 +44,7 @@ Thread-safe (prometheus_client's own locks): the worker thread records, the HTTP
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable, Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -112,6 +116,10 @@ class ServerMetrics:
             ("num_drafts", "Speculative decode steps that had a draft"),
             ("num_draft_tokens", "Tokens drafted for speculative decoding"),
             ("num_accepted_tokens", "Drafted tokens the model accepted")))
+        # What the engine core holds in memory (engine.core.models.ModelRecord): read when /metrics is asked for.
+        self._models = Gauge(PREFIX + "model_memory_bytes", "Bytes of each model the engine holds in memory",
+                             ("model_name", "kind"), registry=self.registry)
+        self.loaded_models: Callable[[], Iterable[Any]] = lambda: ()
 
     # -- recording (worker thread) ------------------------------------------------------------
     def queued(self, waiting: int) -> None:
@@ -177,4 +185,7 @@ class ServerMetrics:
     # -- reading (HTTP side) ------------------------------------------------------------------
     def render(self) -> bytes:
         """The Prometheus text exposition of every series."""
+        self._models.clear()  # a model unloaded since the last scrape has no series any more
+        for record in self.loaded_models():
+            self._models.labels(record.name, record.kind).set(record.bytes)
         return generate_latest(self.registry)

@@ -48,7 +48,7 @@ from engine.generate.kv_blocks import DEFAULT_BUDGET_BYTES, BlockPool
 from engine.generate.kv_snapshot import KVIdentity, KVSnapshotError
 from engine.generate.kv_store import KVStore, key_for_ids
 from engine.serve.metrics import ServerMetrics
-from engine.serve.sessions import SessionPool, Slot
+from engine.core.sessions import SessionPool, Slot
 
 log = logging.getLogger(__name__)
 

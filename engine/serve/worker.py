@@ -21,7 +21,7 @@ and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``re
 Which thread serves: everything that touches the model (tokenizer, sessions, KV caches) is one call per job,
 ``_serve(job)``, and the ``executor`` makes it. By default it is made on the worker's own thread, which then
 owns the model. A program whose model already has an owning thread (the window's engine thread, see
-``app.runtime.api_serving``) passes an executor that runs the call there and returns its ``Record``: this thread then
+``engine.core.handoff``) passes an executor that runs the call there and returns its ``Record``: this thread then
 only keeps the queue, and API requests wait in line with the program's own work instead of racing it for the
 model. The calls never overlap. An executor that can no longer run a call (its thread is stopping) raises
 ``WorkerClosedError`` instead: the job is answered as cancelled, nothing generated.
@@ -35,7 +35,8 @@ in the log and in ``miaohui:parallel_slots``. ``parallel`` = 1 is exactly the pa
 draft model that cannot serve is refused then); drafts verify one sequence per forward: one request at a time.
 
 Owns the queue, the budget rule and the event translation; prefixes shared between requests and kept across
-restarts are ``engine.serve.prefix``', the HTTP shapes ``engine.serve.responses``'.
+restarts are ``engine.serve.prefix``', the HTTP shapes ``engine.serve.responses``'. ``on_reply`` is told each reply's
+finish reason and ``cancel_all`` stops every request at once (the window's server: its count, a model switch).
 Budget rule: the reply may use the context left after the whole prompt (``max_new_tokens`` lowers it). A
 conversation that does not fit whole is refused (``ContextTooLongError``, a 400) rather than silently
 trimmed as the window trims it: an API client manages its own history.
@@ -49,11 +50,13 @@ import math
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 from engine.constrain.matcher import TokenConstraint
+from engine.core.models import ModelRecord
 from engine.errors import CancelledError, ContextTooLongError, EngineError
 from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
@@ -66,7 +69,7 @@ from engine.serve.jobs import (Executor, Failed, Job, Piece, QueueFullError, Rec
                                WorkerClosedError, _routed, run_here)
 from engine.serve.metrics import ServerMetrics
 from engine.serve.prefix import PrefixCache
-from engine.serve.sessions import DEFAULT_SIZE, SessionPool, Slot
+from engine.core.sessions import DEFAULT_SIZE, SessionPool, Slot
 from engine.serve.stops import StopMatcher
 
 log = logging.getLogger(__name__)
@@ -88,7 +91,9 @@ class Worker:
                  model_id: str | None = None, metrics: ServerMetrics | None = None,
                  executor: Executor = run_here, parallel: int = 1,
                  speculation: SpeculationConfig | None = None, kv_store: Any = None,
-                 prefix_cache_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+                 prefix_cache_bytes: int = DEFAULT_BUDGET_BYTES,
+                 on_reply: Callable[[str], None] | None = None,
+                 models: Callable[[], tuple[ModelRecord, ...]] | None = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         if parallel < 1:
@@ -118,6 +123,9 @@ class Worker:
         sessions = max(sessions, self.parallel)  # each request in flight generates with a session of its own
         self.metrics = metrics or ServerMetrics(self.model_id, full_context_bytes * sessions)
         self.metrics.parallel.set(self.parallel)
+        # /metrics says what is in memory: the window's core (its chat model and an embedder), else this one model.
+        own = (ModelRecord(self.model_id, "chat", facts.weights_bytes),)
+        self.metrics.loaded_models = models or (lambda: own)
         engine = self._engine
         self._pool = SessionPool((lambda: ChatSession(loaded, runner_factory=engine.runner_factory)) if engine
                                  else (lambda: ChatSession(loaded, speculation=speculation, drafter=drafter)), sessions)
@@ -126,6 +134,8 @@ class Worker:
         self._routed_slot = threading.local()  # the slot the job on this thread routed to (released after it)
         self._eos = frozenset(loaded.eos_token_ids)
         self._executor = executor
+        self._on_reply = on_reply  # told each reply's finish_reason (the window's "n requests served")
+        self._submitted: weakref.WeakSet[Job] = weakref.WeakSet()  # for cancel_all
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._waiting = 0
@@ -166,7 +176,13 @@ class Worker:
                 raise QueueFullError(self._retry_after())
             self._waiting += 1
             self._queue.put(job)
+            self._submitted.add(job)
             self.metrics.queued(self._waiting)
+
+    def cancel_all(self) -> None:
+        """Every request queued or running stops within a step (answered as cancelled)."""
+        for job in list(self._submitted):
+            job.cancel.set()
 
     def close(self, timeout: float = 30.0) -> None:
         """Cancel the running and the waiting jobs, stop the thread and wait for it (bounded).
@@ -255,6 +271,12 @@ class Worker:
         except Exception:  # noqa: BLE001  (the listener is gone, e.g. its event loop closed): stop generating
             job.gone = True
             job.cancel.set()
+            return
+        if isinstance(event, Reply) and self._on_reply is not None:  # after: a client that left was not served
+            try:
+                self._on_reply(event.finish_reason)
+            except RuntimeError:  # whoever counted is gone (the window's QObject deleted): nobody counts any more
+                pass
 
     def _budget(self, job: Job) -> tuple[SamplingConfig, tuple[int, ...]]:
         """The job's config with its reply budget (what the context has left after the whole prompt), and the prompt."""

@@ -348,3 +348,33 @@ def test_a_web_page_cannot_use_the_windows_server(qtbot, make_window, loaded):
     else:
         status, answer = _raw_post(port, body, {"Content-Type": "application/json"})
         assert status == 503 and answer["error"]["code"] == "model_not_available"
+
+
+def test_a_chat_turn_and_an_api_request_share_one_core_and_one_model_in_memory(qtbot, make_window):
+    """Issue 42's "done when": the window's chat and the window's server are clients of one engine core; the same
+    ``LoadedModel`` object answers both, and the core, the window and /metrics say one model is in memory."""
+    import http.client
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    window = make_window(max_new_tokens=6)
+    url = serve(qtbot, window)
+    core = window.bridge._worker.core
+    assert send_and_wait(qtbot, window, "What is a KV cache?") == "length"  # a window chat turn
+    reply = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=6, temperature=0)
+    assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 6  # an API request
+    served = window.api_serving._current[1]
+    assert served.loaded is core.loaded and core.held("chat") is core.loaded  # one LoadedModel serves both
+    (record,) = core.models()
+    assert (record.name, record.kind, record.bytes) == (window.controller.facts.name, "chat",
+                                                        core.loaded.facts.weights_bytes)
+    assert window.bridge.loaded_models() == (record,)  # the window is told (Bridge.models_changed)
+    conn = http.client.HTTPConnection("127.0.0.1", window.api_serving.port, timeout=LIVENESS_S)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == "miaohui:model_memory_bytes"]
+    assert [(s.labels, s.value) for s in family.samples] == [({"model_name": record.name, "kind": "chat"},
+                                                              float(record.bytes))]

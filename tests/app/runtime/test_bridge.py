@@ -230,11 +230,11 @@ def _reply(qtbot, bridge, conversation_id: int, text: str = "Hello"):
 
 def test_the_least_recently_used_session_is_evicted_past_the_count_and_its_next_reply_says_so(qtbot, loaded_bridge,
                                                                                             monkeypatch):
-    import app.runtime.worker
+    import engine.core.sessions
 
     loaded_bridge._worker.sessions.persistence = None  # memory alone (the disk: test_kv_persist.py)
 
-    monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 2)
+    monkeypatch.setattr(engine.core.sessions, "MAX_SESSIONS", 2)
     for conversation in (1, 2):
         started, _ = _reply(qtbot, loaded_bridge, conversation)
         assert not started.kv_evicted
@@ -250,19 +250,19 @@ def test_the_least_recently_used_session_is_evicted_past_the_count_and_its_next_
 
 
 def test_sessions_are_evicted_past_the_kv_bytes_bound_but_never_the_one_in_use(qtbot, loaded_bridge, monkeypatch):
-    import app.runtime.worker
+    import engine.core.sessions
 
     loaded_bridge._worker.sessions.persistence = None  # memory alone (the disk: test_kv_persist.py)
 
     _, finished = _reply(qtbot, loaded_bridge, 1)
     one_chat = finished.metrics.kv_cache_bytes_allocated
     assert one_chat > 0
-    monkeypatch.setattr(app.runtime.worker, "MAX_SESSION_KV_BYTES", one_chat + one_chat // 2)  # room for one chat, not two
+    monkeypatch.setattr(engine.core.sessions, "MAX_SESSION_KV_BYTES", one_chat + one_chat // 2)  # room for one chat, not two
     _reply(qtbot, loaded_bridge, 2)
     assert loaded_bridge._worker.sessions.kept() == [2]
     started, _ = _reply(qtbot, loaded_bridge, 1)
     assert started.kv_evicted and started.reused_tokens == 0
-    monkeypatch.setattr(app.runtime.worker, "MAX_SESSION_KV_BYTES", 1)  # even alone over the bound, the last one is kept
+    monkeypatch.setattr(engine.core.sessions, "MAX_SESSION_KV_BYTES", 1)  # even alone over the bound, the last one is kept
     started, _ = _reply(qtbot, loaded_bridge, 1, "Hello again")
     assert not started.kv_evicted and started.reused_tokens > 0
     assert loaded_bridge._worker.sessions.kept() == [1]
@@ -270,11 +270,11 @@ def test_sessions_are_evicted_past_the_kv_bytes_bound_but_never_the_one_in_use(q
 
 def test_a_new_model_starts_every_conversation_over_without_calling_it_an_eviction(qtbot, loaded_bridge, monkeypatch,
                                                                                    tiny_model_dir):
-    import app.runtime.worker
+    import engine.core.sessions
 
     loaded_bridge._worker.sessions.persistence = None  # memory alone (the disk: test_kv_persist.py)
 
-    monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 1)
+    monkeypatch.setattr(engine.core.sessions, "MAX_SESSIONS", 1)
     _reply(qtbot, loaded_bridge, 1)
     _reply(qtbot, loaded_bridge, 2)  # 1 evicted
     with qtbot.waitSignal(loaded_bridge.model_loaded, timeout=LOAD_TIMEOUT_MS):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.runtime.kv_persist import kv_folder
+from engine.core.kv_persist import kv_folder
 from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, greedy, loaded_bridge, settings, store  # noqa: F401 (fixtures)
 
 LONG = ("I am planning a small workshop about running language models on ordinary laptops. Please keep these notes "
@@ -105,10 +105,10 @@ def test_a_damaged_saved_cache_is_discarded_quietly_and_the_reply_recomputed(qtb
 
 
 def test_an_evicted_conversation_comes_back_from_disk_and_is_not_called_evicted(qtbot, loaded_bridge, monkeypatch):
-    import app.runtime.worker
+    import engine.core.sessions
     from tests.app.runtime.test_bridge import _reply
 
-    monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 1)
+    monkeypatch.setattr(engine.core.sessions, "MAX_SESSIONS", 1)
     _, first = _reply(qtbot, loaded_bridge, 1)
     _reply(qtbot, loaded_bridge, 2)  # 1 leaves memory: its cache goes to disk
     assert (kv_folder() / "conversation-1.kv").exists()
@@ -121,10 +121,10 @@ def test_an_evicted_conversation_comes_back_from_disk_and_is_not_called_evicted(
 
 def _persists(monkeypatch) -> list[tuple[str, int, float, float]]:
     """Each PersistJob's save as the worker runs it: ("save", conversation, start, end), perf_counter seconds."""
-    import app.runtime.worker
+    import engine.core.sessions
 
     ran: list[tuple[str, int, float, float]] = []
-    real = app.runtime.worker.SessionCache.persist
+    real = engine.core.sessions.SessionCache.persist
 
     def persist(self: Any, conversation_id: int) -> bool:
         start = time.perf_counter()
@@ -133,7 +133,7 @@ def _persists(monkeypatch) -> list[tuple[str, int, float, float]]:
         finally:
             ran.append(("save", conversation_id, start, time.perf_counter()))
 
-    monkeypatch.setattr(app.runtime.worker.SessionCache, "persist", persist)
+    monkeypatch.setattr(engine.core.sessions.SessionCache, "persist", persist)
     return ran
 
 
@@ -203,17 +203,17 @@ def test_a_deleted_conversation_loses_its_session_and_its_file(qtbot, open_windo
 def test_a_4000_token_conversations_save_delays_a_reply_asked_meanwhile_by_at_most_the_write(qtbot, open_window,
                                                                                            default_model_dir,
                                                                                            monkeypatch):
-    import app.runtime.worker
+    import engine.core.sessions
 
     saves = _persists(monkeypatch)
     began = threading.Event()
-    recorded = app.runtime.worker.SessionCache.persist
+    recorded = engine.core.sessions.SessionCache.persist
 
     def persist(self: Any, conversation_id: int) -> bool:
         began.set()
         return recorded(self, conversation_id)
 
-    monkeypatch.setattr(app.runtime.worker.SessionCache, "persist", persist)
+    monkeypatch.setattr(engine.core.sessions.SessionCache, "persist", persist)
     window = open_window(str(default_model_dir), "bf16")
     send_and_wait(qtbot, window, LONG * 19)
     first = window.current_conversation()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.runtime.bridge import Bridge
-from app.runtime.kv_persist import kv_folder
+from engine.core.kv_persist import kv_folder
 from engine.events import Message
 from engine.inputs import LoadSpec, SamplingConfig
 from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, loaded_bridge  # noqa: F401 (fixture)

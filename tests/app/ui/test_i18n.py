@@ -189,7 +189,7 @@ def test_the_engine_texts_the_window_shows_are_all_marked():
         assert item.title in EXPERIMENT_TEXTS and item.description in EXPERIMENT_TEXTS, item.key
     loader = (ROOT / "engine" / "models" / "loader.py").read_text(encoding="utf-8")
     assert set(re.findall(r'LoadProgress\("([^"]+)"', loader)) <= set(LOAD_STAGES)
-    worker = (ROOT / "app" / "runtime" / "worker.py").read_text(encoding="utf-8")
+    worker = (ROOT / "engine" / "core" / "core.py").read_text(encoding="utf-8")  # the core runs the jobs now
     assert all(text in worker for text in WORKER_TEXTS)
     assert {kind.value for kind in NoticeKind} == set(HISTORY_TEXTS)  # every history notice, by its kind
     assert set(LOAD_FAILURES) == set(ErrorKind) and ErrorKind.OTHER in REMOTE_FAILURES

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.runtime.kv_persist import kv_folder
+from engine.core.kv_persist import kv_folder
 from app.widgets.kv_disk_row import KVDiskRow
 from app.widgets.settings_dialog import SettingsDialog
 from engine.fmt import format_bytes

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.history.store import StoreError
-from app.runtime.kv_persist import kv_folder
-from app.runtime.worker import SessionCache
+from engine.core.kv_persist import kv_folder
+from engine.core.sessions import SessionCache
 from tests.app._gui_fixtures import (REPLY_TIMEOUT_MS, greedy, make_window, send_and_wait, settings,  # noqa: F401
                                      store)
 

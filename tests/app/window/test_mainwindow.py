@@ -285,10 +285,10 @@ def test_settings_changed_in_the_dialog_apply_to_the_open_conversation(make_wind
 
 
 def test_a_reply_whose_kv_cache_was_evicted_says_so_in_the_panel(make_window, qtbot, monkeypatch):
-    import app.runtime.worker
+    import engine.core.sessions
     from app.widgets.perf_panel import KV_EVICTED_NOTE
 
-    monkeypatch.setattr(app.runtime.worker, "MAX_SESSIONS", 1)  # each chat's reply evicts the other chat's KV cache
+    monkeypatch.setattr(engine.core.sessions, "MAX_SESSIONS", 1)  # each chat's reply evicts the other chat's KV cache
     window = make_window(max_new_tokens=3)
     window.bridge._worker.sessions.persistence = None  # memory alone: from disk it is reused (test_kv_persist.py)
     send_and_wait(qtbot, window, "first chat")

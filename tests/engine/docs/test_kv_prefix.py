@@ -171,7 +171,7 @@ def test_a_conversations_own_saved_cache_is_tried_first_and_the_document_prefix_
     tried = []
     for saved in (None, own_rows):  # no usable file of its own, then one
         session = ChatSession(loaded)
-        session.reopen_with(lambda saved=saved: tried.append(saved) or saved)  # what app.runtime.kv_persist arranges
+        session.reopen_with(lambda saved=saved: tried.append(saved) or saved)  # what engine.core.kv_persist arranges
         pending = prefixes.reopen(session, document_prefix_ids(loaded.tokenizer, messages, "Hello?"))
         started, _, _ = reply(session, messages)
         if saved is None:

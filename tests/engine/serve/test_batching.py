@@ -205,7 +205,7 @@ def test_a_model_the_batched_step_cannot_run_is_served_one_at_a_time(varied, mon
 
 
 def test_with_an_executor_its_thread_makes_every_batched_forward(varied, one_at_a_time, monkeypatch):
-    """The window's hand-over (``app.runtime.serve_handoff``): one thread owns the model and makes each step's
+    """The window's hand-over (``engine.core.handoff``): one thread owns the model and makes each step's
     forwards; the requests still decode together and reply as they do one at a time."""
     from concurrent.futures import ThreadPoolExecutor
 

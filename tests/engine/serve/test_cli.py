@@ -88,7 +88,8 @@ def test_a_key_allows_a_public_address(monkeypatch):
 
 
 def test_the_commands_defaults_are_the_servers():
-    from engine.serve import app, sessions, worker
+    from engine.core import sessions  # the session pool moved to the engine core (issue 42)
+    from engine.serve import app, worker
 
     assert serve.DEFAULT_MAX_QUEUE == worker.DEFAULT_MAX_QUEUE
     assert serve.DEFAULT_MAX_BODY_BYTES == app.DEFAULT_MAX_BODY_BYTES

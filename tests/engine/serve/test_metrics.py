@@ -62,3 +62,5 @@ def test_metrics_move_with_a_request(server):
     assert after["miaohui:num_requests_running"] == 0 and after["miaohui:num_requests_waiting"] == 0
     assert after["miaohui:kv_cache_bytes"] > 0
     assert 0 < after["miaohui:kv_cache_usage_perc"] <= 1
+    # What the engine holds in memory (engine.core.models): engine serve's one model, its weights' bytes.
+    assert after["miaohui:model_memory_bytes{kind=chat}"] == server.worker.loaded.facts.weights_bytes > 0

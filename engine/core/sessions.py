@@ -1,6 +1,12 @@
-"""A small LRU of ``ChatSession`` objects, so the next turn of a conversation reuses its KV cache.
+"""The core's chat sessions, routed two ways, so the next turn of a conversation reuses its KV cache:
+``SessionCache`` by conversation id (the window: it knows which conversation a reply belongs to) and ``SessionPool``
+by prompt prefix (the server: HTTP carries no conversation id).
 
-HTTP is stateless: each request carries the whole conversation. A ``ChatSession`` keeps the KV cache of
+``SessionCache``: one ``ChatSession`` per conversation id, a bounded few (``MAX_SESSIONS``, ``MAX_SESSION_KV_BYTES``),
+the least recently used dropped first; a dropped session's cache goes to disk and a conversation reopened later
+starts from it (``engine.core.kv_persist``). Used on the core's thread only.
+
+``SessionPool``: HTTP is stateless: each request carries the whole conversation. A ``ChatSession`` keeps the KV cache of
 the last prompt + reply it generated and reuses the common prefix with the next prompt (it compares token
 ids and crops the rest), so turn N's TTFT stays flat when turn N goes to the session that served turn N-1.
 ``SessionPool.route(messages)`` picks that session: each slot remembers the conversation its cache holds
@@ -25,12 +31,17 @@ rows another scope computed, and its cached-token count says nothing about anoth
 
 from __future__ import annotations
 
+import collections
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from engine.events import Message
 from engine.generate.context import common_prefix
+
+if TYPE_CHECKING:  # not imported here: it imports torch, and the window imports this module before any load
+    from engine.core.kv_persist import KVPersistence
+    from engine.generate.session import ChatSession
 
 DEFAULT_SIZE = 4
 
@@ -152,3 +163,87 @@ class SessionPool:
         """Measured bytes of every slot's filled KV cache."""
         with self._lock:
             return sum(slot.kv_bytes for slot in self.slots)
+
+
+# A kept session holds its conversation's KV cache in memory until the conversation replies again. Four
+# covers the chats a user goes back and forth between; an older one prefills again on its next reply (a
+# second or two for a small model). 1 GiB bounds what the kept caches hold together beside the weights: four
+# full 8k-token chats of the default model (22.5 KiB per token in bf16) fit, one of an 8B model (128 KiB) does.
+MAX_SESSIONS = 4
+MAX_SESSION_KV_BYTES = 1 << 30
+
+
+class SessionCache:
+    """The worker's sessions by conversation id, the least recently used first, bounded by ``MAX_SESSIONS``
+    and by the KV bytes their last replies measured (``MAX_SESSION_KV_BYTES``). The session in use is never
+    evicted, even alone over the byte bound: its conversation is the one most likely to go on."""
+
+    def __init__(self, persistence: KVPersistence | None = None) -> None:
+        self._kept: collections.OrderedDict[int, tuple[ChatSession, int]] = collections.OrderedDict()
+        self._evicted: set[int] = set()  # conversations whose session was dropped to respect the bounds
+        self.persistence = persistence  # a dropped session's cache goes to disk, a new one reopens from there
+
+    def take(self, conversation_id: int, make: Callable[[], ChatSession],
+             prefix_from: int | None = None) -> tuple[ChatSession, bool]:
+        """The conversation's session (made if it has none, now the most recent) and whether it had one
+        that was evicted. A conversation with none takes over ``prefix_from``'s (a fork's first turn: the
+        cache holds their shared history), and that one's next reply prefills again, said as an eviction."""
+        session, kv_bytes = self._kept.pop(conversation_id, (None, 0))
+        evicted = session is None and conversation_id in self._evicted
+        if session is None and prefix_from is not None and prefix_from in self._kept:
+            session, kv_bytes = self._kept.pop(prefix_from)
+            self._evicted.add(prefix_from)
+            evicted = False
+        if session is None:
+            session = make()
+            self._evicted.discard(conversation_id)
+            if self.persistence is not None and self.persistence.reopen(conversation_id, session):
+                evicted = False  # its cache comes back from disk at the next reply: not computed again
+        self._kept[conversation_id] = (session, kv_bytes)
+        self._evict()
+        return session, evicted
+
+    def persist(self, conversation_id: int) -> bool:
+        """Write the conversation's kept cache to disk now (``KVPersistence.save``: not again when the file holds the
+        same ids); False when there is none or it was not written."""
+        kept = self._kept.get(conversation_id)
+        return kept is not None and self.persistence is not None and self.persistence.save(conversation_id, kept[0])
+
+    def forget(self, conversation_id: int) -> None:
+        """The conversation was deleted: its session and its saved cache go."""
+        self._kept.pop(conversation_id, None)
+        self._evicted.discard(conversation_id)
+        if self.persistence is not None:
+            self.persistence.forget(conversation_id)
+
+    def measured(self, conversation_id: int, kv_bytes: int) -> None:
+        """The conversation's reply ended holding ``kv_bytes`` of KV cache."""
+        if conversation_id in self._kept:
+            self._kept[conversation_id] = (self._kept[conversation_id][0], kv_bytes)
+            self._evict()
+
+    def cached_ids(self, conversation_id: int, prefix_from: int | None, use_kv_cache: bool) -> tuple[int, ...]:
+        """The ids the conversation's next reply would find in its KV cache (see ``take``); no change of order."""
+        kept = self._kept.get(conversation_id) or (self._kept.get(prefix_from) if prefix_from is not None else None)
+        return kept[0].cached_ids(use_kv_cache) if kept is not None else ()
+
+    def kept(self) -> list[int]:
+        """Conversation ids with a session, the least recently used first."""
+        return list(self._kept)
+
+    def clear(self) -> None:
+        """Forget every session (a new model, the window closing: nothing was evicted, everything starts over),
+        each one's cache saved first."""
+        if self.persistence is not None:
+            for conversation_id, (session, _) in self._kept.items():
+                self.persistence.save(conversation_id, session)
+        self._kept.clear()
+        self._evicted.clear()
+
+    def _evict(self) -> None:
+        while len(self._kept) > 1 and (len(self._kept) > MAX_SESSIONS or
+                                       sum(kv for _, kv in self._kept.values()) > MAX_SESSION_KV_BYTES):
+            oldest, (session, _) = self._kept.popitem(last=False)
+            self._evicted.add(oldest)
+            if self.persistence is not None:
+                self.persistence.save(oldest, session)

@@ -1,45 +1,12 @@
-"""The two pure-Python parts of the server: stop strings over a stream of deltas, and routing a conversation to
-the session whose KV cache holds its beginning."""
+"""The core's session pools (``engine.core.sessions``): routing a conversation to the session whose KV cache holds
+its beginning (the server's ``SessionPool``, by prompt prefix)."""
 
 from __future__ import annotations
 
 import pytest
 
+from engine.core.sessions import SessionPool
 from engine.events import Message
-from engine.serve.sessions import SessionPool
-from engine.serve.stops import StopMatcher
-
-
-def _feed(stops, deltas):
-    matcher = StopMatcher(stops)
-    shown = [matcher.push(d) for d in deltas]
-    return shown, matcher.flush(), matcher
-
-
-def test_no_stop_strings_pass_everything_through():
-    shown, tail, matcher = _feed([], ["Hel", "lo"])
-    assert shown == ["Hel", "lo"] and tail == "" and matcher.text == "Hello" and matcher.matched is None
-
-
-def test_a_stop_string_split_across_deltas_is_held_back_then_cut():
-    shown, tail, matcher = _feed(["\nUser:"], ["Paris.", "\nUs", "er:", " more"])
-    assert shown == ["Paris.", "", "", ""] and tail == ""
-    assert matcher.text == "Paris." and matcher.matched == "\nUser:"
-
-
-def test_a_held_back_start_that_does_not_complete_is_let_out():
-    shown, tail, matcher = _feed(["STOP"], ["a ST", "ray", " cat ST"])
-    assert shown == ["a ", "STray", " cat "] and tail == "ST" and matcher.text == "a STray cat ST"
-
-
-def test_the_earliest_of_several_stops_wins_and_nothing_after_it_shows():
-    shown, tail, matcher = _feed(["world", "lo w"], ["hello world", "!"])
-    assert matcher.text == "hel" and matcher.matched == "lo w" and shown[1] == "" and tail == ""
-
-
-def test_a_stop_inside_one_delta_cuts_at_its_start():
-    assert _feed(["."], ["Paris. Then"])[2].text == "Paris"
-    assert _feed(["Paris"], ["Paris"])[2].text == ""
 
 
 class _Session:
@@ -98,3 +65,41 @@ def test_a_session_being_rewritten_is_not_routed_to_by_its_old_contents():
     assert pool.route(_conversation("a1", "r", "a2")) is not a
     with pytest.raises(ValueError):
         SessionPool(_Session, size=0)
+
+
+def test_the_conversation_cache_keeps_the_most_recent_few_and_says_which_were_evicted(monkeypatch):
+    import engine.core.sessions as sessions
+
+    monkeypatch.setattr(sessions, "MAX_SESSIONS", 2)
+    cache = sessions.SessionCache()
+    a, evicted = cache.take(1, _Session)
+    assert not evicted
+    cache.take(2, _Session)
+    cache.take(3, _Session)  # over the bound: conversation 1, the least recently used, goes
+    assert cache.kept() == [2, 3]
+    again, evicted = cache.take(1, _Session)
+    assert evicted and again is not a
+
+
+def test_the_conversation_cache_respects_its_byte_bound_but_keeps_the_session_in_use(monkeypatch):
+    import engine.core.sessions as sessions
+
+    monkeypatch.setattr(sessions, "MAX_SESSION_KV_BYTES", 100)
+    cache = sessions.SessionCache()
+    cache.take(1, _Session)
+    cache.measured(1, 80)
+    cache.take(2, _Session)
+    cache.measured(2, 500)  # alone over the bound: kept, the other goes
+    assert cache.kept() == [2]
+
+
+def test_a_forks_first_turn_takes_over_its_parents_session_and_forget_drops_one():
+    from engine.core.sessions import SessionCache
+
+    cache = SessionCache()
+    parent, _ = cache.take(1, _Session)
+    child, evicted = cache.take(2, _Session, prefix_from=1)
+    assert child is parent and not evicted
+    assert cache.take(1, _Session)[1]  # the parent prefills again: said as an eviction
+    cache.forget(2)
+    assert cache.kept() == [1]

@@ -1,4 +1,4 @@
-"""Conversations' KV caches kept on disk between runs: ``KVPersistence``, used by the worker's ``SessionCache``.
+"""Conversations' KV caches kept on disk between runs: ``KVPersistence``, used by ``engine.core.sessions.SessionCache``.
 
 A conversation's session is saved to ``<data dir>/kv/conversation-<id>.kv`` (``engine.paths.state_root``)
 (``engine.generate.kv_store``: checksum, model fingerprint, precision and the exact token ids in the file) when the
