@@ -17,35 +17,13 @@ Does not own the fused weights or the maths (``engine.generate.llama_fused``), t
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from engine.generate.refusal import Refusal, RefusalKind
 from engine.quant.quant import QuantizedLinear
-
-
-class RefusalKind(enum.Enum):
-    """Why a model runs on the plain runner, as a category a caller can branch on."""
-
-    FAMILY = "family"  # a model_type the fast step does not know (yet)
-    FEATURE = "feature"  # a known family with a config switch the step lacks (sliding windows, activation, RoPE)
-    LAYOUT = "layout"  # modules not where or what the family puts them (custom or bitsandbytes layers)
-    PLACEMENT = "placement"  # parameters split across devices, on meta, or in mixed dtypes
-    DISABLED = "disabled"  # MIAOHUI_FASTPATH=0 in the environment
-    FAILED = "failed"  # the model qualified but the fast runner could not be built
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why the fast path does not run a model: ``kind`` to branch on, ``detail`` to show (also ``str()``)."""
-
-    kind: RefusalKind
-    detail: str
-
-    def __str__(self) -> str:
-        return self.detail
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from engine.errors import BadInputError, ImageError
-from engine.generate.families import Refusal, RefusalKind
+from engine.generate.refusal import Refusal, RefusalKind
 from engine.inputs import NATIVE_QUANTIZED, LoadSpec
 
 
