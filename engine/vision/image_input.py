@@ -65,7 +65,8 @@ def read_image_file(path: Path, limits: ImageLimits = ImageLimits()) -> ImageInp
         if size > limits.max_bytes:
             raise ImageError(f"{printable(path.name)} is {format_bytes(size)}: images over "
                              f"{format_bytes(limits.max_bytes)} are not taken")
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(limits.max_bytes + 1)  # a file that grew since stat is still read bounded
     except FileNotFoundError:
         raise ImageError(f"{printable(path.name)} is gone: it was moved or deleted") from None
     except IsADirectoryError:
