@@ -2,7 +2,7 @@
 
 Two decisions depend on it: ``auto`` precision on a CPU (bf16 where the CPU has a native bf16 kernel,
 fp32 otherwise; ``engine/models/loader.py``) and whether the fast path runs prefill's matrix products in fp32
-on upcast bf16/fp16 operands (``engine/generate/fastpath.py``). Both must be testable on either kind of CPU from
+on upcast bf16/fp16 operands (``engine/executor/fastpath.py``). Both must be testable on either kind of CPU from
 one machine, so the answer can be forced with an environment variable:
 
 - ``MIAOHUI_CPU_BF16=1`` / ``0``: act as if the CPU has / lacks native bf16 (and fp16) matrix kernels.

@@ -34,7 +34,7 @@ INT4_GROUP_SIZE = 32  # weights sharing one scale and zero in int4: GGUF Q4_0/Q4
 
 # The KV cache's precision (``--kv``, ``LoadSpec.kv_precision``): ``auto`` keeps it in the activations' dtype (bf16,
 # fp16 or fp32, as the model computes), ``int8`` stores one byte per element plus an fp16 scale per layer, KV head
-# and position (``engine/generate/kv_cache.py``; the fast runner only): about half the bytes of a 16-bit cache.
+# and position (``engine/executor/kv_cache.py``; the fast runner only): about half the bytes of a 16-bit cache.
 KV_PRECISIONS = ("auto", "int8")
 KV_SCALE_BYTES = 2  # one fp16 scale per (layer, KV head, position) for K and for V in an int8 cache
 KV_EXPLANATIONS = {

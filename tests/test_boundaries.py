@@ -128,7 +128,7 @@ def test_engine_keeps_few_loose_modules_beside_its_folders():
     loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
     folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
-    assert folders == ["bench", "cli", "constrain", "core", "docs", "generate", "lab", "library", "models", "quant", "remote", "serve",
+    assert folders == ["bench", "cli", "constrain", "core", "docs", "executor", "generate", "lab", "library", "models", "quant", "remote", "serve",
                        "shapes", "speculate", "tools", "vision"]
 
 

@@ -29,9 +29,9 @@ from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig, 
 
 from engine.bench import core
 from engine.bench.membw import measure_bandwidth
-from engine.generate.fastpath import FastRunner
-from engine.generate.llama_fused import unsupported_reason
-from engine.generate.runner import sync
+from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import unsupported_reason
+from engine.executor.runner import sync
 
 # A Llama-3.2-1B-shaped decoder: 16 layers, d=2048, GQA 32/8, MLP 8192, vocab 128256 (1.24 B params).
 GPU_CONFIG = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,

@@ -1,7 +1,7 @@
 """``python -m engine.bench.kv_cache``: the 8-bit KV cache against the 16-bit one, side by side in one run.
 
 On one loaded model (the default one, bf16 on the CPU unless told otherwise), two fast runners that differ only in
-their cache (``FastRunner(kv_precision="auto")`` and ``"int8"``, ``engine.generate.kv_cache``) give:
+their cache (``FastRunner(kv_precision="auto")`` and ``"int8"``, ``engine.executor.kv_cache``) give:
 
 - KV bytes: each runner's measured ``kv_bytes()`` after the same long prompt, and their ratio (the int8 elements
   are exactly half of 16-bit ones; the fp16 scales, one per layer, KV head and position, add 2 / (2 · head_dim));
@@ -77,7 +77,7 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
             tokens: int = TOKENS, reps: int = REPS,
             progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """The comparison on ``loaded`` (a fast-path model): bytes, agreement and decode rates, 16-bit vs ``kv``."""
-    from engine.generate.fastpath import FastRunner
+    from engine.executor.fastpath import FastRunner
     from engine.quant.quality import quality_ids
 
     check_kv_precision(kv)

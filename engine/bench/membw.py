@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from engine.bench.core import best_seconds
-from engine.generate.runner import sync
+from engine.executor.runner import sync
 
 # 256 MiB: 8× the 32 MiB L3 of a typical desktop/server CPU, so the passes stream from DRAM.
 CPU_BUFFER_BYTES = 256 * 1024 * 1024

@@ -42,8 +42,8 @@ from engine.bench.scenarios import (Plan, build_prompts, chosen_scenarios, count
 from engine.bench.variants import LlamaCpp, variants_for
 from engine.errors import EngineError
 from engine.fmt import first_difference
-from engine.generate.llama_fused import unsupported_reason, weights_for as _weights_for
-from engine.generate.runner import model_device, sync
+from engine.executor.llama_fused import unsupported_reason, weights_for as _weights_for
+from engine.executor.runner import model_device, sync
 from engine.inputs import LoadSpec
 from engine.models.fetch import default_gguf
 from engine.models.loader import load_model

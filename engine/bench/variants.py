@@ -28,8 +28,8 @@ from engine.bench.peer import NAME as PEER_NAME, PeerError, PeerProcess
 from engine.bench.roofline import kv_read_per_token
 from engine.events import Finished, Message, Token
 from engine.generate.context import render
-from engine.generate.runners import make_runner as make_fast_runner
-from engine.generate.runner import ModelRunner, model_device, sync
+from engine.executor.runners import make_runner as make_fast_runner
+from engine.executor.runner import ModelRunner, model_device, sync
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig
 

@@ -106,7 +106,7 @@ def measure(tokens: int = 64, reps: int = 3, progress: Callable[[str], None] = l
             shape: dict[str, Any] = SHAPE, name: str = FORMAT, tokenizer_folder: Path | None = None) -> dict[str, Any]:
     """Build or reuse the folder of ``shape`` (kept under ``name``), load both variants, measure (see the module
     docstring): a JSON-ready dict."""
-    from engine.generate.fastpath import FastRunner
+    from engine.executor.fastpath import FastRunner
     from engine.vision.turn import VisionChat, build_prompt, encode
     from engine.vision.vlm import load_vision_model
 

@@ -14,7 +14,7 @@ what was generated. What a server chose (its model's name, its error texts) is p
 refused from its files' metadata before the weights load (``python -m engine complete`` continues text).
 ``--speculative prompt-lookup|draft:MODEL|self`` decodes speculatively (``engine.speculate``; the JSON then has
 ``speculation``, ``acceptance_rate``, ``tokens_per_step`` and the counts). ``--kv int8`` keeps the KV cache in 8
-bits (``engine.generate.kv_cache``; the JSON's ``kv_cache_bytes`` are its real bytes, ``model.kv_precision`` says so).
+bits (``engine.executor.kv_cache``; the JSON's ``kv_cache_bytes`` are its real bytes, ``model.kv_precision`` says so).
 ``--doc PATH`` / ``--collection NAME`` / ``--docs-mode`` answer from documents with numbered sources
 (``engine.cli.doc_chat``; the JSON then has ``sources``, ``docs_mode``, ``retrieval`` and ``docs_tokens``).
 ``--image PATH`` (repeatable) asks a vision-language model about images (``engine.cli.image_chat``; the JSON then has

@@ -109,7 +109,7 @@ def local_roofline(loaded: Any) -> Callable[[Any], Any]:
 
 def reply_facts(loaded: Any, config: SamplingConfig) -> Any:
     """``loaded.facts`` as a reply with ``config`` runs: without a KV cache (``--no-kv-cache``) every step rebuilds
-    the whole sequence on the same runner and decode step (``engine.generate.recompute``), so ``runner_reason``
+    the whole sequence on the same runner and decode step (``engine.executor.recompute``), so ``runner_reason``
     says so."""
     if config.use_kv_cache:
         return loaded.facts

@@ -35,7 +35,7 @@ DEFAULT_SESSIONS = 4  # engine.core.sessions.DEFAULT_SIZE
 DEFAULT_PARALLEL = 4  # engine.serve.batching.DEFAULT_PARALLEL
 MAX_PARALLEL = 64  # engine.serve.batching.MAX_PARALLEL
 DEFAULT_KV_STORE_MB = 2048  # engine.generate.kv_store.DEFAULT_BUDGET_BYTES
-DEFAULT_PREFIX_CACHE_MB = 256  # engine.generate.kv_blocks.DEFAULT_BUDGET_BYTES
+DEFAULT_PREFIX_CACHE_MB = 256  # engine.executor.kv_blocks.DEFAULT_BUDGET_BYTES
 SERVER_PACKAGES = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic")
 
 

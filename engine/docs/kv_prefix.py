@@ -20,7 +20,7 @@ the exact prefix ids, the scope ``document`` and the model identity with its pre
 reuse takes those tokens as if it had computed them and prefills only the question and the template's tail.
 
 Why copies through ``ChatSession.restore`` rather than the server's copy-free ``BlockPool``
-(``engine.generate.kv_blocks``): the window runs one session per conversation, a restore copies ~46 MB for a
+(``engine.executor.kv_blocks``): the window runs one session per conversation, a restore copies ~46 MB for a
 2,000-token document of the default model (milliseconds, against seconds of prefill), works for every runner and
 the 8-bit cache (the pool takes dense fast caches only), and reuses exactly the tokens of the prefix rather than
 whole 16-token blocks. Restoring is the mechanism the server's prefix cache already uses where its pool cannot

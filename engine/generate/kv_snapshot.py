@@ -1,7 +1,7 @@
 """A session's KV cache as a file: ``save_snapshot`` / ``load_snapshot``, and what makes a file trustworthy.
 
 A ``KVSnapshot`` is the token ids a cache holds and its key/value rows for exactly those positions
-(``engine.generate.kv_rows``: the fast runner's (layers, kv_heads, n, head_dim) K and V, for an 8-bit cache its
+(``engine.executor.kv_rows``: the fast runner's (layers, kv_heads, n, head_dim) K and V, for an 8-bit cache its
 int8 K and V and their fp16 scales (layers, kv_heads, n); the plain runner's per-layer tensors), with the runner
 kind and the KV precision they were computed in (part of the identity: an 8-bit snapshot never restores into a
 16-bit cache, nor the reverse). Restored (``ChatSession.restore``), the next
@@ -42,16 +42,13 @@ from safetensors.torch import save as st_save
 from engine.generate.kv_header import (FORMAT_VERSION, MAGIC, META_KEY, PREFIX, DamagedKVError,  # noqa: F401
                                        ForeignKVError, KVSnapshotError, StaleKVError, body_verifies, read_envelope,
                                        read_header, seal)
+from engine.executor.kv_rows import DTYPE_NAMES, dtype_name  # noqa: F401 (the executor names its dtypes)
 from engine.paths import replace_file
 
 _PREFIX = PREFIX  # where the safetensors body starts (tests forge files from it)
 _META_KEY = META_KEY
 _SAMPLE = 64  # elements read from the start, middle and end of every parameter for the fingerprint
 _WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
-
-DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.int8: "int8",
-               torch.uint8: "uint8"}
-
 
 @dataclass(frozen=True)
 class KVIdentity:
@@ -78,10 +75,6 @@ class KVSnapshot:
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors.values())
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
 def _fingerprint_tensor(digest: Any, name: str, tensor: torch.Tensor) -> None:

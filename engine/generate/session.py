@@ -9,10 +9,10 @@ tokens after the common prefix with what the cache holds are computed; an edited
 history crops the cache back to that prefix), stop tokens, cancel, the finish reason, the metrics
 (docs/DESIGN.md §Metrics) and turning failures into a ``Finished(reason="error")`` that leaves the
 session usable. ``snapshot()`` / ``restore(snapshot)`` take the cache out and put it back (a conversation reopened
-after a restart, another session's shared prefix: ``engine.generate.kv_snapshot``, ``engine.generate.kv_rows``).
+after a restart, another session's shared prefix: ``engine.generate.kv_snapshot``, ``engine.executor.kv_rows``).
 Prompt rendering and trimming are ``engine.generate.context``'s, token choice is
 ``engine.generate.sampling``'s (speculative steps, given a ``SpeculationConfig``, ``engine.speculate``'s), forward
-passes and cache internals are the runner's (``engine.generate.runners``
+passes and cache internals are the runner's (``engine.executor.runners``
 chooses it).
 
 Threading: a session is used by one thread at a time (the worker that owns the model); ``cancel`` is
@@ -40,8 +40,8 @@ from engine.events import (Event, Finished, Message, Metrics, PrefillProgress, S
                            TopCandidate)
 from engine.generate.reasoning import (ReasoningSplitter, check_template_kwargs, continuation_text, opens_thought,
                                       reasoning_format, reasoning_metrics)
-from engine.generate.runners import Runner, make_runner
-from engine.generate.kv_rows import export_rows, import_rows, kv_precision, runner_kind
+from engine.executor.runners import Runner, make_runner
+from engine.executor.kv_rows import export_rows, import_rows, kv_precision, runner_kind
 from engine.generate.kv_snapshot import KVIdentity, KVSnapshot, StaleKVError, identity_of
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig, SpeculationConfig

@@ -310,7 +310,7 @@ def run_kv_cache(loaded, cancel: threading.Event, *, max_new_tokens: int = 128, 
     flags = []
     if not identical:
         flags.append(f"greedy text differs with the KV cache off (first different token at position {divergence}):"
-                     " both runs compute every step with the same kernels (engine/generate/recompute.py), so this is a"
+                     " both runs compute every step with the same kernels (engine/executor/recompute.py), so this is a"
                      " defect: please report it")
     if n < 8:
         flags.append(f"only {n + 1} tokens were generated (the model stopped early): too few to see a trend")

@@ -2,7 +2,7 @@
 
 The default model is for watching the engine work, not for answers. ``CURATED`` names the instruction-tuned
 models people run on a laptop or a desktop CPU in the families the fast decoder step computes
-(``engine.generate.families.FAMILIES``; ``tests/engine/library/test_curated.py`` holds the list to that):
+(``engine.executor.families.FAMILIES``; ``tests/engine/library/test_curated.py`` holds the list to that):
 Qwen2.5 and Qwen3 (the first choice for Chinese), Gemma 3, Llama 3.2, Phi-4-mini and SmolLM2. Each entry
 carries the architecture numbers of its published ``config.json`` (the fields ``engine.library.arch.from_config``
 reads), so the list is ranked without touching the network.

@@ -3,7 +3,7 @@
 Owns reading a live model: exact parameter count (tied weights once, 4-bit weights by their
 unpacked shape), bytes of weights as loaded (parameters, buffers and quantisation scales), the
 linear layers bitsandbytes quantises, every end-of-reply token id, and which runner the model gets and why
-(asked of ``engine.generate.runners.choose_runner``, so ``engine info`` and ``chat --json`` report it). Loads nothing (that is
+(asked of ``engine.executor.runners.choose_runner``, so ``engine info`` and ``chat --json`` report it). Loads nothing (that is
 ``engine.models.loader``) and does no card arithmetic (that is ``engine.shapes.shape``).
 """
 
@@ -118,7 +118,7 @@ def end_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
 def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_bytes: int,
                 load_note: str = "", auto_choice: AutoChoice | None = None, kv_precision: str = "auto") -> ModelFacts:
     """Read a loaded model's architecture and sizes into ``ModelFacts``. An int8 ``kv_precision`` needs the fast
-    runner (``engine.generate.kv_cache``): for a model the plain runner decodes it is ``BadInputError`` (one line)."""
+    runner (``engine.executor.kv_cache``): for a model the plain runner decodes it is ``BadInputError`` (one line)."""
     config = model.config
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = int(text_config.num_attention_heads)
@@ -126,7 +126,7 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
     head_dim = getattr(text_config, "head_dim", None) or hidden // heads
     device_map = getattr(model, "hf_device_map", None)
     first = next(model.parameters())
-    from engine.generate.runners import choose_runner  # lazy: imports torch (see the note after the imports)
+    from engine.executor.runners import choose_runner  # lazy: imports torch (see the note after the imports)
 
     runner = choose_runner(model, use_kv_cache=True)
     if kv_precision != "auto" and runner.runner != "fast":
@@ -158,12 +158,12 @@ def build_facts(model: Any, name: str, source: str, precision: str, kv_dtype_byt
 
 
 def _decode_step(model: Any, runner: str, precision: str, kv_precision: str) -> str | None:
-    """"native" where the fast runner's quantized step runs as one C++ call (engine/generate/native_step.py), else why
+    """"native" where the fast runner's quantized step runs as one C++ call (engine/executor/native_step.py), else why
     not; None for the plain runner or float weights (the Python step, exact against transformers)."""
     if runner != "fast" or precision not in ("int8", "int4"):
         return None
-    from engine.generate import native_step
-    from engine.generate.llama_fused import weights_for
+    from engine.executor import native_step
+    from engine.executor.llama_fused import weights_for
 
     weights = weights_for(model)
     reason = native_step.why_not(weights, weights.final_norm.dtype, kv_precision != "int8")

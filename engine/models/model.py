@@ -53,11 +53,11 @@ class ModelFacts:
     # (engine/quant/gguf_quant.py). Empty otherwise.
     load_note: str = ""
     auto_choice: AutoChoice | None = None  # set when `auto` weighed int4/int8 against the quality bar
-    # The runner a conversation with a KV cache gets (engine/generate/runners.py): "fast" or "plain", and for
+    # The runner a conversation with a KV cache gets (engine/executor/runners.py): "fast" or "plain", and for
     # plain the one line saying why ("model_type gemma3_text not on the fast path yet: ..."). None: not known.
     runner: str | None = None
     runner_reason: str | None = None
-    # The fast runner's int8/int4 decode step: "native" (one C++ call per token, engine/generate/native_step.py) or
+    # The fast runner's int8/int4 decode step: "native" (one C++ call per token, engine/executor/native_step.py) or
     # "python: <why not>"; None for the plain runner and float weights.
     decode_step: str | None = None
     # The KV cache's precision (engine.inputs.KV_PRECISIONS): "auto" keeps it in the activations' dtype

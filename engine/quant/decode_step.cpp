@@ -1,6 +1,6 @@
 // The int8/int4 decode step in one call: miaohui::DecodeStep, and the row operations it is made of, each also an op
 // the Python step calls (miaohui::rms_norm_rows, miaohui::silu_mul, miaohui::attend_one), so the two compute the same
-// bits: engine/generate/native_step.py says why this exists and when it runs; tests/engine/generate/test_native_step.py
+// bits: engine/executor/native_step.py says why this exists and when it runs; tests/engine/executor/test_native_step.py
 // checks it against the Python step bit for bit, and DecodeStep.verify (n tokens in one call, speculation's check) against
 // n steps.
 //
@@ -10,7 +10,7 @@
 // - silu_mul: (n, 2I) → (n, I), round(round(g / (1 + exp(-g))) · u), exp by exp8 below.
 // - attend_one: one query per head over n cached positions, GQA (head h reads KV head h / (H / KV)): scores q·k in fp32
 //   times the scaling, softmax with exp8, Σ p·v in fp32, rounded once.
-// - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/generate/llama_fused.py's
+// - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
 // - products: q8act.cpp's int8-activation kernels (q8act.h), a bias added after the product's rounding, as the
 //   Python step's kernel(x).add_(bias).
@@ -288,7 +288,7 @@ class DecodeStep : public torch::CustomClassHolder {
     return rows(x, pos, cos, sin, k, v);
   }
 
-  // Speculation's verify (engine/speculate/fast_verify.py): x (n, d) the embeddings of n tokens at positions
+  // Speculation's verify (engine/executor/verify.py): x (n, d) the embeddings of n tokens at positions
   // pos..pos+n-1 → logits (n, vocab), every row the bits one step() at its position gives. Each product runs on the n
   // rows at once: q8act's kernels quantize each activation row alone and accumulate each row in its own lanes over the
   // blocks in order (rows only share the weight loads), so a row's result does not depend on the others (the test

@@ -32,7 +32,7 @@ higher precision: the output projection is where 4 bits cost most quality.
 Written by hand rather than with torchao (0.18, evaluated side by side, docs/BENCHMARK.md): its CPU
 int4 weight-only path is a prototype tensor subclass over these same aten ops, and its int8
 weight-only linear measured 4.5× slower per call than ``_weight_int8pack_mm`` on this CPU; a tensor
-subclass would also have to be unwrapped again by the fast path (``engine/generate/fastpath.py``).
+subclass would also have to be unwrapped again by the fast path (``engine/executor/fastpath.py``).
 Owns these modules; not the model rewrite (``engine/quant/quant.py``), not loading (``engine/models/loader.py``) nor the fast
 path's use of them.
 """

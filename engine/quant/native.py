@@ -12,7 +12,7 @@ exact in fp32 and summed in aten's order, so its output equals aten's with every
 (tests/engine/quant/test_native.py), and the greedy tokens of every exactness test stay what they were.
 
 The third source, ``decode_step.cpp``, is the int8/int4 decode step in one call and its row operations
-(``engine.generate.native_step`` says why; ``decode_ops()`` whether they are loaded).
+(``engine.executor.native_step`` says why; ``decode_ops()`` whether they are loaded).
 
 The second source, ``q8act.cpp`` (``miaohui::q4_q8_mm``, ``q8_q8_mm``), holds a different exactness contract: int4
 and int8 weights times activations quantized to int8 per block of 32 (d = max|x|/127, nearest even), summed with

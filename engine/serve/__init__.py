@@ -15,7 +15,7 @@ touches torch, the tokenizer or a KV cache. Modules:
 - ``sessions``: the small LRU of ``ChatSession`` objects, so a conversation's next turn reuses its KV cache;
 - ``worker``: the queue, the budget rule and what it emits per request (``jobs``: the job and event types);
 - ``batching``: continuous batching, the one thread running every forward;
-- ``prefix``: prefixes shared between conversations (the block pool, ``engine.generate.kv_blocks``) and kept
+- ``prefix``: prefixes shared between conversations (the block pool, ``engine.executor.kv_blocks``) and kept
   across restarts (``--kv-store``);
 - ``metrics``: Prometheus metrics under vLLM's names with a ``miaohui:`` prefix;
 - ``responses``: OpenAI response and chunk bodies;

@@ -5,7 +5,7 @@ of the pool (its KV reuse, template, sampler, stop strings, reasoning split, con
 and its own ``FastRunner`` cache. Only the session's runner is different: a ``SlotRunner``, whose ``decode`` and
 ``prefill`` chunks are not run where they are called but handed to the ``BatchEngine``'s one thread, the only
 one that runs forward passes. Each step it takes what the sequences have asked for - every pending decode
-in one ``engine.generate.batched.decode_batch`` forward, plus at most one prefill chunk (at most
+in one ``engine.executor.batched.decode_batch`` forward, plus at most one prefill chunk (at most
 ``prefill_chunk`` tokens, of the request that began prefilling first) - runs it and wakes the askers.
 So a request that arrives joins at the next step, a long prompt is cut into chunks that alternate with the
 running decodes, and a request that ends (length, end token, stop string, a client that left) frees its place at
@@ -21,7 +21,7 @@ cannot freeze the others for more than about a second and a chunk.
 A step waits (at most ``GATHER_S``) until every sequence in flight has asked, so those that are only sampling
 their next token are in the same forward; one that is slower simply takes the step after. A sequence's rows
 depend on nothing but its own cache, so who else is in a step never changes its tokens (up to the matrix
-kernels' rounding, see ``engine.generate.batched``).
+kernels' rounding, see ``engine.executor.batched``).
 
 A program whose model already has an owning thread (the window's engine thread, ``engine.core.handoff``)
 passes an ``executor``: each step's forwards are then made by ``executor(step)`` on that thread, while this one only
@@ -29,7 +29,7 @@ gathers and schedules; an executor that cannot run a step (its thread is stoppin
 sequences get its error.
 
 Owns the step thread, the hand-over of forward passes and the runner wrapper; not the queue (``worker``), the
-slots' KV reuse (``sessions``) or the layer math (``engine.generate.batched``).
+slots' KV reuse (``sessions``) or the layer math (``engine.executor.batched``).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from engine.generate.batched import batchable, decode_batch, prepare
-from engine.generate.runners import choose_runner, make_runner
+from engine.executor.batched import batchable, decode_batch, prepare
+from engine.executor.runners import choose_runner, make_runner
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class BatchEngine:
 
 
 class SlotRunner:
-    """A session's runner whose forwards the ``BatchEngine`` runs (the ``engine.generate.runners.Runner``
+    """A session's runner whose forwards the ``BatchEngine`` runs (the ``engine.executor.runners.Runner``
     interface). Everything that is not a forward (ids, crop, byte counts) is the wrapped runner's, on the
     caller's thread: only that sequence's own state."""
 

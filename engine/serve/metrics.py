@@ -26,7 +26,7 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
   session); ``miaohui:kv_cache_usage_perc``: those bytes over the most the sessions can hold (each at the
   model's full context), 0..1 - vLLM's "fraction of the KV cache in use", also as ``vllm:kv_cache_usage_perc``.
 - ``miaohui:kv_cache_blocks_used`` / ``miaohui:kv_cache_blocks_free`` (gauges): blocks of 16 positions held / still
-  free in the shared-prefix pool (``engine.generate.kv_blocks``; held includes unreferenced blocks kept as a cache,
+  free in the shared-prefix pool (``engine.executor.kv_blocks``; held includes unreferenced blocks kept as a cache,
   evicted when room is needed), and ``vllm:cache_config_info`` with vLLM's ``block_size`` and ``num_gpu_blocks``
   labels (the pool's size in blocks; "gpu" is vLLM's word for the device that holds them).
 - ``vllm:spec_decode_num_drafts`` / ``vllm:spec_decode_num_draft_tokens`` / ``vllm:spec_decode_num_accepted_tokens``
@@ -177,7 +177,7 @@ class ServerMetrics:
         self._vllm_kv_usage.set(usage)
 
     def blocks(self, used: int, free: int, block_size: int = 16) -> None:
-        """The shared-prefix pool's blocks (``engine.generate.kv_blocks``): held and free."""
+        """The shared-prefix pool's blocks (``engine.executor.kv_blocks``): held and free."""
         self._blocks_used.set(used)
         self._blocks_free.set(free)
         self._cache_config.labels(self._model_name, str(block_size), str(used + free)).set(1)

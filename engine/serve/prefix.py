@@ -1,7 +1,7 @@
 """The server's prefix cache: a request's prompt starts from the longest token prefix any kept cache holds.
 
 Shared copy-free (issue 29): the fast runner's dense caches publish their full 16-token blocks into one
-``engine.generate.kv_blocks.BlockPool`` per server (at the end of each prompt's prefill, through the runner's
+``engine.executor.kv_blocks.BlockPool`` per server (at the end of each prompt's prefill, through the runner's
 ``on_prefilled``, and when a request ends, its reply too), each block keyed by its tokens and all before it. Before a
 session prefills a prompt (``PrefixCache.prepare``), the pool's longest chain of blocks that starts the prompt is
 attached to the routed session's runner (``FastRunner.attach``) when it beats what that session already holds: the
@@ -44,7 +44,7 @@ import threading
 from typing import Any, Sequence
 
 from engine.generate.context import common_prefix
-from engine.generate.kv_blocks import DEFAULT_BUDGET_BYTES, BlockPool
+from engine.executor.kv_blocks import DEFAULT_BUDGET_BYTES, BlockPool
 from engine.generate.kv_snapshot import KVIdentity, KVSnapshotError
 from engine.generate.kv_store import KVStore, key_for_ids
 from engine.serve.metrics import ServerMetrics

@@ -61,7 +61,7 @@ from engine.errors import CancelledError, ContextTooLongError, EngineError
 from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
 from engine.generate.context import build_prompt, build_text_prompt
-from engine.generate.kv_blocks import DEFAULT_BUDGET_BYTES
+from engine.executor.kv_blocks import DEFAULT_BUDGET_BYTES
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.serve.batching import BatchEngine, batching_refusal

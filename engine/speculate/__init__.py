@@ -12,7 +12,7 @@ forward pass, and every token it agrees with costs no forward of its own.
   draft at all: only where that beats a plain step, timed on the runner actually decoding (``CostBook``).
 - ``engine.speculate.loop``: ``Speculator``, one decoding step of draft, verify, roll back; the off-switch and the
   counts the metrics report.
-- ``engine.speculate.fast_verify``: the fast runner's check of drafted tokens, bit for bit what one-token decodes
+- ``engine.executor.verify``: the fast runner's check of drafted tokens, bit for bit what one-token decodes
   give (one native call where the int8/int4 step is native).
 
 ``engine.generate.session.ChatSession`` drives it when given a ``SpeculationConfig`` (``engine.inputs``).

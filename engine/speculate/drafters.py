@@ -26,7 +26,7 @@ import torch
 
 from engine.errors import BadInputError
 from engine.generate.context import common_prefix
-from engine.generate.runners import make_runner
+from engine.executor.runners import make_runner
 from engine.inputs import FLOATS, LoadSpec, SpeculationConfig
 from engine.speculate.accept import Shaper
 

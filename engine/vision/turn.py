@@ -16,7 +16,7 @@ The engine API a window or server calls::
 Owns one turn: the processor's chat template with image placeholders and its ids and pixels, the vision tower and
 projector run once through the family's own forward up to the language model (a hook on the language model takes its
 ``inputs_embeds`` there, so each family merges its features its own way: LLaVA's, LLaVA-OneVision's anyres tiles and
-newlines, Idefics3's ``inputs_merger``), then the language part on ``engine.generate.fastpath.FastRunner``: prefill
+newlines, Idefics3's ``inputs_merger``), then the language part on ``engine.executor.fastpath.FastRunner``: prefill
 from those embeddings, decode from token ids. A follow-up turn reuses the cached prefix, images included, while the
 same images (by content hash) sit at the same places; image tokens share one placeholder id, so the ids alone cannot
 say that. Families whose language part is not on the fast path (``VisionFamily.refusal``: Qwen2.5-VL / Qwen3-VL's
@@ -25,7 +25,7 @@ run each turn through transformers' own forward over a ``DynamicCache`` (``engin
 reuse across turns.
 
 Does not own loading (``engine.vision.vlm``), reading images (``engine.vision.image_input``), sampling
-(``engine.generate.sampling``) or the fast step (``engine.generate.fastpath``).
+(``engine.generate.sampling``) or the fast step (``engine.executor.fastpath``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from engine.errors import BadInputError
 from engine.events import Event, Finished, ImagesEncoded, Message, Metrics, PrefillProgress, Started
 from engine.fmt import one_line
 from engine.generate.context import IncrementalDecoder, check_messages, common_prefix
-from engine.generate.fastpath import FastRunner
+from engine.executor.fastpath import FastRunner
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig
 from engine.vision.plain_turn import decode_tokens, plain_turn

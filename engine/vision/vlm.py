@@ -6,7 +6,7 @@ LLaVA-OneVision, Idefics3 / SmolVLM, Qwen2.5-VL, Qwen3-VL, Gemma 3; where each k
 families whose language part the fast path does not compute yet, the typed ``Refusal`` saying why), ``vision_family``
 (from config.json, no torch), ``load_vision_model`` (``LoadSpec`` in, ``VisionModel`` out) and ``LanguageView`` (the
 language model and head seen as a ``*ForCausalLM``: ``.model``, ``.lm_head``, ``.config``, what
-``engine.generate.fastpath.FastRunner`` and ``engine.quant.quant.quantize_model`` read).
+``engine.executor.fastpath.FastRunner`` and ``engine.quant.quant.quantize_model`` read).
 
 The load is ``engine.models.loader.load_model`` itself (its file-safety checks, device, cancel, one-line errors),
 given transformers' ``AutoModelForImageTextToText`` and ``AutoProcessor`` as its readers, always in a float type: the
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from engine.errors import BadInputError, ImageError
-from engine.generate.refusal import Refusal, RefusalKind
+from engine.executor.refusal import Refusal, RefusalKind
 from engine.inputs import NATIVE_QUANTIZED, LoadSpec
 
 
@@ -204,7 +204,7 @@ def _read_model(folder: str, **kwargs: Any) -> Any:
 def _facts(loaded: Any, language: LanguageView, family: VisionFamily, precision: str, kv_precision: str) -> Any:
     """The whole model's facts (parameters and bytes of the vision tower included), with the runner and precision of
     its language part: what a turn runs per token."""
-    from engine.generate.runners import choose_runner
+    from engine.executor.runners import choose_runner
     from engine.models.facts import build_facts
 
     facts = loaded.facts
@@ -217,8 +217,8 @@ def _facts(loaded: Any, language: LanguageView, family: VisionFamily, precision:
                             f"the plain one: {reason}")
     step = None
     if runner == "fast" and precision in NATIVE_QUANTIZED:  # as build_facts says it for a text model
-        from engine.generate import native_step
-        from engine.generate.llama_fused import weights_for
+        from engine.executor import native_step
+        from engine.executor.llama_fused import weights_for
 
         weights = weights_for(language)
         why = native_step.why_not(weights, weights.final_norm.dtype, kv_precision != "int8")

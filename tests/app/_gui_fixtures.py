@@ -139,7 +139,7 @@ class _HeldDecode(FaultyRunner):
 @pytest.fixture
 def plan(monkeypatch) -> _Plan:
     """Route the bridge's sessions through a runner factory that applies ``plan`` (armed per reply)."""
-    from engine.generate.runners import make_runner
+    from engine.executor.runners import make_runner
     import engine.generate.session
 
     armed = _Plan()

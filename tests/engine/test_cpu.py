@@ -9,7 +9,7 @@ import torch
 
 from engine import cpu
 from engine.errors import BadInputError
-from engine.generate.fastpath import FastRunner
+from engine.executor.fastpath import FastRunner
 from engine.models.loader import load_model
 from engine.quant.precision import Machine, ModelWeights, choose_precision, device_float_name
 from engine.inputs import LoadSpec
@@ -59,7 +59,7 @@ def test_gemm_capability_follows_the_override_for_16_bit_types_only(monkeypatch,
 @pytest.mark.parametrize("forced", [True, False])
 def test_fast_path_upcasts_bf16_prefill_only_without_native_bf16(monkeypatch, tiny_model_dir, forced):
     """Both branches on one machine: the capability decides the upcast. (That both give logits within bf16
-    rounding of transformers' is tests/engine/generate/test_fastpath.py's bf16 test, run with the upcast on and off.)"""
+    rounding of transformers' is tests/engine/executor/test_fastpath.py's bf16 test, run with the upcast on and off.)"""
     monkeypatch.setenv(cpu.OVERRIDE_ENV, "1" if forced else "0")
     loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="bf16"))
     runner = FastRunner(loaded.model)

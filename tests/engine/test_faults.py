@@ -23,7 +23,7 @@ from engine.__main__ import main
 from engine.events import Finished, Message, Token
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from engine.generate.runners import make_runner
+from engine.executor.runners import make_runner
 from engine.inputs import SamplingConfig
 from tests.helpers.faults import DAMAGES, FaultyRunner, make_damaged
 from engine.generate.session import ChatSession

@@ -1,6 +1,6 @@
 """Which runner a model gets, and why, as ``engine info`` (text and --json) and ``engine chat --json`` report it
-(``ModelFacts.runner`` / ``runner_reason``, from engine/generate/runners.py's ``choose_runner``): fast for the
-families of engine/generate/families.py, plain with a named reason for a family the fast step does not know,
+(``ModelFacts.runner`` / ``runner_reason``, from engine/executor/runners.py's ``choose_runner``): fast for the
+families of engine/executor/families.py, plain with a named reason for a family the fast step does not know,
 here a random-weight Gemma (1) model built from transformers' own config class (Gemma 2 and 3 are on the
 fast path now)."""
 
@@ -73,8 +73,8 @@ def test_chat_json_says_fast_for_a_fast_path_family(tiny_model_dir, capsys):
 
 
 def test_a_gemma3_text_model_reports_the_fast_runner(tmp_path, capsys):
-    """Gemma 3 text models are on the fast path (tests/engine/generate/test_families.py checks their numbers)."""
-    from tests.engine.generate.test_families import _build
+    """Gemma 3 text models are on the fast path (tests/engine/executor/test_families.py checks their numbers)."""
+    from tests.engine.executor.test_families import _build
 
     folder = _build(tmp_path / "gemma3", "gemma3")
     code, out, err = _run(capsys, "info", "--model", str(folder), "--precision", "fp32", "--json")
@@ -86,7 +86,7 @@ def test_a_gemma3_text_model_reports_the_fast_runner(tmp_path, capsys):
 def test_json_says_the_runner_and_that_every_step_recomputes_when_no_kv_cache_is_asked_for(tiny_model_dir, capsys,
                                                                                           command):
     """--no-kv-cache rebuilds the whole sequence every step on the runner a cached reply gets
-    (engine.generate.recompute): `model.runner` names it and `runner_reason` says the sequence is recomputed."""
+    (engine.executor.recompute): `model.runner` names it and `runner_reason` says the sequence is recomputed."""
     code, out, err = _run(capsys, command, "--model", str(tiny_model_dir), "--precision", "fp32", "--prompt", "Hi",
                           "--max-new-tokens", "3", "--no-kv-cache", "--json")
     assert code == 0, err

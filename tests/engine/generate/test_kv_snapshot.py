@@ -14,7 +14,7 @@ import torch
 from engine.events import Finished, Message, Started, Token
 from engine.generate.kv_snapshot import (DamagedKVError, KVSnapshotError, StaleKVError, identity_of, load_snapshot,
                                          read_header, save_snapshot)
-from engine.generate.runners import make_runner
+from engine.executor.runners import make_runner
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.models.loader import load_model
@@ -30,7 +30,7 @@ def loaded(tiny_model_dir):
 
 
 def plain_factory(loaded, use_kv_cache):
-    from engine.generate.runner import ModelRunner
+    from engine.executor.runner import ModelRunner
 
     runner = ModelRunner(loaded.model, use_kv_cache)
     return runner

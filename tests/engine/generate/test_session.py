@@ -15,8 +15,8 @@ from engine.errors import BadInputError, ContextTooLongError, TemplateError
 from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import make_runner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import make_runner
 from engine.inputs import SamplingConfig
 from engine.generate.session import RESERVE_FROM_THREADS, ChatSession, common_prefix
 

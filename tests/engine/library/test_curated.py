@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.generate.families import FAMILIES
+from engine.executor.families import FAMILIES
 from engine.library import curated, fit
 from engine.library.curated import CURATED, recommend
 

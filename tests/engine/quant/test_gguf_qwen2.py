@@ -19,8 +19,8 @@ import torch
 from gguf.quants import quantize
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.runners import choose_runner
+from engine.executor.fastpath import FastRunner
+from engine.executor.runners import choose_runner
 from engine.inputs import LoadSpec
 from engine.quant.gguf_quant import GGUFFile, blocks_precision
 from engine.models.loader import load_model

@@ -12,13 +12,13 @@ import threading
 import pytest
 import torch
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.llama_fused import unsupported_reason
+from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import unsupported_reason
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
 from engine.quant.quant import (Int4Linear, Int8Linear, ProjectionSlice, QuantizedEmbedding, _unpack, int4_codes,
                                  quantize_model)
-from engine.generate.runner import ModelRunner
+from engine.executor.runner import ModelRunner
 
 
 def _weight(out_features: int = 128, in_features: int = 256, seed: int = 0) -> torch.Tensor:

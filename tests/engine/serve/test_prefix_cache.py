@@ -11,7 +11,7 @@ import openai
 
 import pytest
 
-from engine.generate.kv_blocks import BLOCK
+from engine.executor.kv_blocks import BLOCK
 from engine.generate.kv_store import KVStore
 from engine.generate.session import ChatSession
 from engine.events import Finished, Message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.generate.runners import make_runner
+from engine.executor.runners import make_runner
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.drafters import Draft, PromptLookup
 from engine.speculate.length import COSTS_ENV, MIN_PLAIN, CostBook, Costs, told_costs

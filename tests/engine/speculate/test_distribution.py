@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.events import Token
-from engine.generate.runner import ModelRunner
+from engine.executor.runner import ModelRunner
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept

@@ -13,7 +13,7 @@ import torch
 from transformers import DynamicCache
 
 from engine.events import Finished, ImagesEncoded, Message, PrefillProgress, Started, Token
-from engine.generate.fastpath import FastRunner
+from engine.executor.fastpath import FastRunner
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.vision.turn import VisionChat, build_prompt, encode
 from engine.vision.vlm import load_vision_model

@@ -1,4 +1,4 @@
-"""engine.generate.recompute: with the KV cache off every step recomputes the whole sequence, on the same runner and
+"""engine.executor.recompute: with the KV cache off every step recomputes the whole sequence, on the same runner and
 kernels as with the cache, so a greedy reply is the same text token for token at every precision (issue 39: at int4
 the cache-less path used to run prefill's dequantized products and changed the answer)."""
 
@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from engine.events import Finished, Message, Token
-from engine.generate.fastpath import FastRunner
-from engine.generate.recompute import RecomputeRunner
-from engine.generate.runners import make_runner
+from engine.executor.fastpath import FastRunner
+from engine.executor.recompute import RecomputeRunner
+from engine.executor.runners import make_runner
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.models.loader import load_model

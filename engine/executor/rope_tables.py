@@ -1,8 +1,8 @@
 """The fast runner's RoPE tables, from the model's own rotary embedding: ``rope_tables`` and ``context_rope``.
 
 Owns turning a model's ``rotary_emb`` into the (positions, rotary dim) cos and sin tables
-``engine.generate.fastpath.FastRunner`` indexes per step (sin with rotate_half's sign folded in, see
-``engine.generate.llama_fused.rotate``; narrower than the head under partial rotary), one per RoPE kind (Gemma 3's
+``engine.executor.fastpath.FastRunner`` indexes per step (sin with rotate_half's sign folded in, see
+``engine.executor.llama_fused.rotate``; narrower than the head under partial rotary), one per RoPE kind (Gemma 3's
 global and local bases), and the two RoPE types whose frequencies depend on the sequence length:
 
 - "longrope" (Phi-3.5/4-mini): transformers picks the short or the long factors per forward call, the long ones

@@ -1,5 +1,5 @@
-"""engine.generate.fastpath: the FastRunner computes what transformers computes and keeps its cache consistent across
-chunks, crops and turns (which models it refuses, and the fallback, are tests/engine/generate/test_runners.py's)."""
+"""engine.executor.fastpath: the FastRunner computes what transformers computes and keeps its cache consistent across
+chunks, crops and turns (which models it refuses, and the fallback, are tests/engine/executor/test_runners.py's)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from engine.events import Finished, Message, Token
-from engine.generate import fastpath
-from engine.generate.fastpath import FastRunner
-from engine.generate.llama_fused import attend_one
+from engine.executor import fastpath
+from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import attend_one
 from engine.models.loader import load_model
 from engine.inputs import LoadSpec
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import make_runner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import make_runner
 from engine.inputs import SamplingConfig
 from engine.generate.session import ChatSession
 from tests.helpers.reference_forward import random_prompt, reference_logits, runner_logits

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.runner import ModelRunner
+from engine.executor.fastpath import FastRunner
+from engine.executor.runner import ModelRunner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 
@@ -72,8 +72,8 @@ def test_fast_verify_is_bit_identical_on_the_default_model(default_model_dir):
 def test_rows_that_cannot_batch_go_singly_through_an_exact_projection(dtype):
     """A projection judged not row-exact (forced here) runs row by row, through the packed weight only where its
     probe matched F.linear's one-row products: either way every row is F.linear's own, bit for bit."""
-    from engine.generate.row_products import packed_rows
-    from engine.speculate.fast_verify import RowExact
+    from engine.executor.row_products import packed_rows
+    from engine.executor.verify import RowExact
 
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(96, 384, generator=generator).to(dtype)
@@ -96,7 +96,7 @@ def test_rows_that_cannot_batch_go_singly_through_an_exact_projection(dtype):
 def test_rows_that_batch_exactly_run_through_the_packed_weight_only_where_it_gives_the_same_bits(dtype):
     """A projection judged row-exact (forced here) runs on all rows at once, through the packed weight where a probe
     on that many rows found its bits equal to F.linear's: either way the result is F.linear's own."""
-    from engine.speculate.fast_verify import RowExact
+    from engine.executor.verify import RowExact
 
     generator = torch.Generator().manual_seed(1)
     weight = torch.randn(96, 384, generator=generator).to(dtype)

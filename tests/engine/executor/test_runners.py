@@ -1,4 +1,4 @@
-"""engine.generate.runners: both runners implement ``Runner``, and ``make_runner`` picks the fast one only where it
+"""engine.executor.runners: both runners implement ``Runner``, and ``make_runner`` picks the fast one only where it
 applies, stepping aside to the plain runner for models the fast path does not support."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.generate.families import Refusal, RefusalKind, refusal
-from engine.generate.fastpath import FastRunner
-from engine.generate.llama_fused import unsupported_reason
-from engine.generate.recompute import RecomputeRunner
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import FASTPATH_ENV, Runner, RunnerChoice, choose_runner, make_runner
+from engine.executor.families import Refusal, RefusalKind, refusal
+from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import unsupported_reason
+from engine.executor.recompute import RecomputeRunner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import FASTPATH_ENV, Runner, RunnerChoice, choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from tests.helpers.tiny_model import build_tiny_model
@@ -62,7 +62,7 @@ def test_a_family_not_on_the_fast_path_says_so_by_name(tiny_fp32, monkeypatch):
 
 
 def test_a_fast_runner_that_fails_to_build_leaves_a_plain_one_saying_why(tiny_fp32, monkeypatch):
-    from engine.generate import runners
+    from engine.executor import runners
 
     def broken(*_a, **_k):
         raise RuntimeError("no room for the cache")
@@ -82,6 +82,6 @@ def test_the_environment_can_force_the_plain_runner(tiny_fp32, monkeypatch):
 
 def test_the_plain_runner_does_not_import_the_fast_path():
     # The choice lives in runners.py alone: runner.py (which fastpath.py builds on) never reaches back.
-    code = "import sys, engine.generate.runner\nprint('engine.generate.fastpath' in sys.modules)"
+    code = "import sys, engine.executor.runner\nprint('engine.executor.fastpath' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0 and result.stdout == "False\n", result.stderr[-2000:]

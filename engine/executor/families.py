@@ -1,7 +1,7 @@
 """Which model families the fast decoder step knows, and why a model is refused: ``refusal(model)``.
 
-Owns ``FAMILIES`` (the transformers ``model_type`` values the step in ``engine.generate.llama_fused`` and
-``engine.generate.fastpath`` computes exactly, with the switches each one turns on), ``NOT_YET`` (families a
+Owns ``FAMILIES`` (the transformers ``model_type`` values the step in ``engine.executor.llama_fused`` and
+``engine.executor.fastpath`` computes exactly, with the switches each one turns on), ``NOT_YET`` (families a
 user is likely to load that still run on the plain runner, with what the step lacks for them), and the typed
 answer to "why not the fast path": ``Refusal`` (a ``RefusalKind`` and one line for people). Every family
 shares one decoder step: pre-norm RMSNorm, RoPE, grouped-query attention, a gated MLP, tied or untied
@@ -11,8 +11,8 @@ the family (per-head q/k RMSNorm before RoPE, Qwen3 and Gemma 3; Gemma 2/3's nor
 and sliding-window layers; Gemma 2's soft-capping; Phi-3's fused qkv_proj / gate_up_proj checkpoints; one window on
 every layer, Phi-3 and Mistral).
 
-Does not own the fused weights or the maths (``engine.generate.llama_fused``), the runner
-(``engine.generate.fastpath``) or the choice between runners (``engine.generate.runners``).
+Does not own the fused weights or the maths (``engine.executor.llama_fused``), the runner
+(``engine.executor.fastpath``) or the choice between runners (``engine.executor.runners``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from engine.generate.refusal import Refusal, RefusalKind
+from engine.executor.refusal import Refusal, RefusalKind
 from engine.quant.quant import QuantizedLinear
 
 
@@ -63,7 +63,7 @@ NOT_YET: dict[str, str] = {
 
 # RoPE variants whose cos/sin depend on the position only, so a table computed once is exact. Two more depend
 # on the sequence length and are computed too: "longrope" (Phi-3.5/4: two tables, short and long frequencies,
-# chosen per forward call by its last position as transformers does, ``engine.generate.fastpath``) and
+# chosen per forward call by its last position as transformers does, ``engine.executor.fastpath``) and
 # "dynamic" (NTK scaling that changes nothing up to max_position_embeddings, so the runner stops there).
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 ROPE_TYPES = (*STATIC_ROPE_TYPES, "longrope", "dynamic")

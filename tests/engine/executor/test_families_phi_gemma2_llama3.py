@@ -1,5 +1,5 @@
-"""Exactness of the fast path for Phi-3/3.5/4-mini, Gemma 2 and Llama 3.x (engine/generate/families.py), as
-tests/engine/generate/test_families.py checks the others: a random-weight model built from the family's real
+"""Exactness of the fast path for Phi-3/3.5/4-mini, Gemma 2 and Llama 3.x (engine/executor/families.py), as
+tests/engine/executor/test_families.py checks the others: a random-weight model built from the family's real
 transformers config class, its shape ratios kept and its sizes scaled down, saved with the tiny tokenizer and
 loaded through the engine's loader; the fast runner's logits against transformers' own forward over its
 DynamicCache at prefill and over DECODE_STEPS greedy steps (tight in fp32, same greedy tokens; within bf16
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import choose_runner, make_runner
+from engine.executor.fastpath import FastRunner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import choose_runner, make_runner
 from tests.helpers.family_models import build_families, load_cpu
 from tests.helpers.reference_forward import (check_bf16_rounding, check_fp32_equal, max_delta, random_prompt,
                                              reference_logits, runner_logits)

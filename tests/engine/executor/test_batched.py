@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.generate.batched import batchable, decode_batch, rows_apart
-from engine.generate.fastpath import FastRunner
+from engine.executor.batched import batchable, decode_batch, rows_apart
+from engine.executor.fastpath import FastRunner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 
@@ -95,7 +95,7 @@ def test_rows_apart_is_false_for_a_quantized_module_and_a_single_row():
 def test_a_split_projection_runs_in_an_exact_form_and_one_with_a_bias_row_by_row_through_its_own_call(dtype):
     """Whatever form ``probe`` times fastest (bmm, packed weight, plain rows), each row gets its one-row bits;
     a projection with a bias goes row by row through the step plan's own call."""
-    from engine.generate import batched
+    from engine.executor import batched
 
     generator = torch.Generator().manual_seed(3)
     weight = torch.randn(160, 384, generator=generator).to(dtype)
@@ -124,7 +124,7 @@ def test_a_split_projection_runs_in_an_exact_form_and_one_with_a_bias_row_by_row
 def test_rows_that_batch_exactly_run_packed_only_where_the_probe_found_the_rows_alone_bits(dtype):
     """A projection whose B-row product equals its rows alone runs through the packed weight only where ``probe``
     found the packed B-row product equal to the rows alone too; with a bias, the plan's own call."""
-    from engine.generate import batched
+    from engine.executor import batched
 
     generator = torch.Generator().manual_seed(5)
     weight = torch.randn(128, 320, generator=generator).to(dtype)

@@ -1,6 +1,6 @@
 """One-row matrix products through a weight packed once: what runs row by row when several rows must each give
-exactly their one-row bits (a batched decode step, ``engine.generate.batched``; a speculative verify,
-``engine.speculate.fast_verify``).
+exactly their one-row bits (a batched decode step, ``engine.executor.batched``; a speculative verify,
+``engine.executor.verify``).
 
 On a CPU, ``F.linear`` of one bf16 row hands the weight to oneDNN, which re-lays it out on every call: about half of
 a 576 x 1536 product's time on this project's AVX-512 CPU. A weight packed once

@@ -10,8 +10,8 @@ import torch
 from engine.models.loader import load_model
 
 from engine.inputs import LoadSpec
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import make_runner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import make_runner
 
 
 @pytest.fixture(scope="module")

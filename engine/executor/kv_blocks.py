@@ -8,7 +8,7 @@ names one exact prefix. ``publish(runner)`` adds the full blocks of what a fast 
 (one copy into the arena, once per distinct prefix); ``acquire(ids)`` finds the longest chain of blocks that
 starts ``ids``, counts a reference on each, and returns a ``SharedPrefix``: per layer, views of the arena, one per
 run of consecutive slots (usually one: a prefix published by one request). ``FastRunner.attach`` then reads those rows in place as its first positions; its own cache
-holds only what follows (``engine.generate.fastpath``). ``release`` drops the references. Blocks nobody
+holds only what follows (``engine.executor.fastpath``). ``release`` drops the references. Blocks nobody
 references stay as a cache and are evicted least recently used first (a block's descendants with it: a child is
 unreachable without its parent) when a publish needs room; a referenced block is never evicted, so a publish
 that finds no room simply keeps fewer blocks.
@@ -89,7 +89,7 @@ class SharedPrefix:
         return torch.cat((*self.k_layers[layer], k_own), dim=1), torch.cat((*self.v_layers[layer], v_own), dim=1)
 
     def rows(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """All layers' K and V (layers, kv_heads, n, head_dim), copied out (a snapshot, ``engine.generate.kv_rows``)."""
+        """All layers' K and V (layers, kv_heads, n, head_dim), copied out (a snapshot, ``engine.executor.kv_rows``)."""
         return (torch.stack([torch.cat(runs, dim=1) for runs in self.k_layers]),
                 torch.stack([torch.cat(runs, dim=1) for runs in self.v_layers]))
 

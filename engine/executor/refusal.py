@@ -2,7 +2,7 @@
 
 Owns only these two types, in a module that imports no torch, so callers that name a refusal before any weight loads
 (engine/vision/vlm.py's family table, which ``engine chat`` reads before it decides to import torch) need not import
-the fast path. Which refusal a model gets is ``engine.generate.families``' decision.
+the fast path. Which refusal a model gets is ``engine.executor.families``' decision.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One decode step for several conversations at once: ``decode_batch(runners, token_ids)`` over their own caches.
 
-Continuous batching (``engine.serve.batching``) keeps one ``engine.generate.fastpath.FastRunner`` per sequence:
+Continuous batching (``engine.serve.batching``) keeps one ``engine.executor.fastpath.FastRunner`` per sequence:
 each has its own static KV cache, its own length and its own ids, exactly as when it decodes alone. This step
 runs the next token of every one of them in ONE forward: the embeddings, norms, fused q|k|v, o, gate|up and
 down projections and the LM head are single matrix products over a (B, d) batch (on a CPU a decode step costs
@@ -18,7 +18,7 @@ own weight); where they differ, that projection runs in the fastest form that gi
 chosen by ``probe`` among those probed exact and timed there: one ``torch.bmm`` of B one-row products (the weight
 expanded to B: fp32's bmm reads it in place, bf16's copies it once per batch entry, which measured 7x slower than
 row by row for the 576 x 1536 down projection), B one-row products through the weight packed once for oneDNN
-(``engine.generate.row_products``: no per-call re-layout), or B plain one-row ``F.linear`` calls (always exact,
+(``engine.executor.row_products``: no per-call re-layout), or B plain one-row ``F.linear`` calls (always exact,
 the fallback); the others stay one product, through the packed weight where ``probe`` found its B-row product
 equal to the rows alone too (bf16 products measured ~1.7x faster packed; it costs a packed copy of every dense
 weight the batch multiplies, about the model's dense size, while a server batches). Quantized weights have no exact reference (their decode step is not
@@ -37,9 +37,9 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.llama_fused import embed, rotate
-from engine.generate.row_products import packed_rows
+from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import embed, rotate
+from engine.executor.row_products import packed_rows
 
 
 def batchable(runner: Any) -> bool:
@@ -144,7 +144,7 @@ def _bmm(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
 def prepare(model: Any, largest: int) -> None:
     """Probe ``rows_apart`` for every dense projection shape of ``model`` and batch sizes 2..``largest`` now (a server
     starting), so no request's step pays for a probe."""
-    from engine.generate.llama_fused import weights_for
+    from engine.executor.llama_fused import weights_for
 
     w = weights_for(model)
     sizes = list(range(2, largest + 1))

@@ -1,4 +1,4 @@
-"""engine.generate.llama_fused's per-operation math that the fast path's own tests do not reach directly:
+"""engine.executor.llama_fused's per-operation math that the fast path's own tests do not reach directly:
 ``attend_one``, the quantized decode step's attention, against transformers' reference (SDPA with GQA)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.generate.llama_fused import attend_one
+from engine.executor.llama_fused import attend_one
 
 
 @pytest.mark.parametrize("positions", [1, 37, 1500])

@@ -1,4 +1,4 @@
-"""A runner's KV rows out and back in: what a snapshot (``engine.generate.kv_snapshot``) or another session's shared
+"""A runner's KV rows out and back in: what a snapshot (``engine.generate.kv_snapshot``, which names dtypes with this module's ``dtype_name``) or another session's shared
 prefix (``engine.serve``) is made of.
 
 ``export_rows(runner, n)`` gives the rows of the first ``n`` cached positions by name, as views of the live cache
@@ -6,14 +6,14 @@ prefix (``engine.serve``) is made of.
 runner hold ``ids`` with those rows in place of its cache, bit for bit what it would have computed, so the next
 prompt reuses the common prefix exactly as an in-memory reuse would. Layouts:
 
-- the fast runner (``engine.generate.fastpath.FastRunner``, dense cache): "k" and "v", each (layers, kv_heads, n,
-  head_dim), read from (a shared prefix's rows joined first, ``engine.generate.kv_blocks``) and copied into its
-  preallocated buffers (as ``engine.generate.batched`` reads them: kept
+- the fast runner (``engine.executor.fastpath.FastRunner``, dense cache): "k" and "v", each (layers, kv_heads, n,
+  head_dim), read from (a shared prefix's rows joined first, ``engine.executor.kv_blocks``) and copied into its
+  preallocated buffers (as ``engine.executor.batched`` reads them: kept
   out of ``fastpath`` so that module stays the forward passes' alone). An 8-bit cache (``kv_precision="int8"``,
-  ``engine.generate.kv_cache.Int8KVCache``) gives its stored bytes as they are: "k" and "v" int8 (layers, kv_heads,
+  ``engine.executor.kv_cache.Int8KVCache``) gives its stored bytes as they are: "k" and "v" int8 (layers, kv_heads,
   n, head_dim) and "k_scale"/"v_scale" fp16 (layers, kv_heads, n), so a restored cache holds exactly the values
   the session attended to (nothing re-quantized);
-- the plain runner (``engine.generate.runner.ModelRunner``): "k.<layer>"/"v.<layer>", its own ``export_kv`` /
+- the plain runner (``engine.executor.runner.ModelRunner``): "k.<layer>"/"v.<layer>", its own ``export_kv`` /
   ``import_kv`` (the one module that touches transformers' cache internals).
 
 A ``SlotRunner`` (``engine.serve.batching``) is looked through to the runner it wraps. Owns no file format.
@@ -25,8 +25,15 @@ from typing import Any, Sequence
 
 import torch
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.kv_snapshot import dtype_name
+from engine.executor.fastpath import FastRunner
+
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.int8: "int8",
+               torch.uint8: "uint8"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype's short name in snapshot headers and row records (``bf16``, ``int8``)."""
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
 def _inner(runner: Any) -> Any:

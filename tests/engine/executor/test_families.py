@@ -1,4 +1,4 @@
-"""Exactness of the fast path per family (engine/generate/families.py): a random-weight model built from the
+"""Exactness of the fast path per family (engine/executor/families.py): a random-weight model built from the
 family's real transformers config class, shaped like the real model with the ratios kept and the sizes scaled
 down (few layers, GQA as the family has it, biases and q/k norms as the family has them), saved with the tiny
 tokenizer and loaded through the engine's loader. The fast runner's logits are compared with transformers' own
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import choose_runner, make_runner
+from engine.executor.fastpath import FastRunner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import choose_runner, make_runner
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from tests.helpers.family_models import build_families, build_family, load_cpu
@@ -177,7 +177,7 @@ def test_sliding_window_layers_stay_on_the_plain_runner(tmp_path):
     the upper layers slide, which the fast step does not compute yet."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from engine.generate.families import RefusalKind, refusal
+    from engine.executor.families import RefusalKind, refusal
 
     config = Qwen2Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True, sliding_window=16,

@@ -1,4 +1,4 @@
-"""The int8/int4 decode step in one native call (engine/generate/native_step.py, engine/quant/decode_step.cpp): the
+"""The int8/int4 decode step in one native call (engine/executor/native_step.py, engine/quant/decode_step.cpp): the
 same logits and cache, bit for bit, as the Python step it replaces, for the default model and for random-weight models
 of each family it takes (built from the families' real transformers configs, scaled down); speculation's verify (the
 native step's own over n rows, issue 45) and the batched step still give a decode's bits; and the row operations it
@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.generate import native_step
-from engine.generate.batched import decode_batch
-from engine.generate.fastpath import FastRunner
+from engine.executor import native_step
+from engine.executor.batched import decode_batch
+from engine.executor.fastpath import FastRunner
 from engine.quant import native
-from tests.engine.generate.test_families import _llama_biased, _qwen2, _qwen3
-from tests.engine.generate.test_families_mistral import _mistral
-from tests.engine.generate.test_families_phi_gemma2_llama3 import _phi4_mini
+from tests.engine.executor.test_families import _llama_biased, _qwen2, _qwen3
+from tests.engine.executor.test_families_mistral import _mistral
+from tests.engine.executor.test_families_phi_gemma2_llama3 import _phi4_mini
 from tests.helpers.family_models import build_family, load_cpu
 from tests.helpers.reference_forward import random_prompt
 
@@ -142,7 +142,7 @@ def test_the_model_facts_name_the_decode_step(default_model_dir, family_dirs):
 
 def _verify_equals_decodes(model, prompt: list[int], tokens: list[int]) -> None:
     """``verify(tokens)`` through the native step's own verify: the logits and cache of one step per token."""
-    from engine.speculate.fast_verify import native_rows
+    from engine.executor.verify import native_rows
 
     alone, checked = FastRunner(model), FastRunner(model)
     for runner in (alone, checked):

@@ -3,7 +3,7 @@
 ``decode_static(runner, token, pos)`` runs one token with every tensor shape fixed: ``token`` and ``pos`` are (1,)
 tensors, the cache is written at ``pos`` by ``index_copy_`` and attention spans the whole capacity with later
 positions (and, for a sliding layer, those before its window) masked. ``mark_static(runner)`` tells dynamo which
-tensors live at fixed addresses. Kept apart from ``engine.generate.fastpath`` (the eager passes, which this reads:
+tensors live at fixed addresses. Kept apart from ``engine.executor.fastpath`` (the eager passes, which this reads:
 weights, RoPE tables, cache) so that module stays within its size; a static runner never reads a shared prefix.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from engine.generate.llama_fused import embed, project, rotate
+from engine.executor.llama_fused import embed, project, rotate
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """The runner interface the session drives, and the one place that chooses which runner a model gets.
 
-Owns ``Runner``, the protocol both ``engine.generate.runner.ModelRunner`` (transformers' forward over a
-``DynamicCache``, any model) and ``engine.generate.fastpath.FastRunner`` (the families of
-``engine.generate.families``, static cache) implement; ``choose_runner``, which says which one a model gets
+Owns ``Runner``, the protocol both ``engine.executor.runner.ModelRunner`` (transformers' forward over a
+``DynamicCache``, any model) and ``engine.executor.fastpath.FastRunner`` (the families of
+``engine.executor.families``, static cache) implement; ``choose_runner``, which says which one a model gets
 and why (a ``RunnerChoice``: what ``engine info`` and ``engine chat --json`` report); and ``make_runner``, the
 factory ``ChatSession`` uses by default, which builds that choice and records it on the runner as ``choice``
 (a fast runner that fails to build leaves a plain one whose choice says why); without a KV cache it wraps that runner
-in ``engine.generate.recompute.RecomputeRunner``. Implements no forward pass
+in ``engine.executor.recompute.RecomputeRunner``. Implements no forward pass
 itself; knows nothing of text, sampling or timing.
 """
 
@@ -20,9 +20,9 @@ from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 import torch
 
-from engine.generate.families import Refusal, RefusalKind, refusal
-from engine.generate.fastpath import FastRunner
-from engine.generate.runner import ModelRunner
+from engine.executor.families import Refusal, RefusalKind, refusal
+from engine.executor.fastpath import FastRunner
+from engine.executor.runner import ModelRunner
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ FAST = RunnerChoice("fast")
 
 def choose_runner(model: Any, use_kv_cache: bool = True) -> RunnerChoice:
     """The runner ``make_runner`` builds for a loaded transformers ``model``, and why (``ModelFacts.runner``).
-    Without a KV cache it is the same runner, rebuilt every step (``engine.generate.recompute``)."""
+    Without a KV cache it is the same runner, rebuilt every step (``engine.executor.recompute``)."""
     del use_kv_cache  # the same kernels either way: the cache changes the time, never the text
     if os.environ.get(FASTPATH_ENV, "1") == "0":
         return RunnerChoice("plain", Refusal(RefusalKind.DISABLED, f"{FASTPATH_ENV}=0 in the environment"))
@@ -98,7 +98,7 @@ def make_runner(loaded: Any, use_kv_cache: bool = True, **options: Any) -> Runne
     loader refuses it, ``engine.models.facts.build_facts``)."""
     if not use_kv_cache:
         # the runner a cached reply gets, its cache rebuilt from the whole sequence at every step
-        from engine.generate.recompute import recompute_runner
+        from engine.executor.recompute import recompute_runner
 
         return recompute_runner(lambda: make_runner(loaded, True, **options))  # type: ignore[return-value]
     model = loaded.model

@@ -9,14 +9,14 @@ duplicated), the per-operation math a decoder layer is made of (``rms_norm``, Ge
 each written to match transformers' operation for operation, and the eager decode step's faster pieces that
 are not exact (``attend_one`` for one query's attention, ``rms_norm_one_kernel``) with ``step_plan``, which
 says which of them a model's decode step uses (a quantized plan takes the native row operations of
-``engine.generate.native_step`` where they are loaded). Weight-only int8/int4 models (``engine/quant/quant.py``)
+``engine.executor.native_step`` where they are loaded). Weight-only int8/int4 models (``engine/quant/quant.py``)
 arrive already fused by ``quantize_model`` and are used as they are.
 
-Which models qualify, and why one does not, is ``engine.generate.families`` (``refusal``; ``unsupported_reason``
+Which models qualify, and why one does not, is ``engine.executor.families`` (``refusal``; ``unsupported_reason``
 is imported here too, where the bench has always looked for it). Does not own the KV cache, the
 per-conversation state or the forward passes that put these pieces together
-(``engine.generate.fastpath.FastRunner``), nor the choice between the fast and the plain runner
-(``engine.generate.runners.make_runner``).
+(``engine.executor.fastpath.FastRunner``), nor the choice between the fast and the plain runner
+(``engine.executor.runners.make_runner``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from engine.generate import native_step
-from engine.generate.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
+from engine.executor import native_step
+from engine.executor.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
 from engine.quant.native import decode_ops
 from engine.quant.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 
@@ -287,7 +287,7 @@ class StepPlan:
 
     Dense weights: transformers' exact operations (``rms_norm``, ``F.linear``), so logits stay bit-identical.
     Quantized weights: each module's ``bound_kernel`` with the native row operations where they are loaded (norms and
-    q/k norms, the MLP's activation: the very functions of ``engine.generate.native_step``'s one-call step), else
+    q/k norms, the MLP's activation: the very functions of ``engine.executor.native_step``'s one-call step), else
     ``rms_norm_one_kernel`` with padded norm weights and the exact q/k norm."""
 
     layers: tuple[StepLayer, ...]
@@ -296,7 +296,7 @@ class StepPlan:
     norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, the norm weight as in this plan) -> x normed
     qk_norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (q|k heads (..., H+KV, D), per-head weights)
     mlp: Callable[[torch.Tensor], torch.Tensor]  # gate|up (n, 2I) -> act(gate) * up (n, I)
-    native: bool = False  # the quantized plan of engine.generate.native_step: its row operations, in C++
+    native: bool = False  # the quantized plan of engine.executor.native_step: its row operations, in C++
 
 
 def _call(weight: Projection, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -395,7 +395,7 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
     positions, ~140 µs at 1,024 and ~400-650 µs at 4,096 (measured on a 2-core AMD EPYC with AVX-512, and
     with oneDNN and ATen limited to AVX2; a bf16 batched product on the cache as it is was faster only past
     ~8,000 positions, and only with native bf16). Its logits differ from SDPA's by bf16 rounding, so the
-    dense path keeps SDPA while it promises transformers' exact numbers (``engine/generate/fastpath.py``).
+    dense path keeps SDPA while it promises transformers' exact numbers (``engine/executor/fastpath.py``).
 
     On a CPU where the native library is loaded it is ``miaohui::attend_one`` (engine/quant/decode_step.cpp): the same
     fp32 computation as one loop over the bf16 cache in place (no upcast copy of it per layer), and the very function

@@ -1,4 +1,4 @@
-"""The shared-prefix block pool (``engine.generate.kv_blocks``) and the fast runner reading a prefix in place: blocks
+"""The shared-prefix block pool (``engine.executor.kv_blocks``) and the fast runner reading a prefix in place: blocks
 keyed by their tokens and all before them, reference counts, LRU eviction within the budget, and logits bit for bit
 those of a runner holding the same rows in its own cache (the tiny random model, and the default model across the
 switch from SDPA to fp32 attention). The reference takes the source's rows by copy (``import_rows``, what sharing did
@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.generate.batched import decode_batch
-from engine.generate.fastpath import EXACT_ATTENTION_POSITIONS, FastRunner
-from engine.generate.kv_blocks import BLOCK, BlockPool
-from engine.generate.kv_rows import export_rows, import_rows
+from engine.executor.batched import decode_batch
+from engine.executor.fastpath import EXACT_ATTENTION_POSITIONS, FastRunner
+from engine.executor.kv_blocks import BLOCK, BlockPool
+from engine.executor.kv_rows import export_rows, import_rows
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 

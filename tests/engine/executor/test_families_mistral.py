@@ -1,4 +1,4 @@
-"""Mistral's sliding window on the fast path (engine/generate/families.py): every layer attends to its last
+"""Mistral's sliding window on the fast path (engine/executor/families.py): every layer attends to its last
 ``sliding_window`` positions, as transformers' mask for Mistral does.
 
 The model is random-weight (its weights mean nothing): transformers' real MistralConfig with Mistral-7B-v0.1's
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.generate.fastpath import FastRunner
-from engine.generate.runner import ModelRunner
-from engine.generate.runners import choose_runner, make_runner
+from engine.executor.fastpath import FastRunner
+from engine.executor.runner import ModelRunner
+from engine.executor.runners import choose_runner, make_runner
 from tests.helpers.family_models import build_families, load_cpu
 from tests.helpers.reference_forward import (check_bf16_rounding, check_fp32_equal, max_delta, random_prompt,
                                              reference_logits, runner_logits)

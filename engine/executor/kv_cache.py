@@ -4,7 +4,7 @@ Both are preallocated (layers, kv_heads, capacity, head_dim), grown by ``FastRun
 (so crop stays O(1)) and read the same way: ``write`` a chunk of positions, ``write_at`` one position given as a
 tensor (the static step), ``read`` a span back in the model's dtype, ``tensors``/``nbytes``/``bytes_per_position``.
 
-A dense cache may start with a shared prefix (``attach``: an ``engine.generate.kv_blocks.SharedPrefix``, rows of a
+A dense cache may start with a shared prefix (``attach``: an ``engine.executor.kv_blocks.SharedPrefix``, rows of a
 pool read in place): positions before its length (``base``) are the prefix's, the buffers hold position p at
 index p - base, and ``read`` joins the two (``SharedPrefix.join``), so a reader sees one span as before.
 
@@ -25,7 +25,7 @@ positions exist, or re-quantize on growth), and crop or rollback just forgets po
 Bytes: one byte per element plus ``KV_SCALE_BYTES`` per head and position: (head_dim + 2) / (2 · head_dim) of a
 bf16 cache, 0.516x at head_dim 64, 0.5x exactly for the elements alone.
 
-Does not own which attention the runner computes over a dense cache (``engine.generate.fastpath``), when it uses
+Does not own which attention the runner computes over a dense cache (``engine.executor.fastpath``), when it uses
 which cache (``FastRunner(kv_precision=...)``) or the byte arithmetic of the estimates
 (``engine.inputs.kv_bytes_per_token``).
 """
@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from engine.generate.llama_fused import capped_attention
+from engine.executor.llama_fused import capped_attention
 from engine.inputs import KV_SCALE_BYTES
 
 QMAX = 127  # symmetric: -127..127, so the scale maps the head's largest magnitude exactly
@@ -103,7 +103,7 @@ class DenseKVCache:
     def shorten(self, n: int) -> int:
         """Keep at most the first ``n`` positions of the prefix (whole blocks, own rows forgotten): the new base."""
         if self.prefix is not None and n < self.base:
-            from engine.generate.kv_blocks import BLOCK
+            from engine.executor.kv_blocks import BLOCK
 
             shorter = self.prefix.shorter(n // BLOCK)
             self.prefix, self.base = shorter, len(shorter) if shorter is not None else 0

@@ -13,19 +13,19 @@ round alike does) and row by row otherwise; attention runs per token through the
 checking k tokens cheaper than decoding them.
 
 Every dense CPU projection, rows together or one by one, is multiplied through its copy packed once for oneDNN
-(``engine.generate.row_products.packed_rows``) where a probe finds the same bits as ``F.linear`` on that many rows
+(``engine.executor.row_products.packed_rows``) where a probe finds the same bits as ``F.linear`` on that many rows
 (the same kernel, without re-laying the weight out on every call). The packed copies, about the size of the dense
 weights (resident memory grew ~300 MB on the default model in bf16; shared with a batched step's), are the memory
 speculation costs on top of its drafter; speculation is off unless the user turns it on.
 
-Where the runner's decode step is the native one (int8/int4, ``engine.generate.native_step``), the check is one
+Where the runner's decode step is the native one (int8/int4, ``engine.executor.native_step``), the check is one
 native call instead (``native_rows``: ``miaohui::DecodeStep.verify``, the step's own code over n rows, its products on
 all rows at once, each token's attention in C++): the per-token Python attention above made checking 48 tokens cost
-more than decoding them natively (issue 45). tests/engine/generate/test_native_step.py checks its bits against the
+more than decoding them natively (issue 45). tests/engine/executor/test_native_step.py checks its bits against the
 step's.
 
 Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position`` or the native step
-(``engine.generate.fastpath``); never changes weights.
+(``engine.executor.fastpath``); never changes weights.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any, Sequence
 
 import torch
 
-from engine.generate.llama_fused import embed_row, rotate
-from engine.generate.row_products import Projection, packed_rows
+from engine.executor.llama_fused import embed_row, rotate
+from engine.executor.row_products import Projection, packed_rows
 
 PROBE_TRIALS = 4  # random inputs a batched call must match row for row before it is trusted
 _UNSET = object()

@@ -5,7 +5,7 @@ This is the only module that touches KV-cache internals (transformers' ``Dynamic
 to ``cache`` and made ``crop`` take a negative count), so it is kept in one place. ``ModelRunner``
 knows the token ids whose keys and values the cache holds, so the session can reuse the common
 prefix across turns. It does not own the ``Runner`` interface or the choice between this runner and the
-fast one (``engine.generate.runners``), and knows nothing of text, chat templates, sampling or timing.
+fast one (``engine.executor.runners``), and knows nothing of text, chat templates, sampling or timing.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class ModelRunner:
     ``cached_ids`` are the tokens whose keys and values are in the cache, in order. Without a cache
     the runner keeps the sequence and recomputes all of it for every new token (what
     ``engine/lab/timing.py``'s KV-cache experiment measures); its logits, hence its greedy output,
-    equal the cached mode's. Implements ``engine.generate.runners.Runner``.
+    equal the cached mode's. Implements ``engine.executor.runners.Runner``.
     """
 
     def __init__(self, model: Any, use_kv_cache: bool = True) -> None:

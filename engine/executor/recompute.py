@@ -1,9 +1,9 @@
 """KV cache off: every step recomputes the whole sequence, through the same runner and kernels the cache would use.
 
-Owns ``RecomputeRunner``, the ``engine.generate.runners.Runner`` a reply without a KV cache gets (``--no-kv-cache``,
+Owns ``RecomputeRunner``, the ``engine.executor.runners.Runner`` a reply without a KV cache gets (``--no-kv-cache``,
 the Lab's KV experiment, ``use_kv_cache: false`` on the API). It keeps no keys or values between steps: before
 each step it drops the inner runner's cache and rebuilds it from every token so far, then reads the next logits.
-It does not choose the inner runner (``engine.generate.runners.make_runner`` does) and computes nothing itself.
+It does not choose the inner runner (``engine.executor.runners.make_runner`` does) and computes nothing itself.
 
 Why not one plain forward over the whole sequence (the textbook no-cache step, what this mode ran before): on a
 quantized model the cached path decodes on int8 activations (``engine.quant``'s row kernels, the native step) while

@@ -9,10 +9,10 @@ packaged app. So the quantized step runs as one C++ call over the layers: the sa
 (q8act.cpp), and norms, RoPE, attention, SiLU and residual adds written as plain loops over one row.
 
 Exactness: a quantized step has no exact reference (its products quantize activations), but speculation's verify and
-the server's batched step promise the very bits of this step (``engine.speculate.fast_verify``,
-``engine.generate.batched``). So the quantized plan's norm, q/k norm, MLP activation and attention are the same C++
+the server's batched step promise the very bits of this step (``engine.executor.verify``,
+``engine.executor.batched``). So the quantized plan's norm, q/k norm, MLP activation and attention are the same C++
 functions the native step calls (``miaohui::rms_norm_rows``, ``silu_mul``, ``attend_one``), RoPE and the residual adds
-repeat torch's rounding, and tests/engine/generate/test_native_step.py checks the native step against the Python
+repeat torch's rounding, and tests/engine/executor/test_native_step.py checks the native step against the Python
 step bit for bit for every family it takes.
 
 What it takes (``why_not``): tiled int4/int8 projections and head (``engine.quant.tiled``), a dense KV cache, one RoPE
@@ -48,7 +48,7 @@ def _bits(weight: Any) -> int | None:
 
 
 def why_not(w: Any, dtype: torch.dtype, kv_dense: bool) -> str | None:
-    """Why fused weights ``w`` (``engine.generate.llama_fused.FusedWeights``) cannot take the native step, or None."""
+    """Why fused weights ``w`` (``engine.executor.llama_fused.FusedWeights``) cannot take the native step, or None."""
     if os.environ.get(NATIVE_STEP_ENV, "1") == "0":
         return f"{NATIVE_STEP_ENV}=0"
     if not native.decode_ops():

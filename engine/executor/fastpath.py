@@ -1,10 +1,10 @@
 """A faster runner for the Llama-shaped families (Gemma 2/3, Phi-3 too): a static KV cache and few operations per step.
 
-Owns ``FastRunner`` (the ``engine.generate.runners.Runner`` interface, like ``engine.generate.runner.ModelRunner``:
+Owns ``FastRunner`` (the ``engine.executor.runners.Runner`` interface, like ``engine.executor.runner.ModelRunner``:
 chunked prefill, one-token decode, crop, measured KV bytes): its preallocated cache, RoPE tables and the
 forward passes over them. The forward pass is a compact re-implementation of transformers' Llama decoder
 (RMSNorm, RoPE from the model's own rotary embedding, grouped-query attention, SiLU MLP, tied or untied
-lm_head) with what the families in ``engine.generate.families`` switch on (projection biases, per-head q/k
+lm_head) with what the families in ``engine.executor.families`` switch on (projection biases, per-head q/k
 norms; Gemma 3's (1 + w) norms after attention and MLP too, scaled embeddings, tanh-GELU, and sliding-window
 layers that attend to their last ``window`` positions with their own RoPE table; Gemma 2's soft-capped attention
 and logits; Phi-3's partial rotary and longrope, whose short or long table each forward call picks by its last
@@ -14,29 +14,29 @@ memory a ring buffer would save is left for later).
 
 Why it is faster at batch 1: decode is dominated by per-operation overhead (a small GEMV costs tens
 of microseconds whatever its size), so each layer runs 4 matrix products instead of 7 (q|k|v and
-gate|up fused, ``engine.generate.llama_fused``), the KV cache is allocated once and written in place (no
+gate|up fused, ``engine.executor.llama_fused``), the KV cache is allocated once and written in place (no
 ``torch.cat`` per token, crop is O(1)), RoPE tables are computed once, and attention reads the
 filled cache prefix in place (GQA inside the kernel, no ``repeat_kv`` copies). On CUDA a static-shape
 step (``static=True``) can be captured as a CUDA graph with ``torch.compile(mode="reduce-overhead")``.
 
 Weight-only int8/int4 models (``engine/quant/quant.py``) run here too: the step calls the packed kernels
-directly (where it can, the whole step is one native call, ``engine.generate.native_step``, with the same bits as
+directly (where it can, the whole step is one native call, ``engine.executor.native_step``, with the same bits as
 the Python step), and prefill runs on the kernel under AVX512-VNNI or dequantizes one projection at a time for its
 matrix product. A decode step's attention
 runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_ATTENTION_POSITIONS``, for dense
 ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 positions.
 
 ``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
-(``engine.generate.kv_cache``; attention then always in fp32 products, no exactness promise). ``attend_position``
-writes and attends one token's K and V for the eager step, ``engine.generate.batched`` and ``engine.speculate``.
+(``engine.executor.kv_cache``; attention then always in fp32 products, no exactness promise). ``attend_position``
+writes and attends one token's K and V for the eager step, ``engine.executor.batched`` and ``engine.speculate``.
 ``attach(prefix)`` starts a dense eager runner's cache with a prefix shared copy-free from a pool
-(``engine.generate.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
+(``engine.executor.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
 publishes the prompt's blocks there). ``prefill(ids, embeds=...)`` reads given input embeddings instead of the ids'
 rows (a vision model's prompt with its image features merged: ``engine.vision.turn``).
 
-Does not own which models qualify, the fused weights or the per-operation math (``engine.generate.llama_fused``),
-nor the choice between this runner and the plain one (``engine.generate.runners.make_runner``); does not know
+Does not own which models qualify, the fused weights or the per-operation math (``engine.executor.llama_fused``),
+nor the choice between this runner and the plain one (``engine.executor.runners.make_runner``); does not know
 text, templates, sampling or timing.
 """
 
@@ -51,14 +51,14 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
-from engine.generate import native_step
-from engine.generate.families import refusal
-from engine.generate.kv_cache import DenseKVCache, Int8KVCache
-from engine.generate.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
+from engine.executor import native_step
+from engine.executor.families import refusal
+from engine.executor.kv_cache import DenseKVCache, Int8KVCache
+from engine.executor.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
                                         weights_for)
-from engine.generate.rope_tables import context_rope, rope_tables
-from engine.generate.static_step import decode_static, mark_static
-from engine.generate.runner import ModelRunner, model_device
+from engine.executor.rope_tables import context_rope, rope_tables
+from engine.executor.static_step import decode_static, mark_static
+from engine.executor.runner import ModelRunner, model_device
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class FastRunner(ModelRunner):
         self._kv = self._kv8 or DenseKVCache(*shape)
         limit = max_positions or getattr(model.config, "max_position_embeddings", None) or 4096
         # dynamic RoPE: exact up to max_position_embeddings only; longrope: the length past which a forward call
-        # reads the long tables (engine.generate.rope_tables)
+        # reads the long tables (engine.executor.rope_tables)
         self._max_positions, self._long_after = context_rope(model.config, limit)
         self._static = static
         self._capacity = 0
@@ -130,7 +130,7 @@ class FastRunner(ModelRunner):
         self._quantized = not isinstance(self._w.layers[0].qkv, torch.Tensor) if self._w.layers else False
         self._cpu = device.type == "cpu"  # CUDA's SDPA kernels stay fast for one query: attend_one is for CPUs
         self._plan = step_plan(self._w, self._quantized)  # the eager decode step's weights as plain calls
-        # the quantized step in one native call where it can run (engine.generate.native_step), else None and why
+        # the quantized step in one native call where it can run (engine.executor.native_step), else None and why
         self.native_step_reason = native_step.why_not(self._w, self._dtype, self._kv8 is None) \
             if self._plan.native and not static and not compile else "not a quantized eager CPU step"
         self._native = native_step.build(self._w) if self.native_step_reason is None else None
@@ -192,7 +192,7 @@ class FastRunner(ModelRunner):
         del self._ids[self._kv.shorten(max(0, n)) if n < self._kv.base else max(0, n):]
 
     def attach(self, prefix: Any) -> None:
-        """Hold ``prefix`` (an ``engine.generate.kv_blocks.SharedPrefix``) as the cached positions, read in place;
+        """Hold ``prefix`` (an ``engine.executor.kv_blocks.SharedPrefix``) as the cached positions, read in place;
         what was cached is forgotten. ``ValueError`` for a static or 8-bit cache (they cannot read a pool)."""
         if self._static or self._kv8 is not None:
             raise ValueError("only a dense eager cache reads a shared prefix")
@@ -308,7 +308,7 @@ class FastRunner(ModelRunner):
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
         norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
         tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
-        if self._native is not None and self._kv.base == 0:  # the whole step in one call (engine.generate.native_step)
+        if self._native is not None and self._kv.base == 0:  # the whole step in one call (engine.executor.native_step)
             x = embed_row(w.embed, token_id)
             return self._native.step(x, pos, tables[0][0], tables[1][0], self._kv.k, self._kv.v)
         ropes = [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]  # (head_dim,) each
@@ -374,7 +374,7 @@ class FastRunner(ModelRunner):
     def verify(self, ids: Sequence[int]) -> torch.Tensor:
         """Append ``ids`` in one forward and return the logits after each of them (len(ids), vocab): how
         speculative decoding (``engine.speculate``) checks drafted tokens; ``crop`` then drops the rejected."""
-        from engine.speculate.fast_verify import RowExact, native_rows, verify_rows  # lazy: only speculation
+        from engine.executor.verify import RowExact, native_rows, verify_rows  # lazy: only speculation
 
         self._ensure(len(self._ids) + len(ids))
         logits = native_rows(self, ids, len(self._ids))  # the native step's own verify, where it decodes natively

@@ -1,4 +1,4 @@
-"""engine.generate.kv_cache: the fast runner's 8-bit KV cache holds half the bytes (plus its scales), agrees with the
+"""engine.executor.kv_cache: the fast runner's 8-bit KV cache holds half the bytes (plus its scales), agrees with the
 16-bit cache on the next token, and keeps crop, rollback, speculation, batching and the static step working."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import torch
 from engine.bench.kv_cache import agreement, scored_top1, teacher_forced_top1
 from engine.errors import BadInputError
 from engine.events import Finished
-from engine.generate.batched import decode_batch
-from engine.generate.fastpath import FastRunner
-from engine.generate.kv_cache import dequantize, quantize
-from engine.generate.runners import make_runner
+from engine.executor.batched import decode_batch
+from engine.executor.fastpath import FastRunner
+from engine.executor.kv_cache import dequantize, quantize
+from engine.executor.runners import make_runner
 from engine.generate.session import ChatSession
 from engine.inputs import KV_SCALE_BYTES, LoadSpec, SamplingConfig, SpeculationConfig
 from engine.models.loader import load_model
