@@ -22,11 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from engine.docs.readers import Document
-from engine.docs.retrieve import Hit
 from engine.errors import BadInputError, ContextTooLongError
+
+if TYPE_CHECKING:  # only named in hints: retrieval pulls in the store, the segmenter and numpy, which every
+    # `python -m engine` start would otherwise import through engine chat's --doc options
+    from engine.docs.retrieve import Hit
 
 Mode = Literal["auto", "whole", "retrieve"]
 MODES: tuple[str, ...] = ("auto", "whole", "retrieve")
