@@ -70,6 +70,42 @@ def make_window(qtbot, settings, store, tiny_model_dir):
     qtbot.wait(50)  # pending matplotlib redraws/repaints run while their canvas still exists
 
 
+class Reopener:
+    """Real windows on one history file in turn, as a user closes the app and opens it again: ``open()`` shuts the
+    window open before and closes its store first, then builds a new window on the same file and loads
+    ``model_dir``. ``close()`` shuts the last one (the fixtures call it at teardown)."""
+
+    def __init__(self, qtbot: Any, settings: Settings, history: Path, model_dir: Path,
+                 chat: ChatSettings | None = None) -> None:
+        self.qtbot, self.settings, self.history, self.model_dir, self.chat = qtbot, settings, history, model_dir, chat
+        self._open: tuple[Any, Any] | None = None
+
+    def open(self) -> Any:
+        from app.history.store import HistoryStore
+        from app.window.mainwindow import MainWindow
+
+        self.close()
+        if self.chat is not None:
+            self.settings.set_chat(self.chat)
+        store = HistoryStore(self.history)
+        window = MainWindow(self.settings, store)
+        self.qtbot.addWidget(window)
+        self._open = (window, store)
+        window.resize(1200, 800)
+        window.show()
+        with self.qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+            window.load_model(str(self.model_dir), "fp32", "cpu")
+        return window
+
+    def close(self) -> None:
+        if self._open is not None:
+            window, store = self._open
+            assert window.shutdown() is True  # idempotent: a test may have shut it already
+            store.close()
+            self._open = None
+            self.qtbot.wait(50)  # pending redraws run while their canvas still exists
+
+
 def send_and_wait(qtbot, window, text: str) -> str:
     """Send ``text`` and return the finish reason once the reply ended."""
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as blocker:

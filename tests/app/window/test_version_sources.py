@@ -9,9 +9,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.history import versions
-from app.history.store import HistoryStore
 from app.widgets.version_pager import VersionPager
-from tests.app._gui_fixtures import LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, settings  # noqa: F401 (fixtures)
+from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, Reopener, greedy, settings  # noqa: F401 (fixtures)
 from tests.app.window.test_attachments import drop_files, wait_read
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints")]
@@ -27,33 +26,9 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture
 def open_window(qtbot, settings, tmp_path, tiny_model_dir):  # noqa: F811
     """A real window on a history file in ``tmp_path``; the one open before is shut and its store closed first."""
-    from app.window.mainwindow import MainWindow
-
-    made: list = []
-
-    def close_last():
-        if made and made[-1][1] is not None:
-            window, store = made[-1]
-            assert window.shutdown() is True
-            store.close()
-            made[-1] = (window, None)
-
-    def open_():
-        close_last()
-        settings.set_chat(greedy(4))
-        store = HistoryStore(tmp_path / "history.sqlite3")
-        window = MainWindow(settings, store)
-        qtbot.addWidget(window)
-        made.append((window, store))
-        window.resize(1200, 800)
-        window.show()
-        with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
-            window.load_model(str(tiny_model_dir), "fp32", "cpu")
-        return window
-
-    yield open_
-    close_last()
-    qtbot.wait(50)
+    windows = Reopener(qtbot, settings, tmp_path / "history.sqlite3", tiny_model_dir, greedy(4))
+    yield windows.open
+    windows.close()
 
 
 def reply_bubble(window):

@@ -12,9 +12,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.history import versions
-from app.history.store import HistoryStore
 from app.widgets.version_pager import VersionPager
-from tests.app._gui_fixtures import (LOAD_TIMEOUT_MS, REPLY_TIMEOUT_MS, greedy, make_window, send_and_wait,  # noqa: F401
+from tests.app._gui_fixtures import (REPLY_TIMEOUT_MS, Reopener, greedy, make_window, send_and_wait,  # noqa: F401
                                      settings, store)
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_log_level_fail("WARNING")]
@@ -22,27 +21,10 @@ pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.qt_lo
 
 @pytest.fixture
 def default_window(qtbot, settings, tmp_path, default_model_dir):  # noqa: F811
-    """The real window on the real default model; ``open_window()`` again on the same history reopens it."""
-    from app.window.mainwindow import MainWindow
-
-    made = []
-
-    def open_window():
-        store = HistoryStore(tmp_path / "history.sqlite3")
-        window = MainWindow(settings, store)
-        qtbot.addWidget(window)
-        made.append((window, store))
-        window.resize(1200, 800)
-        window.show()
-        with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
-            window.load_model(str(default_model_dir), "fp32", "cpu")
-        return window
-
-    yield open_window
-    for window, store in made:
-        assert window.shutdown() is True
-        store.close()
-    qtbot.wait(50)
+    """The real window on the real default model; ``default_window()`` again on the same history reopens it."""
+    windows = Reopener(qtbot, settings, tmp_path / "history.sqlite3", default_model_dir)
+    yield windows.open
+    windows.close()
 
 
 def _regenerate(qtbot, window, max_new_tokens: int) -> None:
