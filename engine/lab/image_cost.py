@@ -4,8 +4,9 @@ the language prefill, and the KV cache's bytes, against the image's resolution, 
 One question ("Describe this picture.") with one picture of random pixels at each size in ``SIZES_FULL`` (or
 ``SIZES_QUICK``), a turn of ``engine.vision.turn.VisionChat`` with one greedy token, its cache emptied before each so
 nothing is reused. How many tokens an image becomes is the processor's choice: a fixed count for LLaVA-1.5 (one
-resized square), tiles plus a global view for Idefics3 / SmolVLM and LLaVA-OneVision, a grid that grows with the
-pixels for Qwen-VL. The table gives, per size, the image tokens and the medians over ``reps`` turns of the encoder
+resized square); tiles plus a global view for Idefics3 / SmolVLM, after the longer side is resized to the processor's
+``longest_edge`` up or down (so the count follows the aspect ratio); a grid among pinpoints for LLaVA-OneVision, and
+one that grows with the pixels for Qwen-VL. The table gives, per size, the image tokens and the medians over ``reps`` turns of the encoder
 time, the prefill time, the TTFT, and the KV cache's bytes after the turn (the fast runner's measured rows, or
 transformers' cache). One warm-up turn first (first-call costs). Times are indicative on a busy machine; the token
 counts and bytes are exact.
