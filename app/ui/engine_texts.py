@@ -61,6 +61,10 @@ EXPERIMENT_TEXTS = (
     QT_TRANSLATE_NOOP("engine", "A real document (Vim's tutor, English and Chinese) cut to several lengths, put whole "
                                 "into the prompt or as retrieved passages: TTFT, prefill tokens and KV cache bytes "
                                 "against its length."),
+    QT_TRANSLATE_NOOP("engine", "What an image costs"),
+    QT_TRANSLATE_NOOP("engine", "One picture at sizes from 224×224 to 2048×1536 on a vision-language model: TTFT split "
+                                "into the vision encoder and the prefill, image tokens and KV cache bytes against its "
+                                "resolution."),
 )
 
 WORKER_TEXTS = (

@@ -208,8 +208,10 @@ class LabTab(QWidget):
         self.experiment_box.setCurrentIndex(index)
 
     def can_run(self, key: str) -> bool:
-        """Whether ``key`` can run on the model now loaded (one that needs internals cannot on a server)."""
-        return not (self._remote and self._info(key).needs_local)
+        """Whether ``key`` can run on the model now loaded (one that needs internals cannot on a server; the one for
+        vision-language models cannot on the window's text model: ``python -m engine lab`` runs it)."""
+        info = self._info(key)
+        return not (self._remote and info.needs_local) and not info.needs_vision
 
     def run(self) -> int:
         """Submit the selected experiment; returns the task id (0 when it cannot run now)."""
@@ -291,7 +293,7 @@ class LabTab(QWidget):
         item = self._info(key)
         self.description.setText(engine_text(item.description))
         if not self.can_run(key):
-            self.warning.setText(self._needs_local_text())
+            self.warning.setText(self._needs_vision_text() if item.needs_vision else self._needs_local_text())
         else:
             self.warning.setText(self.tr("This experiment temporarily loads other precisions of the model, one at a "
                                          "time; it needs extra memory and takes longer.") if item.loads_models else "")
@@ -380,6 +382,10 @@ class LabTab(QWidget):
         return self.tr("Needs a model loaded on this computer: it uses the model's internals (its KV cache, "
                        "attention weights or weights), which a server's API does not share.")
 
+    def _needs_vision_text(self) -> str:
+        return self.tr("Needs a vision-language model, which the window does not load yet: run python -m engine lab "
+                       "--model FOLDER on one.")
+
     def _apply_source(self, facts: Any) -> None:
         """Enable what the loaded model can run: everything here, only the API's experiments on a server."""
         self._remote = bool(getattr(facts, "remote", False))
@@ -387,8 +393,8 @@ class LabTab(QWidget):
         for i, info in enumerate(EXPERIMENTS):
             allowed = self.can_run(info.key)
             items.item(i).setEnabled(allowed)
-            self.experiment_box.setItemData(i, None if allowed else self._needs_local_text(),
-                                            Qt.ItemDataRole.ToolTipRole)
+            why = self._needs_vision_text() if info.needs_vision else self._needs_local_text()
+            self.experiment_box.setItemData(i, None if allowed else why, Qt.ItemDataRole.ToolTipRole)
         if self._remote:
             self.source_note.setText(self.tr("On the server {url} ({model}): timing and sampling run through its API "
                                              "and are measured here, network included; the others need a model "

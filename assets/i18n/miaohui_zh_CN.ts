@@ -1665,6 +1665,10 @@
         <translation>需要在本机加载的模型：此实验要用到模型内部（KV 缓存、注意力权重或模型权重），服务器的 API 不提供这些。</translation>
     </message>
     <message>
+        <source>Needs a vision-language model, which the window does not load yet: run python -m engine lab --model FOLDER on one.</source>
+        <translation>需要视觉语言模型，而窗口目前还不能加载：请对这样的模型运行 python -m engine lab --model 文件夹。</translation>
+    </message>
+    <message>
         <source>On the server {url} ({model}): timing and sampling run through its API and are measured here, network included; the others need a model loaded on this computer.</source>
         <translation>当前使用服务器 {url}（{model}）：计时和采样实验通过其 API 运行，在本机测量，包含网络耗时；其余实验需要在本机加载的模型。</translation>
     </message>
@@ -4120,6 +4124,14 @@ Result ({ms} ms):
     <message>
         <source>A real document (Vim&apos;s tutor, English and Chinese) cut to several lengths, put whole into the prompt or as retrieved passages: TTFT, prefill tokens and KV cache bytes against its length.</source>
         <translation>把一篇真实文档（Vim 教程，英文和中文）截成几种长度，整篇放进提示词或只放检索到的段落：TTFT、预填充 token 数和 KV 缓存字节数随文档长度的变化。</translation>
+    </message>
+    <message>
+        <source>What an image costs</source>
+        <translation>一张图片的代价</translation>
+    </message>
+    <message>
+        <source>One picture at sizes from 224×224 to 2048×1536 on a vision-language model: TTFT split into the vision encoder and the prefill, image tokens and KV cache bytes against its resolution.</source>
+        <translation>在视觉语言模型上用 224×224 到 2048×1536 的不同尺寸输入一张图片：首 token 延迟拆分为视觉编码器与预填充两部分，以及图像 token 数和 KV 缓存字节数随分辨率的变化。</translation>
     </message>
     <message>
         <source>Speculative decoding</source>

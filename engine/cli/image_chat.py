@@ -6,7 +6,9 @@ Owns this flag: the images read before any model loads (a bad one is one line an
 printed as ``chat`` prints any reply (``engine.cli.replies``), the summary line then naming the image tokens and the
 vision encoder's time, and ``--json`` with the metrics' ``image_tokens`` (per image) and ``vision_encoder_s`` plus
 ``images`` (each image's name, size, tokens and conversion note). A text model says it has no vision, before its
-weights load; a vision model asked without an image answers through the same turn. Does not own loading (``engine.vision.vlm``) or the turn.
+weights load; a vision model asked without an image answers through the same turn. With ``--base-url`` the images go
+to the server's model as OpenAI ``image_url`` parts (``engine.remote.images``). Does not own loading
+(``engine.vision.vlm``) or the turn.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def read(args: argparse.Namespace) -> list[Any]:
 
 
 def _refuse_flags(args: argparse.Namespace, what: str) -> None:
-    for flag, given in (("--base-url", args.base_url is not None), ("--mcp", bool(getattr(args, "mcp", None))),
+    for flag, given in (("--mcp", bool(getattr(args, "mcp", None))),
                         ("--doc/--collection", bool(args.doc or args.collection)),
                         ("--speculative", args.speculative is not None), ("--no-kv-cache", args.no_kv_cache)):
         if given:
@@ -67,6 +69,8 @@ def run(args: argparse.Namespace, messages: Sequence[Message], images: Sequence[
     from engine.vision.vlm import load_vision_model
 
     _refuse_flags(args, "--image" if images else "a vision-language model")
+    if args.base_url is not None:
+        return _run_remote(args, messages, images, config)
     vision = load_vision_model(LoadSpec(model=args.model, precision=args.precision, device=args.device,
                                         allow_remote_code=args.allow_remote_code, kv_precision=args.kv))
     from engine.vision.turn import VisionChat  # torch: after the load, as chat's session
@@ -86,6 +90,24 @@ def run(args: argparse.Namespace, messages: Sequence[Message], images: Sequence[
 
     # ``shown`` is filled in place when the images are encoded, before print_reply reads ``extra`` at the end
     return replies.print_reply(start, vision.loaded.facts, args.json, extra={"images": shown} if args.json else None)
+
+
+def _run_remote(args: argparse.Namespace, messages: Sequence[Message], images: Sequence[Any], config: Any) -> int:
+    """The question and its images sent to a server (``--base-url``: vLLM, llama-server, Ollama, ``engine serve``)
+    as OpenAI ``image_url`` parts (``engine.remote.images``); the server's vision model answers, or its refusal is
+    the one line. The image tokens are the server's to count: ``--json``'s ``images`` has no ``tokens``."""
+    from engine.cli import remote_args, replies
+    from engine.remote import RemoteSession, RemoteSpec, connect
+
+    if args.kv != "auto":
+        raise BadInputError("--kv applies to a model loaded here, not to a server (--base-url)")
+    remote = connect(RemoteSpec(args.base_url, args.model, remote_args.key_of(args)))
+    session = RemoteSession(remote)
+    shown = [{"name": path.name, "width": image.width, "height": image.height, "note": image.note}
+             for path, image in zip(args.image, images)]
+    user = len(messages) - 1
+    return replies.print_reply(lambda cancel: session.generate(messages, config, cancel, images={user: list(images)}),
+                               remote.facts, args.json, extra={"images": shown} if args.json else None)
 
 
 def image_line(event: Any) -> str:

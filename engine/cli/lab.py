@@ -10,7 +10,8 @@ and the printed summary; the experiments live in ``engine.lab.experiments``. Exi
 OpenAI-compatible server instead: only the experiments that need nothing but replies (greedy 20, TTFT
 vs length, sampling; the default set there), each figure measured on this client; one that needs the
 model's internals (``--only kv_cache``, ``attention``, ``--precision-ab``) is refused in one line before
-connecting.
+connecting. A vision-language model folder runs "What an image costs" (``image_cost``), the lab's one experiment for
+it; a text model asked for it, or a vision model for another, is refused in one line before loading.
 """
 
 from __future__ import annotations
@@ -53,17 +54,19 @@ def _progress_printer(start: float):
 
 def run(args: argparse.Namespace) -> int:
     # The experiments bring matplotlib (~1.7 s): imported here so `python -m engine --help` stays instant.
-    from engine.lab.experiments import FIVE, REMOTE_CAPABLE, LabOptions, check_runnable, run_all
+    from engine.lab.experiments import FIVE, REMOTE_CAPABLE, VISION, LabOptions, check_runnable, run_all
 
     cancel = threading.Event()
     remote = args.base_url is not None
     loaded = None
     try:
+        vision = not remote and _is_vision_folder(args.model)
         asked = tuple(k.strip() for k in args.only.split(",") if k.strip())
-        keys = asked or (tuple(k for k in FIVE if k in REMOTE_CAPABLE) if remote else FIVE)
+        keys = asked or (VISION if vision else tuple(k for k in FIVE if k in REMOTE_CAPABLE) if remote else FIVE)
         if args.precision_ab and "precision_ab" not in keys:
             keys += ("precision_ab",)
-        check_runnable(keys, remote)  # a typo, or internals asked of a server: refused before minutes of loading
+        # a typo, internals asked of a server, the other kind of model: refused before minutes of loading
+        check_runnable(keys, remote, vision)
         if remote and not asked:
             print(f"on a server: {', '.join(keys)} (the others need a model loaded on this computer)", file=sys.stderr)
         options = LabOptions(quick=args.quick, layer=args.layer, head=args.head)
@@ -82,8 +85,13 @@ def run(args: argparse.Namespace) -> int:
                 import torch  # the loader imports it anyway
 
                 torch.set_num_threads(args.threads)
-            loaded = load_model(LoadSpec(model=args.model, precision=args.precision, device=args.device),
-                                cancel=cancel)
+            spec = LoadSpec(model=args.model, precision=args.precision, device=args.device)
+            if vision:
+                from engine.vision.vlm import load_vision_model
+
+                loaded = load_vision_model(spec, cancel=cancel)
+            else:
+                loaded = load_model(spec, cancel=cancel)
             facts = loaded.facts
             print(f"loaded {facts.name} ({facts.precision}, {facts.device}) in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)
@@ -99,6 +107,17 @@ def run(args: argparse.Namespace) -> int:
             loaded.close()  # the server's pooled connections
     _print_summary(document, Path(args.out))
     return 0
+
+
+def _is_vision_folder(model: str) -> bool:
+    """Whether ``--model`` is a vision-language folder here (it then runs ``image_cost``, the lab's one for it)."""
+    from engine.models.loader import resolve_source
+    from engine.vision.vlm import vision_family
+
+    try:
+        return vision_family(resolve_source(model).folder) is not None
+    except EngineError:
+        return False  # the load says what is wrong with it
 
 
 def _print_summary(document: dict, out: Path) -> None:

@@ -12,7 +12,9 @@ status 2. ``--kv int8`` gives every conversation an 8-bit KV cache (as ``engine 
 and serves one request at a time (drafts verify one sequence per forward): one line says so rather than refusing
 the default ``--parallel``. ``--prefix-cache-mb`` bounds the blocks shared between conversations (``engine.generate.
 kv_blocks``). ``--kv-store DIR`` keeps the conversations' KV caches across restarts
-(``engine.serve.prefix``; ``--kv-store-mb`` bounds the folder). Owns argument parsing only; the server is ``engine.serve``, imported when the command
+(``engine.serve.prefix``; ``--kv-store-mb`` bounds the folder). A vision-language model folder
+(``engine.vision.vlm.VISION_FAMILIES``) is served by ``engine.serve.vision_worker``, one request at a time; its
+chats may carry images (``--allow-downloads``: web image URLs are fetched too). Owns argument parsing only; the server is ``engine.serve``, imported when the command
 runs so ``python -m engine --help`` stays fast. docs/SERVE.md is the guide.
 """
 
@@ -75,6 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv", default="auto", metavar="auto|int8",
                         help="the KV cache's precision, as engine chat's: int8 holds about half the bytes per "
                              "conversation (fast runner only; default: %(default)s)")
+    parser.add_argument("--allow-downloads", action="store_true",
+                        help="fetch a chat's image_url parts that are http(s) URLs (bounded in size); off by default: "
+                             "images then come as data: URLs")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
 
@@ -156,10 +161,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, api_key: str | None) -> int:
     from engine.inputs import LoadSpec
-    from engine.models.loader import load_model
+    from engine.models.loader import load_model, resolve_source
     from engine.serve.app import create_app
     from engine.serve.server import GRACEFUL_SHUTDOWN_S, bind_socket, make_server
     from engine.serve.worker import Worker
+    from engine.vision.vlm import vision_family
 
     spec = LoadSpec(model=args.model, precision=args.precision, device=args.device,
                     allow_remote_code=args.allow_remote_code, kv_precision=args.kv)
@@ -171,18 +177,24 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
         return 2
     worker = None
     try:
-        loaded = load_model(spec)
-        store = None
-        if args.kv_store is not None:
-            from engine.generate.kv_store import KVStore
+        if vision_family(resolve_source(spec.model).folder) is not None:  # images in the conversation (issue 44)
+            from engine.serve.vision_worker import VisionWorker
+            from engine.vision.vlm import load_vision_model
 
-            store = KVStore(Path(args.kv_store).expanduser(), args.kv_store_mb << 20)
-        worker = Worker(loaded, max_queue=args.max_queue, sessions=args.sessions, parallel=args.parallel,
-                        speculation=speculation(args), kv_store=store,
-                        prefix_cache_bytes=args.prefix_cache_mb << 20).start()
+            worker = VisionWorker(load_vision_model(spec), max_queue=args.max_queue).start()
+        else:
+            store = None
+            if args.kv_store is not None:
+                from engine.generate.kv_store import KVStore
+
+                store = KVStore(Path(args.kv_store).expanduser(), args.kv_store_mb << 20)
+            worker = Worker(load_model(spec), max_queue=args.max_queue, sessions=args.sessions,
+                            parallel=args.parallel, speculation=speculation(args), kv_store=store,
+                            prefix_cache_bytes=args.prefix_cache_mb << 20).start()
         if worker.batching_refused:
             print(f"serving one request at a time: {worker.batching_refused}", file=sys.stderr, flush=True)
-        app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin)
+        app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
+                         allow_downloads=args.allow_downloads)
         # uvicorn's start and stop messages stay quiet: the two lines below say it; a line per request remains.
         server = make_server(app, sock, log_level="warning", access_log=True,
                              allowed_hosts=(args.host, *args.allowed_host))

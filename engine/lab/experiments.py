@@ -5,7 +5,8 @@ The GUI lists ``EXPERIMENTS`` and runs ``run_experiment`` on the model's worker 
 experiment, which needs torch and transformers at import, and torch itself load when first used. Owns
 the catalogue, the quick/full sizes of each experiment and the export layout (``<key>.csv``,
 ``<key>.png``, ``results.json``); the measuring lives in ``engine.lab.timing``, ``engine.lab.sampling_stats``,
-``engine.lab.attention``, ``engine.lab.precision_ab``, ``engine.lab.speculation`` and ``engine.lab.documents``.
+``engine.lab.attention``, ``engine.lab.precision_ab``, ``engine.lab.speculation``, ``engine.lab.documents`` and
+``engine.lab.image_cost`` (the one a vision-language model runs, and the only one: ``VISION``).
 
 A model on a server (``engine.remote``) runs the experiments that need only replies, their times and
 their tokens (``needs_local=False``: greedy 20, TTFT vs length, sampling); the ones that need the
@@ -27,6 +28,9 @@ from engine.lab.charts import save_png
 from engine.lab.documents import LENGTHS_FULL as DOC_LENGTHS_FULL
 from engine.lab.documents import LENGTHS_QUICK as DOC_LENGTHS_QUICK
 from engine.lab.documents import run_docs_vs_retrieval
+from engine.lab.image_cost import SIZES_FULL as IMAGE_SIZES_FULL
+from engine.lab.image_cost import SIZES_QUICK as IMAGE_SIZES_QUICK
+from engine.lab.image_cost import run_image_cost
 from engine.lab.precision_ab import precision_ab_task
 from engine.lab.results import ExperimentResult, write_csv, write_json
 from engine.lab.runs import Progress, is_remote, model_label, no_progress
@@ -52,6 +56,7 @@ class ExperimentInfo:
     description: str
     loads_models: bool = False  # True: it loads other copies of the model while it runs
     needs_local: bool = False  # True: it needs the model's weights or cache here, so a server's model cannot run it
+    needs_vision: bool = False  # True: it runs on a vision-language model (engine.vision.vlm.VisionModel) alone
 
 
 class NeedsLocalModelError(BadInputError):
@@ -64,6 +69,7 @@ NEEDS_LOCAL_WHY = {
     "precision_ab": "it loads the model's weights again in other precisions",
     "speculation": "it drafts and verifies tokens inside the model's own decoding, which a server's API cannot",
     "docs": "it counts the document's tokens with the model's tokenizer and reads the KV cache's bytes",
+    "image_cost": "it times the model's vision encoder and reads the KV cache's bytes",
 }
 
 
@@ -92,8 +98,13 @@ EXPERIMENTS: tuple[ExperimentInfo, ...] = (
                    "A real document (Vim's tutor, English and Chinese) cut to several lengths, put whole into the "
                    "prompt or as retrieved passages: TTFT, prefill tokens and KV cache bytes against its length.",
                    needs_local=True),
+    ExperimentInfo("image_cost", "What an image costs",
+                   "One picture at sizes from 224×224 to 2048×1536 on a vision-language model: TTFT split into the "
+                   "vision encoder and the prefill, image tokens and KV cache bytes against its resolution.",
+                   needs_local=True, needs_vision=True),
 )
 FIVE = ("greedy20", "ttft_length", "kv_cache", "sampling", "attention")
+VISION = tuple(e.key for e in EXPERIMENTS if e.needs_vision)  # what a vision-language model runs (the default set there)
 REMOTE_CAPABLE = tuple(e.key for e in EXPERIMENTS if not e.needs_local)
 
 
@@ -104,13 +115,27 @@ def info(key: str) -> ExperimentInfo:
     raise BadInputError(f"unknown experiment {key!r}: choose one of {', '.join(e.key for e in EXPERIMENTS)}")
 
 
-def check_runnable(keys: Sequence[str], remote: bool) -> None:
-    """Refuse, in one line and before anything runs, an unknown key or one that a server's model cannot run."""
+def check_runnable(keys: Sequence[str], remote: bool, vision: bool = False) -> None:
+    """Refuse, in one line and before anything runs, an unknown key, one that a server's model cannot run, and one
+    of the other kind of model (``vision``: the model is a vision-language model, which runs ``VISION`` alone)."""
     for key in keys:
         item = info(key)
         if remote and item.needs_local:
             raise NeedsLocalModelError(f"the experiment {key!r} needs a model loaded on this computer: "
                                        f"{NEEDS_LOCAL_WHY[key]} (on a server: {', '.join(REMOTE_CAPABLE)})")
+        if item.needs_vision and not vision:
+            raise BadInputError(f"the experiment {key!r} needs a vision-language model (LLaVA, LLaVA-OneVision, "
+                                "SmolVLM/Idefics3, Qwen2.5-VL, Qwen3-VL, Gemma 3): this model has no vision")
+        if vision and not item.needs_vision:
+            raise BadInputError(f"the experiment {key!r} runs on a text model; on a vision-language model the lab "
+                                f"runs {', '.join(VISION)}")
+
+
+def is_vision(loaded) -> bool:
+    """Whether ``loaded`` is a vision-language model (``engine.vision.vlm.VisionModel``)."""
+    from engine.vision.vlm import VisionModel  # no torch: the family table and the loader's entry only
+
+    return isinstance(loaded, VisionModel)
 
 
 def engine_description(loaded) -> dict:
@@ -125,8 +150,11 @@ def engine_description(loaded) -> dict:
 def run_experiment(key: str, loaded, cancel: threading.Event, options: LabOptions = LabOptions(),
                    progress: Progress = no_progress) -> ExperimentResult:
     """Run one experiment on ``loaded`` (on the thread that owns it) and return its result."""
-    check_runnable((key,), is_remote(loaded))
+    check_runnable((key,), is_remote(loaded), is_vision(loaded))
     q = options.quick
+    if key == "image_cost":
+        return run_image_cost(loaded, cancel, sizes=IMAGE_SIZES_QUICK if q else IMAGE_SIZES_FULL, reps=2 if q else 3,
+                              progress=progress)
     if key == "greedy20":
         return run_greedy20(loaded, cancel, reps=3 if q else 5, progress=progress)
     if key == "ttft_length":
@@ -167,7 +195,7 @@ def run_all(loaded, out_dir: Path, cancel: threading.Event, options: LabOptions 
             keys: Sequence[str] = FIVE, progress: Progress = no_progress) -> dict:
     """Run ``keys`` in order, export each as soon as it is done, and write ``results.json``."""
     remote = is_remote(loaded)
-    check_runnable(keys, remote)  # all refused up front: never half a run
+    check_runnable(keys, remote, is_vision(loaded))  # all refused up front: never half a run
     machine = {"platform": platform.platform(), "processor": platform.processor(),
                "python": platform.python_version()}
     if not remote:  # a server's model runs on the server's machine: this one's torch says nothing about it

@@ -1,6 +1,7 @@
 """One conversation with a model on an OpenAI-compatible server: ``RemoteSession.generate(messages, config, cancel)``
 streams the same events as a local ``ChatSession`` (``engine.events``), so the window, the CLI and the history
-take a remote reply as they take a local one.
+take a remote reply as they take a local one. Its ``images`` go with their user messages as OpenAI ``image_url``
+parts (``engine.remote.images``), as ``engine.vision.turn.VisionChat.generate`` takes them locally.
 
 What is measured, and where (docs/SCALE-OUT.md, "What the panel shows"):
 
@@ -35,11 +36,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from engine.events import Event, Finished, Message, Metrics, Started, Stats, Token, TopCandidate
 from engine.inputs import SamplingConfig
 from engine.remote.client import RemoteModel, describe, malformed
+from engine.remote.images import with_images
 from engine.remote.spec import MalformedAnswerError
 
 STATS_EVERY = 8  # as engine.generate.session: a live snapshot every 8 tokens
@@ -88,12 +90,15 @@ def _reasoning_of(delta: Any) -> str:
     return ""
 
 
-def request_body(model: str, messages: Sequence[Message], config: SamplingConfig) -> dict[str, Any]:
+def request_body(model: str, messages: Sequence[Message], config: SamplingConfig,
+                 images: Mapping[int, Sequence[Any]] | None = None) -> dict[str, Any]:
     """The ``/v1/chat/completions`` arguments for ``config``. ``top_k`` and ``repetition_penalty`` are not in
     OpenAI's API; they are sent as vLLM's extra fields (llama-server reads ``top_k`` too; others ignore them),
-    and only when they change something."""
+    and only when they change something. ``images`` (message index -> pictures) go as ``image_url`` parts
+    (``engine.remote.images``)."""
+    sent = [{"role": m.role, "content": m.content} for m in messages]
     body: dict[str, Any] = {
-        "model": model, "messages": [{"role": m.role, "content": m.content} for m in messages], "stream": True,
+        "model": model, "messages": with_images(sent, images) if images else sent, "stream": True,
         "stream_options": {"include_usage": True}, "max_tokens": config.max_new_tokens,
         "temperature": config.temperature, "top_p": config.top_p,
     }
@@ -204,14 +209,17 @@ class RemoteSession:
         self._clock = clock
 
     def generate(self, messages: Sequence[Message], config: SamplingConfig | None = None,
-                 cancel: threading.Event | None = None) -> Iterator[Event]:
+                 cancel: threading.Event | None = None,
+                 images: Mapping[int, Sequence[Any]] | None = None) -> Iterator[Event]:
         """Stream a reply to ``messages`` (events as ``ChatSession.generate``'s). Iterate it right away: the
-        submit time (for TTFT) is taken now."""
+        submit time (for TTFT) is taken now. ``images``: message index -> ``ImageInput``s, sent with those user
+        messages (``BadInputError`` at once for images on another role's message)."""
         t_submit = self._clock()
-        return self._stream(list(messages), config or SamplingConfig(), cancel or threading.Event(), t_submit)
+        body = request_body(self.remote.model_id, list(messages), config or SamplingConfig(), images)
+        return self._stream(body, config or SamplingConfig(), cancel or threading.Event(), t_submit)
 
     # -- the loop ------------------------------------------------------------------------------------------
-    def _stream(self, messages: list[Message], config: SamplingConfig, cancel: threading.Event,
+    def _stream(self, body: dict[str, Any], config: SamplingConfig, cancel: threading.Event,
                 t_submit: float) -> Iterator[Event]:
         reply = _Reply(t_submit)
         yield Started(0, 0, 0, self.remote.facts.context_length, t_submit)
@@ -221,7 +229,7 @@ class RemoteSession:
         # The HTTP exchange runs on its own thread, which stamps each chunk as it arrives; this generator waits
         # for its chunks and looks at ``cancel`` in between, so a cancel is seen at once even while the request
         # waits in the server's queue or its prefill (no byte comes then), and the stream is shut down.
-        reader = _Reader(self.remote, request_body(self.remote.model_id, messages, config), self._clock)
+        reader = _Reader(self.remote, body, self._clock)
         reader.start()
         index = chunks = 0
         max_tokens = config.max_new_tokens + TOKEN_MARGIN

@@ -2,7 +2,9 @@
 
 Routes: ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions``, ``POST /v1/completions``,
 ``POST /v1/embeddings`` (the engine's embedding model: ``engine.serve.embeddings``; 503 while none is installed);
-a chat request naming collections in its ``miaohui`` field is grounded in them first (``engine.serve.documents``)
+a chat request naming collections in its ``miaohui`` field is grounded in them first (``engine.serve.documents``);
+its ``image_url`` parts are read by ``engine.serve.images`` (a 400 for a text-only model, a bad image, or a web URL
+while ``allow_downloads`` is off) and served by a ``engine.serve.vision_worker.VisionWorker``
 (raw text continued with no chat template, so a base model is served too), both streaming as server-sent events
 ``data: {json}`` ending with ``data: [DONE]``, or one JSON body,
 ``GET /health`` and ``GET /metrics`` (Prometheus text). With ``api_key``, every ``/v1`` route wants
@@ -45,6 +47,7 @@ from engine.errors import ContextTooLongError, TemplateError
 from engine.serve.documents import ground_request
 from engine.serve.embeddings import Embeddings, parse_embeddings
 from engine.serve.errors import ApiError, error_body
+from engine.serve.images import refuse_images, resolve_images
 from engine.serve.metrics import CONTENT_TYPE
 from engine.serve.responses import Shaper, chat_logprobs, completion_logprobs, model_list, sse
 from engine.serve.schemas import Parsed, parse_chat, parse_completion
@@ -64,9 +67,10 @@ RAW_HINT = " (this server continues text without a template at POST /v1/completi
 
 def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                cors_origins: Sequence[str] = (), aliases: Sequence[str] = ALIASES,
-               embeddings: Embeddings | None = None) -> FastAPI:
+               embeddings: Embeddings | None = None, allow_downloads: bool = False) -> FastAPI:
     """The server's ASGI app over a started ``worker``; ``embeddings`` serves ``/v1/embeddings`` (default: the
-    data folder's embedding model, found on the first request)."""
+    data folder's embedding model, found on the first request); ``allow_downloads``: image URLs on the web are
+    fetched (``engine.serve.images``)."""
     app = FastAPI(title="Miaohui", docs_url=None, redoc_url=None, openapi_url=None)
     created = int(time.time())
     names = {worker.model_id, *aliases}
@@ -114,12 +118,17 @@ def create_app(worker: Worker, *, api_key: str | None = None, max_body_bytes: in
     async def chat_completions(request: Request) -> Response:
         parsed = parse_chat(await read_body(request, max_body_bytes), native=native)
         check_model(parsed.model)
+        images = None
+        if parsed.images:
+            refuse_images(parsed.images, worker.model_id, getattr(worker, "vision", None) is not None)
+            images = await asyncio.to_thread(resolve_images, parsed.images, allow_downloads)
         extra = None
         if parsed.docs is not None:  # grounded in the named collections, off the event loop
             parsed, extra = await asyncio.to_thread(ground_request, parsed, worker.loaded.tokenizer,
                                                     worker.loaded.facts.context_length or 0)
         return await _respond(request, worker, parsed, Shaper("chat", worker.model_id),
-                              parsed.tools.headers if parsed.tools else {}, cache_scope(request, parsed), extra)
+                              parsed.tools.headers if parsed.tools else {}, cache_scope(request, parsed), extra,
+                              images)
 
     @v1.post("/completions")
     async def completions(request: Request) -> Response:
@@ -198,7 +207,8 @@ async def _watch_disconnect(request: Request, job: Job) -> None:
 
 
 async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Shaper,
-                   headers: dict[str, str], scope: str, extra: dict[str, Any] | None = None) -> Response:
+                   headers: dict[str, str], scope: str, extra: dict[str, Any] | None = None,
+                   images: dict[int, tuple[Any, ...]] | None = None) -> Response:
     """Queue the job and answer: one JSON body, or a stream; ``extra``: the ``miaohui`` field (the sources a
     grounded request was given), in the body and in the stream's finishing chunk."""
     loop = asyncio.get_running_loop()
@@ -209,7 +219,7 @@ async def _respond(request: Request, worker: Worker, parsed: Parsed, shaper: Sha
 
     job = Job(parsed.messages, parsed.config, emit, stop=parsed.stop, id=shaper.id, text=parsed.text,
               constraint=parsed.constraint, template_kwargs=parsed.template_kwargs, tools=parsed.template_tools,
-              scope=scope)
+              scope=scope, images=images)
     try:
         worker.submit(job)
     except QueueFullError as exc:

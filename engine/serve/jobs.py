@@ -98,6 +98,8 @@ class Job:
     # Whose caches this request may reuse (``engine.serve.prefix``): "" for in-process callers (the window); the HTTP
     # side sets one per API key, or per connection on a key-less server, so cached tokens are no oracle across them.
     scope: str = ""
+    # A vision model's pictures: message index -> its engine.vision.image_input.ImageInputs (engine.serve.images)
+    images: dict[int, tuple[Any, ...]] | None = None
     id: str = field(default_factory=lambda: f"req-{uuid.uuid4().hex}")
     cancel: threading.Event = field(default_factory=threading.Event)
     t_arrival: float = field(default_factory=time.perf_counter)

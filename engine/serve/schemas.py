@@ -7,7 +7,8 @@ the serving options (stop strings, logprobs, stream). Everything wrong with a re
 not a number), ``n > 1``, an empty or malformed conversation (``engine.generate.context.check_messages``),
 sampling values the engine refuses (``SamplingConfig`` raises ``BadInputError``), and features this
 server does not have (legacy ``functions``, logit bias, penalties other than 0). ``tools``, ``tool_choice`` and
-``response_format`` are ``engine.serve.tools``': a ``Parsed`` carries their plan and the reply's constraint.
+``response_format`` are ``engine.serve.tools``': a ``Parsed`` carries their plan and the reply's constraint. A user
+message's ``image_url`` parts are kept as ``ImageRef``s, unread (``engine.serve.images`` reads them, off the loop).
 
 Defaults are OpenAI's, not the window's: temperature 1, top_p 1, no top-k. ``top_k`` and
 ``repetition_penalty`` are accepted as extra fields, as vLLM accepts them. Unknown fields are ignored.
@@ -31,6 +32,7 @@ from engine.generate.reasoning import check_template_kwargs
 from engine.inputs import MAX_TOP_LOGPROBS, SamplingConfig
 from engine.serve.documents import DocsRequest, parse_docs
 from engine.serve.errors import ApiError
+from engine.serve.images import ImageRef, image_url_of
 from engine.serve.stops import check_stops
 from engine.serve.tools import ToolPlan, parse_tools, response_constraint, rewrite_messages
 
@@ -124,6 +126,7 @@ class Parsed:
     template_tools: tuple[dict[str, Any], ...] | None = None  # the template's ``tools`` (native tool mode)
     cache_key: str | None = None  # ``prompt_cache_key``: the client's prefix-cache scope on a key-less server
     docs: DocsRequest | None = None  # ``miaohui.collections``: the last user message is grounded in them
+    images: tuple[ImageRef, ...] = ()  # a chat's image_url parts, unread (``engine.serve.images``)
 
 
 def _load(body: bytes, model: type[_Strict]) -> Any:
@@ -198,17 +201,21 @@ def _calls(message: ChatMessage) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _messages(raw: list[ChatMessage]) -> tuple[Message, ...]:
-    messages = []
+def _messages(raw: list[ChatMessage]) -> tuple[tuple[Message, ...], tuple[ImageRef, ...]]:
+    """The conversation, and the ``image_url`` parts of its user messages (``engine.serve.images`` reads them)."""
+    messages, images = [], []
     for i, message in enumerate(raw):
         role = ROLE_ALIASES.get(message.role, message.role)
         content = message.content
         if isinstance(content, list):
             texts = []
             for part in content:
+                if part.get("type") == "image_url" and role == "user":
+                    images.append(ImageRef(i, image_url_of(part, f"messages.{i}.content")))
+                    continue
                 if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                    raise ApiError(400, f"messages.{i}.content: only text parts are supported",
-                                   param="messages")
+                    raise ApiError(400, f"messages.{i}.content: only text parts and (in a user message) image_url "
+                                        "parts are supported", param="messages")
                 texts.append(part["text"])
             content = "\n".join(texts)
         calls = _calls(message)
@@ -220,7 +227,7 @@ def _messages(raw: list[ChatMessage]) -> tuple[Message, ...]:
         messages.append(Message(role, content, message.reasoning_content or "", calls,
                                 message.tool_call_id or "" if role == "tool" else ""))
     try:
-        return tuple(check_messages(messages))
+        return tuple(check_messages(messages)), tuple(images)
     except BadInputError as exc:
         raise ApiError(400, str(exc), param="messages") from None
 
@@ -261,11 +268,11 @@ def parse_chat(body: bytes, native: bool = False) -> Parsed:
         template_kwargs = check_template_kwargs(request.chat_template_kwargs)
     except BadInputError as exc:
         raise ApiError(400, str(exc), param="chat_template_kwargs") from None
-    messages = _messages(rewrite_messages(request.messages, None if native else plan, native))
+    messages, images = _messages(rewrite_messages(request.messages, None if native else plan, native))
     return Parsed(request.model, messages, config, _stops(request.stop), logprobs, bool(request.stream),
                   _stream_usage(request), constraint=constraint, tools=plan, template_kwargs=template_kwargs,
                   template_tools=plan.template_tools() if plan is not None and native else None,
-                  cache_key=request.prompt_cache_key, docs=parse_docs(request.miaohui))
+                  cache_key=request.prompt_cache_key, docs=parse_docs(request.miaohui), images=images)
 
 
 def parse_completion(body: bytes) -> Parsed:

@@ -130,6 +130,11 @@ class VisionModel:
     def tokenizer(self) -> Any:
         return self.loaded.tokenizer
 
+    @property
+    def facts(self) -> Any:
+        """The whole model's ``ModelFacts`` (what the lab's results and the window's panels describe a model by)."""
+        return self.loaded.facts
+
 
 def load_vision_model(spec: LoadSpec, progress: Any = None, cancel: threading.Event | None = None) -> VisionModel:
     """Load ``spec``'s vision-language model folder (see the module docstring). ``NoVisionError`` for a text-only

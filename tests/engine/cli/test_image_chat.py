@@ -83,3 +83,26 @@ def test_a_vision_model_asked_without_an_image_answers(llava_dir, capsys):
     assert data["vision_encoder_s"] is None
     rc = main(["chat", "--model", str(llava_dir), "--prompt", "hi", "--speculative", "prompt-lookup"])
     assert rc == 2 and "a vision-language model does not go with --speculative" in _one_line(capsys.readouterr().err)
+
+
+def test_images_go_to_a_server_with_base_url(llava_dir, pictures, capsys):
+    from engine.inputs import LoadSpec
+    from engine.serve.app import create_app
+    from engine.serve.server import BackgroundServer
+    from engine.serve.vision_worker import VisionWorker
+    from engine.vision.vlm import load_vision_model
+
+    worker = VisionWorker(load_vision_model(LoadSpec(model=str(llava_dir), precision="fp32", device="cpu"))).start()
+    server = BackgroundServer(create_app(worker)).start()
+    try:
+        ask = ["chat", "--prompt", "What is it?", "--image", str(pictures[0]), "--max-new-tokens", "3", "--json"]
+        rc = main([*ask, "--base-url", server.url + "/v1"])
+        remote = json.loads(capsys.readouterr().out)
+        rc_local = main([*ask, "--model", str(llava_dir), "--precision", "fp32"])
+        local = json.loads(capsys.readouterr().out)
+    finally:
+        server.stop()
+        worker.close()
+    assert rc == rc_local == 0
+    assert remote["prompt_tokens"] == local["prompt_tokens"]  # the server counted the same image tokens
+    assert remote["images"] == [{"name": "shot0.png", "width": 80, "height": 60, "note": ""}]

@@ -109,7 +109,7 @@ def test_the_cli_refuses_internals_on_a_server_in_one_line_before_connecting(arg
 
 def test_run_experiment_and_run_all_refuse_internals_up_front(remote, tmp_path):
     needs_local = [e.key for e in EXPERIMENTS if e.needs_local]
-    assert needs_local == ["kv_cache", "attention", "precision_ab", "speculation", "docs"]
+    assert needs_local == ["kv_cache", "attention", "precision_ab", "speculation", "docs", "image_cost"]
     for key in needs_local:
         with pytest.raises(NeedsLocalModelError, match="needs a model loaded on this computer"):
             run_experiment(key, remote, threading.Event())

@@ -127,3 +127,34 @@ def test_serves_the_model_until_interrupted(tiny_model_dir):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_serves_a_vision_model_with_images(tmp_path):
+    from tests.engine.serve.test_images import data_url, png_bytes, with_image
+    from tests.helpers.vision_models import build_vision_family
+
+    folder = build_vision_family(tmp_path / "llava", "llava")
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", str(folder), "--precision", "fp32",
+                             "--device", "cpu", "--port", "0"], cwd=REPO, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    try:
+        url = None
+        while url is None:
+            line = lines.get(timeout=LIVENESS_S * 2)
+            found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/v1)", line)
+            url = found.group(1) if found else None
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=LIVENESS_S)
+        reply = client.chat.completions.create(model="default", messages=with_image(data_url(png_bytes())),
+                                               max_tokens=3, temperature=0)
+        assert reply.choices[0].finish_reason in ("stop", "length") and reply.usage.prompt_tokens > 20
+        with pytest.raises(openai.BadRequestError, match="allow-downloads"):  # started without it
+            client.chat.completions.create(model="default", messages=with_image("http://127.0.0.1:9/a.png"),
+                                           max_tokens=3)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=LIVENESS_S) in (0, 130)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
