@@ -96,21 +96,24 @@ class Attachments(QObject):
     def on_composer_image_pasted(self, data: bytes) -> None:
         """Image data from the clipboard (a screenshot), as PNG bytes."""
         self._pasted += 1
-        self._keep_image(data, PASTED_NAME if self._pasted == 1 else f"{PASTED_NAME} {self._pasted}", bytes)
+        shown = self.tr("pasted image") if self._pasted == 1 else self.tr("pasted image {n}").format(n=self._pasted)
+        self._keep_image(data, PASTED_NAME, bytes, shown)
 
-    def _keep_image(self, source: object, name: str, read: object) -> None:
-        """Check the picture and keep it in the images folder; a chip either way (one line when it cannot be used)."""
+    def _keep_image(self, source: object, name: str, read: object, shown: str = "") -> None:
+        """Check the picture and keep it in the images folder; a chip either way (one line when it cannot be used),
+        named ``shown`` (default: ``name``, the file's)."""
+        shown = shown or name
         try:
             data = read(source)  # type: ignore[operator]
             image = read_image(data, name)
             kept = str(image_store.put(data, image.format))
         except ImageError as exc:
-            self._chips.add(f"{name}#{len(self._chips.chips())}", name).show_error(engine_text(str(exc)))
+            self._chips.add(f"{name}#{len(self._chips.chips())}", shown).show_error(engine_text(str(exc)))
             self.changed.emit()
             return
         if kept not in self._images:  # the same picture twice is one
             self._images.append(kept)
-            self._chips.add(kept, name).show_thumbnail(kept, image.width, image.height)
+            self._chips.add(kept, shown).show_thumbnail(kept, image.width, image.height)
         self.changed.emit()
 
     @Slot(str)
