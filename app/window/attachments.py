@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtGui import QImageReader
 
 from app.history.images_cell import is_image_file
 from app.runtime.bridge import Bridge
@@ -115,6 +116,23 @@ class Attachments(QObject):
             self._images.append(kept)
             self._chips.add(kept, shown).show_thumbnail(kept, image.width, image.height)
         self.changed.emit()
+
+    def attach_kept(self, images: list[str] | tuple[str, ...]) -> None:
+        """Attach pictures already in the images folder (an edited message's, to go with its new version)."""
+        for kept in images:
+            if kept not in self._images:
+                self._images.append(kept)
+                picture = QImageReader(kept).size()  # the header only: the thumbnail decodes the rest
+                self._chips.add(kept, Path(kept).name[:12] + "…").show_thumbnail(kept, picture.width(),
+                                                                               picture.height())
+        if images:
+            self.changed.emit()
+
+    def detach(self, images: list[str] | tuple[str, ...]) -> None:
+        """Remove these pictures' chips (an edit cancelled takes back the pictures it attached)."""
+        for kept in images:
+            if kept in self._images:
+                self.on_chips_remove_requested(kept)
 
     @Slot(str)
     def on_chips_remove_requested(self, path: str) -> None:

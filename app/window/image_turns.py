@@ -2,7 +2,7 @@
 
 Hands every reply the open conversation's pictures by message index (``Bridge.reply_images``, from
 ``app.window.turn_notes.engine_images``: the worker then runs a vision turn when a vision-language model is loaded),
-says in the composer, before Send, when pictures are attached and the loaded model cannot see them (the picture stays
+puts an edited message's pictures back in the composer, says there, before Send, when pictures are attached and the loaded model cannot see them (the picture stays
 attached; a Send anyway keeps it with the message, and the reply says the model has no vision), and shows a vision
 turn's ``ImagesEncoded`` in the panel's "Why this TTFT" (``TtftView.show_images``). Does not own keeping the pictures
 (``app.window.attachments``), the turn (``engine.core.vision``) nor how the rows look.
@@ -54,6 +54,8 @@ class ImageTurns(QObject):
         attachments.changed.connect(self.update_note)
         controller.model_ready.connect(self.update_note)
         controller.state_changed.connect(self.update_note)
+        controller.editing_changed.connect(self.on_controller_editing_changed)
+        self._from_edit: tuple[str, ...] = ()  # the pictures an edit put back in the composer
 
     def reply_images(self, _conversation_id: int) -> TurnImages:
         """The open conversation's pictures, placed as the reply's messages are (the reply is the open one's)."""
@@ -68,6 +70,18 @@ class ImageTurns(QObject):
             self._composer.show_images_note(self.tr(NO_MODEL))
         else:
             self._composer.show_images_note(self.tr(NO_VISION).format(model=getattr(facts, "name", "")))
+
+    @Slot(object)
+    def on_controller_editing_changed(self, index: int | None) -> None:
+        """An edited message keeps its pictures: they go back in the composer with its text (× leaves one out);
+        a cancelled edit takes them back."""
+        if index is None:
+            self._attachments.detach(self._from_edit)
+            self._from_edit = ()
+            return
+        messages = self._controller.messages()
+        self._from_edit = messages[index].images if 0 <= index < len(messages) else ()
+        self._attachments.attach_kept(self._from_edit)
 
     @Slot(object)
     def on_bridge_images_encoded(self, event: Any) -> None:

@@ -102,3 +102,33 @@ def test_a_vision_model_answers_about_a_pasted_picture_and_reuses_it_on_a_follow
     first = window.chat.widgets()[0]
     assert first.images is not None and len(first.images.buttons) == 1
     shot(window, "window.png")
+
+
+def test_a_dropped_image_file_a_broken_one_and_an_image_sent_to_a_text_model_lose_nothing(qtbot, make_window,
+                                                                                          tmp_path):
+    from tests.app.window.test_attachments import drop_files
+
+    window = make_window(max_new_tokens=2)
+    photo, broken = tmp_path / "photo.png", tmp_path / "broken.png"
+    image = QImage(64, 48, QImage.Format.Format_RGB32)
+    image.fill(QColor("#2e8b57"))
+    assert image.save(str(photo))
+    broken.write_bytes(b"\x89PNG\r\n\x1a\nnot a picture at all")
+    drop_files(window.composer, [photo, broken])
+    good, bad = window.composer.chips.chips()
+    assert good.name_label.text() == "photo.png" and good.detail_label.text() == "image · 64×48"
+    assert bad.error and "\n" not in bad.error and "broken.png" in bad.error
+    qtbot.mouseClick(bad.remove_button, Qt.MouseButton.LeftButton)
+    window.prompt.setPlainText("What colour is it?")
+    with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS):
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    user = window.chat.widgets()[0]
+    assert "has no vision" in window.messages.text() and "\n" not in window.messages.text()
+    (kept,) = window.controller.messages()[0].images  # the picture stays with the question
+    assert user.images is not None and len(user.images.buttons) == 1
+    window.chat.edit_requested.emit(0)  # Edit: the question and its picture back in the composer
+    assert window.prompt.toPlainText() == "What colour is it?"
+    assert [chip.path for chip in window.composer.chips.chips()] == [kept]
+    window.controller.set_editing(None)  # Cancel edit takes the picture back
+    assert window.composer.chips.chips() == []
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=LOAD_TIMEOUT_MS)
