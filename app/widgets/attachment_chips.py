@@ -12,7 +12,7 @@ from pathlib import PurePath
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal
 from PySide6.QtGui import QPixmap
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 READING_TEXT = QT_TRANSLATE_NOOP("AttachmentChip", "reading…")
 THUMBNAIL_HEIGHT = 40  # px: a screenshot's shape still reads at this size, and the row stays one line high
@@ -64,7 +64,15 @@ class AttachmentChip(QFrame):
         if not picture.isNull():  # Qt without a decoder for this format: the size alone says what it is
             self.thumbnail.setPixmap(picture.scaledToHeight(THUMBNAIL_HEIGHT, Qt.TransformationMode.SmoothTransformation))
             self.thumbnail.setVisible(True)
-        # never narrower than its name and size: a squeezed row clipped "120×80" to "120×8"
+        # Its name over its size beside the picture, and never narrower than them: side by side, a narrow composer
+        # clipped "image · 120×80" to "image · 1".
+        row = self.layout()
+        column = QVBoxLayout()
+        column.setSpacing(0)
+        for label in (self.name_label, self.detail_label):
+            row.removeWidget(label)
+            column.addWidget(label)
+        row.insertLayout(row.indexOf(self.thumbnail) + 1, column)
         self.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
         self.detail_label.setText(self.tr("image · {width}×{height}").format(width=width, height=height))
 
