@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMimeData, Qt
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QApplication
 
 from app.widgets.image_strip import ImageDialog
 from tests.app._gui_fixtures import REPLY_TIMEOUT_MS, make_window, settings, store  # noqa: F401 (fixtures)
@@ -37,6 +38,7 @@ def shot(widget, name: str) -> None:
     folder = os.environ.get("MIAOHUI_SHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
+        QApplication.processEvents()  # pending layout requests first, as the window would have run them
         widget.grab().save(str(Path(folder) / name))
 
 
