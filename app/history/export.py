@@ -1,6 +1,7 @@
 """Conversation exports: Markdown for reading, JSON for keeping (with performance records, tool round-trips, a
-reply's versions, every branch an edit made, a message's attached files and a reply's numbered sources), CSV for
-analysis. Both write the branch shown; Markdown says which version of an edited message it is, JSON also carries the
+reply's versions, every branch an edit made, a message's attached files, its pictures' content addresses and a
+reply's numbered sources), CSV for analysis. Markdown links a message's pictures into a folder beside the export,
+which ``copy_images`` fills (the one function here that writes: the caller names the folder). Both write the branch shown; Markdown says which version of an edited message it is, JSON also carries the
 whole tree (``app.history.branches``).
 
 Owns the three text formats and the file name suggested for an export (a conversation title made safe
@@ -16,7 +17,8 @@ import json
 import re
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
-from pathlib import PurePath
+import shutil
+from pathlib import Path, PurePath
 from typing import Any
 
 from app.history import branches, versions
@@ -41,8 +43,9 @@ def iso(timestamp: float) -> str:
         return "unknown"
 
 
-def to_markdown(store: HistoryStore, cid: int) -> str:
-    """The conversation as Markdown: a heading per turn, replies verbatim, the perf footer under each reply."""
+def to_markdown(store: HistoryStore, cid: int, images_folder: str = "images") -> str:
+    """The conversation as Markdown: a heading per turn, replies verbatim, the perf footer under each reply; a
+    message's pictures as image links into ``images_folder`` (relative to the export; ``copy_images`` fills it)."""
     conv = store.get_conversation(cid)
     lines = [f"# {conv.title}", "", f"*Miaohui · created {iso(conv.created)} · {conv.message_count} messages*", ""]
     if conv.system_prompt:
@@ -56,6 +59,9 @@ def to_markdown(store: HistoryStore, cid: int) -> str:
             lines += ["<details><summary>Thinking</summary>", "", message.reasoning, "", "</details>", ""]
         if message.tool_calls:  # the round-trips before the answer, one line each, in the order they ran
             lines += ["**Tool calls:**", ""] + [f"- `{call.line()}`" for call in message.tool_calls] + [""]
+        if message.images:  # the pictures before the question, as the model saw them
+            lines += [f"![picture {n}](<{images_folder}/{PurePath(path).name}>)"
+                      for n, path in enumerate(message.images, start=1)] + [""]
         lines += [message.text, ""]
         if message.attachments:  # the files the question was grounded in, by name (their folders are the user's)
             lines += ["*Attached: " + ", ".join(PurePath(path).name for path in message.attachments) + "*", ""]
@@ -85,6 +91,7 @@ def to_json(store: HistoryStore, cid: int) -> str:
         "messages": [{"id": m.id, "role": m.role, "text": m.text, **({"reasoning": m.reasoning} if m.reasoning else {}),
                       **({"tool_calls": [call.to_dict() for call in m.tool_calls]} if m.tool_calls else {}),
                       **({"attachments": list(m.attachments)} if m.attachments else {}),
+                      **({"images": [_image_json(path) for path in m.images]} if m.images else {}),
                       **(_documents_json(m.documents) if m.documents is not None else {}),
                       "created": iso(m.created),
                       "finish_reason": m.finish_reason, "perf": asdict(m.perf) if m.perf else None,
@@ -95,6 +102,24 @@ def to_json(store: HistoryStore, cid: int) -> str:
                   "finish_reason": t.finish_reason, "shown": t.shown} for t in branches.tree(store, cid)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def _image_json(path: str) -> dict:
+    """A picture by its content address (``engine.vision.image_store``): the file is the history's, not the export's."""
+    sha256, _, fmt = PurePath(path).name.partition(".")
+    return {"sha256": sha256, "format": fmt}
+
+
+def copy_images(store: HistoryStore, cid: int, folder: Path) -> int:
+    """Copy the pictures of conversation ``cid``'s branch shown into ``folder`` (made when there is one), each once;
+    how many were copied. A picture gone from the images folder is left out (its link then shows none)."""
+    copied = 0
+    for path in dict.fromkeys(p for m in store.messages(cid) for p in m.images):
+        if Path(path).is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, folder / PurePath(path).name)
+            copied += 1
+    return copied
 
 
 def _sources_markdown(used: DocumentsUsed) -> list[str]:

@@ -120,10 +120,11 @@ def _write_salvage(fresh: Path, tables: dict[str, dict[int, dict[str, Any]]], no
                 "parent_id" in row and row.get("parent_id") is None) else -1
             shown = 0 if row.get("shown") == 0 else 1  # an older file, or a damaged cell: on the branch shown
             documents, _ = as_text(row.get("documents"))  # v8's; a cell that is not a record reads as none
+            images, _ = as_text(row.get("images"))  # v11's; a cell that is not a list of addresses reads as none
             conn.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning, "
-                         "tool_calls, parent_id, shown, documents) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         "tool_calls, parent_id, shown, documents, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (mid, cid, role, text, as_number(row.get("created")) or now, finish, reasoning or "",
-                          calls or "[]", parent, shown, documents or ""))
+                          calls or "[]", parent, shown, documents or "", images or ""))
             messages.add(mid)
         # A message whose parent was not salvaged (or of a file older than v7) follows the shown message before it,
         # so every message stays on a path from a first one; a parent is always older than its child. NULL stays:

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 
 from app.history.documents_cell import documents_from_json
+from app.history.images_cell import images_from_json
 from app.history.perf import PerfRecord
 from app.history.repair import RepairedText, as_number, as_text
 from app.history.schema import FINISH_REASONS, ROLES
@@ -19,7 +20,7 @@ from app.history.tool_record import ToolCallRecord, records_from_json
 from engine.docs.attach import DocumentsUsed
 
 MESSAGE_COLUMNS = ("SELECT m.id, m.conversation_id, m.role, m.text, m.created, m.finish_reason, p.record, m.reasoning, "
-                   "m.tool_calls, m.documents FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
+                   "m.tool_calls, m.documents, m.images FROM messages m LEFT JOIN perf p ON p.message_id = m.id")
 CONVERSATION_COLUMNS = ("SELECT c.id, c.title, c.created, c.updated, c.system_prompt, c.settings, "
                         "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id AND m.shown = 1), c.forked_from, "
                         "(SELECT s.title FROM conversations s WHERE s.id = c.forked_from) FROM conversations c")
@@ -51,11 +52,12 @@ class MessageRow:
     tool_calls: tuple[ToolCallRecord, ...] = ()  # the tools it called while replying (schema v4), in order
     attachments: tuple[str, ...] = ()  # a user message's attached files, absolute paths (schema v8)
     documents: DocumentsUsed | None = None  # a reply's sources, whole or retrieved, and their tokens (schema v8)
+    images: tuple[str, ...] = ()  # a user message's image files in the images folder (schema v11)
 
 
 def message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
     """(message, repaired) from a ``MESSAGE_COLUMNS`` row; None when it cannot be shown (no id, text or role)."""
-    mid, cid, role, raw_text, created, finish, record, raw_reasoning, raw_calls, raw_documents = row
+    mid, cid, role, raw_text, created, finish, record, raw_reasoning, raw_calls, raw_documents, raw_images = row
     text, damaged = as_text(raw_text)
     calls, bad_calls = records_from_json(raw_calls)
     damaged |= bad_calls
@@ -63,6 +65,8 @@ def message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
     damaged |= bad_reasoning
     attachments, documents, bad_documents = documents_from_json(raw_documents)
     damaged |= bad_documents
+    images, bad_images = images_from_json(raw_images)
+    damaged |= bad_images
     if not isinstance(mid, int) or not isinstance(cid, int) or role not in ROLES or text is None:
         return None, True
     when = as_number(created)
@@ -78,7 +82,7 @@ def message_from_row(row: tuple) -> tuple[MessageRow | None, bool]:
             perf = None
         damaged |= perf is None or isinstance(record, RepairedText)
     return MessageRow(mid, cid, role, text, when or 0.0, finish, perf, reasoning or "", calls, attachments,
-                      documents), damaged
+                      documents, images), damaged
 
 
 def conversation_from_row(row: tuple) -> tuple[ConversationRow | None, bool]:

@@ -1,6 +1,6 @@
 """The history file's schema: its tables, its version (``PRAGMA user_version``) and the steps from older versions.
 
-Owns the tables of the current version (v9), the migration step from each older version, and the values a
+Owns the tables of the current version (v11), the migration step from each older version, and the values a
 message's ``role`` and ``finish_reason`` may take. It only runs statements on a connection it is given,
 inside the caller's transaction: it opens no file, takes no lock and makes no backup (``app.history.store``
 backs an old file up before migrating it), and knows nothing of damaged files (``app.history.recovery``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("eos", "length", "cancelled", "error")
 
@@ -129,9 +129,18 @@ def _migrate_v9_to_v10(c: sqlite3.Connection) -> None:
     c.execute("ALTER TABLE conversations ADD COLUMN documents TEXT NOT NULL DEFAULT ''")
 
 
+def _migrate_v10_to_v11(c: sqlite3.Connection) -> None:
+    """v11 keeps a user message's images (``messages.images``, ``app.history.images``): a JSON list of content
+    addresses in the images folder beside the history; '' for every message without images (all of an older file).
+    A column of its own, not the documents cell: an older Miaohui must not regenerate a reply to an image it cannot
+    see as if the question had none (a v11 file is newer than it reads)."""
+    c.execute("ALTER TABLE messages ADD COLUMN images TEXT NOT NULL DEFAULT ''")
+
+
 # schema version -> the step that brings it to the next version
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3,
                                                                 3: _migrate_v3_to_v4, 4: _migrate_v4_to_v5,
                                                                 5: _migrate_v5_to_v6, 6: _migrate_v6_to_v7,
                                                                 7: _migrate_v7_to_v8, 8: _migrate_v8_to_v9,
-                                                                9: _migrate_v9_to_v10}
+                                                                9: _migrate_v9_to_v10,
+                                                                10: _migrate_v10_to_v11}

@@ -264,7 +264,7 @@ class HistoryStore:
     def fork_conversation(self, cid: int, mid: int, title: str | None = None) -> int:
         """A new conversation (one transaction) with ``cid``'s system prompt, settings, collections and the branch shown
         up to and including ``mid``, titled ``title`` ("<title> (fork)"), ``cid`` kept as its source; perf records stay
-        with their replies."""
+        with their replies, images with their messages."""
         now = self._now()
         with self._write() as c:
             row = c.execute("SELECT title, system_prompt, settings, documents FROM conversations WHERE id = ?", (cid,)).fetchone()
@@ -275,8 +275,8 @@ class HistoryStore:
             new = int(c.execute("INSERT INTO conversations(title, created, updated, system_prompt, settings, documents, "
                                 "forked_from) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, now, now, *row[1:], cid)).lastrowid)
             c.execute("INSERT INTO messages(conversation_id, role, text, created, finish_reason, reasoning, "
-                      "tool_calls, documents) SELECT ?, role, text, created, finish_reason, reasoning, tool_calls, "
-                      "documents FROM messages WHERE conversation_id = ? AND id <= ? AND shown = 1 ORDER BY id",
+                      "tool_calls, documents, images) SELECT ?, role, text, created, finish_reason, reasoning, tool_calls, "
+                      "documents, images FROM messages WHERE conversation_id = ? AND id <= ? AND shown = 1 ORDER BY id",
                       (new, cid, mid))
             # The copy is one branch: each message follows the one copied before it.
             c.execute("UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p WHERE p.conversation_id = ? "

@@ -34,10 +34,11 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from app.runtime.tool_host import ReplyTools, ToolCallEvent
 from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
                                 ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
+from engine.core.vision import TurnImages
 from engine.docs.attach import DocumentsUsed
 from engine.docs.forecast import MeasureWithDocuments, forecast_documents
 from engine.errors import EngineError
-from engine.events import Finished, Message, PrefillProgress, Started, Stats, Token
+from engine.events import Finished, ImagesEncoded, Message, PrefillProgress, Started, Stats, Token
 from engine.fmt import one_line
 from engine.generate.measure import PromptMeasure, measure_prompt
 from engine.inputs import LoadSpec, SamplingConfig, SpeculationConfig
@@ -84,6 +85,8 @@ class Bridge(QObject):
             it (the reply waits, or until stopped).
         documents_grounded(object): the reply's last message was grounded in its attached files: the
             ``DocumentsUsed`` (whole or retrieved, sources, tokens added, time taken), before its Started.
+        images_encoded(object): a vision turn's ``ImagesEncoded`` (tokens per image, the vision encoder's time, how many
+            the KV cache held already), after its Started.
         models_changed(object): what the engine core holds in memory now (``loaded_models``): a tuple of
             ``engine.core.models.ModelRecord`` (name, kind, bytes).
     """
@@ -103,6 +106,7 @@ class Bridge(QObject):
     tool_call_updated = Signal(object)
     tool_confirmation_requested = Signal(object)
     documents_grounded = Signal(object)
+    images_encoded = Signal(object)
     models_changed = Signal(object)
 
     _job_requested = Signal(object)  # internal: queued to the worker thread
@@ -131,6 +135,8 @@ class Bridge(QObject):
         self.reply_tools: Callable[[int], ReplyTools | None] = lambda _conversation_id: None  # set by the window
         # The conversation's collections and documents mode (app.window.docs_choice sets it; None: neither).
         self.docs_choice: Callable[[int], tuple[tuple[str, ...], str] | None] = lambda _conversation_id: None
+        # The conversation's pictures by message index, for a vision turn (app.window.image_turns sets it).
+        self.reply_images: Callable[[int], TurnImages] = lambda _conversation_id: ()
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self.on_flush_timer_expired)
@@ -194,7 +200,8 @@ class Bridge(QObject):
         self._submit(GenerateJob(conversation_id, tuple(messages), config, self._forks.pop(conversation_id, None),
                                  template_kwargs, partial, tools=self.reply_tools(conversation_id),
                                  documents=tuple(documents), docs_mode=docs_mode or chosen_mode,
-                                 collections=tuple(collections) if partial is None else ()))
+                                 collections=tuple(collections) if partial is None else (),
+                                 images=self.reply_images(conversation_id)))
         return True
 
     def complete(self, session_id: int, text: str, config: SamplingConfig) -> bool:
@@ -411,6 +418,8 @@ class Bridge(QObject):
                 self.tool_call_updated.emit(event)
             elif isinstance(event, DocumentsUsed):
                 self.documents_grounded.emit(event)
+            elif isinstance(event, ImagesEncoded):
+                self.images_encoded.emit(event)
             elif isinstance(event, PrefillProgress):
                 self.prefill_progressed.emit(event.done, event.total)
             elif isinstance(event, Finished):

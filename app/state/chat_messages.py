@@ -8,8 +8,11 @@ window (which shows them). Owns no behaviour beyond the footer's wording, which 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
+from app.history.images_cell import is_image_file
 from app.history.perf import PerfRecord
+from app.history.rows import MessageRow
 from app.history.tool_record import ToolCallRecord
 from engine.docs.attach import DocumentsUsed
 from engine.events import Metrics
@@ -28,6 +31,20 @@ class ChatMessage:
     tool_calls: tuple[ToolCallRecord, ...] = ()  # the tools it called while replying, as saved
     attachments: tuple[str, ...] = ()  # a user message's attached files (paths): the message is grounded in them
     documents: DocumentsUsed | None = None  # a reply to attached files: its sources and what they added
+    images: tuple[str, ...] = ()  # a user message's pictures: files in the images folder (engine.vision.image_store)
+
+    @classmethod
+    def of_row(cls, r: MessageRow) -> ChatMessage:
+        """The message as the store keeps it."""
+        return cls(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning, r.tool_calls, r.attachments,
+                   r.documents, r.images)
+
+    @classmethod
+    def sent(cls, text: str, message_id: int | None, attached: Sequence[str]) -> ChatMessage:
+        """A user message as sent with the composer's ``attached`` files: the pictures among them are its images,
+        the rest the documents it is grounded in."""
+        return cls("user", text, message_id, attachments=tuple(a for a in attached if not is_image_file(a)),
+                   images=tuple(a for a in attached if is_image_file(a)))
 
     @property
     def footer(self) -> str:
@@ -62,6 +79,7 @@ class ShownMessage:
     tool_calls: tuple[ToolCallRecord, ...] = ()  # the bubble's tool-call blocks (``app.widgets.tool_call_view``)
     attachments: tuple[str, ...] = ()  # a user message's attached files, named under its text
     documents: DocumentsUsed | None = None  # a reply's sources list (``app.widgets.sources_view``)
+    images: tuple[str, ...] = ()  # a user message's pictures: thumbnails under its text (``app.widgets.image_strip``)
 
     @property
     def continuable(self) -> bool:
@@ -74,7 +92,7 @@ class ShownMessage:
         perf = m.perf
         return cls(m.role, m.text, m.message_id, m.footer, m.finish_reason, m.reasoning,
                    perf.thinking_tokens if perf else None, perf.thinking_s if perf else None, m.tool_calls,
-                   m.attachments, m.documents)
+                   m.attachments, m.documents, m.images)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, Q
                                QListWidgetItem, QMenu, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
-from app.history.export import export_file_name, perf_to_csv, to_json, to_markdown
+from app.history.export import copy_images, export_file_name, perf_to_csv, to_json, to_markdown
 from app.history.store import DEFAULT_TITLE, HistoryStore, StoreError
 from app.ui import accessibility
 from engine.errors import printable
@@ -242,14 +242,21 @@ class ConversationList(QWidget):
             self._export(lambda: perf_to_csv(self.store), Path(path))
 
     def export_to(self, cid: int, fmt: str, path: Path) -> bool:
-        """Write conversation ``cid`` to ``path`` as ``markdown`` or ``json``; False (message shown) on failure."""
-        render = to_markdown if fmt == "markdown" else to_json
-        return self._export(lambda: render(self.store, cid), path)
+        """Write conversation ``cid`` to ``path`` as ``markdown`` or ``json``; False (message shown) on failure. A
+        Markdown export's pictures are copied into ``<name>-images`` beside it, which its links name."""
+        if fmt != "markdown":
+            return self._export(lambda: to_json(self.store, cid), path)
+        folder = path.with_name(path.stem + "-images")
+        return self._export(lambda: to_markdown(self.store, cid, folder.name), path,
+                            lambda: copy_images(self.store, cid, folder))
 
-    def _export(self, text: Callable[[], str], path: Path) -> bool:
-        """Write ``text()`` over ``path`` whole or not at all; a failure is one line naming the file."""
+    def _export(self, text: Callable[[], str], path: Path, after: Callable[[], object] | None = None) -> bool:
+        """Write ``text()`` over ``path`` whole or not at all, then ``after()`` (a Markdown export's pictures); a
+        failure is one line naming the file."""
         try:
             replace_text(path, text())
+            if after is not None:
+                after()
             return True
         except StoreError as exc:
             QMessageBox.warning(self, "Miaohui", str(exc))

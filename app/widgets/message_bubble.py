@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 from app.state.chat_messages import ShownMessage
 from app.ui.markdown_view import MessageBrowser
 from app.widgets import sources_view
+from app.widgets.image_strip import ImageStrip
 from app.widgets.thinking_section import ThinkingSection
 from app.widgets.tool_call_view import ToolCallsSection
 
@@ -81,6 +82,7 @@ class MessageWidget(QFrame):
         layout.addWidget(role)
         self.thinking: ThinkingSection | None = None  # built for a reply with a thought, above its text
         self.attached = self.sources = None  # attached files' names, a reply's sources (app.widgets.sources_view)
+        self.images: ImageStrip | None = None  # built for a message with pictures, above its text
         self.browser = MessageBrowser(self)
         self.browser.setAccessibleName(self.tr("Your message") if user else self.tr("Reply from Miaohui"))
         layout.addWidget(self.browser)
@@ -116,6 +118,12 @@ class MessageWidget(QFrame):
         if message.tool_calls:  # built only for a reply that called tools; a streaming render leaves the live ones
             ToolCallsSection.of(self).show_records(message.tool_calls)
         sources_view.show_documents(self, self.browser, message.attachments, message.documents)
+        if message.images and self.images is None:
+            self.images = ImageStrip(self)
+            layout = self.layout()
+            layout.insertWidget(layout.indexOf(self.browser), self.images)  # the pictures, then the question
+        if self.images is not None:
+            self.images.show_images(message.images)
         if message.role == "user":
             self.browser.show_plain(_preview(message.text))
         else:

@@ -4,14 +4,15 @@ prompt with the Attach button, and under the prompt the forecast of what sending
 attached documents' two choices (whole text, retrieved passages) under it (``app.window.prompt_meter`` measures it).
 
 Owns the text field's key handling, the composer's layout, and turning an Attach pick, files dropped on the composer
-and file URLs pasted into the prompt into one ``files_offered`` list; the window decides what a submission, Stop,
+and file URLs pasted into the prompt into one ``files_offered`` list, and pasted image data (a screenshot copied to
+the clipboard) into ``image_pasted`` PNG bytes; the line saying the loaded model cannot see the attached pictures; the window decides what a submission, Stop,
 Cancel edit and offered files do (``app.window.attachments`` reads them).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, QT_TRANSLATE_NOOP, Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent
+from PySide6.QtCore import QBuffer, QIODevice, QMimeData, QT_TRANSLATE_NOOP, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QKeyEvent
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.ui import accessibility
@@ -26,16 +27,33 @@ def local_files(mime: QMimeData) -> list[str]:
     return [url.toLocalFile() for url in mime.urls() if url.isLocalFile()] if mime.hasUrls() else []
 
 
+def image_png(mime: QMimeData) -> bytes | None:
+    """``mime``'s image data (a copied screenshot or picture) as PNG bytes; None when it holds none. PNG because it
+    keeps every pixel of a screenshot, whatever form the clipboard held it in."""
+    if not mime.hasImage():
+        return None
+    image = mime.imageData()
+    if not isinstance(image, QImage) or image.isNull():
+        return None
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        return None
+    return bytes(buffer.data().data())
+
+
 class PromptBox(QPlainTextEdit):
     """Multi-line prompt field.
 
     Signals:
         submitted(): Enter was pressed (without Shift): the text is ready to send.
         files_pasted(list): file URLs were pasted or dropped into the field: their local paths (not inserted as text).
+        image_pasted(bytes): image data was pasted or dropped into the field (a screenshot): PNG bytes.
     """
 
     submitted = Signal()
     files_pasted = Signal(list)
+    image_pasted = Signal(bytes)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,11 +76,14 @@ class PromptBox(QPlainTextEdit):
         super().keyPressEvent(event)
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
-        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+        return bool(local_files(source)) or source.hasImage() or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override: paste and drop)
         if files := local_files(source):
             self.files_pasted.emit(files)
+            return
+        if (png := image_png(source)) is not None:
+            self.image_pasted.emit(png)
             return
         super().insertFromMimeData(source)
 
@@ -82,20 +103,24 @@ class Composer(QWidget):
 
     Signals:
         files_offered(list): the user attached these local paths (the Attach dialog, a drop, a paste), in order.
+        image_pasted(bytes): the user pasted or dropped image data (a screenshot): PNG bytes.
     """
 
     files_offered = Signal(list)
+    image_pasted = Signal(bytes)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAcceptDrops(True)
         self.prompt = PromptBox()
         self.prompt.files_pasted.connect(self.files_offered)
+        self.prompt.image_pasted.connect(self.image_pasted)
         self.chips = AttachmentChips()
         self.attach_button = QPushButton(self.tr("Attach…"))
         self.attach_button.setFlat(True)
-        self.attach_button.setToolTip(self.tr("Attach files to answer from (or drop them here): text, Markdown, "
-                                              "PDF, Word, HTML, CSV, JSON, code"))
+        self.attach_button.setToolTip(self.tr("Attach files to answer from, or pictures to ask about (or drop or "
+                                              "paste them here): text, Markdown, PDF, Word, HTML, CSV, JSON, code; "
+                                              "PNG, JPEG, GIF, WebP, BMP"))
         self.attach_button.clicked.connect(self.on_attach_button_clicked)
         self.send_button = QPushButton(self.tr("Send"))
         self.send_button.setObjectName("primary")
@@ -137,27 +162,35 @@ class Composer(QWidget):
         self.docs_forecast_label.setObjectName("footer")
         self.forecast_warning = QLabel("")
         self.forecast_warning.setObjectName("notice")
-        for label in (self.forecast_label, self.docs_forecast_label, self.forecast_warning):
+        # With pictures attached and a model that cannot see them: says so before Send (app.window.image_turns).
+        self.images_note = QLabel("")
+        self.images_note.setObjectName("notice")
+        for label in (self.forecast_label, self.docs_forecast_label, self.forecast_warning, self.images_note):
             label.setWordWrap(True)
             label.setTextFormat(Qt.TextFormat.PlainText)
             layout.addWidget(label)
         self.show_forecast("")
         self.show_docs_forecast("")
+        self.show_images_note("")
         self.show_editing(False)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
-        if local_files(event.mimeData()):
+        if local_files(event.mimeData()) or event.mimeData().hasImage():
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
         if files := local_files(event.mimeData()):
             event.acceptProposedAction()
             self.files_offered.emit(files)
+        elif (png := image_png(event.mimeData())) is not None:  # a picture dragged from a browser: its pixels
+            event.acceptProposedAction()
+            self.image_pasted.emit(png)
 
     def on_attach_button_clicked(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(self, self.tr("Attach files"), "", self.tr(
-            "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go "
-            "*.rs);;All files (*)"))
+            "Documents and images (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h "
+            "*.java *.go *.rs *.png *.jpg *.jpeg *.gif *.webp *.bmp);;Images (*.png *.jpg *.jpeg *.gif *.webp *.bmp)"
+            ";;All files (*)"))
         if files:
             self.files_offered.emit(files)
 
@@ -183,6 +216,11 @@ class Composer(QWidget):
         self.docs_forecast_label.setText(lines)
         self.docs_forecast_label.setToolTip(details)
         self.docs_forecast_label.setVisible(bool(lines))
+
+    def show_images_note(self, line: str) -> None:
+        """Show the line about the attached pictures (empty hides it)."""
+        self.images_note.setText(line)
+        self.images_note.setVisible(bool(line))
 
     def show_editing(self, editing: bool) -> None:
         """Show or hide the line saying that Send replaces the message being edited."""

@@ -9,6 +9,8 @@ the decode slow-down they bring where decoding is bound by reading memory (their
 token now, ``engine.bench.roofline``), the tokens left before the oldest turns are dropped, and what recomputing
 the kept conversation would cost at the median prefill rate of recent replies of the same model, with its range
 (``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise).
+A vision turn's pictures get two rows: the tokens each became with their KV bytes (and how many a follow-up found
+in the cache), and the vision encoder's time, a step of the waterfall (``show_images``, from ``ImagesEncoded``).
 The reused tokens that were a cached document prefix (a new conversation attaching files an earlier one put
 whole into its prompt: ``ReplyStarted.document_prefix_tokens``) get a row of their own, under the reused ones.
 Live while the prompt prefills: its progress in percent
@@ -32,6 +34,8 @@ from engine.fmt import format_bytes
 STEPS = (("before", QT_TRANSLATE_NOOP("TtftView", "Template, tokens, first pick")),
          ("reused", QT_TRANSLATE_NOOP("TtftView", "Reused from the cache")),
          ("document", QT_TRANSLATE_NOOP("TtftView", "Cached document prefix")),
+         ("images", QT_TRANSLATE_NOOP("TtftView", "Image tokens")),
+         ("encoder", QT_TRANSLATE_NOOP("TtftView", "Vision encoder")),
          ("prefill", QT_TRANSLATE_NOOP("TtftView", "Prefilled")),
          ("progress", QT_TRANSLATE_NOOP("TtftView", "Prefill progress")),
          ("break", QT_TRANSLATE_NOOP("TtftView", "Cache stopped matching")))
@@ -49,6 +53,12 @@ HELP = {
                                               "that an earlier conversation attaching the same files computed: kept "
                                               "in memory and on disk, so a new conversation on them prefills only "
                                               "its question."),
+    "images": QT_TRANSLATE_NOOP("TtftView", "The tokens each attached picture became (the vision-language model's "
+                                            "own tiling), and the KV cache they take: they are prompt tokens like "
+                                            "any other. A follow-up about the same picture at the same place reuses "
+                                            "them from the cache."),
+    "encoder": QT_TRANSLATE_NOOP("TtftView", "The vision tower and projector turning the pictures into those tokens' "
+                                             "embeddings, once per picture; nothing when the cache held them all."),
     "prefill": QT_TRANSLATE_NOOP("TtftView", "The prompt tokens computed for this reply ÷ the measured prefill rate."),
     "progress": QT_TRANSLATE_NOOP("TtftView", "The share of this reply's new prompt tokens computed so far, "
                                               "chunk by chunk, before the first token."),
@@ -81,6 +91,7 @@ class TtftView(QWidget):
         self._kv_per_token: int | None = None
         self._estimate: Any = None  # app.state.rate_estimate.RateEstimate of the loaded model, None while unknown
         self._shown: tuple[Any, int | None] | None = None  # the figures the pressure rows were drawn from
+        self._reused_images = 0  # of a vision turn's pictures, those the KV cache held (not encoded again)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.values: dict[str, QLabel] = {}
@@ -95,7 +106,7 @@ class TtftView(QWidget):
                 label = metric_caption(self.tr(caption), self.tr(HELP[key]))
                 value = metric_value(self.tr(caption), self.tr(HELP[key]))
                 field: QWidget = value
-                if rows is STEPS and key not in ("break", "document"):  # the waterfall: each step's share of the TTFT as a bar
+                if rows is STEPS and key not in ("break", "document", "images"):  # the waterfall: each step's share of the TTFT as a bar
                     bar = QProgressBar()
                     bar.setRange(0, 1000)
                     bar.setTextVisible(False)
@@ -127,6 +138,7 @@ class TtftView(QWidget):
 
     def reset(self) -> None:
         self._shown = None
+        self._reused_images = 0
         for value in self.values.values():
             value.setText("—")
         for bar in self.bars.values():
@@ -142,6 +154,24 @@ class TtftView(QWidget):
             self.values["break"].setText(break_text(self, broke))
         elif getattr(started, "reused_tokens", 0):
             self.values["break"].setText(self.tr("nowhere: the cache matched up to the new message"))
+
+    def show_images(self, image_tokens: tuple[int, ...], encoder_s: float | None, reused_images: int = 0) -> None:
+        """A vision turn's pictures: the tokens each became, their KV bytes, and the vision encoder's time (the
+        pictures the cache held were not encoded again)."""
+        if not image_tokens:
+            return
+        self._reused_images = reused_images  # the reply's ImagesEncoded said it; its Metrics do not
+        tokens = " + ".join(str(n) for n in image_tokens)
+        text = self.tr("{tokens} tokens").format(tokens=tokens)
+        if self._kv_per_token:
+            text += self.tr(" · KV {bytes}").format(bytes=format_bytes(self._kv_per_token * sum(image_tokens)))
+        if reused_images:
+            text += self.tr(" · {n} of {count} reused from the cache").format(n=reused_images, count=len(image_tokens))
+        self.values["images"].setText(text)
+        if encoder_s:
+            self.values["encoder"].setText(_ms(encoder_s))
+        elif reused_images == len(image_tokens):
+            self.values["encoder"].setText(self.tr("not run: the cache held every picture"))
 
     def show_prefill(self, done: int, total: int) -> None:
         """``done`` of ``total`` new prompt tokens are computed (once per prefill chunk)."""
@@ -159,6 +189,9 @@ class TtftView(QWidget):
         get = lambda name: None if name in unknown else getattr(m, name, None)  # noqa: E731
         self._waterfall(get)
         self._pressure(get, bytes_per_token)
+        images = get("image_tokens")
+        if images:  # a vision turn's (Metrics; a stored record keeps no per-image figures)
+            self.show_images(tuple(images), get("vision_encoder_s"), self._reused_images)
 
     def _waterfall(self, get: Any) -> None:
         ttft, prefill_s = get("ttft_s"), get("prefill_s")
@@ -169,9 +202,10 @@ class TtftView(QWidget):
             if prefill_tokens is not None and rate:
                 v["prefill"].setText(self.tr("{n} tokens ÷ {rate} tok/s").format(n=prefill_tokens, rate=f"{rate:.0f}"))
             return
-        # Where the TTFT went: the prefill is measured; the rest of the TTFT is everything around it.
-        before = max(0.0, ttft - prefill_s)
-        parts = {"before": before, "reused": 0.0, "prefill": prefill_s}
+        # Where the TTFT went: the prefill and a vision turn's encoder are measured; the rest is everything around them.
+        encoder = get("vision_encoder_s") or 0.0
+        before = max(0.0, ttft - prefill_s - encoder)
+        parts = {"before": before, "reused": 0.0, "encoder": encoder, "prefill": prefill_s}
         v["before"].setText(_ms(before))
         v["prefill"].setText(self.tr("{n} tokens ÷ {rate} tok/s = {time}").format(
             n=prefill_tokens, rate=f"{rate:.0f}" if rate else "—", time=_ms(prefill_s)))

@@ -156,8 +156,7 @@ class ChatController(QObject):
         self._chat = (chat_from_stored(row.system_prompt, row.settings, self.settings.chat()) if row is not None
                       else self.settings.chat())
         self.set_editing(None)
-        self._show(cid, [ChatMessage(r.role, r.text, r.id, r.finish_reason, r.perf, r.reasoning, r.tool_calls,
-                                     r.attachments, r.documents) for r in rows if r.role in ("user", "assistant")])
+        self._show(cid, [ChatMessage.of_row(r) for r in rows if r.role in ("user", "assistant")])
         self.settings.set_last_conversation(cid)
         return True
 
@@ -220,7 +219,7 @@ class ChatController(QObject):
     # -- a turn ---------------------------------------------------------------------------------------
     def send(self, text: str, attachments: Sequence[str] = ()) -> bool:
         """Send ``text`` as the user's next message (a new version of the one being edited, whose branch is kept),
-        grounded in the ``attachments`` files; False, said why when it is the user's to fix, when it cannot go now."""
+        grounded in the ``attachments`` files (its images among them: the pictures it shows); False, said why when it is the user's to fix, when it cannot go now."""
         if self._generating or self.bridge.is_generating():
             return False  # a reply is streaming: extra Sends are ignored, never queued or duplicated
         refused = turn_notes.cannot_send(text, self._loading, self._facts is not None)
@@ -240,7 +239,7 @@ class ChatController(QObject):
             if not cut:
                 return False  # the typed text stays with the user, to send again on the reloaded chat
         mid = self._write(self.store.add_message, self._cid, "user", text) if self._cid is not None else None
-        message = ChatMessage("user", text, mid, attachments=tuple(attachments))
+        message = ChatMessage.sent(text, mid, attachments)
         self._messages.append(message)
         self.message_added.emit(message)
         if self._cid is not None:

@@ -206,7 +206,7 @@ class MainWindow(QMainWindow):
     def send(self, text: str) -> bool:
         """Send ``text`` as the user's next message with the files attached in the composer (those that could be
         read); False (with a message shown) when it cannot go now, the files staying attached."""
-        sent = self.controller.send(text, self.attachments.usable())
+        sent = self.controller.send(text, self.attachments.for_send())
         if sent:
             self.attachments.clear()
         return sent

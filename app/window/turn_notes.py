@@ -56,6 +56,19 @@ def engine_conversation(system_prompt: str, messages: Sequence[ChatMessage], upt
                      if m.role == "user" or (m.text.strip() and m.finish_reason != "error")]
 
 
+def engine_images(system_prompt: str, messages: Sequence[ChatMessage]) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """The pictures of ``engine_conversation``'s messages: (index there, image files), for a vision turn; the same
+    messages are left out, so each picture stays before its own message's text."""
+    index = 1 if system_prompt.strip() else 0
+    found = []
+    for m in messages:
+        if m.role == "user" or (m.text.strip() and m.finish_reason != "error"):
+            if m.images:
+                found.append((index, m.images))
+            index += 1
+    return tuple(found)
+
+
 def _as_answered(message: ChatMessage, reply: ChatMessage | None) -> str:
     """A user message's text as its reply answered it: grounded in the sources that reply was given, if any."""
     if message.role != "user" or reply is None or reply.role != "assistant" or reply.documents is None:

@@ -37,6 +37,7 @@ from app.window.conversation_model import ModelRestorer
 from app.window.docs_choice import CollectionsUi
 from app.window.documents_keeping import DocumentsKeeping
 from app.window.fork import Forker
+from app.window.image_turns import ImageTurns
 from app.window.kv_keeping import KVKeeping
 from app.window.prompt_meter import PromptMeter
 from app.window.remote_source import RemoteSource
@@ -98,6 +99,7 @@ class ChatHelpers:
     speculation: Speculation
     versions: Versions
     kv_keeping: KVKeeping
+    images: ImageTurns
 
 
 def menu_helpers(p: Parts, menu: QMenu) -> MenuHelpers:
@@ -129,6 +131,7 @@ def model_helpers(p: Parts) -> ModelHelpers:
     restorer = ModelRestorer(c, p.messages, remote, p.window)  # each conversation's model, recorded and restored
     attachments = Attachments(b, p.composer.chips, p.window)
     p.composer.files_offered.connect(attachments.on_composer_files_offered)
+    p.composer.image_pasted.connect(attachments.on_composer_image_pasted)  # a screenshot from the clipboard
     keeping = DocumentsKeeping(c, p.window)  # attached files and sources, saved
     switch = ThinkingSwitch(b, c.chat_settings, p.window)  # for a template taking enable_thinking
     p.status_bar.addPermanentWidget(switch)
@@ -151,4 +154,6 @@ def chat_helpers(p: Parts, attachments: Attachments, collections: CollectionsUi)
     versions = Versions(c, p.chat, p.messages, p.perf_panel, p.window)  # Regenerate keeps the replaced reply; pagers
     kv_keeping = KVKeeping(c, b, p.window)  # a conversation switched away from: its KV cache to disk
     p.conversations.conversation_deleted.connect(kv_keeping.on_conversation_deleted)
-    return ChatHelpers(forker, meter, context, speculation, versions, kv_keeping)
+    # pictures: each reply's by message, the composer's line for a model without vision, the TTFT rows
+    images = ImageTurns(c, b, p.composer, attachments, p.perf_panel.ttft_view, p.window)
+    return ChatHelpers(forker, meter, context, speculation, versions, kv_keeping, images)

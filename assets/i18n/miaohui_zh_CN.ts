@@ -127,6 +127,21 @@
         <source>{pages} pages · {tokens} tokens</source>
         <translation>{pages} 页 · {tokens} 个 token</translation>
     </message>
+    <message>
+        <source>image · {width}×{height}</source>
+        <translation>图片 · {width}×{height}</translation>
+    </message>
+</context>
+<context>
+    <name>Attachments</name>
+    <message>
+        <source>pasted image</source>
+        <translation>粘贴的图片</translation>
+    </message>
+    <message>
+        <source>pasted image {n}</source>
+        <translation>粘贴的图片 {n}</translation>
+    </message>
 </context>
 <context>
     <name>ChatController</name>
@@ -509,7 +524,11 @@
     </message>
     <message>
         <source>Attach files to answer from (or drop them here): text, Markdown, PDF, Word, HTML, CSV, JSON, code</source>
-        <translation>附加要据以回答的文件（或拖放到这里）：文本、Markdown、PDF、Word、HTML、CSV、JSON、代码</translation>
+        <translation type="vanished">附加要据以回答的文件（或拖放到这里）：文本、Markdown、PDF、Word、HTML、CSV、JSON、代码</translation>
+    </message>
+    <message>
+        <source>Attach files to answer from, or pictures to ask about (or drop or paste them here): text, Markdown, PDF, Word, HTML, CSV, JSON, code; PNG, JPEG, GIF, WebP, BMP</source>
+        <translation>附加要据以回答的文件，或要询问的图片（也可拖放或粘贴到这里）：文本、Markdown、PDF、Word、HTML、CSV、JSON、代码；PNG、JPEG、GIF、WebP、BMP</translation>
     </message>
     <message>
         <source>Send</source>
@@ -540,8 +559,12 @@
         <translation>附加文件</translation>
     </message>
     <message>
+        <source>Documents and images (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs *.png *.jpg *.jpeg *.gif *.webp *.bmp);;Images (*.png *.jpg *.jpeg *.gif *.webp *.bmp);;All files (*)</source>
+        <translation>文档和图片 (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs *.png *.jpg *.jpeg *.gif *.webp *.bmp);;图片 (*.png *.jpg *.jpeg *.gif *.webp *.bmp);;所有文件 (*)</translation>
+    </message>
+    <message>
         <source>Documents (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;All files (*)</source>
-        <translation>文档 (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;所有文件 (*)</translation>
+        <translation type="vanished">文档 (*.txt *.md *.pdf *.docx *.html *.htm *.csv *.json *.py *.js *.ts *.c *.cpp *.h *.java *.go *.rs);;所有文件 (*)</translation>
     </message>
 </context>
 <context>
@@ -697,6 +720,53 @@
     </message>
 </context>
 <context>
+    <name>DocsChoiceButton</name>
+    <message>
+        <source>Auto: attached files whole when they fit, else passages</source>
+        <translation>自动：放得下时附件全文，否则检索段落</translation>
+    </message>
+    <message>
+        <source>Whole text of attached files</source>
+        <translation>附件全文</translation>
+    </message>
+    <message>
+        <source>Retrieved passages</source>
+        <translation>检索段落</translation>
+    </message>
+    <message>
+        <source>Answer from collections</source>
+        <translation>依据资料库回答</translation>
+    </message>
+    <message>
+        <source>No collections yet</source>
+        <translation>还没有资料库</translation>
+    </message>
+    <message>
+        <source>Documents</source>
+        <translation>文档</translation>
+    </message>
+    <message>
+        <source>Manage collections…</source>
+        <translation>管理资料库…</translation>
+    </message>
+    <message>
+        <source>Collections</source>
+        <translation>资料库</translation>
+    </message>
+    <message>
+        <source>This conversation answers from: {names}. Documents: {mode}</source>
+        <translation>此对话依据：{names}。文档：{mode}</translation>
+    </message>
+    <message>
+        <source>Pick collections this conversation answers from. Documents: {mode}</source>
+        <translation>为此对话选择要依据的资料库。文档：{mode}</translation>
+    </message>
+    <message>
+        <source>Collections and documents mode</source>
+        <translation>资料库和文档方式</translation>
+    </message>
+</context>
+<context>
     <name>DocsForecast</name>
     <message>
         <source>keywords and embeddings</source>
@@ -781,53 +851,6 @@
     <message>
         <source>TTFT: the tokens the KV cache does not hold ÷ the median prefill rate of recent replies of this model.</source>
         <translation>TTFT：KV 缓存中没有的 token 数 ÷ 该模型最近几次回复的预填充速度中位数。</translation>
-    </message>
-</context>
-<context>
-    <name>DocsChoiceButton</name>
-    <message>
-        <source>Auto: attached files whole when they fit, else passages</source>
-        <translation>自动：放得下时附件全文，否则检索段落</translation>
-    </message>
-    <message>
-        <source>Whole text of attached files</source>
-        <translation>附件全文</translation>
-    </message>
-    <message>
-        <source>Retrieved passages</source>
-        <translation>检索段落</translation>
-    </message>
-    <message>
-        <source>Answer from collections</source>
-        <translation>依据资料库回答</translation>
-    </message>
-    <message>
-        <source>No collections yet</source>
-        <translation>还没有资料库</translation>
-    </message>
-    <message>
-        <source>Documents</source>
-        <translation>文档</translation>
-    </message>
-    <message>
-        <source>Manage collections…</source>
-        <translation>管理资料库…</translation>
-    </message>
-    <message>
-        <source>Collections</source>
-        <translation>资料库</translation>
-    </message>
-    <message>
-        <source>This conversation answers from: {names}. Documents: {mode}</source>
-        <translation>此对话依据：{names}。文档：{mode}</translation>
-    </message>
-    <message>
-        <source>Pick collections this conversation answers from. Documents: {mode}</source>
-        <translation>为此对话选择要依据的资料库。文档：{mode}</translation>
-    </message>
-    <message>
-        <source>Collections and documents mode</source>
-        <translation>资料库和文档方式</translation>
     </message>
 </context>
 <context>
@@ -1099,6 +1122,43 @@
     <message>
         <source>No token: gated models cannot be downloaded.</source>
         <translation>没有令牌：无法下载需授权的模型。</translation>
+    </message>
+</context>
+<context>
+    <name>ImageDialog</name>
+    <message>
+        <source>Picture</source>
+        <translation>图片</translation>
+    </message>
+    <message>
+        <source>Picture {width}×{height}</source>
+        <translation>图片 {width}×{height}</translation>
+    </message>
+</context>
+<context>
+    <name>ImageStrip</name>
+    <message>
+        <source>picture missing from the images folder</source>
+        <translation>图片已不在图片文件夹中</translation>
+    </message>
+    <message>
+        <source>{width}×{height}: click to see it full size</source>
+        <translation>{width}×{height}：点击查看原图</translation>
+    </message>
+    <message>
+        <source>Picture {name}</source>
+        <translation>图片 {name}</translation>
+    </message>
+</context>
+<context>
+    <name>ImageTurns</name>
+    <message>
+        <source>{model} cannot see pictures: load a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…) to ask about them. They stay attached.</source>
+        <translation>{model} 看不到图片：请加载视觉语言模型（LLaVA、SmolVLM、Qwen2.5-VL、Gemma 3…）来询问它们。图片仍保留在附件中。</translation>
+    </message>
+    <message>
+        <source>Load a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…) to ask about the attached pictures.</source>
+        <translation>请加载视觉语言模型（LLaVA、SmolVLM、Qwen2.5-VL、Gemma 3…）来询问附加的图片。</translation>
     </message>
 </context>
 <context>
@@ -3857,6 +3917,14 @@ Result ({ms} ms):
         <translation>预填充</translation>
     </message>
     <message>
+        <source>Image tokens</source>
+        <translation>图片 token</translation>
+    </message>
+    <message>
+        <source>Vision encoder</source>
+        <translation>视觉编码器</translation>
+    </message>
+    <message>
         <source>Prefill progress</source>
         <translation>预填充进度</translation>
     </message>
@@ -3885,6 +3953,14 @@ Result ({ms} ms):
         <translation>缓存从上一条回复保留了键和值的提示词 token：它们没有任何开销。前缀一旦变化（比如系统提示词里的日期），从变化的第一个 token 起就无法复用。</translation>
     </message>
     <message>
+        <source>The tokens each attached picture became (the vision-language model&apos;s own tiling), and the KV cache they take: they are prompt tokens like any other. A follow-up about the same picture at the same place reuses them from the cache.</source>
+        <translation>每张附加图片变成的 token 数（按视觉语言模型自己的切块方式），以及它们占用的 KV 缓存：它们和其他提示 token 一样。对同一位置的同一张图片追问时，会从缓存中复用它们。</translation>
+    </message>
+    <message>
+        <source>The vision tower and projector turning the pictures into those tokens&apos; embeddings, once per picture; nothing when the cache held them all.</source>
+        <translation>视觉塔和投影层把图片变成这些 token 的嵌入，每张图片一次；缓存已包含全部图片时不运行。</translation>
+    </message>
+    <message>
         <source>The prompt tokens computed for this reply ÷ the measured prefill rate.</source>
         <translation>本条回复计算的提示词 token 数 ÷ 实测的预填充速度。</translation>
     </message>
@@ -3895,6 +3971,22 @@ Result ({ms} ms):
     <message>
         <source>Tokens left in the model&apos;s window. Past them the oldest turns are dropped (the system prompt kept), and the kept conversation is prefilled again: this long at the median prefill rate of recent replies of this model (the range: their fastest and slowest).</source>
         <translation>模型窗口中剩余的词元数。超出后最早的轮次会被丢弃（保留系统提示），保留的对话需重新预填充：按此模型最近回复的预填充速率中位数计算需要这么久（范围：其中最快与最慢）。</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个 token</translation>
+    </message>
+    <message>
+        <source> · KV {bytes}</source>
+        <translation> · KV {bytes}</translation>
+    </message>
+    <message>
+        <source> · {n} of {count} reused from the cache</source>
+        <translation> · {count} 张中 {n} 张从缓存复用</translation>
+    </message>
+    <message>
+        <source>not run: the cache held every picture</source>
+        <translation>未运行：缓存已包含每张图片</translation>
     </message>
     <message>
         <source>, then ~{time} ({low}–{high}) to prefill the kept conversation again</source>

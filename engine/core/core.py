@@ -31,6 +31,7 @@ from engine.core.jobs import (GenerateJob, LoadFailure, LoadJob, PersistJob, Que
 from engine.core.kv_persist import KVPersistence
 from engine.core.models import ModelRecord, ModelShelf
 from engine.core.sessions import SessionCache
+from engine.core.vision import VisionTurns, refuse_images, refuse_text_job
 from engine.docs.attach import AttachedFile, ground_conversation, measure_attached, token_counter
 from engine.docs.forecast import AttachedIndex
 from engine.docs.kv_prefix import DocumentPrefixes, PendingPrefix
@@ -82,6 +83,7 @@ class EngineCore:
         self.shelf = ModelShelf(budget_bytes)  # the models in this process's memory: the chat one, an embedder...
         self.drafters = DrafterCache()  # speculative decoding's drafter, one for every conversation's session
         self.sessions = SessionCache(KVPersistence())
+        self.vision = VisionTurns()  # a vision-language model's own loader and turns (issue 44)
         # Whole documents' KV prefixes, kept for other conversations attaching the same files (issue 43), on disk in
         # the conversations' KV folder, within its budget.
         self.doc_prefixes = DocumentPrefixes(self.sessions.persistence.store)
@@ -111,6 +113,7 @@ class EngineCore:
     def release(self) -> None:
         """Drop the model and everything kept beside it (after the thread stopped, so no job is running)."""
         self.sessions.clear()
+        self.vision.clear()
         self.doc_prefixes.clear()
         self.drafters.clear()
         self.loaded = None
@@ -168,7 +171,8 @@ class EngineCore:
             if cancel.is_set():
                 raise CancelledError("model load cancelled")
             loaded = (connect(job.spec, cancel) if isinstance(job.spec, RemoteSpec)
-                      else model_loader.load_model(job.spec, progress=progress, cancel=cancel))
+                      else self.vision.load(job.spec, progress, cancel)
+                      or model_loader.load_model(job.spec, progress=progress, cancel=cancel))
         except EngineError as exc:
             self._reports.report_load_failure(LoadFailure(exc.kind, one_line(exc), job.spec))
             return
@@ -183,6 +187,7 @@ class EngineCore:
         if isinstance(self.loaded, RemoteModel):
             self.loaded.close()  # the previous server's pooled connections
         self.loaded = loaded
+        self.vision.loaded_now(loaded)
         if isinstance(loaded, LoadedModel):  # the previous chat model leaves the shelf with it
             self.hold("chat", loaded.facts.name, loaded, loaded.facts.weights_bytes)
         else:  # a server's model takes no memory here
@@ -200,7 +205,12 @@ class EngineCore:
             return
         self.shelf.get("chat")  # used now: the model budget unloads the least recently used first
         try:
-            if isinstance(loaded, RemoteModel):
+            vision = self.vision.holds(loaded)  # a vision-language model: every turn is VisionChat's
+            if vision:
+                session, evicted = None, False
+                refuse_text_job(job.text)
+            elif isinstance(loaded, RemoteModel):
+                refuse_images(job.images, loaded.facts.name)
                 # A server's model: nothing kept here between replies (the server keeps its own cache), no torch.
                 session, evicted = RemoteSession(loaded), False
             else:
@@ -208,6 +218,7 @@ class EngineCore:
                 # window shows before any model is loaded. (Tests also replace ChatSession on its module.)
                 from engine.generate.session import ChatSession
 
+                refuse_images(job.images, loaded.facts.name)
                 # One torch thread fewer while decoding leaves a core to the GUI thread that renders the
                 # stream, on machines with enough cores for it to cost little (see ChatSession).
                 session, evicted = self.sessions.take(job.conversation_id,
@@ -217,13 +228,15 @@ class EngineCore:
             doc_prefix: PendingPrefix | None = None
             if job.documents or job.collections:
                 messages, whole = self._ground(loaded, job)
-                if whole and not isinstance(loaded, RemoteModel) and job.config.use_kv_cache:
+                if whole and session is not None and not isinstance(loaded, RemoteModel) and job.config.use_kv_cache:
                     doc_prefix = self.doc_prefixes.prepare(session, messages, job.messages[-1].content,
                                                            job.template_kwargs)
             # Only what was asked for: a server's session takes neither (its template is the server's).
             extra = {name: value for name, value in (("template_kwargs", job.template_kwargs), ("partial", job.partial))
                      if value and not isinstance(loaded, RemoteModel)}
-            if job.text is not None:  # Complete text (app.widgets.completion_view): a local model's own continuation
+            if vision:
+                events = self.vision.turn(job.conversation_id, messages, job.images, job.config, cancel)
+            elif job.text is not None:  # Complete text (app.widgets.completion_view): a local model's own continuation
                 if isinstance(loaded, RemoteModel):
                     raise BadInputError("Complete text needs a model loaded here, not a server's")
                 events = session.complete(job.text, job.config, cancel=cancel)

@@ -1,6 +1,7 @@
 """The engine core's jobs and what it reports back beyond the engine's own events: typed, frozen, validated when built.
 
-Owns what a client may ask of the core (``LoadJob``, ``GenerateJob`` (with the files attached to its last message),
+Owns what a client may ask of the core (``LoadJob``, ``GenerateJob`` (with the files attached to its last message and
+the conversation's images),
 ``TaskJob``, ``ServeJob`` for an API server's model work, ``PersistJob`` to keep a conversation's cache on disk),
 the reports (``LoadFailure``, ``ReplyStarted``), a job on its way (``QueuedJob``: its id and cancel flag) and the
 buffer its events travel in (``EventBuffer``). Not how they are run (``engine.core.core``) nor how a client posts
@@ -45,6 +46,7 @@ class GenerateJob:
     documents: tuple[str, ...] = ()  # files attached to the last user message: it is grounded in them here
     docs_mode: str = "auto"  # whole, retrieve, or auto: whole when they fit the context (engine.docs.grounding)
     collections: tuple[str, ...] = ()  # the conversation's collections (app.window.docs_choice): searched for it too
+    images: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (message index, image files): a vision turn's pictures
 
 
 @dataclass(frozen=True)

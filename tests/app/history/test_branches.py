@@ -135,6 +135,7 @@ def test_a_v6_history_is_backed_up_and_migrated_with_its_history_as_one_branch(t
     raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v10's (app.history.conversation_docs)
     raw.execute("ALTER TABLE messages DROP COLUMN shown")
     raw.execute("ALTER TABLE versions DROP COLUMN documents")  # v9's (app.history.versions)
+    raw.execute("ALTER TABLE messages DROP COLUMN images")  # v11's (app.history.images)
     raw.execute("PRAGMA user_version = 6")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1, 'a', 1.0, 1.0), (2, 'b', 1.0, 1.0)")
     raw.executemany("INSERT INTO messages(id, conversation_id, role, text, created) VALUES (?, ?, ?, ?, 1.0)",

@@ -20,6 +20,7 @@ def _v9_file(path):
     raw.execute("BEGIN")
     create_or_migrate(raw, 0)  # today's tables, turned back into v9's by dropping v10's column
     raw.execute("ALTER TABLE conversations DROP COLUMN documents")
+    raw.execute("ALTER TABLE messages DROP COLUMN images")  # v11's (app.history.images)
     raw.execute("PRAGMA user_version = 9")
     raw.execute("INSERT INTO conversations(id, title, created, updated, settings) VALUES (1, 'old chat', 1.0, 2.0, "
                 "'{\"temperature\": 0.5}')")
@@ -34,7 +35,7 @@ def test_a_v9_history_opens_migrated_backed_up_and_keeps_every_row(tmp_path):
     path = tmp_path / "history.sqlite3"
     _v9_file(path)
     with HistoryStore(path) as store:
-        assert store._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert store._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 10
         assert any(n.kind is NoticeKind.UPGRADED for n in store.notices)
         assert [(m.text, m.attachments) for m in store.messages(1)] == [("hi", ("/a.txt",)), ("hello", ())]
         assert store.get_conversation(1).settings == {"temperature": 0.5}

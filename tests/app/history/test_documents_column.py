@@ -31,6 +31,7 @@ def _v7_file(path):
     raw.execute("ALTER TABLE messages DROP COLUMN documents")
     raw.execute("ALTER TABLE versions DROP COLUMN documents")  # v9's (app.history.versions)
     raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v10's (app.history.conversation_docs)
+    raw.execute("ALTER TABLE messages DROP COLUMN images")  # v11's (app.history.images)
     raw.execute("PRAGMA user_version = 7")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1, 'old chat', 1.0, 2.0)")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, parent_id) "

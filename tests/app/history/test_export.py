@@ -125,3 +125,24 @@ def test_a_reasoning_models_thought_is_exported_beside_its_answer(tmp_path):
         messages = json.loads(to_json(s, cid))["messages"]
         assert messages[1]["reasoning"] == "先想一想：France…" and messages[1]["text"] == "Paris."
         assert "reasoning" not in messages[0]  # only a reply that thought carries the key
+
+
+def test_a_message_s_pictures_export_as_markdown_links_to_copies_and_json_addresses(store, tmp_path, home):
+    from app.history.export import copy_images
+    from app.history.images import save_images
+    from engine.vision import image_store
+
+    data = b"\x89PNG\r\n\x1a\n-the-bytes-as-attached"
+    kept = image_store.put(data, "png")
+    cid = store.create_conversation()
+    mid = store.add_message(cid, "user", "What is this?")
+    save_images(store, mid, [str(kept)])
+    markdown = to_markdown(store, cid, "chat-images")
+    assert f"![picture 1](<chat-images/{kept.name}>)\n\nWhat is this?" in markdown
+    assert json.loads(to_json(store, cid))["messages"][0]["images"] == [{"sha256": image_store.address(data),
+                                                                         "format": "png"}]
+    folder = tmp_path / "export" / "chat-images"
+    assert copy_images(store, cid, folder) == 1
+    assert (folder / kept.name).read_bytes() == data
+    kept.unlink()  # gone from the images folder: left out, nothing raised
+    assert copy_images(store, cid, tmp_path / "again") == 0

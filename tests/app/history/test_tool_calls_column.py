@@ -28,6 +28,7 @@ def _v3_file(path):
     raw.execute("DROP INDEX messages_by_parent")  # v7's tree
     raw.execute("ALTER TABLE messages DROP COLUMN parent_id")
     raw.execute("ALTER TABLE messages DROP COLUMN shown")
+    raw.execute("ALTER TABLE messages DROP COLUMN images")  # v11's (app.history.images)
     raw.execute("PRAGMA user_version = 3")
     raw.execute("INSERT INTO conversations VALUES (1, 'old chat', 1.0, 2.0, '', '{}')")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, reasoning) "

@@ -87,6 +87,7 @@ def test_a_v8_history_is_migrated_and_its_versions_read_without_sources(tmp_path
     create_or_migrate(raw, 0)  # today's tables, turned back into v8's by dropping v9's column
     raw.execute("ALTER TABLE versions DROP COLUMN documents")
     raw.execute("ALTER TABLE conversations DROP COLUMN documents")  # v10's (app.history.conversation_docs)
+    raw.execute("ALTER TABLE messages DROP COLUMN images")  # v11's (app.history.images)
     raw.execute("PRAGMA user_version = 8")
     raw.execute("INSERT INTO conversations(id, title, created, updated) VALUES (1, 'old', 1.0, 2.0)")
     raw.execute("INSERT INTO messages(id, conversation_id, role, text, created, finish_reason, parent_id) "

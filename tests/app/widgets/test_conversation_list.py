@@ -116,6 +116,18 @@ def test_export_markdown_and_json_through_the_file_dialog(qtbot, store, widget, 
     assert json.loads(target.read_text(encoding="utf-8"))["messages"][0]["text"] == "Hello: what/why?"
 
 
+def test_a_markdown_export_copies_its_pictures_into_a_folder_beside_it(qtbot, store, widget, tmp_path, home):
+    from app.history.images import save_images
+    from engine.vision import image_store
+
+    kept = image_store.put(b"\x89PNG\r\n\x1a\n-pixels", "png")
+    cid = store.create_conversation("shots")
+    save_images(store, store.add_message(cid, "user", "What is this?"), [str(kept)])
+    assert widget.export_to(cid, "markdown", tmp_path / "my chat.md")
+    assert f"(<my chat-images/{kept.name}>)" in (tmp_path / "my chat.md").read_text(encoding="utf-8")
+    assert (tmp_path / "my chat-images" / kept.name).read_bytes() == kept.read_bytes()
+
+
 def test_export_failure_is_one_line_warning(qtbot, store, widget, monkeypatch, tmp_path):
     cid = store.create_conversation("x")
     shown = []

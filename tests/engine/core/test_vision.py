@@ -1,0 +1,49 @@
+"""``engine.core.vision`` through ``EngineCore``: a vision-language folder (random-weight LLaVA,
+tests/helpers/vision_models.py) loaded by the vision loader, a turn with a stored image file streaming ImagesEncoded
+and Finished with its image tokens, a follow-up reusing the image prefix; images refused by a text model in one line."""
+
+from __future__ import annotations
+
+from engine.core.core import EngineCore
+from engine.core.jobs import GenerateJob, LoadJob, QueuedJob, ReplyStarted
+from engine.events import Finished, ImagesEncoded, Message
+from engine.inputs import LoadSpec, SamplingConfig
+from tests.engine.core.test_core import Recorder
+from tests.helpers.vision_models import build_vision_family, random_image
+
+GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=3)
+
+
+def test_a_vision_folder_loads_and_a_turn_with_an_image_then_a_follow_up_reuses_it(tmp_path, home):
+    folder = build_vision_family(tmp_path / "llava", "llava")
+    picture = tmp_path / "cat.png"
+    random_image().rgb.save(picture)
+    reports = Recorder()
+    core = EngineCore(reports)
+    core.run(QueuedJob(1, LoadJob(LoadSpec(str(folder), precision="fp32", device="cpu"))))
+    assert reports.of("loaded") and core.vision.holds(core.loaded)
+    first = (Message("user", "What is this?"),)
+    core.run(QueuedJob(2, GenerateJob(3, first, GREEDY, images=((0, (str(picture),)),))))
+    events = reports.of("event")
+    encoded = [e for e in events if isinstance(e, ImagesEncoded)]
+    assert isinstance(events[0], ReplyStarted) and isinstance(events[-1], Finished) and events[-1].error is None
+    assert len(encoded) == 1 and encoded[0].image_tokens[0] > 0 and encoded[0].reused_images == 0
+    assert events[-1].metrics.image_tokens == encoded[0].image_tokens
+    reports.got.clear()
+    follow = first + (Message("assistant", events[-1].text), Message("user", "And its colour?"))
+    core.run(QueuedJob(4, GenerateJob(3, follow, GREEDY, images=((0, (str(picture),)),))))
+    events = reports.of("event")
+    (again,) = [e for e in events if isinstance(e, ImagesEncoded)]
+    assert again.reused_images == 1 and again.encoder_s == 0.0
+    assert events[0].reused_tokens > sum(again.image_tokens)
+
+
+def test_a_text_model_refuses_an_image_in_one_line(tiny_model_dir, tmp_path, home):
+    picture = tmp_path / "cat.png"
+    random_image().rgb.save(picture)
+    reports = Recorder()
+    core = EngineCore(reports)
+    core.run(QueuedJob(1, LoadJob(LoadSpec(str(tiny_model_dir), precision="fp32", device="cpu"))))
+    core.run(QueuedJob(2, GenerateJob(3, (Message("user", "hi"),), GREEDY, images=((0, (str(picture),)),))))
+    (finished,) = reports.of("event")
+    assert finished.reason == "error" and "has no vision" in finished.error and "\n" not in finished.error
