@@ -383,8 +383,8 @@ class LabTab(QWidget):
                        "attention weights or weights), which a server's API does not share.")
 
     def _needs_vision_text(self) -> str:
-        return self.tr("Needs a vision-language model, which the window does not load yet: run python -m engine lab "
-                       "--model FOLDER on one.")
+        return self.tr("Runs on a vision-language model from the command line only, for now: python -m engine lab "
+                       "--model FOLDER.")
 
     def _apply_source(self, facts: Any) -> None:
         """Enable what the loaded model can run: everything here, only the API's experiments on a server."""

@@ -1725,8 +1725,8 @@
         <translation>需要在本机加载的模型：此实验要用到模型内部（KV 缓存、注意力权重或模型权重），服务器的 API 不提供这些。</translation>
     </message>
     <message>
-        <source>Needs a vision-language model, which the window does not load yet: run python -m engine lab --model FOLDER on one.</source>
-        <translation>需要视觉语言模型，而窗口目前还不能加载：请对这样的模型运行 python -m engine lab --model 文件夹。</translation>
+        <source>Runs on a vision-language model from the command line only, for now: python -m engine lab --model FOLDER.</source>
+        <translation>需要视觉语言模型，目前只能在命令行运行：python -m engine lab --model 文件夹。</translation>
     </message>
     <message>
         <source>On the server {url} ({model}): timing and sampling run through its API and are measured here, network included; the others need a model loaded on this computer.</source>

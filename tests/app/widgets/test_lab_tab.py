@@ -154,14 +154,14 @@ def test_on_a_server_internals_are_disabled_up_front_with_the_reason(qtbot, remo
     items = tab.experiment_box.model()
     disabled = {tab.experiment_box.itemData(i) for i in range(tab.experiment_box.count())
                 if not items.item(i).isEnabled()}
-    # docs reads the KV cache; image_cost needs a vision-language model, which the window does not load
+    # docs reads the KV cache; image_cost runs on a vision-language model from the command line only, for now
     assert disabled == {"kv_cache", "attention", "precision_ab", "speculation", "docs", "image_cost"}
     for i in range(tab.experiment_box.count()):
         tip = tab.experiment_box.itemData(i, Qt.ItemDataRole.ToolTipRole)
         key = tab.experiment_box.itemData(i)
         assert (tip is not None and "Needs a model loaded on this computer" in tip) == (
             key in disabled and key != "image_cost")
-        assert (tip is not None and "Needs a vision-language model" in tip) == (key == "image_cost")
+        assert (tip is not None and "Runs on a vision-language model" in tip) == (key == "image_cost")
     tab.select("attention")  # chosen from code: still refused, and the reason is shown
     assert not tab.run_button.isEnabled() and tab.run() == 0
     assert tab.warning.isVisibleTo(tab) and "Needs a model loaded on this computer" in tab.warning.text()
@@ -244,6 +244,6 @@ def test_the_step_clock_counts_the_seconds_of_the_step_running(qtbot):
 def test_the_image_experiment_is_listed_and_says_it_needs_a_vision_model(qtbot, tab):
     tab.select("image_cost")  # the window's model is a text model: listed, not runnable, and why
     assert not tab.run_button.isEnabled() and tab.run() == 0
-    assert tab.warning.isVisibleTo(tab) and "Needs a vision-language model" in tab.warning.text()
+    assert tab.warning.isVisibleTo(tab) and "Runs on a vision-language model" in tab.warning.text()
     tab.select("greedy20")
     assert tab.run_button.isEnabled()
