@@ -8,14 +8,17 @@ ended; ``close()`` cancels what waits, stops the thread and
 waits for it. Jobs run one at a time, first in first out, through ``EngineCore.run``; ``jobs_run`` counts them (the
 server's test asserts its requests went through this queue).
 
-The window's engine thread is still a ``QThread`` (``app.runtime.bridge``: its cancel bookkeeping and signals are
-Qt's); it runs the same ``EngineCore.run``. Owns the thread and the queue; not the jobs' meaning (``engine.core.core``).
+The window's engine thread is still a ``QThread`` (``app.runtime.bridge``) running the same ``EngineCore.run``;
+``submit`` (a client's own numbered ``QueuedJob``) and ``on_done`` are there for its adapter to move onto this thread.
+At ``close`` the running job is cancelled and those still queued are dropped, never run (a queued save to disk
+would hold the exit; the window's shutdown saves its sessions itself): ``call`` then raises ``WorkerClosedError``. Owns the thread and the queue; not the jobs' meaning (``engine.core.core``).
 Imports no Qt and no torch.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import threading
 from typing import Callable, TypeVar
@@ -25,13 +28,16 @@ from engine.core.jobs import Job, QueuedJob, ServeJob
 from engine.serve.jobs import WorkerClosedError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class EngineThread:
     """One daemon thread running ``core``'s jobs in the order they were posted."""
 
-    def __init__(self, core: EngineCore, name: str = "miaohui-engine") -> None:
+    def __init__(self, core: EngineCore, name: str = "miaohui-engine",
+                 on_done: Callable[[QueuedJob], None] | None = None) -> None:
         self.core = core
+        self._on_done = on_done  # told on the engine thread after each job, whatever its outcome
         self._queue: queue.SimpleQueue[QueuedJob | None] = queue.SimpleQueue()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -49,15 +55,23 @@ class EngineThread:
     def ident(self) -> int | None:
         return self._thread.ident
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def post(self, job: Job) -> QueuedJob | None:
         """Queue ``job``; None once closing (it will never run)."""
+        queued = QueuedJob(next(self._ids), job)
+        return queued if self.submit(queued) else None
+
+    def submit(self, queued: QueuedJob) -> bool:
+        """Queue a job its client numbered and may cancel; False once closing (it will never run)."""
         with self._lock:
             if self._closed:
-                return None
-            queued = QueuedJob(next(self._ids), job)
+                return False
             self._waiting.append(queued)
             self._queue.put(queued)
-        return queued
+        return True
 
     def post_serve(self, job: ServeJob) -> bool:
         """``engine.core.handoff.Handoff``'s ``post``: False once closing."""
@@ -96,9 +110,9 @@ class EngineThread:
             raise WorkerClosedError("the engine is stopping")
         self.call(lambda: None)  # first in, first out: this returns once the job before it has run
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Cancel the running job and those still queued, queue nothing more, and wait (bounded) for the thread: a
-        cancelled load stops at its next check, a cancelled ``ServeJob`` still runs (its caller waits on it)."""
+    def close(self, timeout: float = 30.0) -> bool:
+        """Cancel the running job, drop those still queued (flagged cancelled, never run), queue nothing more, and
+        wait (bounded) for the thread: a cancelled load stops at its next check. True once the thread has ended."""
         with self._lock:
             self._closed = True
             for queued in ([self._running] if self._running is not None else []) + self._waiting:
@@ -106,16 +120,22 @@ class EngineThread:
         self._queue.put(None)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _loop(self) -> None:
         while True:
             queued = self._queue.get()
-            if queued is None:
-                return
             with self._lock:
+                if queued is None or self._closed:
+                    return
                 self._waiting.remove(queued)
                 self._running = queued
-            self.core.run(queued)
+            try:
+                self.core.run(queued)
+                if self._on_done is not None:
+                    self._on_done(queued)
+            except BaseException:  # noqa: BLE001  (a client's listener failed: the engine thread keeps serving)
+                log.exception("engine job %s's end could not be reported", queued.job_id)
             with self._lock:
                 self._running = None
                 self.jobs_run += 1

@@ -9,7 +9,7 @@ import pytest
 
 from engine.core.core import EngineCore
 from engine.core.engine_thread import EngineThread
-from engine.core.jobs import TaskJob
+from engine.core.jobs import QueuedJob, TaskJob
 from engine.serve.jobs import WorkerClosedError
 from tests.engine.core.test_core import Recorder
 
@@ -32,3 +32,24 @@ def test_jobs_run_in_order_on_the_engine_thread_and_calls_return_or_raise(home):
     assert thread.post(TaskJob(lambda _l, _c: None, needs_model=False)) is None
     with pytest.raises(WorkerClosedError):
         thread.call(lambda: None)
+
+
+def test_a_clients_numbered_jobs_are_reported_done_and_those_queued_at_close_are_dropped(home):
+    done: list[tuple[int, bool]] = []
+    gate, started = threading.Event(), threading.Event()
+
+    def hold(_loaded, cancel):
+        started.set()
+        gate.wait(60)  # liveness guard only
+        return cancel.is_set()
+
+    reports = Recorder()
+    thread = EngineThread(EngineCore(reports), on_done=lambda q: done.append((q.job_id, q.cancel.is_set()))).start()
+    assert thread.submit(QueuedJob(7, TaskJob(hold, needs_model=False)))
+    assert thread.submit(QueuedJob(8, TaskJob(lambda _l, cancel: cancel.is_set(), needs_model=False)))
+    assert started.wait(60)
+    assert thread.close(timeout=0) is False  # the flags are set; the held job still runs
+    gate.set()
+    assert thread.close(timeout=60) is True
+    assert done == [(7, True)]  # the running one saw its cancel; the queued one never ran
+    assert not thread.submit(QueuedJob(9, TaskJob(lambda _l, _c: None, needs_model=False)))
