@@ -1,7 +1,7 @@
 """The engine core: the loaded models and everything kept beside them, and the one place a job is run.
 
 ``EngineCore.run(queued)`` runs one job (``engine.core.jobs``) on the calling thread, which must be the core's one
-engine thread: the window's engine thread (its Qt adapter ``app.runtime.worker.Worker`` calls it; the window's API
+engine thread: the window's engine QThread (its Qt adapter ``app.runtime.worker.Worker`` calls it; the window's API
 server's model work arrives there as ``ServeJob``s, ``engine.core.handoff``), or the core's own ``EngineThread``
 (``engine.core.engine_thread``) for ``engine serve`` (``engine.serve.hosting``: the server's queue hands its model work
 to it the same way).
