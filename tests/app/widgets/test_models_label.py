@@ -37,11 +37,3 @@ def test_the_tooltip_ends_with_the_cores_memory_budget_when_given_one(qtbot):
                                             f"Memory budget for models: {format_bytes(3 << 30)} (past it the least "
                                             "recently used is unloaded)"]
 
-
-def test_the_windows_core_has_a_memory_budget_from_the_machine(qtbot, make_window):
-    import psutil
-
-    from engine.core.models import RAM_FRACTION
-
-    window = make_window()  # the tiny model on the CPU: a fraction of the RAM
-    assert window.bridge.model_budget_bytes() == int(psutil.virtual_memory().total * RAM_FRACTION)
