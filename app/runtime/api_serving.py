@@ -29,16 +29,22 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QInputDialog, QLabel
+from PySide6.QtWidgets import QInputDialog, QLabel, QMainWindow, QMenu, QStatusBar
 
+from app.runtime.bridge import Bridge
 from app.runtime.worker import ServeJob
-from app.state.settings import MAX_SERVE_PARALLEL
+from app.state.settings import MAX_SERVE_PARALLEL, Settings
 from engine.fmt import one_line
 from engine.serve.errors import error_body
+
+if TYPE_CHECKING:  # the server's parts: imported when serving starts (uvicorn, FastAPI), named here for their types
+    from engine.core.handoff import Handoff
+    from engine.serve.server import BackgroundServer
+    from engine.serve.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +77,10 @@ class _Switch:
 
 
 class ApiServing(QObject):
-    """The window's "Serve this model" toggle, its port action and its status-bar label. ``window`` is the
-    ``MainWindow`` (its settings, bridge, status bar and messages); ``menu`` gets the two actions.
+    """The window's "Serve this model" toggle, its port action and its status-bar label. ``window`` parents the
+    actions and dialogs; ``settings`` keeps the port and the parallel requests; ``bridge`` is the engine's (its model,
+    its engine thread); ``status_bar`` gets the label; ``show_message(text, level)`` says a line in the window;
+    ``menu`` gets the actions.
 
     Signals:
         serving_changed(str): the API's base URL (``http://127.0.0.1:8000/v1``) when serving began, "" when it ended.
@@ -86,12 +94,13 @@ class ApiServing(QObject):
     _prepared = Signal(int, object)  # internal, from the engine thread: (generation, (handoff, worker, app) | reason)
     _finished = Signal(str)  # internal, from a queue's thread: a request's finish reason
 
-    def __init__(self, window: Any, menu: Any) -> None:
+    def __init__(self, window: QMainWindow, settings: Settings, bridge: Bridge, status_bar: QStatusBar,
+                 show_message: Callable[[str, str], None], menu: QMenu) -> None:
         super().__init__(window)
-        self._window, self._settings, self._bridge = window, window.settings, window.bridge
-        self._server: Any = None  # engine.serve.server.BackgroundServer while serving
+        self._window, self._settings, self._bridge, self._say = window, settings, bridge, show_message
+        self._server: BackgroundServer | None = None  # while serving
         self._switch = _Switch()
-        self._current: tuple[Any, Any] | None = None  # the serving model's (engine.core.handoff.Handoff, its Worker)
+        self._current: tuple[Handoff, Worker] | None = None  # the serving model's hand-over and queue
         self._generation = 0  # bumped by each model change: a model prepared for an older one is dropped
         self._served = 0
         self.url = ""
@@ -109,7 +118,7 @@ class ApiServing(QObject):
         self.label.setToolTip(self.tr("The loaded model as an OpenAI-compatible API, reachable from this computer "
                                       "only (no API key needed)"))
         self.label.hide()
-        window.statusBar().addPermanentWidget(self.label)
+        status_bar.addPermanentWidget(self.label)
         self._prepared.connect(self.on_prepared)
         self._finished.connect(self.on_request_finished)
         self._bridge.model_loaded.connect(self.on_bridge_model_loaded)
@@ -169,7 +178,7 @@ class ApiServing(QObject):
         except (OSError, RuntimeError) as exc:
             self._server = None
             reason = one_line(getattr(exc, "strerror", None) or exc)
-            self._window.messages.show_message(
+            self._say(
                 self.tr("Could not serve the model on {host}:{port}: {reason}. Choose another port in Chat → API "
                         "port…").format(host=HOST, port=port, reason=reason), "error")
             self.action.setChecked(False)
@@ -211,7 +220,7 @@ class ApiServing(QObject):
 
     # -- following the window's model ---------------------------------------------------------------------------
     @Slot(object)
-    def on_bridge_model_loaded(self, _facts: Any) -> None:
+    def on_bridge_model_loaded(self, _facts: object) -> None:
         if self.serving:
             self._retire()
             self._follow_model()
@@ -226,7 +235,7 @@ class ApiServing(QObject):
         self._switch.current = (None, SWITCHING if self._bridge.facts is not None else NO_MODEL)
         parallel, finished, models = self._settings.serve_parallel(), self._finished.emit, self._bridge.loaded_models
 
-        def prepare(loaded: Any) -> None:  # on the engine thread; reports to the GUI thread by a queued signal
+        def prepare(loaded: object) -> None:  # on the engine thread; reports to the GUI thread by a queued signal
             from engine.remote import RemoteModel
 
             if loaded is None or isinstance(loaded, RemoteModel):
@@ -245,13 +254,14 @@ class ApiServing(QObject):
         self._bridge.post_serve_job(ServeJob(prepare))
 
     @Slot(int, object)
-    def on_prepared(self, generation: int, prepared: Any) -> None:
+    def on_prepared(self, generation: int, prepared: tuple[Handoff, Worker, Any] | str) -> None:
+        """A model prepared on the engine thread: its hand-over, queue and ASGI app, or why none is served."""
         if generation != self._generation or not self.serving:
             return  # stopped, or another model came meanwhile (its worker was never started: nothing to close)
         if isinstance(prepared, str):
             self._switch.current = (None, prepared)
             if prepared == REMOTE_MODEL:
-                self._window.messages.show_message(self.tr("A model on another server is not served again: load a "
+                self._say(self.tr("A model on another server is not served again: load a "
                                                            "model on this computer to serve it."), "warning")
             return
         handoff, worker, app = prepared
@@ -259,7 +269,7 @@ class ApiServing(QObject):
         self._switch.current = (app, "")
         self._show()
         if worker.batching_refused and self._settings.serve_parallel() > 1:  # said once, where the user looks
-            self._window.messages.show_message(self.tr("The API serves one request at a time with this model: "
+            self._say(self.tr("The API serves one request at a time with this model: "
                                                        "{reason}").format(reason=worker.batching_refused), "info")
         self.model_served.emit(worker.model_id)
 

@@ -160,6 +160,11 @@ class Bridge(QObject):
         """What the engine core holds in memory, as last reported: ``ModelRecord``s, the least recently used first."""
         return self._models
 
+    def model_budget_bytes(self) -> int | None:
+        """The engine core's memory budget for its models (``engine.core.models``: the machine's for the chat model's
+        device; past it the least recently used is unloaded). An int set on the engine thread, read whole here."""
+        return self._worker.core.shelf.budget_bytes
+
     def embedder(self) -> object:
         """The engine core's embedding model (loaded and put beside the chat model if it is not there; None: none is
         installed). Call it on the engine thread only: inside a ``submit_task`` function."""

@@ -1,11 +1,12 @@
 """The status bar's "In memory: …" label: the models the engine core holds (``engine.core.models.ModelRecord``s, from
 ``Bridge.models_changed``), each with its weights' size; hidden while none is loaded here (a server's model takes no
-memory on this computer). Owns the wording only; what is loaded and when it is unloaded is the core's.
+memory on this computer). Its tooltip ends with the core's memory budget for its models when it was given one (past it
+the least recently used model is unloaded). Owns the wording only; what is loaded and when it is unloaded is the core's.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QCoreApplication, Qt, Slot
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
@@ -23,15 +24,17 @@ def _kind(kind: str) -> str:
 class ModelsLabel(QLabel):
     """Plain text; its tooltip names each model's kind."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, budget: Callable[[], int | None] | None = None) -> None:
         super().__init__(parent, textFormat=Qt.TextFormat.PlainText)
+        self._budget = budget  # the core's model memory budget in bytes, read when the models change
         self.hide()
 
     @classmethod
-    def attach(cls, status: QStatusBar, models_changed: Any) -> ModelsLabel:
+    def attach(cls, status: QStatusBar, models_changed: Any,
+               budget: Callable[[], int | None] | None = None) -> ModelsLabel:
         """Put one in ``status`` (first of its permanent labels: a passing message does not hide it) following
-        ``models_changed`` (a signal of records)."""
-        label = cls()
+        ``models_changed`` (a signal of records); ``budget`` gives the core's model memory budget."""
+        label = cls(budget=budget)
         status.insertPermanentWidget(0, label)
         models_changed.connect(label.show_models)
         return label
@@ -44,7 +47,11 @@ class ModelsLabel(QLabel):
             return
         self.setText(self.tr("In memory: {models}").format(
             models=", ".join(f"{r.name} ({format_bytes(r.bytes)})" for r in records)))
-        self.setToolTip("\n".join(self.tr("{kind}: {name}, {size}").format(kind=_kind(r.kind), name=r.name,
-                                                                           size=format_bytes(r.bytes))
-                                  for r in records))
+        lines = [self.tr("{kind}: {name}, {size}").format(kind=_kind(r.kind), name=r.name, size=format_bytes(r.bytes))
+                 for r in records]
+        budget = self._budget() if self._budget is not None else None
+        if budget is not None:
+            lines.append(self.tr("Memory budget for models: {size} (past it the least recently used is unloaded)")
+                         .format(size=format_bytes(budget)))
+        self.setToolTip("\n".join(lines))
         self.show()

@@ -107,8 +107,8 @@ def menu_helpers(p: Parts, menu: QMenu) -> MenuHelpers:
     c, b = p.controller, p.bridge
     # Collections…, the composer's 📚 choice (the forecast is fed it in chat_helpers, once the meter exists)
     collections = CollectionsUi.attach(c, b, p.store, p.composer, menu, p.window)
-    # "Serve this model", its port, its status-bar label. app/runtime/ is the engine core's: it still takes the window.
-    serving = api_serving.ApiServing(p.window, menu)
+    # "Serve this model", its port, its status-bar label
+    serving = api_serving.ApiServing(p.window, p.settings, b, p.status_bar, p.messages.show_message, menu)
     completion = CompletionView(b, p.store, c.chat_settings, p.perf_panel, p.messages, p.window)  # Complete text…
     completion.add_to(menu)
     p.model_bar.load_requested.connect(completion.on_model_load_requested)  # a base model: offered before it loads
@@ -138,7 +138,8 @@ def model_helpers(p: Parts) -> ModelHelpers:
     c.model_ready.connect(switch.on_controller_model_ready)
     c.conversation_shown.connect(switch.on_controller_conversation_shown)
     switch.thinking_chosen.connect(lambda on: c.apply_settings(c.chat_settings(), thinking=on))
-    ModelsLabel.attach(p.status_bar, b.models_changed)  # "In memory: …": what the engine core holds
+    # "In memory: …": what the engine core holds, its budget in the tooltip
+    ModelsLabel.attach(p.status_bar, b.models_changed, b.model_budget_bytes)
     return ModelHelpers(remote, restorer, attachments, keeping, switch)
 
 

@@ -8,6 +8,9 @@ requests naming another site in their ``Host`` are refused unless ``--allowed-ho
 (``engine.serve.guard``). Bad input (an API key that is not printable ASCII: no HTTP client could send it), a
 port that cannot be bound, a model, ``--speculative`` or ``--kv`` value that cannot serve: one line on stderr, exit
 status 2. ``--kv int8`` gives every conversation an 8-bit KV cache (as ``engine chat --kv``).
+The model is loaded and hosted by the engine core on its own thread (``engine.serve.hosting.CoreHost``), as the
+window's is; ``--memory-budget`` bounds what its models take together (the chat model and the embedding model of
+``/v1/embeddings``; default: the machine's, ``engine.core.models.machine_budget_bytes``).
 ``--speculative prompt-lookup|draft:MODEL|self`` is parsed as ``engine chat`` parses it (``SpeculationConfig.parse``)
 and serves one request at a time (drafts verify one sequence per forward): one line says so rather than refusing
 the default ``--parallel``. ``--prefix-cache-mb`` bounds the blocks shared between conversations (``engine.generate.
@@ -80,6 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-downloads", action="store_true",
                         help="fetch a chat's image_url parts that are http(s) URLs (bounded in size); off by default: "
                              "images then come as data: URLs")
+    parser.add_argument("--memory-budget", default="auto", metavar="auto|MiB|NG",
+                        help="most memory the models in this process may take (the chat model and the embedding model "
+                             "beside it): MiB, or with a G or M suffix; auto: 60%% of the RAM, 90%% of the GPU's memory "
+                             "for a model on CUDA (default: %(default)s)")
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="allow a model whose config needs its own Python code (auto_map); off by default")
 
@@ -110,6 +117,10 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
     except BadInputError as exc:
         return f"--speculative: {exc}"
     try:
+        memory_budget(args.memory_budget)
+    except BadInputError as exc:
+        return f"--memory-budget: {exc}"
+    try:
         check_kv_precision(args.kv)
     except BadInputError as exc:
         return f"--kv: {exc}"
@@ -130,6 +141,24 @@ def check(args: argparse.Namespace, api_key: str | None) -> str | None:
 def speculation(args: argparse.Namespace) -> SpeculationConfig | None:
     """The ``--speculative`` asked for (``BadInputError`` for a value ``engine chat`` would refuse too)."""
     return SpeculationConfig.parse(args.speculative) if args.speculative is not None else None
+
+
+def memory_budget(text: str) -> int | None:
+    """``--memory-budget`` in bytes (None: auto, the machine's); ``BadInputError`` for anything else than auto, a
+    positive number of MiB, or one with a G or M suffix (8G, 512M)."""
+    value = text.strip().lower()
+    if value == "auto":
+        return None
+    scale = 1 << 20
+    if value[-1:] in ("g", "m"):
+        scale, value = (1 << 30) if value[-1] == "g" else (1 << 20), value[:-1]
+    try:
+        amount = float(value)
+    except ValueError:
+        amount = -1.0
+    if not amount > 0 or amount != amount or amount == float("inf"):
+        raise BadInputError(f"expected auto, a number of MiB or one with a G or M suffix (got {printable(text)!r})")
+    return int(amount * scale)
 
 
 def _sendable(text: str) -> bool:
@@ -161,10 +190,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, api_key: str | None) -> int:
     from engine.inputs import LoadSpec
-    from engine.models.loader import load_model, resolve_source
+    from engine.models.loader import resolve_source
     from engine.serve.app import create_app
+    from engine.serve.hosting import CoreHost
     from engine.serve.server import GRACEFUL_SHUTDOWN_S, bind_socket, make_server
-    from engine.serve.worker import Worker
     from engine.vision.vlm import vision_family
 
     spec = LoadSpec(model=args.model, precision=args.precision, device=args.device,
@@ -175,26 +204,33 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
         print(f"error: cannot listen on {printable(args.host)}:{args.port}: {printable(exc.strerror or exc)}",
               file=sys.stderr)
         return 2
+    hosted = None
     worker = None
     try:
         if vision_family(resolve_source(spec.model).folder) is not None:  # images in the conversation (issue 44)
             from engine.serve.vision_worker import VisionWorker
             from engine.vision.vlm import load_vision_model
 
+            # A vision model is served one request at a time by its own worker, not yet by the engine core.
             worker = VisionWorker(load_vision_model(spec), max_queue=args.max_queue).start()
+            embeddings = None
         else:
             store = None
             if args.kv_store is not None:
                 from engine.generate.kv_store import KVStore
 
                 store = KVStore(Path(args.kv_store).expanduser(), args.kv_store_mb << 20)
-            worker = Worker(load_model(spec), max_queue=args.max_queue, sessions=args.sessions,
-                            parallel=args.parallel, speculation=speculation(args), kv_store=store,
-                            prefix_cache_bytes=args.prefix_cache_mb << 20).start()
+            # The engine core loads and owns the model on its own thread; the server's queue hands its work to it.
+            hosted = CoreHost(spec, budget_bytes=memory_budget(args.memory_budget), max_queue=args.max_queue,
+                              sessions=args.sessions, parallel=args.parallel, speculation=speculation(args),
+                              kv_store=store, prefix_cache_bytes=args.prefix_cache_mb << 20)
+            worker = hosted.worker
+            assert worker is not None  # CoreHost raised otherwise
+            embeddings = hosted.embeddings
         if worker.batching_refused:
             print(f"serving one request at a time: {worker.batching_refused}", file=sys.stderr, flush=True)
         app = create_app(worker, api_key=api_key, max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
-                         allow_downloads=args.allow_downloads)
+                         allow_downloads=args.allow_downloads, embeddings=embeddings)
         # uvicorn's start and stop messages stay quiet: the two lines below say it; a line per request remains.
         server = make_server(app, sock, log_level="warning", access_log=True,
                              allowed_hosts=(args.host, *args.allowed_host))
@@ -210,7 +246,9 @@ def _serve(args: argparse.Namespace, api_key: str | None) -> int:
                                          f"{GRACEFUL_SHUTDOWN_S} s" if cut else ""), file=sys.stderr, flush=True)
             return 130
     finally:
-        if worker is not None:
+        if hosted is not None:
+            hosted.close()  # the core's worker and thread with it
+        elif worker is not None:
             worker.close()
         sock.close()
     return 0

@@ -1,12 +1,15 @@
 """The engine core: the loaded models and everything kept beside them, and the one place a job is run.
 
 ``EngineCore.run(queued)`` runs one job (``engine.core.jobs``) on the calling thread, which must be the core's one
-engine thread: the window's engine thread (its Qt adapter ``app.runtime.worker.Worker`` calls it; the window's API
-server's model work arrives there as ``ServeJob``s, ``engine.core.handoff``). ``engine serve`` does not run on it
-yet: its queue's own thread owns its model (``engine.serve.worker``).
+engine thread: the window's engine QThread (its Qt adapter ``app.runtime.worker.Worker`` calls it; the window's API
+server's model work arrives there as ``ServeJob``s, ``engine.core.handoff``), or the core's own ``EngineThread``
+(``engine.core.engine_thread``) for ``engine serve`` (``engine.serve.hosting``: the server's queue hands its model work
+to it the same way).
 
 It owns the loaded models (only this thread touches them): the chat model and the embedding model beside it on a
-``ModelShelf`` (``engine.core.models``: a budget, least recently used unloaded, reported as ``ModelRecord``s); the
+``ModelShelf`` (``engine.core.models``: a budget, by default the machine's for the chat model's device
+(``machine_budget_bytes``), least recently used unloaded, reported as ``ModelRecord``s; ``keep_chat``: the budget
+never unloads the chat model, a server's, and refuses what does not fit beside it instead); the
 chat sessions by conversation id (``engine.core.sessions.SessionCache``: a reply reuses its conversation's KV cache,
 a dropped one goes to disk, ``engine.core.kv_persist``), the speculation drafter (``engine.core.drafters``), whole
 documents' KV prefixes a new conversation attaching the same files starts from (``engine.docs.kv_prefix``) and the
@@ -29,7 +32,7 @@ from engine.core.drafters import DrafterCache
 from engine.core.jobs import (GenerateJob, LoadFailure, LoadJob, PersistJob, QueuedJob, ReplyStarted, ServeJob, TaskJob,
                               finished_without_run)
 from engine.core.kv_persist import KVPersistence
-from engine.core.models import ModelRecord, ModelShelf
+from engine.core.models import ModelBudgetError, ModelRecord, ModelShelf, machine_budget_bytes
 from engine.core.sessions import SessionCache
 from engine.core.vision import VisionTurns, refuse_images, refuse_text_job
 from engine.docs.attach import AttachedFile, ground_conversation, measure_attached, token_counter
@@ -73,14 +76,19 @@ class EngineCore:
     """The loaded model, the sessions, drafters and prefixes kept beside it, and ``run`` for one job at a time."""
 
     def __init__(self, reports: Reports, tool_runner: ToolRunner | None = None,
-                 budget_bytes: int | None = None, load_embedder: Callable[[], object] | None = None) -> None:
+                 budget_bytes: int | None = None, load_embedder: Callable[[], object] | None = None,
+                 keep_chat: bool = False) -> None:
         self._reports = reports
         self._tool_runner = tool_runner
         self._load_embedder = load_embedder or _load_embedder_in_use
         self._embedder_in_use = _embedder_folder_in_use if load_embedder is None else (lambda: "")
         self._embedder_name = ""  # which installed embedder the shelf's is (its folder name)
         self.loaded: LoadedModel | RemoteModel | None = None  # the chat model (a server's: not in this memory)
-        self.shelf = ModelShelf(budget_bytes)  # the models in this process's memory: the chat one, an embedder...
+        # The models in this process's memory: the chat one, an embedder... None: the machine's budget, for the RAM
+        # until a chat model says which device it is on.
+        self._budget_from_machine = budget_bytes is None
+        self.shelf = ModelShelf(machine_budget_bytes("cpu") if budget_bytes is None else budget_bytes,
+                                frozenset({"chat"}) if keep_chat else frozenset())
         self.drafters = DrafterCache()  # speculative decoding's drafter, one for every conversation's session
         self.sessions = SessionCache(KVPersistence())
         self.vision = VisionTurns()  # a vision-language model's own loader and turns (issue 44)
@@ -126,7 +134,12 @@ class EngineCore:
 
     def hold(self, kind: str, name: str, model: object, nbytes: int) -> object:
         """Keep ``model`` as the ``kind`` one beside the others (an embedder beside the chat model), unloading the
-        least recently used others past the budget; reported to the client. Returns ``model``."""
+        least recently used others past the budget; reported to the client. Returns ``model``. ``ModelBudgetError``
+        when it does not fit beside the pinned ones (a server's chat model): it is not kept."""
+        if kind not in self.shelf.pinned and not self.shelf.fits_beside_pinned(kind, nbytes):
+            budget = self.shelf.budget_bytes or 0
+            raise ModelBudgetError(f"the {kind} model {name} ({nbytes >> 20} MiB) does not fit beside the chat model "
+                                   f"within the {budget >> 20} MiB model memory budget: raise --memory-budget")
         for record in self.shelf.put(kind, name, model, nbytes):
             log.info("unloaded %s model %s (%d bytes) to stay within the model budget", record.kind, record.name,
                      record.bytes)
@@ -189,6 +202,8 @@ class EngineCore:
         self.loaded = loaded
         self.vision.loaded_now(loaded)
         if isinstance(loaded, LoadedModel):  # the previous chat model leaves the shelf with it
+            if self._budget_from_machine:  # the device's memory is the bound: the GPU's for a model on CUDA
+                self.shelf.budget_bytes = machine_budget_bytes(loaded.facts.device)
             self.hold("chat", loaded.facts.name, loaded, loaded.facts.weights_bytes)
         else:  # a server's model takes no memory here
             self.shelf.drop("chat")

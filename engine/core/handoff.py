@@ -1,8 +1,9 @@
 """An API server's model work handed to the engine core's thread: ``Handoff``.
 
 The rule is the core's: one thread owns the model, the engine thread (``engine.core.core``; in the window it also runs
-the chat's replies, loads and lab tasks, one at a time). The server's queue (``engine.serve.worker.Worker``) is given a
-``Handoff`` as its executor, and the handoff posts each piece of model work to the core's queue as a ``ServeJob``
+the chat's replies, loads and lab tasks, one at a time; for ``engine serve`` it is the core's own
+``engine.core.engine_thread.EngineThread``, ``engine.serve.hosting``). The server's queue
+(``engine.serve.worker.Worker``) is given a ``Handoff`` as its executor, and the handoff posts each piece of model work to the core's queue as a ``ServeJob``
 and waits for it:
 
 - with ``parallel`` > 1 (the window's Settings: 4 by default, as ``engine serve --parallel``) each request is driven
@@ -17,8 +18,8 @@ and waits for it:
 started (the engine thread is busy with a chat reply or a load), so stopping never waits for one. A piece of work
 made for one model never runs on another: the core's model changed, it raises ``WorkerClosedError``.
 
-Owns the hand-over; not the socket or the toggle (``app.runtime.api_serving``), not the HTTP behaviour
-(``engine.serve.app``), not the batching (``engine.serve.batching``). Imports no Qt.
+Owns the hand-over; not the socket or the toggle (``app.runtime.api_serving``, ``engine.serve.hosting``), not the
+HTTP behaviour (``engine.serve.app``), not the batching (``engine.serve.batching``). Imports no Qt.
 """
 
 from __future__ import annotations

@@ -27,6 +27,16 @@ Scopes (issue 40): each slot belongs to the scope of the request that last fille
 a connection). ``route`` matches a conversation only against slots of its own scope, and a slot taken over by
 another scope has its cache dropped first; ``borrow`` lends only slots of the asking scope. So no request reuses
 rows another scope computed, and its cached-token count says nothing about another client's prompts.
+
+Why two classes and not one with two routing keys (issue 42 asked; judged and kept apart): what they share is the
+idea "a session per conversation, the least recently used dropped", a few lines; what each adds is most of it and
+contradicts the other. The cache's key is a fact the client states (a conversation id) and it keeps no busy slots: one
+thread, one reply at a time, a fork takes over its parent's session, a dropped session is written to disk under that id
+and reopened from it, and its bound is the KV bytes the replies measured. The pool's key is inferred (the longest run of
+leading messages in common, within a scope), its slots are shared by up to N request threads at once (busy from route
+to release, so it is locked), a slot is never dropped but refilled (its cache's blocks lent to another through
+``borrow``), and persistence goes by token ids, not by id (``engine.serve.prefix``). One class with both keys would
+hold two eviction rules, two persistence schemes and a lock one of its users never needs, behind a flag.
 """
 
 from __future__ import annotations

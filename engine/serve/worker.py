@@ -20,8 +20,9 @@ and the last ``RECENT`` requests are kept as ``Record`` objects (``served``/``re
 
 Which thread serves: everything that touches the model (tokenizer, sessions, KV caches) is one call per job,
 ``_serve(job)``, and the ``executor`` makes it. By default it is made on the worker's own thread, which then
-owns the model. A program whose model already has an owning thread (the window's engine thread, see
-``engine.core.handoff``) passes an executor that runs the call there and returns its ``Record``: this thread then
+owns the model. A program whose model already has an owning thread (the engine core's: the window's engine thread,
+and ``engine serve``'s own ``EngineThread``, see ``engine.core.handoff`` and ``engine.serve.hosting``) passes an
+executor that runs the call there and returns its ``Record``: this thread then
 only keeps the queue, and API requests wait in line with the program's own work instead of racing it for the
 model. The calls never overlap. An executor that can no longer run a call (its thread is stopping) raises
 ``WorkerClosedError`` instead: the job is answered as cancelled, nothing generated.

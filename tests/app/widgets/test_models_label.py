@@ -27,3 +27,13 @@ def test_two_models_are_listed_with_their_kinds_and_none_hides_the_label(qtbot):
                                             f"embedding model: bge, {format_bytes(1 << 20)}"]
     label.show_models(())
     assert label.isHidden() and label.text() == ""
+
+
+def test_the_tooltip_ends_with_the_cores_memory_budget_when_given_one(qtbot):
+    label = ModelsLabel(budget=lambda: 3 << 30)
+    qtbot.addWidget(label)
+    label.show_models((ModelRecord("tiny", "chat", 2048),))
+    assert label.toolTip().splitlines() == [f"chat model: tiny, {format_bytes(2048)}",
+                                            f"Memory budget for models: {format_bytes(3 << 30)} (past it the least "
+                                            "recently used is unloaded)"]
+

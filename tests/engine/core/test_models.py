@@ -43,3 +43,21 @@ def test_unknown_kinds_and_negative_budgets_are_refused():
         ModelShelf().put("audio", "x", object(), 1)
     with pytest.raises(ValueError):
         ModelShelf(budget_bytes=-1)
+
+
+def test_a_pinned_kind_is_never_unloaded_and_says_what_fits_beside_it():
+    shelf = ModelShelf(budget_bytes=1000, pinned=frozenset({"chat"}))
+    shelf.put("chat", "server-model", object(), 800)
+    assert shelf.fits_beside_pinned("embedding", 200) and not shelf.fits_beside_pinned("embedding", 201)
+    assert shelf.put("embedding", "big", object(), 500) == ()  # over the budget, but the chat model stays
+    assert [r.kind for r in shelf.records()] == ["chat", "embedding"]
+
+
+def test_the_machines_budget_is_a_fraction_of_its_ram_on_the_cpu():
+    import psutil
+
+    from engine.core.models import RAM_FRACTION, machine_budget_bytes
+
+    assert machine_budget_bytes("cpu") == int(psutil.virtual_memory().total * RAM_FRACTION) > 0
+    # No GPU to ask (or torch not imported): a CUDA device is judged by the RAM rather than failing.
+    assert machine_budget_bytes("cuda") > 0

@@ -158,3 +158,16 @@ def test_serves_a_vision_model_with_images(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-1G", "nan", "G", ""])
+def test_a_memory_budget_that_is_not_a_size_is_one_line_and_exit_2(capsys, monkeypatch, value):
+    code, out, err = _run(capsys, monkeypatch, f"--memory-budget={value}")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: --memory-budget: expected auto")
+
+
+def test_memory_budgets_are_read_in_mib_or_with_a_suffix():
+    assert serve.memory_budget("auto") is None
+    assert serve.memory_budget("512") == serve.memory_budget("512M") == 512 << 20
+    assert serve.memory_budget("1.5g") == 3 << 29
