@@ -128,8 +128,8 @@ def test_engine_keeps_few_loose_modules_beside_its_folders():
     loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
     folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
-    assert folders == ["bench", "cli", "constrain", "core", "docs", "executor", "generate", "lab", "library", "models", "quant", "remote", "serve",
-                       "shapes", "speculate", "tools", "vision"]
+    assert folders == ["bench", "cli", "constrain", "core", "docs", "executor", "generate", "lab", "library", "models", "native",
+                       "quant", "remote", "serve", "shapes", "speculate", "tools", "vision"]
 
 
 # engine/shapes/ is the ground floor (issue 42): the library, the loader and the quantizers stand on it, so it may
@@ -275,3 +275,4 @@ def test_the_rule_against_reaching_into_the_window_sees_what_it_refuses(tmp_path
                     encoding="utf-8")
     assert [line.split(" ", 1)[1] for line in _reaching_into_the_window(part)] == [
         "Host.controller: Any", "Host.statusBar(…) typed Any", "__init__(window: Any)"]
+
