@@ -1,4 +1,5 @@
-"""The native library's build and loading (engine/native/library.py) and its symmetric int4 kernel (int4_sym.cpp) against aten's int4 kernel, bit for bit,
+"""The native library's build and loading (engine/native/library.py), and its symmetric int4 kernel
+(engine/native/int4_sym.cpp) against aten's int4 kernel, bit for bit,
 and the modules that choose between them (engine/quant/quant.py: Int4SymLinear, Int4Linear)."""
 
 from __future__ import annotations
