@@ -17,9 +17,9 @@ An explicit precision is used as asked. ``auto``:
 - on a CPU otherwise: bf16 where the CPU computes it natively (engine/cpu.py), else fp32.
 
 Owns these rules, ``PrecisionChoice`` (the precision, a typed ``Reason``, the values it rests on, the quality
-verdict) and the GGUF block rule. Not measuring quality (engine/quant/auto_quant.py), quantizing
-(engine/quant/quant.py, gguf_quant.py) nor loading. Imports no torch: the machine's facts come in ``Machine``
-(``Machine.detect`` asks torch, lazily).
+verdict), ``AutoChoice`` (that verdict, which a loaded model's facts carry) and the GGUF block rule. Not measuring
+quality (engine/quant/auto_quant.py), quantizing (engine/quant/quant.py, gguf_quant.py) nor loading. Imports no
+torch: the machine's facts come in ``Machine`` (``Machine.detect`` asks torch, lazily).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable
-
-from engine.models.model import AutoChoice
 
 QUALITY_BARS = {"int4": 0.90, "int8": 0.98}  # the least top-1 agreement with the float model, fastest first
 MIN_PARAMS = 50_000_000
@@ -55,6 +53,23 @@ class Reason(enum.Enum):
     QUALITY_MET = "quality met"  # auto on a CPU: the fastest of int4/int8 meeting its agreement bar
     QUALITY_MISSED = "quality missed"  # auto on a CPU: no candidate met its bar (or none could be quantized)
     QUALITY_UNMEASURED = "quality unmeasured"  # a fit estimate: the fastest candidate, its bar not measured yet
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """Why ``auto`` picked a quantized precision on a CPU (engine/quant/auto_quant.py).
+
+    ``agreement`` is the teacher-forced top-1 agreement with the float model on the fixed quality text,
+    ``bar`` the least ``precision`` had to reach; ``rejected`` the faster candidates that missed their bar,
+    as (precision, agreement). ``measured_now`` is False when the verdict was remembered from an earlier load.
+    """
+
+    precision: str  # int4 | int8 | the float type when every candidate missed its bar
+    reference: str  # the float type it was compared with: bf16 | fp32
+    agreement: float | None  # None when no candidate met its bar
+    bar: float | None
+    rejected: tuple[tuple[str, float], ...] = ()
+    measured_now: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,4 +240,4 @@ def device_float_name(device: str) -> str:
 
 
 __all__ = ["QUALITY_BARS", "MIN_PARAMS", "INT8_ACTIVATIONS", "Reason", "Machine", "ModelWeights", "PrecisionChoice", "choose_precision",
-           "quality_applies", "gguf_blocks", "GGUFBlocks", "device_float_name"]
+           "quality_applies", "gguf_blocks", "GGUFBlocks", "AutoChoice", "device_float_name"]
