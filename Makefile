@@ -35,11 +35,11 @@ $(STAMP): $(LOCKFILE) pyproject.toml packaging/install_torch.py | $(PY)
 assets/i18n/%.qm: assets/i18n/%.ts | $(STAMP)
 	bash packaging/i18n.sh build
 
-# The native int4/int8 kernels (engine/quant/native.py), rebuilt when a source changed; without a compiler it says so
-# in one line and int4 runs on aten's kernel.
-NATIVE := engine/quant/build/miaohui_int4.so
-$(NATIVE): $(wildcard engine/quant/*.cpp) | $(STAMP)
-	-$(PY) -m engine.quant.native
+# The native library (engine/native/: its sources and headers, built by engine/native/library.py), rebuilt when one
+# changed; without a compiler it says so in one line and int4/int8 run on aten's kernels.
+NATIVE := engine/native/build/miaohui_native.so
+$(NATIVE): $(wildcard engine/native/*.cpp engine/native/*.h) | $(STAMP)
+	-$(PY) -m engine.native.library
 
 install: $(STAMP) $(QM) $(NATIVE)
 	@if [ "$$(cat $(STAMP))" != "$(TORCH_SPEC) $(TORCH_BUILD)" ]; then rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); fi

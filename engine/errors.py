@@ -4,7 +4,8 @@ Every error the engine lets out is an ``EngineError`` whose ``str()`` is one lin
 on; the GUI shows it as is and the CLI prints it and exits 2. Errors from torch, safetensors,
 bitsandbytes or the file system are converted at the engine's edge (loader, session) into one of
 these. Each type carries its ``kind`` (an ``ErrorKind``), so a caller branches on what went wrong, never on
-the wording. This module owns the types, their kinds and the one-line rule (``printable``), nothing else.
+the wording. This module owns the types, their kinds, the one-line rule (``printable``) and
+the refusal texts several floors raise alike (``REMOTE_CODE_REFUSAL``, ``NO_CHAT_TEMPLATE``), nothing else.
 """
 
 from __future__ import annotations
@@ -103,6 +104,16 @@ class ContextTooLongError(EngineError):
 
 class TemplateError(EngineError):
     """A model's chat template failed (syntax, its own refusal, recursion) or was stopped at a bound."""
+
+
+# Every refusal of a model without a chat template says this: what it probably is, and the two ways forward (the
+# CLI's and the window's chat, and the server's chat endpoint, go through the template; text completion does not).
+# Here, beside the error types, because two floors refuse with it: the loader from the files' metadata before the
+# weights load (engine/models/template_meta.py) and the renderer (engine/generate/chat_template.py).
+NO_CHAT_TEMPLATE = ("this model has no chat template (it is most likely a base model, trained to continue text "
+                    "rather than to chat), so it cannot chat: continue text with it instead (`python -m engine "
+                    "complete --prompt TEXT`), or use an instruct or chat version of it (its name usually ends in "
+                    "-Instruct or -Chat), which ships with one")
 
 
 class CancelledError(EngineError):

@@ -65,9 +65,9 @@ def default_model_dir() -> Path:
 
 @pytest.fixture
 def aten_kernels(monkeypatch):
-    """int4/int8 on torch's aten kernels with bf16 activations (``MIAOHUI_NATIVE=0``, engine/quant/native.py): for
+    """int4/int8 on torch's aten kernels with bf16 activations (``MIAOHUI_NATIVE=0``, engine/native/library.py): for
     tests that pin aten's layouts or exact products rather than the int8-activation kernels' (engine/quant/tiled.py)."""
-    from engine.quant import native
+    from engine.native import library as native
 
     monkeypatch.setenv("MIAOHUI_NATIVE", "0")
     native.int4_sym.cache_clear()

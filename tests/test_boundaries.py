@@ -128,8 +128,8 @@ def test_engine_keeps_few_loose_modules_beside_its_folders():
     loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= MAX_ENGINE_TOP_LEVEL, loose
     folders = sorted(p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file())
-    assert folders == ["bench", "cli", "constrain", "core", "docs", "executor", "generate", "lab", "library", "models", "quant", "remote", "serve",
-                       "shapes", "speculate", "tools", "vision"]
+    assert folders == ["bench", "cli", "constrain", "core", "docs", "executor", "generate", "lab", "library", "models", "native",
+                       "quant", "remote", "serve", "shapes", "speculate", "tools", "vision"]
 
 
 # engine/shapes/ is the ground floor (issue 42): the library, the loader and the quantizers stand on it, so it may
@@ -273,3 +273,91 @@ def test_the_rule_against_reaching_into_the_window_sees_what_it_refuses(tmp_path
                     encoding="utf-8")
     assert [line.split(" ", 1)[1] for line in _reaching_into_the_window(part)] == [
         "Host.controller: Any", "Host.statusBar(…) typed Any", "__init__(window: Any)"]
+
+
+# ---------------------------------------------------------------- engine/'s floors (issue 42: each imports only those below)
+
+# Bottom to top, drawn from the imports as they are (docs/DESIGN.md, "The engine's floors", prints the counts). A
+# module may import its own floor and the floors below it. The loose modules are the ground: plain data and helpers
+# every floor shares. Then shapes and formats; the native library; quantized weights; the fast model; files to a
+# loaded model and the model library (each asks the other: a download is checked by the loader's safety, the loader
+# lists what the library installed); one turn and its speculative decoding (the session drives the speculator, which
+# samples as the session does); what a turn is extended with; the core holding the loaded models; its clients and the
+# measuring tools; the command line on top. The package ``engine`` and ``engine.__main__`` are entry points.
+ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("engine.errors", "engine.inputs", "engine.fmt", "engine.paths", "engine.cpu", "engine.events", "engine._offline"),
+    ("engine.shapes",),
+    ("engine.native",),
+    ("engine.quant",),
+    ("engine.executor",),
+    ("engine.library", "engine.models"),
+    ("engine.generate", "engine.speculate"),
+    ("engine.constrain", "engine.tools", "engine.docs", "engine.vision", "engine.remote"),
+    ("engine.core",),
+    ("engine.serve", "engine.lab", "engine.bench"),
+    ("engine.cli", "engine.__main__"),
+)
+# The imports that run up a floor, each justified in the importing module's docstring (named in its comment).
+ENGINE_UPWARD_ALLOWED = {
+    # engine/bench/roofline_check.py's docstring: the chat side is exactly what `engine chat --json` prints, checked
+    # from that command's own code
+    "engine.bench.roofline_check imports engine.cli.replies",
+    # engine/core/handoff.py's docstring: a Handoff is the server queue's executor (engine.serve.worker.Worker's), so it
+    # stops with that worker's own WorkerClosedError
+    "engine.core.handoff imports engine.serve.jobs",
+}
+
+
+def _engine_floor(module: str) -> int | None:
+    for level, packages in enumerate(ENGINE_FLOORS):
+        if any(module == package or module.startswith(package + ".") for package in packages):
+            return level
+    return None
+
+
+def test_every_engine_module_lives_in_a_floor():
+    assert sorted(name for name in _project_modules() if name.startswith("engine.") and _engine_floor(name) is None) \
+        == []
+
+
+def test_each_engine_module_imports_only_its_floor_or_those_below():
+    modules = _project_modules()
+    upward = {f"{name} imports {target}" for name, path in modules.items() if name.startswith("engine.")
+              for target in _project_imports(path, modules) if target.startswith("engine.")
+              and (_engine_floor(target) or 0) > (_engine_floor(name) or 0)}
+    assert sorted(upward - set(ENGINE_UPWARD_ALLOWED)) == []
+    assert sorted(set(ENGINE_UPWARD_ALLOWED) - upward) == []  # an entry no longer needed leaves the list
+
+
+def _floor_cell(counts: dict[tuple[int, int], int], level: int, to: int) -> str:
+    # "." the floor itself, "" no import, "^n" n imports up a floor, "n" n imports down
+    if level == to:
+        return "."
+    count = counts.get((level, to))
+    return "" if not count else f"^{count}" if to > level else str(count)
+
+
+def engine_floor_drawing() -> str:
+    """docs/DESIGN.md's drawing of the floors, from the imports as they are: per floor its modules, and how many
+    imports each floor makes into each other floor (``^``: up). ``python -m tests.test_boundaries`` prints it."""
+    modules = _project_modules()
+    counts: dict[tuple[int, int], int] = {}
+    sizes = [0] * len(ENGINE_FLOORS)
+    for name, path in modules.items():
+        if (floor := _engine_floor(name)) is None:
+            continue
+        sizes[floor] += 1
+        for target in _project_imports(path, modules):
+            if (to := _engine_floor(target)) is not None and to != floor:
+                counts[floor, to] = counts.get((floor, to), 0) + 1
+    names = [" ".join(package.removeprefix("engine.") for package in packages) for packages in ENGINE_FLOORS]
+    width = max(len(name) for name in names)
+    head = "".join(f"{level:>4}" for level in range(len(ENGINE_FLOORS)))
+    lines = [f"{'':>3} {'floor':<{width}} {'modules':>7}  {head}  <- imports into floor"]
+    for level in reversed(range(len(ENGINE_FLOORS))):
+        cells = "".join(f"{_floor_cell(counts, level, to):>4}" for to in range(len(ENGINE_FLOORS)))
+        lines.append(f"{level:>3} {names[level]:<{width}} {sizes[level]:>7}  {cells}".rstrip())
+    return "\n".join(lines)
+
+if __name__ == "__main__":
+    print(engine_floor_drawing())

@@ -41,6 +41,19 @@ def test_spec_parses_and_names_required_contents():
     assert "datas_and_metadata()" in source and "METADATA =" not in source
 
 
+def test_spec_bundles_the_native_library_where_the_frozen_app_loads_it(monkeypatch, tmp_path):
+    """The spec puts engine/native/build/miaohui_native.so (what `make install` builds) in the bundle folder that
+    engine/native/library.py reads under sys._MEIPASS; a library of an older name is not bundled."""
+    from engine.native import library
+
+    source = (PACKAGING / "miaohui.spec").read_text(encoding="utf-8")
+    built = library.HERE.relative_to(ROOT) / "build" / f"{library.NAME}.so"
+    assert " / ".join(f'"{part}"' for part in built.parts) in source
+    assert '"engine/native/build"' in source and "miaohui_int4" not in source
+    monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path), raising=False)
+    assert library.library_path() == tmp_path / "engine" / "native" / "build" / f"{library.NAME}.so"
+
+
 def _fake_model(folder: Path) -> Path:
     from engine.models.fetch import MARKER
 

@@ -15,7 +15,8 @@ figure is the median of its replies.
   ``result_json`` with ``local_roofline``: the bandwidth kept in the data folder) for a reply of a ``ChatSession``,
   as ``engine chat`` runs it. The kept bandwidth is measured again at the start (what the window's *Measure again*
   does): on a VM whose bandwidth drifts by a third within minutes, an old stored figure would make the check measure
-  the drift; the one it replaced is printed beside.
+  the drift; the one it replaced is printed beside. Hence this module's one import from the floor above it
+  (engine/cli/, tests/test_boundaries.py's ENGINE_FLOORS): what is checked is that command's own output, not a copy.
 
 Prints both, the achieved bandwidths' ratio (chat ÷ bench), the bandwidths' and the shares' ratios, and whether
 both ratios are within ``AGREE`` of 1. Owns the pairing only; every figure comes from the modules named.

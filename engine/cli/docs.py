@@ -72,19 +72,10 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _embedder(keywords_only: bool):  # -> Embedder | None; the import is lazy: torch loads only when it is needed
-    if keywords_only:
-        return None
-    from transformers.utils import logging as hf_logging
+def _embedder(keywords_only: bool):  # -> Embedder | None
+    from engine.docs.embed import embedder_for_search
 
-    from engine.docs.embed import default_embedder
-
-    hf_logging.disable_progress_bar()  # a weights bar between the progress lines is noise
-    return default_embedder()
-
-
-def embedder_for_search():  # -> Embedder | None: the default one if fetched (``engine chat --doc`` uses it too)
-    return _embedder(keywords_only=False)
+    return None if keywords_only else embedder_for_search()
 
 
 def _add(args: argparse.Namespace) -> int:

@@ -314,7 +314,7 @@ class EngineCore:
 
 
 def _load_embedder_in_use() -> object:
-    from engine.cli.docs import embedder_for_search  # transformers: imported when an embedder is first needed
+    from engine.docs.embed import embedder_for_search  # transformers: imported when an embedder is first needed
 
     return embedder_for_search()
 

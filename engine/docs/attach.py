@@ -69,7 +69,7 @@ def retrieve_passages(question: str, docs: Sequence[Path], collections: Sequence
                       note: Callable[[str], None] = lambda line: None) -> tuple[list[Source], str]:
     """The best passages of ``docs`` (indexed in a temporary store, removed after) and of ``collections``, best
     first, and the ranking used ("hybrid" with an embedding model, else "keyword", said once through ``note``)."""
-    from engine.cli.docs import embedder_for_search
+    from engine.docs.embed import embedder_for_search
     from engine.docs.index import index_paths
     from engine.docs.retrieve import search
     from engine.docs.store import DocumentStore

@@ -208,6 +208,16 @@ def default_embedder(config: EmbedConfig = EmbedConfig()) -> TransformersEmbedde
     return TransformersEmbedder(folder, name=str(marker.get("name", folder.name)), config=config)
 
 
+def embedder_for_search() -> TransformersEmbedder | None:
+    """``default_embedder`` without transformers' weights bar (noise between progress lines): the one a search, an
+    attachment, the window and ``engine chat --doc`` use. Here, not in engine/cli/, so that nothing below the command
+    line reaches up for it."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    return default_embedder()
+
+
 def _json_object(path: Path) -> dict:
     """``path``'s JSON object, or {} when it is missing, unreadable or not an object (a config we only read hints
     from: a bad one costs the hint, never the load)."""

@@ -133,7 +133,7 @@ class AttachedIndex:
         if self._load_embedder is not None:
             return self._load_embedder()
         if not self._embedder_loaded:
-            from engine.cli.docs import embedder_for_search
+            from engine.docs.embed import embedder_for_search
 
             self._embedder, self._embedder_loaded = embedder_for_search(), True
         return self._embedder

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from engine.executor import native_step
 from engine.executor.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
-from engine.quant.native import decode_ops
+from engine.native.library import decode_ops
 from engine.quant.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 
 # A projection: a dense (out, in) weight, or a module (quantized) called on (n, in) activations.

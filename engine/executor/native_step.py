@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 
-from engine.quant import native
+from engine.native import library as native
 from engine.quant.tiled import Int4Q8Linear, Int8Q8Linear
 
 NATIVE_STEP_ENV = "MIAOHUI_NATIVE_STEP"

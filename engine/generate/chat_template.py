@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import jinja2
 
-from engine.errors import CancelledError, TemplateError
+from engine.errors import NO_CHAT_TEMPLATE, CancelledError, TemplateError
 from engine.fmt import one_line
 from engine.generate.template_budget import DEFAULT_LIMITS, Budget, TemplateLimits, bounded_by
 from engine.generate.template_sandbox import TemplateRaised, compile_template
@@ -36,13 +36,6 @@ from engine.generate.template_sandbox import TemplateRaised, compile_template
 # template file past this is refused before it is parsed.
 MAX_TEMPLATE_CHARS = 1_000_000
 _MESSAGE_CHARS = 200  # a template's own words in an error, cut to fit one line
-# Every refusal of a model without a chat template says this: what it probably is, and the two ways forward (the
-# CLI's and the window's chat, and the server's chat endpoint, go through the template; text completion does not).
-# ``engine.models.template_meta`` gives it from the files' metadata before the weights load.
-NO_CHAT_TEMPLATE = ("this model has no chat template (it is most likely a base model, trained to continue text "
-                    "rather than to chat), so it cannot chat: continue text with it instead (`python -m engine "
-                    "complete --prompt TEXT`), or use an instruct or chat version of it (its name usually ends in "
-                    "-Instruct or -Chat), which ships with one")
 
 
 def deadline_after(limits: TemplateLimits = DEFAULT_LIMITS) -> float:

@@ -36,7 +36,7 @@ class Architecture(Shape):
     stored_bytes: int | None = None  # GGUF: bytes of the tensor data as quantized in the file
     file_quant: str | None = None  # GGUF: the type most elements are stored in
     # GGUF: the decoder projections' types (type → how many) and their biases' types, for the precision ``auto``
-    # keeps (``engine.quant.precision.gguf_blocks``)
+    # keeps (``engine.quant.precision.GGUFBlocks``, judged by choose_precision alone)
     projection_types: tuple[tuple[str, int], ...] = ()
     block_biases: tuple[str, ...] = ()
 

@@ -27,7 +27,6 @@ Owns the verdict and its numbers; the measured figures after a load are ``engine
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -144,10 +143,8 @@ def choose(arch: Architecture, precision: str, memory: Memory) -> policy.Precisi
     machine = policy.Machine.assumed(memory.device, memory.free_bytes if memory.device == "cuda" else None)
     if arch.source != "GGUF header":
         return policy.choose_precision(precision, machine, policy.ModelWeights(arch.params, "safetensors"))
-    kept = None
-    if precision == "auto" and machine.device == "cpu":
-        kept = policy.gguf_blocks(Counter(dict(arch.projection_types)), arch.layers, arch.block_biases, arch.model_type)
-    return policy.choose_precision(precision, machine, policy.ModelWeights(arch.params, "gguf", kept))
+    blocks = policy.GGUFBlocks(arch.projection_types, arch.layers, arch.block_biases, arch.model_type)
+    return policy.choose_precision(precision, machine, policy.ModelWeights(arch.params, "gguf", blocks))
 
 
 def _float_bytes(precision: str, bnb_float_bytes: int) -> int:

@@ -362,7 +362,7 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
     _check_cancel(cancel)
     files = sorted(source.folder.glob("*.safetensors")) if gguf is None else []
     weights = ModelWeights(estimated, "gguf" if gguf is not None else "safetensors" if files else "other",
-                           gguf_quant.blocks_precision(gguf) if gguf is not None else None)
+                           gguf_quant.block_facts(gguf) if gguf is not None else None)
 
     def read_weights(precision: str) -> Any:
         kwargs = model_kwargs(spec, source, device, precision)

@@ -11,28 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from engine.quant.precision import AutoChoice  # auto's verdict, which the precision policy owns
 from engine.shapes.shape import Shape
 
 # The shape's dimensions ``ModelFacts`` shows as its own: keyword arguments of its constructor, properties, and keys
 # of ``to_dict`` (after name, source and architecture, as before it held a shape).
 SHAPE_KEYS = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size", "context_length")
-
-
-@dataclass(frozen=True)
-class AutoChoice:
-    """Why ``auto`` picked a quantized precision on a CPU (engine/quant/auto_quant.py).
-
-    ``agreement`` is the teacher-forced top-1 agreement with the float model on the fixed quality text,
-    ``bar`` the least ``precision`` had to reach; ``rejected`` the faster candidates that missed their bar,
-    as (precision, agreement). ``measured_now`` is False when the verdict was remembered from an earlier load.
-    """
-
-    precision: str  # int4 | int8 | the float type when every candidate missed its bar
-    reference: str  # the float type it was compared with: bf16 | fp32
-    agreement: float | None  # None when no candidate met its bar
-    bar: float | None
-    rejected: tuple[tuple[str, float], ...] = ()
-    measured_now: bool = False
 
 
 @dataclass(frozen=True, init=False)

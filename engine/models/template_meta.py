@@ -1,6 +1,6 @@
 """Does a model ship a chat template? Answered from its files' metadata, before any weight is read.
 
-A model without one cannot chat (``engine.generate.chat_template.NO_CHAT_TEMPLATE``). Loading a base-model GGUF took
+A model without one cannot chat (``engine.errors.NO_CHAT_TEMPLATE``). Loading a base-model GGUF took
 55-78 s before the tokenizer said so; the files answer in milliseconds. The places transformers takes a template
 from, and so the ones read here: for a Hugging Face folder, ``tokenizer_config.json``'s ``chat_template`` (a string,
 or a list of named templates), ``chat_template.jinja`` and ``additional_chat_templates/*.jinja``; for a GGUF file,
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.errors import BadInputError
-from engine.generate.chat_template import NO_CHAT_TEMPLATE
+from engine.errors import NO_CHAT_TEMPLATE, BadInputError
 from engine.shapes.gguf_header import read_file_header
 from engine.models import safety
 

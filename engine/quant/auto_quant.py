@@ -24,9 +24,9 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from engine.models.model import AutoChoice
-from engine.quant import precision as policy
 from engine.paths import replace_text
+from engine.quant import precision as policy
+from engine.quant.precision import AutoChoice
 from engine.quant.quality import Predictions, agreement, predict, quality_ids
 from engine.quant.quant_cache import cache_folder, cache_key, quantize_cached
 

@@ -171,13 +171,18 @@ def int4_from_codes(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
 # ---------------------------------------------------------------- the precision and the note
 
 
-def blocks_precision(file: GGUFFile) -> str | None:
-    """The int kernel this file's projection blocks map onto as they are (int4 | int8), or None:
-    ``engine.quant.precision.gguf_blocks`` over its tensor table."""
+def block_facts(file: GGUFFile) -> precision.GGUFBlocks:
+    """This file's projection blocks as its tensor table lists them, for ``engine.quant.precision``'s block rule."""
     arch = file.architecture
-    biases = [t.qtype.name for t in file.tensors.values()
-              if t.name.startswith("blk.") and t.name.endswith(".bias") and t.name.split(".")[2] in PROJECTIONS]
-    return precision.gguf_blocks(file.projection_types(), file.metadata.get(f"{arch}.block_count"), biases, arch)
+    biases = tuple(t.qtype.name for t in file.tensors.values()
+                   if t.name.startswith("blk.") and t.name.endswith(".bias") and t.name.split(".")[2] in PROJECTIONS)
+    return precision.GGUFBlocks(tuple(file.projection_types().items()), file.metadata.get(f"{arch}.block_count"),
+                                biases, arch)
+
+
+def blocks_precision(file: GGUFFile) -> str | None:
+    """The int kernel this file's projection blocks map onto as they are (int4 | int8), or None: the block rule."""
+    return block_facts(file).kept()
 
 
 def float_note(file: GGUFFile, float_name: str) -> str:
@@ -351,5 +356,5 @@ def _check(model: Any, precision: str, source: _Source, group: int) -> None:
             raise ValueError(f"{key} differs from transformers' weights")
 
 
-__all__ = ["GGUFFile", "GGUFTensor", "INT4_EXACT", "INT8_BLOCKS", "blocks_precision", "float_note", "int4_from_blocks",
+__all__ = ["GGUFFile", "GGUFTensor", "INT4_EXACT", "INT8_BLOCKS", "block_facts", "blocks_precision", "float_note", "int4_from_blocks",
            "int4_from_codes", "dequantize", "quantize_from_gguf"]

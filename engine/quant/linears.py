@@ -10,7 +10,7 @@ the packed weights and dequantize in registers:
   multiplies. The kernel computes ``w = (q - 8) · scale + zero`` with ``q`` in 0..15, so a group
   with minimum ``m`` and step ``s`` stores ``zero = m + 8·s``. Weights whose zeros are all 0 (a GGUF's
   Q4_0 blocks) keep scales only and run on the native ``miaohui::int4_sym_mm`` where it is built and the CPU
-  has AVX-512 (``Int4SymLinear``, ``engine/quant/native.py``): the same products bit for bit, fewer bytes.
+  has AVX-512 (``Int4SymLinear``, ``engine/native/library.py``): the same products bit for bit, fewer bytes.
 - By default a model's weights are held instead in the tiled layouts of the int8-activation kernels where they
   are built (``engine/quant/tiled.py``, subclasses of these; ``engine/quant/quant.py``'s ``int8_module`` and
   ``int4_module`` choose): decode then quantizes activations to int8 per block of 32, as llama.cpp does, not
@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.inputs import INT4_GROUP_SIZE
-from engine.quant import native
+from engine.native import library as native
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class Int4Linear(QuantizedLinear):
 
 class Int4SymLinear(Int4Linear):
     """Symmetric int4 (every zero 0: a GGUF's Q4_0 blocks) on the native kernel ``miaohui::int4_sym_mm``
-    (``engine/quant/native.py``): aten's packed codes as ``Int4Linear`` keeps them, and bf16 scales only, (out/64,
+    (``engine/native/library.py``): aten's packed codes as ``Int4Linear`` keeps them, and bf16 scales only, (out/64,
     in/group, 64) blocked by the packing's 64-row blocks: 4.5 bits per weight instead of 5. Its products equal
     ``Int4Linear``'s with zeros 0 bit for bit; ``scales_and_zeros`` is built on demand (prefill's dequantization,
     the quantized-weight cache), never kept."""

@@ -6,7 +6,7 @@ An explicit precision is used as asked. ``auto``:
 - on a CUDA GPU: its float type (bf16, or fp16 where bf16 is not native) when 16-bit weights plus a fifth (for
   activations, KV cache and allocator slack) fit its free memory, else nf4 (bitsandbytes);
 - on a CPU, a GGUF: its blocks kept when every projection's maps exactly onto an int kernel (Q4_0/Q4_1/Q4_K →
-  int4, Q8_0 → int8) in a layout the block loader knows (``gguf_blocks``, read from the header), else the
+  int4, Q8_0 → int8) in a layout the block loader knows (``gguf_blocks`` over the header's ``GGUFBlocks``), else the
   CPU's float type (transformers dequantizes);
 - on a CPU, safetensors of at least ``MIN_PARAMS`` parameters, with torch's CPU int4 kernel: the fastest of
   int4/int8 whose teacher-forced top-1 agreement with the float model meets its bar (``QUALITY_BARS``), else
@@ -17,9 +17,9 @@ An explicit precision is used as asked. ``auto``:
 - on a CPU otherwise: bf16 where the CPU computes it natively (engine/cpu.py), else fp32.
 
 Owns these rules, ``PrecisionChoice`` (the precision, a typed ``Reason``, the values it rests on, the quality
-verdict) and the GGUF block rule. Not measuring quality (engine/quant/auto_quant.py), quantizing
-(engine/quant/quant.py, gguf_quant.py) nor loading. Imports no torch: the machine's facts come in ``Machine``
-(``Machine.detect`` asks torch, lazily).
+verdict), ``AutoChoice`` (that verdict, which a loaded model's facts carry) and the GGUF block rule. Not measuring
+quality (engine/quant/auto_quant.py), quantizing (engine/quant/quant.py, gguf_quant.py) nor loading. Imports no
+torch: the machine's facts come in ``Machine`` (``Machine.detect`` asks torch, lazily).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable
-
-from engine.models.model import AutoChoice
 
 QUALITY_BARS = {"int4": 0.90, "int8": 0.98}  # the least top-1 agreement with the float model, fastest first
 MIN_PARAMS = 50_000_000
@@ -55,6 +53,23 @@ class Reason(enum.Enum):
     QUALITY_MET = "quality met"  # auto on a CPU: the fastest of int4/int8 meeting its agreement bar
     QUALITY_MISSED = "quality missed"  # auto on a CPU: no candidate met its bar (or none could be quantized)
     QUALITY_UNMEASURED = "quality unmeasured"  # a fit estimate: the fastest candidate, its bar not measured yet
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """Why ``auto`` picked a quantized precision on a CPU (engine/quant/auto_quant.py).
+
+    ``agreement`` is the teacher-forced top-1 agreement with the float model on the fixed quality text,
+    ``bar`` the least ``precision`` had to reach; ``rejected`` the faster candidates that missed their bar,
+    as (precision, agreement). ``measured_now`` is False when the verdict was remembered from an earlier load.
+    """
+
+    precision: str  # int4 | int8 | the float type when every candidate missed its bar
+    reference: str  # the float type it was compared with: bf16 | fp32
+    agreement: float | None  # None when no candidate met its bar
+    bar: float | None
+    rejected: tuple[tuple[str, float], ...] = ()
+    measured_now: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,23 @@ class ModelWeights:
 
     params: int  # the parameter count (or estimate)
     format: str  # "safetensors" | "gguf" | "other"
-    gguf_blocks: str | None = None  # a GGUF's: the int kernel its projection blocks map onto (``gguf_blocks``)
+    gguf: GGUFBlocks | None = None  # a GGUF's projection blocks as its header lists them; the rule decides here
+
+
+@dataclass(frozen=True)
+class GGUFBlocks:
+    """What a GGUF's header says of its decoder projections, read and not judged: the callers (the loader from the
+    file, the fit estimate from its ``Architecture``) pass these, and only ``choose_precision`` applies the block rule
+    (``gguf_blocks``), so what ``auto`` keeps for a GGUF is decided in one place."""
+
+    projection_types: tuple[tuple[str, int], ...]  # type name → count over every layer's seven projections
+    layers: object  # the header's block count, as read (the rule checks it)
+    block_biases: tuple[str, ...]  # the types of the ``blk.*`` projection biases
+    architecture: str
+
+    def kept(self) -> str | None:
+        """The int kernel these blocks map onto as they are (int4 | int8), or None: ``gguf_blocks``."""
+        return gguf_blocks(Counter(dict(self.projection_types)), self.layers, self.block_biases, self.architecture)
 
 
 @dataclass(frozen=True)
@@ -152,8 +183,9 @@ def choose_precision(asked: str, machine: Machine, weights: ModelWeights, qualit
     if machine.device != "cpu":
         return PrecisionChoice(float_name, Reason.DEVICE_FLOAT, float_name)
     if weights.format == "gguf":
-        if weights.gguf_blocks is not None:
-            return PrecisionChoice(weights.gguf_blocks, Reason.GGUF_BLOCKS, float_name)
+        kept = weights.gguf.kept() if weights.gguf is not None else None
+        if kept is not None:
+            return PrecisionChoice(kept, Reason.GGUF_BLOCKS, float_name)
         return PrecisionChoice(float_name, Reason.DEVICE_FLOAT, float_name)
     if not quality_applies(machine, weights):
         return PrecisionChoice(float_name, Reason.DEVICE_FLOAT, float_name)
@@ -208,4 +240,4 @@ def device_float_name(device: str) -> str:
 
 
 __all__ = ["QUALITY_BARS", "MIN_PARAMS", "INT8_ACTIVATIONS", "Reason", "Machine", "ModelWeights", "PrecisionChoice", "choose_precision",
-           "quality_applies", "gguf_blocks", "device_float_name"]
+           "quality_applies", "gguf_blocks", "GGUFBlocks", "AutoChoice", "device_float_name"]

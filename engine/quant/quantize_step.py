@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.errors import BadInputError
-from engine.models.model import AutoChoice
+from engine.quant.precision import AutoChoice
 
 
 def native(model: Any, precision: str, device: str, folder: Path, gguf_file: str | None,

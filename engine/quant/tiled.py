@@ -1,5 +1,5 @@
 """int4 and int8 weights in the tiled layouts of the int8-activation kernels (``miaohui::q4_q8_mm``,
-``miaohui::q8_q8_mm``, engine/quant/q8act.cpp, built and loaded by engine/quant/native.py), and the modules that
+``miaohui::q8_q8_mm``, engine/native/q8act.cpp, built and loaded by engine/native/library.py), and the modules that
 run on them: ``Int4Q8Linear`` and ``Int8Q8Linear``.
 
 The contract (issue 25): a decode product quantizes its activations to int8 per block of 32 (d = max|x|/127,
@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from engine.quant import native
+from engine.native import library as native
 from engine.quant.linears import Int4Linear, Int8Linear, QuantizedLinear
 
 TILE = 16  # output rows per tile

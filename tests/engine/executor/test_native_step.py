@@ -1,4 +1,4 @@
-"""The int8/int4 decode step in one native call (engine/executor/native_step.py, engine/quant/decode_step.cpp): the
+"""The int8/int4 decode step in one native call (engine/executor/native_step.py, engine/native/decode_step.cpp): the
 same logits and cache, bit for bit, as the Python step it replaces, for the default model and for random-weight models
 of each family it takes (built from the families' real transformers configs, scaled down); speculation's verify (the
 native step's own over n rows, issue 45) and the batched step still give a decode's bits; and the row operations it
@@ -12,7 +12,7 @@ import torch
 from engine.executor import native_step
 from engine.executor.batched import decode_batch
 from engine.executor.fastpath import FastRunner
-from engine.quant import native
+from engine.native import library as native
 from tests.engine.executor.test_families import _llama_biased, _qwen2, _qwen3
 from tests.engine.executor.test_families_mistral import _mistral
 from tests.engine.executor.test_families_phi_gemma2_llama3 import _phi4_mini

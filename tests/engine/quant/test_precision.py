@@ -18,7 +18,7 @@ from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 from engine.models.model import AutoChoice
 from engine.quant import precision
-from engine.quant.precision import Machine, ModelWeights, PrecisionChoice, Reason, choose_precision
+from engine.quant.precision import GGUFBlocks, Machine, ModelWeights, PrecisionChoice, Reason, choose_precision
 from tests.engine._local_models import write_llama_gguf
 
 FLOAT = "float"  # the CPU's float type: bf16 where native, else fp32
@@ -134,9 +134,13 @@ def test_without_a_measurement_the_fastest_candidate_is_assumed_and_said():
 
 
 def test_a_gguf_keeps_its_blocks_on_a_cpu_only():
-    q4 = ModelWeights(precision.MIN_PARAMS, "gguf", "int4")
+    """The callers pass the header's blocks unjudged; the policy alone decides what auto keeps of them."""
+    q4 = ModelWeights(precision.MIN_PARAMS, "gguf", GGUFBlocks((("Q4_0", 14),), 2, (), "llama"))
     assert (choose_precision("auto", CPU, q4).precision, choose_precision("auto", CPU, q4).reason) == \
         ("int4", Reason.GGUF_BLOCKS)
+    assert choose_precision("int8", CPU, q4).reason is Reason.ASKED
+    mixed = GGUFBlocks((("Q4_0", 13), ("Q6_K", 1)), 2, (), "llama")
+    assert choose_precision("auto", CPU, ModelWeights(10**9, "gguf", mixed)).reason is Reason.DEVICE_FLOAT
     assert choose_precision("auto", CPU, ModelWeights(10**9, "gguf", None)).reason is Reason.DEVICE_FLOAT
     assert choose_precision("auto", Machine("cuda", "bf16", free_bytes=10**12), q4).precision == "bf16"
 
@@ -167,14 +171,14 @@ def test_the_default_models_files_decide_as_its_loads_do(default_model_dir):
     tests/engine/quant/test_auto_quant.py), and the GGUF's Q4_1 blocks are kept (test_gguf_quant.py)."""
     from engine.models import safety
     from engine.models.fetch import default_gguf
-    from engine.quant.gguf_quant import GGUFFile, blocks_precision
+    from engine.quant.gguf_quant import GGUFFile, block_facts, blocks_precision
 
     params = safety.check_source(default_model_dir).param_count
     choice = choose_precision("auto", Machine.detect("cpu"), ModelWeights(params, "safetensors"))
     assert (choice.precision, choice.reason) == ("int4", Reason.QUALITY_UNMEASURED)
     gguf_file = default_gguf(default_model_dir)
     if gguf_file is not None:
-        kept = blocks_precision(GGUFFile(gguf_file))
-        assert kept == "int4"
-        assert choose_precision("auto", Machine.detect("cpu"), ModelWeights(params, "gguf", kept)).reason \
-            is Reason.GGUF_BLOCKS
+        file = GGUFFile(gguf_file)
+        assert blocks_precision(file) == "int4"
+        choice = choose_precision("auto", Machine.detect("cpu"), ModelWeights(params, "gguf", block_facts(file)))
+        assert (choice.precision, choice.reason) == ("int4", Reason.GGUF_BLOCKS)

@@ -1,4 +1,4 @@
-"""The int8-activation kernels (engine/quant/q8act.cpp) and their modules (engine/quant/tiled.py): the activation
+"""The int8-activation kernels (engine/native/q8act.cpp) and their modules (engine/quant/tiled.py): the activation
 quantization bit for bit, the products against the same integer math in torch (exact integer sums, the fp32
 combination within 1e-6 of the terms' magnitudes) on both instruction-set paths the CPU has, the layouts' round
 trips, the modules (kernel rows and prefill), GGUF blocks landing on them, the cache and the off-switches."""
@@ -13,7 +13,8 @@ from gguf.quants import quantize
 
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
-from engine.quant import native, precision, tiled
+from engine.native import library as native
+from engine.quant import precision, tiled
 from engine.quant.gguf_quant import QT, int4_from_blocks
 from engine.quant.quant import Int4Linear, Int4SymLinear, Int8Linear, int4_module, int8_module
 from engine.quant.tiled import Int4Q8Linear, Int8Q8Linear

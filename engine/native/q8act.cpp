@@ -1,7 +1,7 @@
 // miaohui::q4_q8_mm and miaohui::q8_q8_mm: int4 and int8 weights times activations quantized to int8 per block
 // of 32, with integer dot products (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw + vpmaddwd), as llama.cpp computes
-// its Q4_0/Q4_1/Q8_0 products. Not exact against a bf16-activation product: engine/quant/native.py says why
-// and what the contract is; tests/engine/quant/test_q8act.py checks the integer sums exactly.
+// its Q4_0/Q4_1/Q8_0 products. Not exact against a bf16-activation product: engine/native/library.py says why
+// and what the contract is; tests/engine/quant/test_tiled.py checks the integer sums exactly.
 //
 // Activations: each row, per block b of 32, d[b] = max|x| / 127, qa = nearest-even(x · (1/d[b])) in -127..127
 // (all 0 where the block is 0), and sa[b] = Σ qa over the block.
@@ -22,11 +22,11 @@
 // The fp32 combination runs over blocks in order; rows of activations (≤ 4 at once) share each weight load.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include <immintrin.h>
 
-#include "q8act.h"
+#include "cpu_features.h"
+#include "ops.h"
 
 #include <algorithm>
 #include <atomic>
@@ -45,19 +45,13 @@ constexpr int kMaxRows = 4;     // activation rows sharing a weight load
 
 enum Isa : int64_t { kAuto = 0, kAvx2 = 1, kVnni = 2 };
 
-bool has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
-
-bool has_vnni() {
-  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-}
+using miaohui::cpu::avx2;
+using miaohui::cpu::vnni;
 
 Isa resolve(int64_t isa) {
-  if (isa == kAuto) return has_vnni() ? kVnni : kAvx2;
+  if (isa == kAuto) return vnni() ? kVnni : kAvx2;
   TORCH_CHECK(isa == kAvx2 || isa == kVnni, "isa: 0 (auto), 1 (AVX2) or 2 (AVX512-VNNI)");
-  TORCH_CHECK(isa == kAvx2 ? has_avx2() : has_vnni(), "this CPU lacks the instructions of isa ", isa);
+  TORCH_CHECK(isa == kAvx2 ? avx2() : vnni(), "this CPU lacks the instructions of isa ", isa);
   return static_cast<Isa>(isa);
 }
 
@@ -353,8 +347,8 @@ at::Tensor q8_q8_mm_op(const at::Tensor& a, const at::Tensor& tiles_in, const at
 }
 
 // The activation quantization alone, for tests: (qa (rows, K) int8, d (rows, K/32) fp32, sa (rows, K/32) int32).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> q8_quantize(const at::Tensor& a_in) {
-  TORCH_CHECK(has_avx2(), "q8_quantize needs AVX2");
+std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_op(const at::Tensor& a_in) {
+  TORCH_CHECK(avx2(), "q8_quantize needs AVX2");
   const at::Tensor a = a_in.to(at::kFloat).contiguous();
   TORCH_CHECK(a.dim() == 2 && a.size(1) % kBlock == 0, "a: (rows, K), K a multiple of 32");
   const int64_t rows = a.size(0), K = a.size(1);
@@ -368,11 +362,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> q8_quantize(const at::Tensor& a_i
   return {qa, d, sa};
 }
 
+}  // namespace
+
+namespace miaohui {
+
+at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
+                    int64_t isa) {
+  return q4_q8_mm_op(a, codes, scales, out_features, isa);
+}
+
+at::Tensor q8_q8_mm(const at::Tensor& a, const at::Tensor& tiles, const at::Tensor& scales, int64_t out_features,
+                    int64_t isa) {
+  return q8_q8_mm_op(a, tiles, scales, out_features, isa);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> q8_quantize(const at::Tensor& a) { return quantize_op(a); }
+
 // The best instruction set this CPU offers the ops: 2 (AVX512-VNNI), 1 (AVX2 with FMA and F16C) or 0 (none).
-int64_t q8act_isa() { return has_vnni() ? kVnni : has_avx2() ? kAvx2 : 0; }
+int64_t q8act_isa() { return vnni() ? kVnni : avx2() ? kAvx2 : 0; }
 
 // How many threads the ops' at::parallel_for runs on: torch's thread count where the library was compiled with
-// OpenMP (engine/quant/native.py's -fopenmp), 1 where it was not. Without it at::parallel_for runs serially, and the
+// OpenMP (engine/native/library.py's -fopenmp), 1 where it was not. Without it at::parallel_for runs serially, and the
 // decode step's products used one core of two while llama.cpp used both (found 2026-12-03).
 int64_t q8act_threads() {
   std::atomic<int64_t> most{1};
@@ -385,30 +395,4 @@ int64_t q8act_threads() {
   return most.load();
 }
 
-}  // namespace
-
-namespace miaohui {
-// For decode_step.cpp's fused step: the same products, called without the dispatcher (q8act.h).
-at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
-                    int64_t isa) {
-  return q4_q8_mm_op(a, codes, scales, out_features, isa);
-}
-at::Tensor q8_q8_mm(const at::Tensor& a, const at::Tensor& tiles, const at::Tensor& scales, int64_t out_features,
-                    int64_t isa) {
-  return q8_q8_mm_op(a, tiles, scales, out_features, isa);
-}
 }  // namespace miaohui
-
-TORCH_LIBRARY_FRAGMENT(miaohui, m) {
-  m.def("q4_q8_mm(Tensor a, Tensor codes, Tensor scales, int out_features, int isa) -> Tensor");
-  m.def("q8_q8_mm(Tensor a, Tensor tiles, Tensor scales, int out_features, int isa) -> Tensor");
-  m.def("q8_quantize(Tensor a) -> (Tensor, Tensor, Tensor)");
-  m.def("q8act_isa() -> int", &q8act_isa);
-  m.def("q8act_threads() -> int", &q8act_threads);
-}
-
-TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
-  m.impl("q4_q8_mm", &q4_q8_mm_op);
-  m.impl("q8_q8_mm", &q8_q8_mm_op);
-  m.impl("q8_quantize", &q8_quantize);
-}

@@ -1,12 +1,16 @@
-"""The native symmetric int4 kernel (engine/quant/native.py, int4_sym.cpp) against aten's int4 kernel, bit for bit,
+"""The native library's build and loading (engine/native/library.py), and its symmetric int4 kernel
+(engine/native/int4_sym.cpp) against aten's int4 kernel, bit for bit,
 and the modules that choose between them (engine/quant/quant.py: Int4SymLinear, Int4Linear)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from engine.quant import native, precision
+from engine.native import library as native
+from engine.quant import precision
 from engine.quant.quant import Int4Linear, Int4SymLinear
 
 
@@ -89,7 +93,15 @@ def test_disabled_native_kernel_falls_back_to_aten(monkeypatch):
 
 
 def test_a_library_that_is_missing_or_broken_is_a_reason_not_an_error(tmp_path):
-    assert "not built" in (native.load(tmp_path / "miaohui_int4.so") or "")
+    assert "not built" in (native.load(tmp_path / "miaohui_native.so") or "")
     broken = tmp_path / "broken.so"
     broken.write_bytes(b"not a shared library")
     assert "failed to load" in (native.load(broken) or "")
+
+
+def test_only_the_library_of_its_own_name_and_folder_is_loaded():
+    """An older tree built ``engine/quant/build/miaohui_int4.so`` with the same ops: loading it beside this one would
+    register them twice, so the loader's one path is this package's build folder and this library's name."""
+    path = native.library_path()
+    assert path.name == "miaohui_native.so" and path.parent == Path(native.__file__).parent / "build"
+    assert all(source.parent == path.parent.parent and source.is_file() for source in native.SOURCES)

@@ -2,7 +2,7 @@
 // 32 input columns, no zero point: a GGUF's Q4_0 blocks), bit for bit what aten's
 // _weight_int4pack_mm_for_cpu returns for the same codes with every zero 0, on an AVX-512 CPU.
 //
-// Why by hand (engine/quant/native.py says it at length): torch has no x86 int4 GEMV without a zero point,
+// Why by hand (engine/native/library.py says it at length): torch has no x86 int4 GEMV without a zero point,
 // and aten's kernel reads a bf16 zero beside every bf16 scale (5 bits per weight, Q4_0 has 4.5) and spends
 // two fused multiply-adds per weight (dequantize, then accumulate). Here the codes are aten's AVX-512 packed
 // layout (the same buffer its kernel takes), the scales are blocked per 64 output rows, and since
@@ -12,20 +12,20 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
-#include <torch/library.h>
 
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
+
+#include "cpu_features.h"
+#include "ops.h"
+#include "simd.h"
 
 namespace {
 
 constexpr int64_t kBlock = 64;  // output rows per packed block (aten's AVX-512 layout)
 
-__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) inline __m512 bf16x16_to_fp32(__m256i raw) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
+using miaohui::simd::bf16x16_to_fp32;
 
 // One block of 64 output rows for one activation row: codes (K, 32) bytes, scales (groups, 64) bf16.
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void block_row(
@@ -41,9 +41,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void block_row(
     const __m512 s3 = bf16x16_to_fp32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 48)));
     const int64_t end = (g + 1) * group;
     for (int64_t k = g * group; k < end; ++k) {
-      uint32_t bits = static_cast<uint32_t>(a[k]) << 16;
-      float ak;
-      std::memcpy(&ak, &bits, sizeof ak);
+      const float ak = miaohui::simd::bf16_to_fp32(a[k]);
       const __m512 lut = _mm512_mul_ps(_mm512_set1_ps(ak), levels);  // a_k * (q - 8), exact
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k * 32));
       _mm_prefetch(reinterpret_cast<const char*>(codes + (k + 16) * 32), _MM_HINT_T0);
@@ -62,13 +60,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void block_row(
   _mm512_storeu_ps(out + 48, c3);
 }
 
-bool cpu_ok() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
-}
+}  // namespace
+
+namespace miaohui {
 
 at::Tensor int4_sym_mm(const at::Tensor& rows_in, const at::Tensor& codes, const at::Tensor& scales, int64_t group) {
-  TORCH_CHECK(cpu_ok(), "miaohui::int4_sym_mm needs AVX-512 (F, BW, VL) and FMA");
+  TORCH_CHECK(cpu::avx512(), "miaohui::int4_sym_mm needs AVX-512 (F, BW, VL) and FMA");
   TORCH_CHECK(rows_in.dim() == 2 && rows_in.scalar_type() == at::kBFloat16, "a: (rows, K) bf16");
   const at::Tensor a = rows_in.contiguous();
   TORCH_CHECK(scales.dim() == 3 && scales.size(2) == kBlock && scales.scalar_type() == at::kBFloat16 &&
@@ -96,13 +93,6 @@ at::Tensor int4_sym_mm(const at::Tensor& rows_in, const at::Tensor& codes, const
   return out;
 }
 
-bool available() { return cpu_ok(); }
+bool int4_sym_available() { return cpu::avx512(); }
 
-}  // namespace
-
-TORCH_LIBRARY(miaohui, m) {
-  m.def("int4_sym_mm(Tensor a, Tensor codes, Tensor scales, int group) -> Tensor");
-  m.def("int4_sym_available() -> bool", &available);
-}
-
-TORCH_LIBRARY_IMPL(miaohui, CPU, m) { m.impl("int4_sym_mm", &int4_sym_mm); }
+}  // namespace miaohui

@@ -12,9 +12,9 @@
 //   times the scaling, softmax with exp8, Σ p·v in fp32, rounded once.
 // - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
-// - products: q8act.cpp's int8-activation kernels (q8act.h), a bias added after the product's rounding, as the
+// - products: q8act.cpp's int8-activation kernels (ops.h), a bias added after the product's rounding, as the
 //   Python step's kernel(x).add_(bias).
-// Compiled with -ffp-contract=off (engine/quant/native.py): a multiply and an add fused by the compiler would round
+// Compiled with -ffp-contract=off (engine/native/library.py): a multiply and an add fused by the compiler would round
 // once where torch rounds twice.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -29,7 +29,8 @@
 #include <cstring>
 #include <vector>
 
-#include "q8act.h"
+#include "ops.h"
+#include "simd.h"
 
 namespace {
 
@@ -39,8 +40,7 @@ template <typename T> inline float rounded(float v) { return static_cast<float>(
 
 __attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 __attribute__((target("avx2,fma"))) inline __m256 load8(const at::BFloat16* p) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+  return miaohui::simd::bf16x8_to_fp32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 __attribute__((target("avx2,fma"))) inline float lanes_sum(__m256 v) {
@@ -192,7 +192,7 @@ void check_dtype(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kFloat, what, ": bf16 or fp32");
 }
 
-at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
+at::Tensor rms_norm_rows_op(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
   check_dtype(x_in, "x");
   TORCH_CHECK(weight_in.scalar_type() == x_in.scalar_type(), "weight: x's dtype");
   const at::Tensor x = x_in.contiguous(), weight = weight_in.contiguous();
@@ -208,7 +208,7 @@ at::Tensor rms_norm_rows(const at::Tensor& x_in, const at::Tensor& weight_in, do
   return out;
 }
 
-at::Tensor silu_mul(const at::Tensor& gate_up_in, int64_t inter) {
+at::Tensor silu_mul_op(const at::Tensor& gate_up_in, int64_t inter) {
   check_dtype(gate_up_in, "gate_up");
   const at::Tensor gate_up = gate_up_in.contiguous();
   TORCH_CHECK(gate_up.dim() == 2 && gate_up.size(1) == 2 * inter, "gate_up: (n, 2·intermediate)");
@@ -220,7 +220,7 @@ at::Tensor silu_mul(const at::Tensor& gate_up_in, int64_t inter) {
   return out;
 }
 
-at::Tensor attend_one(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, double scaling) {
+at::Tensor attend_one_op(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, double scaling) {
   check_dtype(q_in, "q");
   TORCH_CHECK(k_in.scalar_type() == q_in.scalar_type() && v_in.scalar_type() == q_in.scalar_type(), "k, v: q's dtype");
   TORCH_CHECK(q_in.dim() == 2 && k_in.dim() == 3 && v_in.sizes() == k_in.sizes() && k_in.size(2) == q_in.size(1) &&
@@ -402,7 +402,19 @@ class DecodeStep : public torch::CustomClassHolder {
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(miaohui, m) {
+namespace miaohui {
+
+at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return rms_norm_rows_op(x, weight, eps);
+}
+
+at::Tensor silu_mul(const at::Tensor& gate_up, int64_t intermediate) { return silu_mul_op(gate_up, intermediate); }
+
+at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scaling) {
+  return attend_one_op(q, k, v, scaling);
+}
+
+void define_decode_step(torch::Library& m) {
   m.class_<DecodeStep>("DecodeStep")
       .def(torch::init<int64_t, int64_t, int64_t, int64_t, double, double>())
       .def("add_projection", &DecodeStep::add_projection)
@@ -410,13 +422,6 @@ TORCH_LIBRARY_FRAGMENT(miaohui, m) {
       .def("set_head", &DecodeStep::set_head)
       .def("step", &DecodeStep::step)
       .def("verify", &DecodeStep::verify);
-  m.def("rms_norm_rows(Tensor x, Tensor weight, float eps) -> Tensor");
-  m.def("silu_mul(Tensor gate_up, int intermediate) -> Tensor");
-  m.def("attend_one(Tensor q, Tensor k, Tensor v, float scaling) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
-  m.impl("rms_norm_rows", &rms_norm_rows);
-  m.impl("silu_mul", &silu_mul);
-  m.impl("attend_one", &attend_one);
-}
+}  // namespace miaohui

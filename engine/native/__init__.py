@@ -1,0 +1,45 @@
+"""The engine's native C++ (issue 42): one library, ``miaohui_native``, whose ops live under ``torch.ops.miaohui``.
+
+Sources: ``register.cpp`` holds the one ``TORCH_LIBRARY`` block (every op's schema and the function running it,
+as ``ops.h`` declares them); ``int4_sym.cpp``, ``q8act.cpp`` and ``decode_step.cpp`` define the ops and register
+nothing; ``cpu_features.h`` is the one place the CPU is asked what it has, ``simd.h`` the one bf16 widening.
+``library`` builds them (``python -m engine.native.library``, run by ``make install``) into
+``engine/native/build/`` and loads the result.
+
+Each op, what it promises, and the test that holds it to that:
+
+======================  =================================================  =========================================
+op                      contract                                           test
+======================  =================================================  =========================================
+``int4_sym_mm``         bf16 rows times symmetric int4 (aten's AVX-512     tests/engine/native/test_library.py
+                        packing, a bf16 scale per group, no zero): bit
+                        for bit aten's kernel with every zero 0; needs
+                        AVX-512
+``int4_sym_available``  whether this CPU runs ``int4_sym_mm``              tests/engine/native/test_library.py
+``q4_q8_mm``            int4 tiles (fp16 scale, offset) times activations  tests/engine/quant/test_tiled.py
+                        quantized to int8 per block of 32, integer dot
+                        products (VNNI or AVX2, same bits from both):
+                        llama.cpp's contract, not aten's bits
+``q8_q8_mm``            int8 tiles (bf16 row scale) times int8             tests/engine/quant/test_tiled.py
+                        activations, as above
+``q8_quantize``         the activations' int8 blocks alone (qa, d, sa),    tests/engine/quant/test_tiled.py
+                        exactly
+``q8act_isa``           the best instruction set here: 2 VNNI, 1 AVX2, 0   tests/engine/quant/test_tiled.py
+                        none
+``q8act_threads``       the threads the ops' parallel loops get (torch's   tests/engine/quant/test_tiled.py
+                        count)
+``rms_norm_rows``       RMSNorm per row: torch's within rounding, one row  tests/engine/executor/test_native_step.py
+                        alone its bits in the batch; the Python step
+                        calls it too
+``silu_mul``            SiLU(gate)·up: torch's within rounding; shared     tests/engine/executor/test_native_step.py
+                        likewise
+``attend_one``          one query per head over the cache (GQA): SDPA      tests/engine/executor/test_native_step.py
+                        within rounding; shared likewise
+``DecodeStep``          the int8/int4 decode step in one call, and         tests/engine/executor/test_native_step.py
+                        ``verify`` (n tokens, speculation's check), bit
+                        for bit the Python step
+======================  =================================================  =========================================
+
+Owns the C++ and its build and loading; not the modules that call the ops (``engine/quant/`` packs the weights
+they read, ``engine/executor/`` runs the step). Importing this package imports no torch; ``library`` does.
+"""
