@@ -2,13 +2,12 @@
 
 Continuous batching (``engine.serve.batching``) keeps one ``engine.executor.fastpath.FastRunner`` per sequence:
 each has its own static KV cache, its own length and its own ids, exactly as when it decodes alone. This step
-runs the next token of every one of them in ONE forward: the embeddings, norms, fused q|k|v, o, gate|up and
-down projections and the LM head are single matrix products over a (B, d) batch (on a CPU a decode step costs
-per operation far more than per row, so B rows cost little more than one); RoPE is applied at each sequence's
-own position, and attention is per sequence over its own filled cache prefix, with the very operations the
-runner's eager step uses (``FastRunner.attend_position``: SDPA below ``EXACT_ATTENTION_POSITIONS``, ``attend_one``
-above it or for quantized weights, Gemma 2's capped attention, sliding windows, an int8 cache's own), so
-sequences of different lengths need no padding and never see each other. A batch of one is the runner's own ``decode``: bit for bit today's path.
+runs the next token of every one of them in ONE forward, the decoder step itself (``engine.executor.step.forward_rows``:
+n runners, one token each): the norms, fused q|k|v, o, gate|up and down projections and the LM head are single matrix
+products over a (B, d) batch (on a CPU a decode step costs per operation far more than per row, so B rows cost little
+more than one); RoPE is applied at each sequence's own position, and attention is per sequence over its own filled
+cache prefix through the runner's own ``FastRunner.attend_position``, so sequences of different lengths need no
+padding and never see each other. A batch of one is the runner's own ``decode``: bit for bit today's path.
 
 Rows equal a sequence decoded alone, bit for bit, for dense weights: a matrix product's kernel may sum in another
 order for B rows than for one (fp32 GEMM on x86 does; bf16 does for some shapes, e.g. the default model's MLP
@@ -21,11 +20,12 @@ row by row for the 576 x 1536 down projection), B one-row products through the w
 (``engine.executor.row_products``: no per-call re-layout), or B plain one-row ``F.linear`` calls (always exact,
 the fallback); the others stay one product, through the packed weight where ``probe`` found its B-row product
 equal to the rows alone too (bf16 products measured ~1.7x faster packed; it costs a packed copy of every dense
-weight the batch multiplies, about the model's dense size, while a server batches). Quantized weights have no exact reference (their decode step is not
-transformers' either) and are always one product.
+weight the batch multiplies, about the model's dense size, while a server batches). ``BatchExact`` is that choice as
+the step's ``engine.executor.step.Exactness``. Quantized weights are always one product: their kernels quantize and
+multiply each row alone, so a row gets the native step's bits (tests/engine/executor/test_native_step.py).
 
-Reads the runner's tables and step plan (``_w``, ``_plan``, ``_cos``...) and attends through its cache without changing
-how the runner works; does not own scheduling (``engine.serve.batching``), sampling or text.
+Owns the batch's exactness (which form each projection takes for B rows); the step's operations are
+``engine.executor.step``'s. Does not own scheduling (``engine.serve.batching``), sampling or text.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.executor.fastpath import FastRunner
-from engine.executor.llama_fused import embed, rotate
 from engine.executor.row_products import packed_rows
+from engine.executor.step import forward_rows
 
 
 def batchable(runner: Any) -> bool:
@@ -201,46 +201,27 @@ def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> tor
         pos = len(runner._ids)
         runner._ensure(pos + 1)
         positions.append(pos)
-    logits = _forward(runners, token_ids, positions)
+    with torch.inference_mode():
+        logits = forward_rows(runners, token_ids, positions, BatchExact(len(runners)))
     for runner, token_id in zip(runners, token_ids):
         runner._ids.append(int(token_id))
     return logits
 
 
-@torch.inference_mode()
-def _forward(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: list[int]) -> torch.Tensor:
-    first = runners[0]
-    w, plan = first._w, first._plan
-    heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
-    norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
-    batch = len(runners)
-    device = first._device
-    # Each sequence's RoPE row at its own position, stacked per RoPE kind: (B, 1, rotary) broadcast over heads.
-    per_kind: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
-    for runner, pos in zip(runners, positions):
-        tables = (runner._cos_long, runner._sin_long) if runner._long(pos + 1) else (runner._cos, runner._sin)
-        per_kind.append([(cos[pos], sin[pos]) for cos, sin in zip(*tables)])
-    ropes = [(torch.stack([row[kind][0] for row in per_kind])[:, None],
-              torch.stack([row[kind][1] for row in per_kind])[:, None]) for kind in range(len(per_kind[0]))]
-    x = embed(w.embed, torch.tensor(list(token_ids), dtype=torch.long, device=device))  # (B, d)
-    if w.embed_scale is not None:
-        x = x * w.embed_scale
-    for index, ((attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
-                 post_mlp_norm, window, rope), fused) in enumerate(zip(plan.layers, w.layers)):
-        qkv_proj, o_proj = _exact(qkv_proj, fused.qkv, batch, fused.qkv_bias), _exact(o_proj, fused.o, batch, fused.o_bias)
-        gate_up_proj = _exact(gate_up_proj, fused.gate_up, batch, fused.gate_up_bias)
-        down_proj = _exact(down_proj, fused.down, batch, fused.down_bias)
-        qkv = qkv_proj(norm(x, attn_norm)).view(batch, heads + 2 * kvh, dim)  # rows q | k | v per sequence
-        qk = qkv[:, :heads + kvh] if qk_norm is None else qk_norm_of(qkv[:, :heads + kvh], qk_norm)
-        qk = rotate(qk, *ropes[rope])  # (B, H+KV, D)
-        # each sequence's key and value into its own cache (dense or int8), its query over them: the runner's own step
-        rows = [runner.attend_position(index, positions[b], qk[b, :heads], qk[b, heads:], qkv[b, heads + kvh:], window)
-                for b, runner in enumerate(runners)]  # (1, H·D) each
-        out = o_proj(torch.cat(rows))  # (B, d)
-        x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
-        gate_up = gate_up_proj(norm(x, mlp_norm))  # (B, 2I)
-        out = down_proj(mlp(gate_up))
-        x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
-    rows_apart(w.lm_head, batch, HEAD_ROWS)  # probed with fewer rows (see prepare), then known to _exact
-    head = _exact(plan.head, w.lm_head, batch)
-    return w.cap_logits(head(norm(x, plan.final_norm)))  # (B, vocab)
+class BatchExact:
+    """``engine.executor.step.Exactness`` for a batch of ``batch`` rows: each dense projection as one product, or
+    where ``rows_apart`` says so in the fastest exact form (``_exact``); norms over all rows at once (they reduce each
+    row alone); quantized modules as one product (their rows are independent)."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+
+    def project(self, kind: str, index: int, call: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                weight: Any, bias: Any) -> torch.Tensor:
+        if kind == "head":
+            rows_apart(weight, self.batch, HEAD_ROWS)  # probed with fewer rows (see prepare), then known to _exact
+        return _exact(call, weight, self.batch, bias)(x)
+
+    def norm(self, kind: str, norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+             weight: torch.Tensor) -> torch.Tensor:
+        return norm(x, weight)

@@ -28,7 +28,8 @@ ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 
 
 ``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
 (``engine.executor.kv_cache``; attention then always in fp32 products, no exactness promise). ``attend_position``
-writes and attends one token's K and V for the eager step, ``engine.executor.batched`` and ``engine.speculate``.
+writes and attends one token's K and V for the one Python decoder step (``engine.executor.step``: the eager decode,
+``verify``'s k tokens and ``engine.executor.batched``'s n runners).
 ``attach(prefix)`` starts a dense eager runner's cache with a prefix shared copy-free from a pool
 (``engine.executor.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
@@ -56,6 +57,7 @@ from engine.executor.families import refusal
 from engine.executor.kv_cache import DenseKVCache, Int8KVCache
 from engine.executor.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
                                         weights_for)
+from engine.executor.step import forward_rows
 from engine.executor.rope_tables import context_rope, rope_tables
 from engine.executor.static_step import decode_static, mark_static
 from engine.executor.runner import ModelRunner, model_device
@@ -302,32 +304,13 @@ class FastRunner(ModelRunner):
         return F.linear(x, weight, bias)
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
-        """One token at ``pos``: logits (1, vocab). Attention reads only the filled cache prefix (for a
-        sliding layer, its last ``window`` positions)."""
-        w, plan = self._w, self._plan
-        heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
-        norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
-        tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
-        if self._native is not None and self._kv.base == 0:  # the whole step in one call (engine.executor.native_step)
-            x = embed_row(w.embed, token_id)
-            return self._native.step(x, pos, tables[0][0], tables[1][0], self._kv.k, self._kv.v)
-        ropes = [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]  # (head_dim,) each
-        attend = self.attend_position  # which attention, and the cache write: see there
-        x = embed_row(w.embed, token_id)  # (1, d)
-        if w.embed_scale is not None:
-            x = x * w.embed_scale
-        for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
-                    post_mlp_norm, window, rope) in enumerate(plan.layers):
-            qkv = qkv_proj(norm(x, attn_norm)).view(heads + 2 * kvh, dim)  # rows q | k | v
-            qk = qkv[:heads + kvh] if qk_norm is None else qk_norm_of(qkv[:heads + kvh], qk_norm)
-            qk = rotate(qk, *ropes[rope])  # (H+KV, D)
-            attn = attend(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window)  # (1, H·D)
-            out = o_proj(attn)
-            x = x + (out if post_attn_norm is None else norm(out, post_attn_norm))
-            gate_up = gate_up_proj(norm(x, mlp_norm))  # (1, 2I)
-            out = down_proj(mlp(gate_up))
-            x = x + (out if post_mlp_norm is None else norm(out, post_mlp_norm))
-        return w.cap_logits(plan.head(norm(x, plan.final_norm)))  # (1, vocab)
+        """One token at ``pos``: logits (1, vocab). The native step where it runs (the whole step in one call,
+        ``engine.executor.native_step``), else the one Python step (``engine.executor.step``) over one row."""
+        if self._native is not None and self._kv.base == 0:
+            long = self._long(pos + 1)
+            cos, sin = (self._cos_long, self._sin_long) if long else (self._cos, self._sin)
+            return self._native.step(embed_row(self._w.embed, token_id), pos, cos[0], sin[0], self._kv.k, self._kv.v)
+        return forward_rows((self,), (token_id,), (pos,))
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return decode_static(self, token, pos)

@@ -397,7 +397,7 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
     ~8,000 positions, and only with native bf16). Its logits differ from SDPA's by bf16 rounding, so the
     dense path keeps SDPA while it promises transformers' exact numbers (``engine/executor/fastpath.py``).
 
-    On a CPU where the native library is loaded it is ``miaohui::attend_one`` (engine/quant/decode_step.cpp): the same
+    On a CPU where the native library is loaded it is ``miaohui::attend_one`` (engine/native/decode_step.cpp): the same
     fp32 computation as one loop over the bf16 cache in place (no upcast copy of it per layer), and the very function
     the native quantized step calls, so verify and batched rows keep that step's bits.
     """

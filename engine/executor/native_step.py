@@ -1,4 +1,4 @@
-"""The int8/int4 decode step in one native call (``miaohui::DecodeStep``, engine/quant/decode_step.cpp), and the row
+"""The int8/int4 decode step in one native call (``miaohui::DecodeStep``, engine/native/decode_step.cpp), and the row
 operations the Python step shares with it so both compute the same bits.
 
 Why by hand (issue 25): on a CPU an int4 decode step of a small model is bound by operations, not bytes. The default

@@ -3,7 +3,16 @@
 ``decode_static(runner, token, pos)`` runs one token with every tensor shape fixed: ``token`` and ``pos`` are (1,)
 tensors, the cache is written at ``pos`` by ``index_copy_`` and attention spans the whole capacity with later
 positions (and, for a sliding layer, those before its window) masked. ``mark_static(runner)`` tells dynamo which
-tensors live at fixed addresses. Kept apart from ``engine.executor.fastpath`` (the eager passes, which this reads:
+tensors live at fixed addresses.
+
+Why it is not the one Python step (``engine.executor.step.forward_rows``): a CUDA graph replays the kernels it
+captured, at the addresses and shapes it captured. The one step takes each row's position as a Python int, slices the
+cache's filled prefix (a shape that grows every token), picks SDPA or ``attend_one`` and longrope's table set by that
+int, and loops over rows in Python: each of these is fixed into a captured graph, or breaks it. Here the position is
+a tensor the graph reads, the cache write is ``index_copy_`` at it, attention always spans the whole capacity under a
+mask, and longrope's set is a ``torch.where``. Its logits are the same maths in another rounding (the masked
+softmax over the capacity), so it promises no bit equality with the eager step (tests/engine/executor/test_fastpath.py
+compares them within rounding). Kept apart from ``engine.executor.fastpath`` (the eager passes, which this reads:
 weights, RoPE tables, cache) so that module stays within its size; a static runner never reads a shared prefix.
 """
 

@@ -4,13 +4,13 @@ for bit, what that many one-token decodes would give, so greedy speculation prin
 A batched forward (the prefill's) rounds differently from the decode step: a bf16 matrix product of several rows
 may sum in another order than the one-row product (measured on this project's AVX-512 CPU: rows of the
 576 x 1536 down projection differed, the 576-wide ones did not), and attention over a masked block differs from
-one query's. So ``verify_rows`` follows ``FastRunner._decode_eager`` operation for operation, layer by layer over
-all the tokens: every projection runs on all rows at once where that is exactly what it computes for each row
-alone (``RowExact``, probed once per kind of projection and row count, every layer's having the same shape,
-on random rows spread over many magnitudes: summation order does not depend on the values, but whether two orders
-round alike does) and row by row otherwise; attention runs per token through the decode step's own
-``FastRunner.attend_position``. Weights are still read from memory once per layer for all tokens: what makes
-checking k tokens cheaper than decoding them.
+one query's. So ``verify_rows`` is the decoder step itself (``engine.executor.step.forward_rows``: one runner, k
+tokens at consecutive positions), its products kept row-exact by ``RowExact``: every projection and norm runs on all
+rows at once where that is exactly what it computes for each row alone (probed once per kind of projection and row
+count, every layer's having the same shape, on random rows spread over many magnitudes: summation order does not
+depend on the values, but whether two orders round alike does) and row by row otherwise; attention runs per token
+through the decode step's own ``FastRunner.attend_position``. Weights are still read from memory once per layer for
+all tokens: what makes checking k tokens cheaper than decoding them.
 
 Every dense CPU projection, rows together or one by one, is multiplied through its copy packed once for oneDNN
 (``engine.executor.row_products.packed_rows``) where a probe finds the same bits as ``F.linear`` on that many rows
@@ -22,7 +22,7 @@ Where the runner's decode step is the native one (int8/int4, ``engine.executor.n
 native call instead (``native_rows``: ``miaohui::DecodeStep.verify``, the step's own code over n rows, its products on
 all rows at once, each token's attention in C++): the per-token Python attention above made checking 48 tokens cost
 more than decoding them natively (issue 45). tests/engine/executor/test_native_step.py checks its bits against the
-step's.
+native step's and the Python step's.
 
 Reads the runner's weights, plan and RoPE tables and writes its cache through ``attend_position`` or the native step
 (``engine.executor.fastpath``); never changes weights.
@@ -34,8 +34,9 @@ from typing import Any, Sequence
 
 import torch
 
-from engine.executor.llama_fused import embed_row, rotate
+from engine.executor.llama_fused import embed_row
 from engine.executor.row_products import Projection, packed_rows
+from engine.executor.step import Norm, forward_rows
 
 PROBE_TRIALS = 4  # random inputs a batched call must match row for row before it is trusted
 _UNSET = object()
@@ -98,6 +99,16 @@ class RowExact:
             self._known[key] = exact
         return packed if exact else project
 
+    def project(self, kind: str, index: int, call: Projection, x: torch.Tensor, weight: Any,
+                bias: Any) -> torch.Tensor:
+        """``engine.executor.step.Exactness``: probed per kind of projection (every layer's has the same shape), its
+        dense weight packed per layer."""
+        return self(call, x, kind, ((kind, index), weight, bias))
+
+    def norm(self, kind: str, norm: Norm, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """``engine.executor.step.Exactness``: a norm probed like a projection (all norms of a kind share a shape)."""
+        return self(lambda t: norm(t, weight), x, kind)
+
 
 def has_native_verify(step: Any) -> bool:
     """Whether a built ``miaohui::DecodeStep`` has ``verify`` (a library built before it had none)."""
@@ -126,39 +137,6 @@ def native_rows(runner: Any, ids: Sequence[int], start: int) -> torch.Tensor | N
 @torch.inference_mode()
 def verify_rows(runner: Any, ids: Sequence[int], start: int, exact: RowExact) -> torch.Tensor:
     """Logits (n, vocab) after each of ``ids`` placed at positions start..start+n-1, written into the cache as
-    ``runner``'s decode step writes them (see the module docstring; each token's cache write and attention are the
-    step's own, ``attend_position``, dense or int8). The caller grows the cache first."""
-    w, plan = runner._w, runner._plan
-    heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
-    norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
-    n = len(ids)
-    positions = range(start, start + n)
-    ropes = []
-    for pos in positions:
-        tables = (runner._cos_long, runner._sin_long) if runner._long(pos + 1) else (runner._cos, runner._sin)
-        ropes.append([(cos[pos], sin[pos]) for cos, sin in zip(*tables)])
-    x = torch.cat([embed_row(w.embed, token) for token in ids])  # (n, d)
-    if w.embed_scale is not None:
-        x = x * w.embed_scale
-    def each(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # a norm, as decode runs it on each row
-        return exact(lambda t: norm(t, weight), rows, "norm")
-
-    for index, (attn_norm, qkv_proj, o_proj, mlp_norm, gate_up_proj, down_proj, qk_norm, post_attn_norm,
-                post_mlp_norm, window, rope) in enumerate(plan.layers):
-        layer = w.layers[index]  # the dense weights behind the plan's projections, to pack where rows must go singly
-        qkv_all = exact(qkv_proj, each(x, attn_norm), "qkv", (("qkv", index), layer.qkv, layer.qkv_bias))
-        outs = []
-        for i, pos in enumerate(positions):  # token i writes its key and value, then sees exactly 0..pos
-            qkv = qkv_all[i].view(heads + 2 * kvh, dim)
-            qk = qkv[:heads + kvh] if qk_norm is None else qk_norm_of(qkv[:heads + kvh], qk_norm)
-            qk = rotate(qk, *ropes[i][rope])
-            # the decode step's own write and attention (dense or int8 cache): FastRunner.attend_position
-            outs.append(runner.attend_position(index, pos, qk[:heads], qk[heads:], qkv[heads + kvh:], window))
-        out = exact(o_proj, torch.cat(outs), "o", (("o", index), layer.o, layer.o_bias))
-        x = x + (out if post_attn_norm is None else each(out, post_attn_norm))  # elementwise: as per row
-        gate_up = exact(gate_up_proj, each(x, mlp_norm), "gate_up", (("gate_up", index), layer.gate_up,
-                                                                     layer.gate_up_bias))  # (n, 2I)
-        out = exact(down_proj, mlp(gate_up), "down",
-                    (("down", index), layer.down, layer.down_bias))
-        x = x + (out if post_mlp_norm is None else each(out, post_mlp_norm))
-    return w.cap_logits(exact(plan.head, each(x, plan.final_norm), None, ("head", w.lm_head, None)))  # (n, vocab)
+    ``runner``'s decode step writes them: the one Python step (``engine.executor.step.forward_rows``) over one runner
+    and n tokens, ``exact`` keeping each row's one-row bits. The caller grows the cache first."""
+    return forward_rows([runner] * len(ids), ids, range(start, start + len(ids)), exact)

@@ -1,8 +1,13 @@
-"""The int8/int4 decode step in one native call (engine/executor/native_step.py, engine/native/decode_step.cpp): the
-same logits and cache, bit for bit, as the Python step it replaces, for the default model and for random-weight models
-of each family it takes (built from the families' real transformers configs, scaled down); speculation's verify (the
-native step's own over n rows, issue 45) and the batched step still give a decode's bits; and the row operations it
-shares with the Python step match torch's."""
+"""The contract between the two forms of the decoder step: the one Python step (engine/executor/step.py) and the
+int8/int4 step in one native call (engine/executor/native_step.py, engine/native/decode_step.cpp) give the same logits
+and cache, bit for bit, in each of the step's forms, for the default model and for random-weight models of each family
+the native step takes (built from the families' real transformers configs, scaled down), at int8 and int4:
+
+- eager: one token, the native step against the Python step;
+- verify: k tokens, the native step's own verify (issue 45) and the Python step's verify rows against k native steps;
+- batched: n runners one token each (decode_batch, the Python step over n rows) against each runner's native step.
+
+And the row operations the two share match torch's."""
 
 from __future__ import annotations
 
@@ -92,6 +97,54 @@ def test_verify_and_the_batched_step_give_the_native_steps_bits(family_dirs):
     reference = FastRunner(model)
     list(reference.prefill(prompt + tokens))
     assert torch.equal(batch[:1], reference.decode(3))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("precision", ["int4", "int8"])
+def test_python_verify_rows_give_each_native_steps_bits_for_each_family(family_dirs, family, precision):
+    """The Python step over one runner and k tokens (what verify runs where the native step does not) against k native
+    steps: logits and cache, 1 row, a kernel's 4-row chunk and a ragged 9, past the mistral model's sliding window."""
+    from engine.executor.verify import RowExact, verify_rows
+
+    model = load_cpu(family_dirs[family], precision).model
+    exact = RowExact()
+    for rows, seed in ((1, 21), (4, 22), (9, 23)):
+        prompt = random_prompt(model.config.vocab_size, 20, seed=seed)
+        tokens = random_prompt(model.config.vocab_size, rows, seed=seed + 100)
+        alone, checked = FastRunner(model), _python_twin(FastRunner(model))
+        assert alone._native is not None
+        for runner in (alone, checked):
+            list(runner.prefill(prompt))
+        decoded = torch.cat([alone.decode(token) for token in tokens])
+        checked._ensure(len(prompt) + len(tokens))
+        assert torch.equal(verify_rows(checked, tokens, len(prompt), exact), decoded)
+        end = len(prompt) + len(tokens)
+        assert torch.equal(checked._kv.k[:, :, :end], alone._kv.k[:, :, :end])
+        assert torch.equal(checked._kv.v[:, :, :end], alone._kv.v[:, :, :end])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("precision", ["int4", "int8"])
+def test_the_batched_python_step_gives_each_native_steps_bits_for_each_family(family_dirs, family, precision):
+    """decode_batch (the Python step over n runners, one token each) against each runner's own native steps: three
+    sequences of different lengths, several steps, logits and caches."""
+    model = load_cpu(family_dirs[family], precision).model
+    prompts = [random_prompt(model.config.vocab_size, length, seed=30 + length) for length in (9, 17, 24)]
+    batched, alone = [FastRunner(model) for _ in prompts], [FastRunner(model) for _ in prompts]
+    assert alone[0]._native is not None
+    for pair, prompt in zip(zip(batched, alone), prompts):
+        for runner in pair:
+            list(runner.prefill(prompt))
+    tokens = [prompt[-1] for prompt in prompts]
+    for step in range(6):
+        got = decode_batch(batched, tokens)
+        want = torch.cat([runner.decode(token) for runner, token in zip(alone, tokens)])
+        assert torch.equal(got, want), f"step {step}"
+        tokens = [int(row.argmax()) for row in got]
+    for a, b in zip(batched, alone):
+        end = b.cached_len
+        assert torch.equal(a._kv.k[:, :, :end], b._kv.k[:, :, :end])
+        assert torch.equal(a._kv.v[:, :, :end], b._kv.v[:, :, :end])
 
 
 def test_why_not_names_what_keeps_a_model_on_the_python_step(family_dirs, monkeypatch):
