@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from engine.executor import native_step
 from engine.executor.families import family_of, refusal, unsupported_reason  # noqa: F401  (re-exported)
+from engine.executor.row_forms import one_row, packed_affordable
 from engine.native.library import decode_ops
 from engine.quant.quant import Int8Linear, ProjectionSlice, QuantizedEmbedding, QuantizedLinear
 
@@ -285,7 +286,7 @@ class StepPlan:
     """The eager decode step's weights as plain functions, built once per runner: per call, a closure over a
     tensor costs less than ``project``'s type check and a quantized module's attribute lookups.
 
-    Dense weights: transformers' exact operations (``rms_norm``, ``F.linear``), so logits stay bit-identical.
+    Dense weights: transformers' exact operations (``rms_norm``, ``F.linear`` or a form probed to its bits), so logits stay bit-identical.
     Quantized weights: each module's ``bound_kernel`` with the native row operations where they are loaded (norms and
     q/k norms, the MLP's activation: the very functions of ``engine.executor.native_step``'s one-call step), else
     ``rms_norm_one_kernel`` with padded norm weights and the exact q/k norm."""
@@ -299,10 +300,10 @@ class StepPlan:
     native: bool = False  # the quantized plan of engine.executor.native_step: its row operations, in C++
 
 
-def _call(weight: Projection, bias: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``project`` with its weight and bias bound: the same dispatch, decided once instead of per call."""
+def _call(weight: Projection, bias: torch.Tensor | None = None, packed_ok: bool = False) -> Callable[..., Any]:
+    """``project`` with weight and bias bound, decided once; a dense row in its measured form (``row_forms``)."""
     if isinstance(weight, torch.Tensor):
-        return lambda x: F.linear(x, weight, bias)
+        return one_row(weight, bias, packed_ok)
     kernel = weight.bound_kernel()
     if bias is None:
         return kernel
@@ -334,11 +335,13 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
 
         def norm_weight(weight: torch.Tensor) -> torch.Tensor:
             return weight
-    layers = tuple((norm_weight(layer.attn_norm), _call(layer.qkv, layer.qkv_bias), _call(layer.o, layer.o_bias),
-                    norm_weight(layer.mlp_norm), _call(layer.gate_up, layer.gate_up_bias),
-                    _call(layer.down, layer.down_bias), layer.qk_norm, layer.post_attn_norm, layer.post_mlp_norm,
-                    layer.window, layer.rope) for layer in w.layers)
-    return StepPlan(layers, norm_weight(w.final_norm), _call(w.lm_head), norm, qk_norm, mlp, native)
+    ok = packed_affordable([w.lm_head, *(t for ly in w.layers for t in (ly.qkv, ly.o, ly.gate_up, ly.down))])
+    layers = tuple((norm_weight(layer.attn_norm), _call(layer.qkv, layer.qkv_bias, ok),
+                    _call(layer.o, layer.o_bias, ok), norm_weight(layer.mlp_norm),
+                    _call(layer.gate_up, layer.gate_up_bias, ok), _call(layer.down, layer.down_bias, ok),
+                    layer.qk_norm, layer.post_attn_norm, layer.post_mlp_norm, layer.window, layer.rope)
+                   for layer in w.layers)
+    return StepPlan(layers, norm_weight(w.final_norm), _call(w.lm_head, None, ok), norm, qk_norm, mlp, native)
 
 
 def embed(table: torch.Tensor | Int8Linear, ids: torch.Tensor) -> torch.Tensor:

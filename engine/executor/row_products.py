@@ -1,6 +1,7 @@
 """One-row matrix products through a weight packed once: what runs row by row when several rows must each give
 exactly their one-row bits (a batched decode step, ``engine.executor.batched``; a speculative verify,
-``engine.executor.verify``).
+``engine.executor.verify``), and the eager decode step's own one-row products where measured fastest
+(``engine.executor.row_forms``).
 
 On a CPU, ``F.linear`` of one bf16 row hands the weight to oneDNN, which re-lays it out on every call: about half of
 a 576 x 1536 product's time on this project's AVX-512 CPU. A weight packed once
@@ -54,4 +55,11 @@ def packed_rows(weight: Any, bias: torch.Tensor | None) -> Projection | None:
     return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-__all__ = ["Projection", "packed_rows", "packed_weight"]
+def forget_packed(weight: Any) -> None:
+    """Drop ``weight``'s packed copy (one tried and not used: ``engine.executor.row_forms``); a later caller packs
+    it again."""
+    with _LOCK:
+        _PACKED.pop(id(weight), None)
+
+
+__all__ = ["Projection", "forget_packed", "packed_rows", "packed_weight"]
