@@ -33,7 +33,8 @@ writes and attends one token's K and V for the eager step, ``engine.executor.bat
 (``engine.executor.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
 publishes the prompt's blocks there). ``prefill(ids, embeds=...)`` reads given input embeddings instead of the ids'
-rows (a vision model's prompt with its image features merged: ``engine.vision.turn``).
+rows (a vision model's prompt with its image features merged: ``engine.vision.turn``), and ``layout=`` (a vision
+family's own positions and mask, ``engine.vision.layouts``) with ``rope_offset`` (decode's RoPE row: position + offset).
 
 Does not own which models qualify, the fused weights or the per-operation math (``engine.executor.llama_fused``),
 nor the choice between this runner and the plain one (``engine.executor.runners.make_runner``); does not know
@@ -119,6 +120,7 @@ class FastRunner(ModelRunner):
         self._rotary = model.model.rotary_emb
         self._device = device
         self.on_prefilled: Callable[["FastRunner"], None] | None = None  # after a prefill's last chunk
+        self.rope_offset = 0  # decode's RoPE row is position + offset (M-RoPE's text after images, engine.vision)
         self._grow(self._max_positions if static else min(initial_capacity, self._max_positions))
         self.compile_s: float | None = None
         self._step: Callable[..., torch.Tensor] = self._decode_static if static else self._decode_eager
@@ -231,7 +233,7 @@ class FastRunner(ModelRunner):
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
     def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False,
-                       long: bool | None = None, embeds: torch.Tensor | None = None) -> torch.Tensor:
+                       long: bool | None = None, embeds: torch.Tensor | None = None, layout: Any = None) -> torch.Tensor:
         """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1; with ``every``,
         (n, vocab) of all of them (``verify``). ``long``: longrope's long tables (None: as transformers chooses
         for this call alone, by its last position). ``embeds`` (n, d): the input embeddings to use instead of the
@@ -243,6 +245,8 @@ class FastRunner(ModelRunner):
         long = self._long(end) if long is None else long
         ropes = [(cos[start:end, None, :], sin[start:end, None, :])  # (n, 1, head_dim): broadcast over heads
                  for cos, sin in zip(*((self._cos_long, self._sin_long) if long else (self._cos, self._sin)))]
+        extra = None if layout is None else layout.allowed(start, end, self._device)  # (n, end): seen beyond causal
+        ropes = ropes if layout is None else layout.ropes(start, end, self._dtype) or ropes
         x = embed(w.embed, ids) if embeds is None else embeds.to(self._dtype)  # (n, d)
         if w.embed_scale is not None and embeds is None:
             x = x * w.embed_scale
@@ -250,11 +254,14 @@ class FastRunner(ModelRunner):
         if start:
             # Query i (at start+i) sees keys 0..start+i.
             masks[None] = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
+        if extra is not None:
+            masks[None] = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start) | extra
         linear, norm = self._prefill_linear, w.norm
         for index, layer in enumerate(w.layers):
             if layer.window not in masks:  # a sliding layer: query i also sees only keys after start+i-window
                 keys, queries = torch.arange(end, device=x.device), torch.arange(start, end, device=x.device)[:, None]
-                masks[layer.window] = (keys <= queries) & (keys > queries - layer.window)
+                masks[layer.window] = ((keys <= queries) if extra is None else (keys <= queries) | extra) \
+                    & (keys > queries - layer.window)
             mask = masks[layer.window]
             cos, sin = ropes[layer.rope]
             h = norm(x, layer.attn_norm)
@@ -308,10 +315,10 @@ class FastRunner(ModelRunner):
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
         norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
         tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
-        if self._native is not None and self._kv.base == 0:  # the whole step in one call (engine.executor.native_step)
+        if self._native is not None and self._kv.base == 0 and not self.rope_offset:  # the whole step in one call (engine.executor.native_step)
             x = embed_row(w.embed, token_id)
             return self._native.step(x, pos, tables[0][0], tables[1][0], self._kv.k, self._kv.v)
-        ropes = [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]  # (head_dim,) each
+        ropes = [(cos[pos + self.rope_offset], sin[pos + self.rope_offset]) for cos, sin in zip(*tables)]
         attend = self.attend_position  # which attention, and the cache write: see there
         x = embed_row(w.embed, token_id)  # (1, d)
         if w.embed_scale is not None:
@@ -344,9 +351,12 @@ class FastRunner(ModelRunner):
 
     # -- the ModelRunner interface ------------------------------------------------------------------
     def prefill(self, ids: Sequence[int], cancel: threading.Event | None = None, chunk: int = 256,
-                embeds: torch.Tensor | None = None) -> Iterator[tuple[int, torch.Tensor | None]]:
+                embeds: torch.Tensor | None = None, layout: Any = None) -> Iterator[tuple[int, torch.Tensor | None]]:
         """Append ``ids`` ``chunk`` tokens per forward; yields ``(done, logits or None)`` like ModelRunner.
-        ``embeds`` (len(ids), d): their input embeddings, given (``engine.vision.turn``: image features merged)."""
+        ``embeds`` (len(ids), d): their input embeddings, given (``engine.vision.turn``: image features merged).
+        ``layout`` (``engine.vision.layouts``): ``chunk_end(start, end)`` moves a chunk's end out of a block of
+        positions that see each other both ways, ``ropes(start, end, dtype)`` gives the chunk's (cos, sin) per RoPE
+        kind or None, ``allowed(start, end, device)`` the keys each query sees beyond causal ((n, end) bool) or None."""
         total = len(ids)
         if total == 0:
             raise ValueError("prefill needs at least one token")
@@ -362,9 +372,11 @@ class FastRunner(ModelRunner):
             if cancel is not None and cancel.is_set():
                 return
             end = min(total, done + chunk)
+            if layout is not None:
+                end = min(total, layout.chunk_end(len(self._ids), len(self._ids) + end - done) - len(self._ids) + done)
             # longrope: one set for the whole call, chosen by its last position as transformers' one forward would
             logits = self._forward_chunk(ids_t[done:end], len(self._ids), long=self._long(len(self._ids) + total - done),
-                                         embeds=None if embeds is None else embeds[done:end])
+                                         embeds=None if embeds is None else embeds[done:end], layout=layout)
             self._ids.extend(ids[done:end])
             done = end
             if done == total and self.on_prefilled is not None:

@@ -45,6 +45,7 @@ from engine.generate.context import IncrementalDecoder, check_messages, common_p
 from engine.executor.fastpath import FastRunner
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig
+from engine.vision.layouts import layout_for
 from engine.vision.plain_turn import decode_tokens, plain_turn
 from engine.vision.vlm import VisionModel
 
@@ -227,10 +228,12 @@ class VisionChat:
         else:
             embeds = embeds[reused:]
         self._keys, self._starts = prompt.image_keys, prompt.image_starts
+        layout = layout_for(self.vision, prompt.inputs)  # Gemma 3's image blocks, Qwen2.5-VL's 3-D positions
+        runner.rope_offset = 0 if layout is None else layout.delta
         clock.t_prefill = time.perf_counter()
         logits = None
         todo = ids[reused:]
-        for done, logits in runner.prefill(todo, cancel, config.prefill_chunk, embeds=embeds):
+        for done, logits in runner.prefill(todo, cancel, config.prefill_chunk, embeds=embeds, layout=layout):
             yield PrefillProgress(done, len(todo))
         if logits is None or cancel.is_set():
             yield finished("cancelled")
@@ -250,7 +253,8 @@ class VisionChat:
                 break
             same = index < len(self._keys) and self._keys[index] == prompt.image_keys[index] \
                 and self._starts[index] == start
-            if not same:
+            # an image whose tokens see each other both ways (Gemma 3) is computed whole or not kept
+            if not same or (self.vision.family.layout == "blocks" and reused < prompt.image_ends[index]):
                 return start
         return reused
 
