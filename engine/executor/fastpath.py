@@ -233,7 +233,8 @@ class FastRunner(ModelRunner):
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
     def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False,
-                       long: bool | None = None, embeds: torch.Tensor | None = None, layout: Any = None) -> torch.Tensor:
+                       long: bool | None = None, embeds: torch.Tensor | None = None,
+                       layout: Any = None) -> torch.Tensor:
         """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1; with ``every``,
         (n, vocab) of all of them (``verify``). ``long``: longrope's long tables (None: as transformers chooses
         for this call alone, by its last position). ``embeds`` (n, d): the input embeddings to use instead of the
@@ -315,7 +316,8 @@ class FastRunner(ModelRunner):
         heads, kvh, dim = w.heads, w.kv_heads, w.head_dim
         norm, qk_norm_of, mlp = plan.norm, plan.qk_norm, plan.mlp
         tables = (self._cos_long, self._sin_long) if self._long(pos + 1) else (self._cos, self._sin)
-        if self._native is not None and self._kv.base == 0 and not self.rope_offset:  # the whole step in one call (engine.executor.native_step)
+        # the whole step in one call (engine.executor.native_step); it reads RoPE row = position, so no offset
+        if self._native is not None and self._kv.base == 0 and not self.rope_offset:
             x = embed_row(w.embed, token_id)
             return self._native.step(x, pos, tables[0][0], tables[1][0], self._kv.k, self._kv.v)
         ropes = [(cos[pos + self.rope_offset], sin[pos + self.rope_offset]) for cos, sin in zip(*tables)]

@@ -59,7 +59,8 @@ class MRope:
         return end
 
     def ropes(self, start: int, end: int, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [(cos[start:end, None].to(dtype), sin[start:end, None].to(dtype)) for cos, sin in zip(self.cos, self.sin)]
+        return [(cos[start:end, None].to(dtype), sin[start:end, None].to(dtype))
+                for cos, sin in zip(self.cos, self.sin)]
 
     def allowed(self, start: int, end: int, device: torch.device) -> None:
         return None

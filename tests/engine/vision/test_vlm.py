@@ -30,9 +30,10 @@ def test_the_family_is_read_from_config_json(tmp_path, tiny_model_dir, llava_dir
         (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
         assert vision_family(tmp_path) is VISION_FAMILIES[model_type]
     # the families whose language part is not on the fast path say why, as a typed reason
-    assert {name for name, family in VISION_FAMILIES.items() if family.refusal is not None} == \
-        {"qwen2_5_vl", "qwen3_vl", "gemma3"}
-    assert "M-RoPE" in str(VISION_FAMILIES["qwen2_5_vl"].refusal)
+    assert {name for name, family in VISION_FAMILIES.items() if family.refusal is not None} == {"qwen3_vl"}
+    assert "deepstack" in str(VISION_FAMILIES["qwen3_vl"].refusal)
+    # the families whose prefill is not plain causal 1-D name their layout (engine/vision/layouts.py)
+    assert VISION_FAMILIES["gemma3"].layout == "blocks" and VISION_FAMILIES["qwen2_5_vl"].layout == "mrope"
 
 
 def test_a_text_model_says_it_has_no_vision(tiny_model_dir):
@@ -70,7 +71,7 @@ def test_int8_int4_quantize_the_language_part_only(home, llava_dir, precision):
 def test_precisions_this_path_does_not_take_are_refused_before_loading(tmp_path, llava_dir):
     with pytest.raises(BadInputError, match="nf4 is not available for vision models"):
         load_vision_model(LoadSpec(model=str(llava_dir), precision="nf4", device="cpu"))
-    # int4 needs the fast path for the language part: refused for an M-RoPE family from its config alone
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
-    with pytest.raises(BadInputError, match="int4 needs the fast path.*M-RoPE"):
+    # int4 needs the fast path for the language part: refused for Qwen3-VL (deepstack) from its config alone
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3_vl"}))
+    with pytest.raises(BadInputError, match="int4 needs the fast path.*deepstack"):
         load_vision_model(LoadSpec(model=str(tmp_path), precision="int4", device="cpu"))
