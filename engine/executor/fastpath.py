@@ -252,11 +252,9 @@ class FastRunner(ModelRunner):
         if w.embed_scale is not None and embeds is None:
             x = x * w.embed_scale
         masks: dict[int | None, torch.Tensor | None] = {None: None}
-        if start:
-            # Query i (at start+i) sees keys 0..start+i.
-            masks[None] = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
-        if extra is not None:
-            masks[None] = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start) | extra
+        if start or extra is not None:  # query i (at start+i) sees keys 0..start+i, and those the layout adds
+            causal = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
+            masks[None] = causal if extra is None else causal | extra
         linear, norm = self._prefill_linear, w.norm
         for index, layer in enumerate(w.layers):
             if layer.window not in masks:  # a sliding layer: query i also sees only keys after start+i-window
@@ -289,6 +287,7 @@ class FastRunner(ModelRunner):
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias)  # (n, 2I)
             out = linear(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down, layer.down_bias)
             x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
+            x = x if layout is None else layout.after_layer(index, start, x)  # Qwen3-VL's deepstack features
         h = norm(x if every else x[-1:], w.final_norm)
         return w.cap_logits(project(h, w.lm_head))  # (1 or n, vocab)
 
@@ -358,7 +357,8 @@ class FastRunner(ModelRunner):
         ``embeds`` (len(ids), d): their input embeddings, given (``engine.vision.turn``: image features merged).
         ``layout`` (``engine.vision.layouts``): ``chunk_end(start, end)`` moves a chunk's end out of a block of
         positions that see each other both ways, ``ropes(start, end, dtype)`` gives the chunk's (cos, sin) per RoPE
-        kind or None, ``allowed(start, end, device)`` the keys each query sees beyond causal ((n, end) bool) or None."""
+        kind or None, ``allowed(start, end, device)`` the keys each query sees beyond causal ((n, end) bool) or None,
+        ``after_layer(index, start, x)`` the chunk's hidden states after layer ``index``."""
         total = len(ids)
         if total == 0:
             raise ValueError("prefill needs at least one token")

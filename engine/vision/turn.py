@@ -123,10 +123,16 @@ class _Captured(Exception):
 def encode(vision: VisionModel, prompt: VisionPrompt) -> torch.Tensor:
     """The prompt's input embeddings (n, d) with the image features merged, by the family's own forward up to its
     language model: the vision tower and projector run here."""
+    return encode_all(vision, prompt)["embeds"][0]
+
+
+def encode_all(vision: VisionModel, prompt: VisionPrompt) -> dict[str, Any]:
+    """Every keyword the family's forward gives its language model (``inputs_embeds`` also as ``embeds``; Qwen3-VL's
+    deepstack features beside them)."""
     taken: dict[str, Any] = {}
 
     def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        taken["embeds"] = kwargs.get("inputs_embeds")
+        taken.update(kwargs, embeds=kwargs.get("inputs_embeds"))
         raise _Captured
 
     handle = vision.language.model.register_forward_pre_hook(hook, with_kwargs=True)
@@ -140,7 +146,7 @@ def encode(vision: VisionModel, prompt: VisionPrompt) -> torch.Tensor:
         handle.remove()
     if taken.get("embeds") is None:
         raise BadInputError(f"{vision.family.model_type}: the language model was not given input embeddings")
-    return taken["embeds"][0]
+    return taken
 
 
 @dataclass
@@ -217,10 +223,11 @@ class VisionChat:
         # an image counts as reused only when all its tokens are cached (a cut prefill may end inside one)
         reused_images = sum(1 for end in prompt.image_ends if end <= reused)
         clock.image_tokens = prompt.image_tokens
-        embeds = None
+        embeds, taken = None, None
         if reused_images < len(prompt.image_keys):
             t0 = time.perf_counter()
-            embeds = encode(self.vision, prompt)
+            taken = encode_all(self.vision, prompt)
+            embeds = taken["embeds"][0]
             clock.encoder_s = time.perf_counter() - t0
         yield ImagesEncoded(prompt.image_tokens, clock.encoder_s or 0.0, reused_images)
         if embeds is None:  # no image to encode: the rest of the prompt is text, its own rows
@@ -228,7 +235,7 @@ class VisionChat:
         else:
             embeds = embeds[reused:]
         self._keys, self._starts = prompt.image_keys, prompt.image_starts
-        layout = layout_for(self.vision, prompt.inputs)  # Gemma 3's image blocks, Qwen2.5-VL's 3-D positions
+        layout = layout_for(self.vision, prompt.inputs, taken)  # Gemma 3's image blocks, Qwen-VL's 3-D positions
         runner.rope_offset = 0 if layout is None else layout.delta
         clock.t_prefill = time.perf_counter()
         logits = None
@@ -286,4 +293,4 @@ class VisionChat:
             precision=facts.precision, image_tokens=clock.image_tokens, vision_encoder_s=clock.encoder_s)
 
 
-__all__ = ["VisionChat", "VisionPrompt", "build_prompt", "encode", "image_token_id"]
+__all__ = ["VisionChat", "VisionPrompt", "build_prompt", "encode", "encode_all", "image_token_id"]

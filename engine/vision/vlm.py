@@ -3,8 +3,8 @@ part as a causal LM the fast path reads (issue 44).
 
 Owns ``VISION_FAMILIES`` (the ``model_type`` values of config.json taken as vision-language models: LLaVA-1.5,
 LLaVA-OneVision, Idefics3 / SmolVLM, Qwen2.5-VL, Qwen3-VL, Gemma 3; where each keeps its language model, the layout
-of its prefill when it is not plain causal 1-D (``engine.vision.layouts``), and for the family whose language part the
-fast path does not compute yet, Qwen3-VL, the typed ``Refusal`` saying why), ``vision_family``
+of its prefill when it is not plain causal 1-D (``engine.vision.layouts``), and a typed ``Refusal`` slot for a family
+whose language part the fast path does not compute: none today), ``vision_family``
 (from config.json, no torch), ``load_vision_model`` (``LoadSpec`` in, ``VisionModel`` out) and ``LanguageView`` (the
 language model and head seen as a ``*ForCausalLM``: ``.model``, ``.lm_head``, ``.config``, what
 ``engine.executor.fastpath.FastRunner`` and ``engine.quant.quant.quantize_model`` read).
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from engine.errors import BadInputError, ImageError
-from engine.executor.refusal import Refusal, RefusalKind
+from engine.executor.refusal import Refusal
 from engine.inputs import NATIVE_QUANTIZED, LoadSpec
 
 
@@ -55,9 +55,7 @@ VISION_FAMILIES: dict[str, VisionFamily] = {family.model_type: family for family
     VisionFamily("llava"), VisionFamily("llava_onevision"),
     VisionFamily("idefics3", text_attr="text_model"), VisionFamily("smolvlm", text_attr="text_model"),
     VisionFamily("qwen2_5_vl", layout="mrope"),
-    VisionFamily("qwen3_vl", refusal=Refusal(RefusalKind.FEATURE, "deepstack: image features added to the hidden "
-                                                                  "states inside its first layers, which the fast "
-                                                                  "step does not do")),
+    VisionFamily("qwen3_vl", layout="mrope"),
     VisionFamily("gemma3", layout="blocks"),
 )}
 

@@ -1,9 +1,10 @@
-"""engine/vision/layouts.py: Gemma 3's image blocks (the mask they add, chunk ends moved out of them) and Qwen2.5-VL's
-M-RoPE on the fast path, against transformers' own forward of a random-weight Qwen2.5-VL (the family's real config
-classes, scaled down; the weights are random). Its processor needs torchvision, which is not a dependency, so the
-model's inputs are shaped by hand from the config (pixel_values, image_grid_thw, mm_token_type_ids), as the processor
-would give them. Prefill logits and DECODE_STEPS greedy steps: equal at fp32, within bf16 rounding at bf16; int4 the
-same greedy tokens as transformers' forward over the same int4 modules."""
+"""engine/vision/layouts.py: Gemma 3's image blocks (the mask they add, chunk ends moved out of them), and Qwen2.5-VL's
+and Qwen3-VL's M-RoPE (Qwen3-VL's deepstack features too) on the fast path against transformers' own forward of
+random-weight models (the families' real config classes, scaled down; the weights are random). Their processors need
+torchvision, which is not a dependency, so the inputs are shaped by hand from the config (pixel_values,
+image_grid_thw, mm_token_type_ids), as the processor would give them. Prefill logits and DECODE_STEPS greedy steps:
+equal at fp32, within bf16 rounding at bf16; int4 the same greedy tokens as transformers' forward over the same int4
+modules. (Gemma 3's whole turn is in test_turn.py, its processor needing no torchvision.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from transformers import DynamicCache
 
 from engine.executor.fastpath import FastRunner
 from engine.vision.layouts import ImageBlocks, image_blocks, layout_for
-from engine.vision.turn import encode
+from engine.vision.turn import encode, encode_all
 from engine.vision.vlm import VISION_FAMILIES, LanguageView
 from tests.helpers.reference_forward import check_bf16_rounding, check_fp32_equal, max_delta
 
@@ -34,22 +35,35 @@ def test_image_blocks_are_the_runs_of_image_tokens():
     assert image_blocks(torch.zeros(4)) is None
 
 
-def _qwen25(dtype: torch.dtype, seed: int = 0):
-    transformers = pytest.importorskip("transformers")
-    if not hasattr(transformers, "Qwen2_5_VLForConditionalGeneration"):
-        pytest.skip("this transformers has no Qwen2.5-VL")
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+QWEN = ("qwen2_5_vl", "qwen3_vl")
+TEXT = dict(vocab_size=128, bos_token_id=1, eos_token_id=2, pad_token_id=2, hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            rms_norm_eps=1e-5)
+VISION = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, patch_size=14,
+              spatial_merge_size=2, temporal_patch_size=2)
 
-    text = dict(vocab_size=128, bos_token_id=1, eos_token_id=2, pad_token_id=2, hidden_size=64,
-                intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                max_position_embeddings=1024, rms_norm_eps=1e-5,
-                rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]))
-    vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, patch_size=14,
-                  spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])
-    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=IMAGE,
-                              vision_start_token_id=START, vision_end_token_id=END, tie_word_embeddings=False)
+
+def _qwen(family: str, dtype: torch.dtype, seed: int = 0):
+    """A random-weight Qwen2.5-VL or Qwen3-VL from its real config classes, scaled down (Qwen3-VL: deepstack features
+    from both tower layers, added after the first two language layers)."""
+    import transformers
+
+    names = {"qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration"),
+             "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration")}[family]
+    if not all(hasattr(transformers, name) for name in names):
+        pytest.skip(f"this transformers has no {family}")
+    config_class, model_class = (getattr(transformers, name) for name in names)
+    if family == "qwen2_5_vl":
+        text = dict(TEXT, rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]))
+        vision = dict(VISION, window_size=56, fullatt_block_indexes=[1])
+    else:  # interleaved sections (t h w t h w ...), q/k norms, a learned position table in the tower
+        text = dict(TEXT, head_dim=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                             mrope_section=[4, 2, 2]))
+        vision = dict(VISION, num_position_embeddings=16, deepstack_visual_indexes=[0, 1])
+    config = config_class(text_config=text, vision_config=vision, image_token_id=IMAGE, vision_start_token_id=START,
+                          vision_end_token_id=END, tie_word_embeddings=False)
     torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    model = model_class(config).eval()
     with torch.no_grad():  # norms and biases randomised too: their defaults would hide a step that skipped them
         for key, param in model.named_parameters():
             if key.endswith("bias") or "norm" in key:
@@ -87,61 +101,69 @@ def _reference(model, inputs, steps: int) -> tuple[list[torch.Tensor], list[int]
     return logits, tokens
 
 
-def _fast(model, inputs, tokens: list[int], chunk: int, **options) -> list[torch.Tensor]:
-    family = VISION_FAMILIES["qwen2_5_vl"]
-    vision = SimpleNamespace(model=model, language=LanguageView(model, family), family=family)
-    prompt = SimpleNamespace(inputs=inputs)
+def _vision(model, family: str) -> SimpleNamespace:
+    """What engine/vision/layouts.py and turn.py's encode read of a VisionModel (no processor: no torchvision)."""
+    kind = VISION_FAMILIES[family]
+    return SimpleNamespace(model=model, language=LanguageView(model, kind), family=kind)
+
+
+def _fast(model, family: str, inputs, tokens: list[int], chunk: int, **options) -> list[torch.Tensor]:
+    vision = _vision(model, family)
     runner = FastRunner(vision.language, **options)
-    layout = layout_for(vision, inputs)
+    taken = encode_all(vision, SimpleNamespace(inputs=inputs))
+    layout = layout_for(vision, inputs, taken)
     assert layout is not None and layout.delta < 0  # the images take fewer positions than tokens
+    assert len(layout.deepstack) == (2 if family == "qwen3_vl" else 0)
     runner.rope_offset = layout.delta
     ids = inputs["input_ids"][0].tolist()
-    got = [[logits for _, logits in runner.prefill(ids, chunk=chunk, embeds=encode(vision, prompt),
+    got = [[logits for _, logits in runner.prefill(ids, chunk=chunk, embeds=taken["embeds"][0],
                                                     layout=layout)][-1][0]]
     return got + [runner.decode(token)[0] for token in tokens]
 
 
-def test_qwen25_vl_fp32_logits_equal_transformers_with_two_images():
-    model = _qwen25(torch.float32)
+@pytest.mark.parametrize("family", QWEN)
+def test_fp32_logits_equal_transformers_with_two_images(family):
+    model = _qwen(family, torch.float32)
     inputs = _inputs(model)
     ref, tokens = _reference(model, inputs, DECODE_STEPS)
-    got = _fast(model, inputs, tokens, chunk=5)  # chunks that cut through the images' tokens
-    check_fp32_equal(ref, got, 5e-5, "qwen2_5_vl")
+    got = _fast(model, family, inputs, tokens, chunk=5)  # chunks that cut through the images' tokens
+    check_fp32_equal(ref, got, 5e-5, family)
     prefill, decode = max_delta(ref, got)
-    print(f"qwen2_5_vl fp32: prompt {inputs['input_ids'].shape[1]}, max |dlogit| prefill {prefill:.2e}, "
+    print(f"{family} fp32: prompt {inputs['input_ids'].shape[1]}, max |dlogit| prefill {prefill:.2e}, "
           f"decode {decode:.2e}")
 
 
-def test_qwen25_vl_without_mrope_would_differ():
-    """The 3-D positions matter here: 1-D positions over the same embeddings give other logits."""
-    model = _qwen25(torch.float32)
+@pytest.mark.parametrize("family", QWEN)
+def test_without_the_layout_the_logits_would_differ(family):
+    """The 3-D positions (and Qwen3-VL's deepstack) matter here: without them the same embeddings give other logits."""
+    model = _qwen(family, torch.float32)
     inputs = _inputs(model)
     ref, _ = _reference(model, inputs, 0)
-    family = VISION_FAMILIES["qwen2_5_vl"]
-    vision = SimpleNamespace(model=model, language=LanguageView(model, family), family=family)
+    vision = _vision(model, family)
     runner = FastRunner(vision.language)
     ids = inputs["input_ids"][0].tolist()
     plain = [logits for _, logits in runner.prefill(ids, embeds=encode(vision, SimpleNamespace(inputs=inputs)))][-1][0]
     assert (plain - ref[0]).abs().max() > 1e-3
 
 
-def test_qwen25_vl_bf16_logits_stay_within_rounding_of_transformers():
-    model = _qwen25(torch.bfloat16)
+@pytest.mark.parametrize("family", QWEN)
+def test_bf16_logits_stay_within_rounding_of_transformers(family):
+    model = _qwen(family, torch.bfloat16)
     inputs = _inputs(model, seed=1)
     ref, tokens = _reference(model, inputs, DECODE_STEPS)
-    print(check_bf16_rounding(ref, _fast(model, inputs, tokens, chunk=256, upcast_prefill=False), "qwen2_5_vl"))
+    print(check_bf16_rounding(ref, _fast(model, family, inputs, tokens, chunk=256, upcast_prefill=False), family))
 
 
-def test_qwen25_vl_int4_language_part_equals_transformers_forward_over_the_same_modules():
+@pytest.mark.parametrize("family", QWEN)
+def test_int4_language_part_equals_transformers_forward_over_the_same_modules(family):
     from engine.quant.quant import quantize_model
 
-    model = _qwen25(torch.float32)
-    language = LanguageView(model, VISION_FAMILIES["qwen2_5_vl"])
-    quantize_model(language, "int4")
+    model = _qwen(family, torch.float32)
+    quantize_model(LanguageView(model, VISION_FAMILIES[family]), "int4")
     inputs = _inputs(model, seed=2)
     ref, tokens = _reference(model, inputs, DECODE_STEPS)
-    got = _fast(model, inputs, tokens, chunk=256)
+    got = _fast(model, family, inputs, tokens, chunk=256)
     same = sum(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got)) / len(ref)
     assert same >= 0.9, same
     prefill, decode = max_delta(ref, got)
-    print(f"qwen2_5_vl int4: greedy {same:.2f}, max |dlogit| prefill {prefill:.2e}, decode {decode:.2e}")
+    print(f"{family} int4: greedy {same:.2f}, max |dlogit| prefill {prefill:.2e}, decode {decode:.2e}")
