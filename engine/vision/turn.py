@@ -17,12 +17,13 @@ Owns one turn: the processor's chat template with image placeholders and its ids
 projector run once through the family's own forward up to the language model (a hook on the language model takes its
 ``inputs_embeds`` there, so each family merges its features its own way: LLaVA's, LLaVA-OneVision's anyres tiles and
 newlines, Idefics3's ``inputs_merger``), then the language part on ``engine.executor.fastpath.FastRunner``: prefill
-from those embeddings, decode from token ids. A follow-up turn reuses the cached prefix, images included, while the
+from those embeddings, with the family's layout where its prefill is not plain causal 1-D (``engine.vision.layouts``:
+Gemma 3's image blocks, Qwen2.5-VL / Qwen3-VL's 3-D positions, the latter's deepstack features), decode from token ids
+(at position + the layout's RoPE offset). A follow-up turn reuses the cached prefix, images included, while the
 same images (by content hash) sit at the same places; image tokens share one placeholder id, so the ids alone cannot
-say that. Families whose language part is not on the fast path (``VisionFamily.refusal``: Qwen2.5-VL / Qwen3-VL's
-M-RoPE, Gemma 3's bidirectional image attention; or a language model the fast step refuses, ``facts.runner_reason``)
-run each turn through transformers' own forward over a ``DynamicCache`` (``engine.vision.plain_turn``), with no
-reuse across turns.
+say that (and a Gemma 3 image is kept whole or not at all). A family with a ``VisionFamily.refusal``, or a language
+model the fast step refuses (``facts.runner_reason``), runs each turn through transformers' own forward over a
+``DynamicCache`` (``engine.vision.plain_turn``), with no reuse across turns.
 
 Does not own loading (``engine.vision.vlm``), reading images (``engine.vision.image_input``), sampling
 (``engine.generate.sampling``) or the fast step (``engine.executor.fastpath``).

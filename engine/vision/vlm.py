@@ -42,8 +42,9 @@ class NoVisionError(ImageError):
 @dataclass(frozen=True)
 class VisionFamily:
     """One vision-language family: its config's ``model_type``, the attribute of ``model.model`` holding the language
-    model, and ``refusal`` when its language part does not run on the fast path (the turn then runs transformers'
-    own forward over its cache, ``engine.vision.plain_turn``)."""
+    model, ``refusal`` when its language part does not run on the fast path (the turn then runs transformers'
+    own forward over its cache, ``engine.vision.plain_turn``; no family today), and ``layout`` when its prefill is not
+    plain causal 1-D."""
 
     model_type: str
     text_attr: str = "language_model"
