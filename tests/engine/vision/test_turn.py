@@ -2,7 +2,8 @@
 (tests/helpers/vision_models.py; the weights are random): the language part's logits on the fast path, prefilled from
 the family's own merged embeddings and decoded from ids, against transformers' own forward of the whole model on the
 same image and prompt: equal at fp32, within bf16 rounding at bf16, at prefill and over DECODE_STEPS greedy steps. Then
-a turn's events and figures, the follow-up that reuses the cached image, and the families transformers' forward runs."""
+a turn's events and figures, the follow-up that reuses the cached image, and Gemma 3's turn with its image blocks
+(engine/vision/layouts.py; Qwen-VL's are in test_layouts.py)."""
 
 from __future__ import annotations
 
@@ -186,3 +187,22 @@ def test_gemma3_turn_runs_on_the_fast_path_with_its_image_blocks(family_dirs):
     chat._runner.crop(prompt.image_starts[0] + 2)
     again = list(chat.generate(QUESTION, {0: [image]}, GREEDY))
     assert again[0].reused_tokens == prompt.image_starts[0] and again[-1].text == done.text
+
+
+def test_a_language_part_off_the_fast_path_runs_transformers_forward(family_dirs):
+    """plain_turn.py: where the fast step refuses the language model (facts.runner "plain"), the turn is transformers'
+    own forward over its cache: greedy text generate()'s, with the same figures."""
+    import dataclasses
+
+    vision = _load(family_dirs["llava"], "fp32")
+    facts = dataclasses.replace(vision.loaded.facts, runner="plain", runner_reason="refused for this test")
+    vision = dataclasses.replace(vision, loaded=dataclasses.replace(vision.loaded, facts=facts))
+    image = random_image(seed=9)
+    events = list(VisionChat(vision).generate(QUESTION, {0: [image]}, GREEDY))
+    done = events[-1]
+    assert done.reason == "length" and done.metrics.image_tokens == (16,) and done.metrics.vision_encoder_s > 0
+    assert done.metrics.kv_cache_bytes > 0 and done.metrics.prefill_s > 0
+    prompt = build_prompt(vision, QUESTION, {0: [image]})
+    with torch.inference_mode():
+        want = vision.model.generate(**prompt.inputs, max_new_tokens=DECODE_STEPS, do_sample=False)
+    assert [e.token_id for e in events if isinstance(e, Token)] == want[0, len(prompt.ids):].tolist()
