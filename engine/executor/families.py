@@ -48,6 +48,9 @@ class Family:
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("llama"), Family("mistral", window_every_layer=True), Family("qwen2"), Family("qwen3", qk_norm=True),
+    # Qwen2.5-VL's and Qwen3-VL's language parts: Qwen2's and Qwen3's layers; their image positions (and Qwen3-VL's
+    # deepstack features) come from outside (engine.vision.layouts)
+    Family("qwen2_5_vl_text"), Family("qwen3_vl_text", qk_norm=True),
     Family("gemma3_text", qk_norm=True, gemma=True, layer_ropes=True),
     Family("gemma2", gemma=True, softcap=True),
     Family("phi3", fused_checkpoint=True, window_every_layer=True))}

@@ -34,7 +34,8 @@ writes and attends one token's K and V for the one Python decoder step (``engine
 (``engine.executor.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
 publishes the prompt's blocks there). ``prefill(ids, embeds=...)`` reads given input embeddings instead of the ids'
-rows (a vision model's prompt with its image features merged: ``engine.vision.turn``).
+rows (a vision model's prompt with its image features merged: ``engine.vision.turn``), and ``layout=`` (a vision
+family's own positions and mask, ``engine.vision.layouts``) with ``rope_offset`` (decode's RoPE row: position + offset).
 
 Does not own which models qualify, the fused weights or the per-operation math (``engine.executor.llama_fused``),
 nor the choice between this runner and the plain one (``engine.executor.runners.make_runner``); does not know
@@ -121,6 +122,7 @@ class FastRunner(ModelRunner):
         self._rotary = model.model.rotary_emb
         self._device = device
         self.on_prefilled: Callable[["FastRunner"], None] | None = None  # after a prefill's last chunk
+        self.rope_offset = 0  # decode's RoPE row is position + offset (M-RoPE's text after images, engine.vision)
         self._grow(self._max_positions if static else min(initial_capacity, self._max_positions))
         self.compile_s: float | None = None
         self._step: Callable[..., torch.Tensor] = self._decode_static if static else self._decode_eager
@@ -233,7 +235,8 @@ class FastRunner(ModelRunner):
     # -- forward passes --------------------------------------------------------------------------
     @torch.inference_mode()
     def _forward_chunk(self, ids: torch.Tensor, start: int, every: bool = False,
-                       long: bool | None = None, embeds: torch.Tensor | None = None) -> torch.Tensor:
+                       long: bool | None = None, embeds: torch.Tensor | None = None,
+                       layout: Any = None) -> torch.Tensor:
         """Logits (1, vocab) of the last of ``ids`` (n,) placed at positions start..start+n-1; with ``every``,
         (n, vocab) of all of them (``verify``). ``long``: longrope's long tables (None: as transformers chooses
         for this call alone, by its last position). ``embeds`` (n, d): the input embeddings to use instead of the
@@ -245,18 +248,21 @@ class FastRunner(ModelRunner):
         long = self._long(end) if long is None else long
         ropes = [(cos[start:end, None, :], sin[start:end, None, :])  # (n, 1, head_dim): broadcast over heads
                  for cos, sin in zip(*((self._cos_long, self._sin_long) if long else (self._cos, self._sin)))]
+        extra = None if layout is None else layout.allowed(start, end, self._device)  # (n, end): seen beyond causal
+        ropes = ropes if layout is None else layout.ropes(start, end, self._dtype) or ropes
         x = embed(w.embed, ids) if embeds is None else embeds.to(self._dtype)  # (n, d)
         if w.embed_scale is not None and embeds is None:
             x = x * w.embed_scale
         masks: dict[int | None, torch.Tensor | None] = {None: None}
-        if start:
-            # Query i (at start+i) sees keys 0..start+i.
-            masks[None] = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
+        if start or extra is not None:  # query i (at start+i) sees keys 0..start+i, and those the layout adds
+            causal = torch.ones(n, end, dtype=torch.bool, device=x.device).tril(diagonal=start)  # (n, end)
+            masks[None] = causal if extra is None else causal | extra
         linear, norm = self._prefill_linear, w.norm
         for index, layer in enumerate(w.layers):
             if layer.window not in masks:  # a sliding layer: query i also sees only keys after start+i-window
                 keys, queries = torch.arange(end, device=x.device), torch.arange(start, end, device=x.device)[:, None]
-                masks[layer.window] = (keys <= queries) & (keys > queries - layer.window)
+                masks[layer.window] = ((keys <= queries) if extra is None else (keys <= queries) | extra) \
+                    & (keys > queries - layer.window)
             mask = masks[layer.window]
             cos, sin = ropes[layer.rope]
             h = norm(x, layer.attn_norm)
@@ -283,6 +289,7 @@ class FastRunner(ModelRunner):
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias)  # (n, 2I)
             out = linear(w.act(gate_up[:, :w.intermediate]) * gate_up[:, w.intermediate:], layer.down, layer.down_bias)
             x = x + (out if layer.post_mlp_norm is None else norm(out, layer.post_mlp_norm))
+            x = x if layout is None else layout.after_layer(index, start, x)  # Qwen3-VL's deepstack features
         h = norm(x if every else x[-1:], w.final_norm)
         return w.cap_logits(project(h, w.lm_head))  # (1 or n, vocab)
 
@@ -305,8 +312,9 @@ class FastRunner(ModelRunner):
 
     def _decode_eager(self, token_id: int, pos: int) -> torch.Tensor:
         """One token at ``pos``: logits (1, vocab). The native step where it runs (the whole step in one call,
-        ``engine.executor.native_step``), else the one Python step (``engine.executor.step``) over one row."""
-        if self._native is not None and self._kv.base == 0:
+        ``engine.executor.native_step``; it reads RoPE row = position, so not with an offset), else the one Python
+        step (``engine.executor.step``) over one row."""
+        if self._native is not None and self._kv.base == 0 and not self.rope_offset:
             long = self._long(pos + 1)
             cos, sin = (self._cos_long, self._sin_long) if long else (self._cos, self._sin)
             return self._native.step(embed_row(self._w.embed, token_id), pos, cos[0], sin[0], self._kv.k, self._kv.v)
@@ -327,9 +335,13 @@ class FastRunner(ModelRunner):
 
     # -- the ModelRunner interface ------------------------------------------------------------------
     def prefill(self, ids: Sequence[int], cancel: threading.Event | None = None, chunk: int = 256,
-                embeds: torch.Tensor | None = None) -> Iterator[tuple[int, torch.Tensor | None]]:
+                embeds: torch.Tensor | None = None, layout: Any = None) -> Iterator[tuple[int, torch.Tensor | None]]:
         """Append ``ids`` ``chunk`` tokens per forward; yields ``(done, logits or None)`` like ModelRunner.
-        ``embeds`` (len(ids), d): their input embeddings, given (``engine.vision.turn``: image features merged)."""
+        ``embeds`` (len(ids), d): their input embeddings, given (``engine.vision.turn``: image features merged).
+        ``layout`` (``engine.vision.layouts``): ``chunk_end(start, end)`` moves a chunk's end out of a block of
+        positions that see each other both ways, ``ropes(start, end, dtype)`` gives the chunk's (cos, sin) per RoPE
+        kind or None, ``allowed(start, end, device)`` the keys each query sees beyond causal ((n, end) bool) or None,
+        ``after_layer(index, start, x)`` the chunk's hidden states after layer ``index``."""
         total = len(ids)
         if total == 0:
             raise ValueError("prefill needs at least one token")
@@ -345,9 +357,11 @@ class FastRunner(ModelRunner):
             if cancel is not None and cancel.is_set():
                 return
             end = min(total, done + chunk)
+            if layout is not None:
+                end = min(total, layout.chunk_end(len(self._ids), len(self._ids) + end - done) - len(self._ids) + done)
             # longrope: one set for the whole call, chosen by its last position as transformers' one forward would
             logits = self._forward_chunk(ids_t[done:end], len(self._ids), long=self._long(len(self._ids) + total - done),
-                                         embeds=None if embeds is None else embeds[done:end])
+                                         embeds=None if embeds is None else embeds[done:end], layout=layout)
             self._ids.extend(ids[done:end])
             done = end
             if done == total and self.on_prefilled is not None:

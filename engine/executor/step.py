@@ -66,9 +66,11 @@ ONE_ROW: Exactness = _OneRow()
 
 def rope_rows(runner: Any, pos: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``runner``'s (cos, sin) rows (rotary,) at ``pos``, one pair per RoPE kind; longrope's long set once a step at
-    ``pos`` reads it (each step picks its own set, as the decode does)."""
+    ``pos`` reads it (each step picks its own set, as the decode does). The row is ``pos + runner.rope_offset``: M-RoPE's
+    text after images continues at its position plus the model's delta (engine/vision/turn.py sets it)."""
     tables = (runner._cos_long, runner._sin_long) if runner._long(pos + 1) else (runner._cos, runner._sin)
-    return [(cos[pos], sin[pos]) for cos, sin in zip(*tables)]
+    row = pos + runner.rope_offset
+    return [(cos[row], sin[row]) for cos, sin in zip(*tables)]
 
 
 def forward_rows(runners: Sequence[Any], token_ids: Sequence[int], positions: Sequence[int],

@@ -1,11 +1,11 @@
-"""A turn with images for the families whose language part is not on the fast path (``VisionFamily.refusal``:
-Qwen2.5-VL and Qwen3-VL's M-RoPE 3-D positions, Gemma 3's bidirectional attention among an image's tokens): the
-whole model's own forward over transformers' ``DynamicCache``, so positions, masks and the merge of image features
-are transformers' exactly, with the same events and metrics as the fast turn.
+"""A turn with images for a vision model whose language part is not on the fast path (a ``VisionFamily.refusal``, or a
+language model the fast step refuses, ``facts.runner_reason``): the whole model's own forward over transformers'
+``DynamicCache``, so positions, masks and the merge of image features are transformers' exactly, with the same events
+and metrics as the fast turn.
 
 Owns that loop and its clock: the vision encoder's time is the time until the family's forward calls its language
 model (a hook there), prefill's the rest of the first forward; each decode step is one forward of one token. Nothing
-is reused across turns (the positions of M-RoPE after an image are not a plain continuation of the ids).
+is reused across turns.
 
 Does not own the prompt (``engine.vision.turn.build_prompt``), the fast turn or sampling.
 """

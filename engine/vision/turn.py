@@ -17,12 +17,13 @@ Owns one turn: the processor's chat template with image placeholders and its ids
 projector run once through the family's own forward up to the language model (a hook on the language model takes its
 ``inputs_embeds`` there, so each family merges its features its own way: LLaVA's, LLaVA-OneVision's anyres tiles and
 newlines, Idefics3's ``inputs_merger``), then the language part on ``engine.executor.fastpath.FastRunner``: prefill
-from those embeddings, decode from token ids. A follow-up turn reuses the cached prefix, images included, while the
+from those embeddings, with the family's layout where its prefill is not plain causal 1-D (``engine.vision.layouts``:
+Gemma 3's image blocks, Qwen2.5-VL / Qwen3-VL's 3-D positions, the latter's deepstack features), decode from token ids
+(at position + the layout's RoPE offset). A follow-up turn reuses the cached prefix, images included, while the
 same images (by content hash) sit at the same places; image tokens share one placeholder id, so the ids alone cannot
-say that. Families whose language part is not on the fast path (``VisionFamily.refusal``: Qwen2.5-VL / Qwen3-VL's
-M-RoPE, Gemma 3's bidirectional image attention; or a language model the fast step refuses, ``facts.runner_reason``)
-run each turn through transformers' own forward over a ``DynamicCache`` (``engine.vision.plain_turn``), with no
-reuse across turns.
+say that (and a Gemma 3 image is kept whole or not at all). A family with a ``VisionFamily.refusal``, or a language
+model the fast step refuses (``facts.runner_reason``), runs each turn through transformers' own forward over a
+``DynamicCache`` (``engine.vision.plain_turn``), with no reuse across turns.
 
 Does not own loading (``engine.vision.vlm``), reading images (``engine.vision.image_input``), sampling
 (``engine.generate.sampling``) or the fast step (``engine.executor.fastpath``).
@@ -45,6 +46,7 @@ from engine.generate.context import IncrementalDecoder, check_messages, common_p
 from engine.executor.fastpath import FastRunner
 from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig
+from engine.vision.layouts import layout_for
 from engine.vision.plain_turn import decode_tokens, plain_turn
 from engine.vision.vlm import VisionModel
 
@@ -122,10 +124,16 @@ class _Captured(Exception):
 def encode(vision: VisionModel, prompt: VisionPrompt) -> torch.Tensor:
     """The prompt's input embeddings (n, d) with the image features merged, by the family's own forward up to its
     language model: the vision tower and projector run here."""
+    return encode_all(vision, prompt)["embeds"][0]
+
+
+def encode_all(vision: VisionModel, prompt: VisionPrompt) -> dict[str, Any]:
+    """Every keyword the family's forward gives its language model (``inputs_embeds`` also as ``embeds``; Qwen3-VL's
+    deepstack features beside them)."""
     taken: dict[str, Any] = {}
 
     def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        taken["embeds"] = kwargs.get("inputs_embeds")
+        taken.update(kwargs, embeds=kwargs.get("inputs_embeds"))
         raise _Captured
 
     handle = vision.language.model.register_forward_pre_hook(hook, with_kwargs=True)
@@ -139,7 +147,7 @@ def encode(vision: VisionModel, prompt: VisionPrompt) -> torch.Tensor:
         handle.remove()
     if taken.get("embeds") is None:
         raise BadInputError(f"{vision.family.model_type}: the language model was not given input embeddings")
-    return taken["embeds"][0]
+    return taken
 
 
 @dataclass
@@ -216,10 +224,11 @@ class VisionChat:
         # an image counts as reused only when all its tokens are cached (a cut prefill may end inside one)
         reused_images = sum(1 for end in prompt.image_ends if end <= reused)
         clock.image_tokens = prompt.image_tokens
-        embeds = None
+        embeds, taken = None, None
         if reused_images < len(prompt.image_keys):
             t0 = time.perf_counter()
-            embeds = encode(self.vision, prompt)
+            taken = encode_all(self.vision, prompt)
+            embeds = taken["embeds"][0]
             clock.encoder_s = time.perf_counter() - t0
         yield ImagesEncoded(prompt.image_tokens, clock.encoder_s or 0.0, reused_images)
         if embeds is None:  # no image to encode: the rest of the prompt is text, its own rows
@@ -227,10 +236,12 @@ class VisionChat:
         else:
             embeds = embeds[reused:]
         self._keys, self._starts = prompt.image_keys, prompt.image_starts
+        layout = layout_for(self.vision, prompt.inputs, taken)  # Gemma 3's image blocks, Qwen-VL's 3-D positions
+        runner.rope_offset = 0 if layout is None else layout.delta
         clock.t_prefill = time.perf_counter()
         logits = None
         todo = ids[reused:]
-        for done, logits in runner.prefill(todo, cancel, config.prefill_chunk, embeds=embeds):
+        for done, logits in runner.prefill(todo, cancel, config.prefill_chunk, embeds=embeds, layout=layout):
             yield PrefillProgress(done, len(todo))
         if logits is None or cancel.is_set():
             yield finished("cancelled")
@@ -250,7 +261,8 @@ class VisionChat:
                 break
             same = index < len(self._keys) and self._keys[index] == prompt.image_keys[index] \
                 and self._starts[index] == start
-            if not same:
+            # an image whose tokens see each other both ways (Gemma 3) is computed whole or not kept
+            if not same or (self.vision.family.layout == "blocks" and reused < prompt.image_ends[index]):
                 return start
         return reused
 
@@ -282,4 +294,4 @@ class VisionChat:
             precision=facts.precision, image_tokens=clock.image_tokens, vision_encoder_s=clock.encoder_s)
 
 
-__all__ = ["VisionChat", "VisionPrompt", "build_prompt", "encode", "image_token_id"]
+__all__ = ["VisionChat", "VisionPrompt", "build_prompt", "encode", "encode_all", "image_token_id"]

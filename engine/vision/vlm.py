@@ -2,8 +2,9 @@
 part as a causal LM the fast path reads (issue 44).
 
 Owns ``VISION_FAMILIES`` (the ``model_type`` values of config.json taken as vision-language models: LLaVA-1.5,
-LLaVA-OneVision, Idefics3 / SmolVLM, Qwen2.5-VL, Qwen3-VL, Gemma 3; where each keeps its language model, and for the
-families whose language part the fast path does not compute yet, the typed ``Refusal`` saying why), ``vision_family``
+LLaVA-OneVision, Idefics3 / SmolVLM, Qwen2.5-VL, Qwen3-VL, Gemma 3; where each keeps its language model, the layout
+of its prefill when it is not plain causal 1-D (``engine.vision.layouts``), and a typed ``Refusal`` slot for a family
+whose language part the fast path does not compute: none today), ``vision_family``
 (from config.json, no torch), ``load_vision_model`` (``LoadSpec`` in, ``VisionModel`` out) and ``LanguageView`` (the
 language model and head seen as a ``*ForCausalLM``: ``.model``, ``.lm_head``, ``.config``, what
 ``engine.executor.fastpath.FastRunner`` and ``engine.quant.quant.quantize_model`` read).
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from engine.errors import BadInputError, ImageError
-from engine.executor.refusal import Refusal, RefusalKind
+from engine.executor.refusal import Refusal
 from engine.inputs import NATIVE_QUANTIZED, LoadSpec
 
 
@@ -41,24 +42,22 @@ class NoVisionError(ImageError):
 @dataclass(frozen=True)
 class VisionFamily:
     """One vision-language family: its config's ``model_type``, the attribute of ``model.model`` holding the language
-    model, and ``refusal`` when its language part does not run on the fast path (the turn then runs transformers'
-    own forward over its cache, ``engine.vision.plain_turn``)."""
+    model, ``refusal`` when its language part does not run on the fast path (the turn then runs transformers'
+    own forward over its cache, ``engine.vision.plain_turn``; no family today), and ``layout`` when its prefill is not
+    plain causal 1-D."""
 
     model_type: str
     text_attr: str = "language_model"
     refusal: Refusal | None = None
+    layout: str | None = None  # "blocks" (Gemma 3) or "mrope" (Qwen2.5-VL): engine.vision.layouts
 
 
-_MROPE = Refusal(RefusalKind.FEATURE, "M-RoPE: 3-D positions (time, height, width) for the image's tokens; the fast "
-                                      "step computes 1-D positions only, so transformers' own forward runs this family")
 VISION_FAMILIES: dict[str, VisionFamily] = {family.model_type: family for family in (
     VisionFamily("llava"), VisionFamily("llava_onevision"),
     VisionFamily("idefics3", text_attr="text_model"), VisionFamily("smolvlm", text_attr="text_model"),
-    VisionFamily("qwen2_5_vl", refusal=_MROPE),
-    VisionFamily("qwen3_vl", refusal=Refusal(RefusalKind.FEATURE, f"{_MROPE.detail}; and deepstack features "
-                                                                  "added inside its first layers")),
-    VisionFamily("gemma3", refusal=Refusal(RefusalKind.FEATURE, "bidirectional attention among an image's tokens "
-                                                                "in prefill: transformers' own forward runs this family")),
+    VisionFamily("qwen2_5_vl", layout="mrope"),
+    VisionFamily("qwen3_vl", layout="mrope"),
+    VisionFamily("gemma3", layout="blocks"),
 )}
 
 

@@ -109,7 +109,9 @@ def build_vision_family(folder: Path, name: str, seed: int = 0) -> Path:
     bos, eos = tok.convert_tokens_to_ids("<|im_start|>"), tok.convert_tokens_to_ids("<|im_end|>")
     special = dict(vocab_size=len(tok), bos_token_id=bos, eos_token_id=eos, pad_token_id=eos)
     if name == "gemma3":
-        text = Gemma3TextConfig(**special, **TEXT, sliding_window=8, query_pre_attn_scalar=16)
+        # one sliding and one global layer: the global one lets the image reach the prompt's last token
+        text = Gemma3TextConfig(**special, **TEXT, sliding_window=8, query_pre_attn_scalar=16,
+                                layer_types=["sliding_attention", "full_attention"])
     else:
         text = (Qwen2Config if name == "llava_onevision" else LlamaConfig)(**special, **TEXT)
     torch.manual_seed(seed)

@@ -2,7 +2,8 @@
 (tests/helpers/vision_models.py; the weights are random): the language part's logits on the fast path, prefilled from
 the family's own merged embeddings and decoded from ids, against transformers' own forward of the whole model on the
 same image and prompt: equal at fp32, within bf16 rounding at bf16, at prefill and over DECODE_STEPS greedy steps. Then
-a turn's events and figures, the follow-up that reuses the cached image, and the families transformers' forward runs."""
+a turn's events and figures, the follow-up that reuses the cached image, and Gemma 3's turn with its image blocks
+(engine/vision/layouts.py; Qwen-VL's are in test_layouts.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from transformers import DynamicCache
 from engine.events import Finished, ImagesEncoded, Message, PrefillProgress, Started, Token
 from engine.executor.fastpath import FastRunner
 from engine.inputs import LoadSpec, SamplingConfig
+from engine.vision.layouts import layout_for
 from engine.vision.turn import VisionChat, build_prompt, encode
 from engine.vision.vlm import load_vision_model
 from tests.helpers.reference_forward import check_bf16_rounding, check_fp32_equal, max_delta
 from tests.helpers.vision_models import build_vision_family, random_image
 
 DECODE_STEPS = 12
-FAST = ("llava", "idefics3")
+FAST = ("llava", "idefics3", "gemma3")
 GREEDY = SamplingConfig(temperature=0, repetition_penalty=1.0, max_new_tokens=DECODE_STEPS)
 QUESTION = [Message("user", "What is in this picture?")]
 
@@ -29,7 +31,7 @@ QUESTION = [Message("user", "What is in this picture?")]
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("vision-families")
-    return {name: build_vision_family(root / name, name) for name in (*FAST, "gemma3")}
+    return {name: build_vision_family(root / name, name) for name in FAST}
 
 
 def _load(folder: Path, precision: str):
@@ -51,7 +53,9 @@ def _reference(vision, prompt, steps: int) -> tuple[list[torch.Tensor], list[int
 def _fast(vision, prompt, tokens: list[int], chunk: int, **options) -> list[torch.Tensor]:
     runner = FastRunner(vision.language, **options)
     embeds = encode(vision, prompt)
-    got = [[logits for _, logits in runner.prefill(list(prompt.ids), chunk=chunk, embeds=embeds)][-1][0]]
+    layout = layout_for(vision, prompt.inputs)  # Gemma 3's image blocks (engine/vision/layouts.py)
+    runner.rope_offset = 0 if layout is None else layout.delta
+    got = [[logits for _, logits in runner.prefill(list(prompt.ids), chunk=chunk, embeds=embeds, layout=layout)][-1][0]]
     return got + [runner.decode(token)[0] for token in tokens]
 
 
@@ -165,15 +169,38 @@ def test_an_image_on_an_assistant_message_is_one_line(family_dirs):
     assert done.reason == "error" and "images go with the user's messages" in done.error and "\n" not in done.error
 
 
-def test_gemma3_runs_transformers_forward_and_says_why(family_dirs):
-    """Gemma 3 attends both ways among an image's tokens in prefill, which the fast step does not: the turn runs
-    transformers' own forward (plain_turn.py), so its greedy text is generate()'s, with the same figures."""
+def test_gemma3_turn_runs_on_the_fast_path_with_its_image_blocks(family_dirs):
+    """Gemma 3 attends both ways among an image's tokens in prefill (engine/vision/layouts.py ImageBlocks): the turn
+    runs on the fast path, its greedy text generate()'s, and a prefill chunk never ends inside the image."""
     vision = _load(family_dirs["gemma3"], "fp32")
-    assert vision.loaded.facts.runner == "plain" and "bidirectional" in vision.loaded.facts.runner_reason
+    assert vision.loaded.facts.runner == "fast"
     image = random_image(seed=8)
-    events = list(VisionChat(vision).generate(QUESTION, {0: [image]}, GREEDY))
+    chat = VisionChat(vision)
+    events = list(chat.generate(QUESTION, {0: [image]}, GREEDY))
     done = events[-1]
     assert done.reason == "length" and done.metrics.image_tokens == (4,) and done.metrics.vision_encoder_s > 0
+    prompt = build_prompt(vision, QUESTION, {0: [image]})
+    with torch.inference_mode():
+        want = vision.model.generate(**prompt.inputs, max_new_tokens=DECODE_STEPS, do_sample=False)
+    assert [e.token_id for e in events if isinstance(e, Token)] == want[0, len(prompt.ids):].tolist()
+    # a cache cut inside the image is cut back to its start: its first rows were computed seeing its last
+    chat._runner.crop(prompt.image_starts[0] + 2)
+    again = list(chat.generate(QUESTION, {0: [image]}, GREEDY))
+    assert again[0].reused_tokens == prompt.image_starts[0] and again[-1].text == done.text
+
+
+def test_a_language_part_off_the_fast_path_runs_transformers_forward(family_dirs):
+    """plain_turn.py: where the fast step refuses the language model (facts.runner "plain"), the turn is transformers'
+    own forward over its cache: greedy text generate()'s, with the same figures."""
+    import dataclasses
+
+    vision = _load(family_dirs["llava"], "fp32")
+    facts = dataclasses.replace(vision.loaded.facts, runner="plain", runner_reason="refused for this test")
+    vision = dataclasses.replace(vision, loaded=dataclasses.replace(vision.loaded, facts=facts))
+    image = random_image(seed=9)
+    events = list(VisionChat(vision).generate(QUESTION, {0: [image]}, GREEDY))
+    done = events[-1]
+    assert done.reason == "length" and done.metrics.image_tokens == (16,) and done.metrics.vision_encoder_s > 0
     assert done.metrics.kv_cache_bytes > 0 and done.metrics.prefill_s > 0
     prompt = build_prompt(vision, QUESTION, {0: [image]})
     with torch.inference_mode():

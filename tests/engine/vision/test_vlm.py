@@ -30,9 +30,10 @@ def test_the_family_is_read_from_config_json(tmp_path, tiny_model_dir, llava_dir
         (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
         assert vision_family(tmp_path) is VISION_FAMILIES[model_type]
     # the families whose language part is not on the fast path say why, as a typed reason
-    assert {name for name, family in VISION_FAMILIES.items() if family.refusal is not None} == \
-        {"qwen2_5_vl", "qwen3_vl", "gemma3"}
-    assert "M-RoPE" in str(VISION_FAMILIES["qwen2_5_vl"].refusal)
+    # every family's language part is on the fast path; those whose prefill is not plain causal 1-D name their layout
+    assert all(family.refusal is None for family in VISION_FAMILIES.values())
+    assert {name: family.layout for name, family in VISION_FAMILIES.items() if family.layout} == \
+        {"gemma3": "blocks", "qwen2_5_vl": "mrope", "qwen3_vl": "mrope"}  # engine/vision/layouts.py
 
 
 def test_a_text_model_says_it_has_no_vision(tiny_model_dir):
@@ -70,7 +71,3 @@ def test_int8_int4_quantize_the_language_part_only(home, llava_dir, precision):
 def test_precisions_this_path_does_not_take_are_refused_before_loading(tmp_path, llava_dir):
     with pytest.raises(BadInputError, match="nf4 is not available for vision models"):
         load_vision_model(LoadSpec(model=str(llava_dir), precision="nf4", device="cpu"))
-    # int4 needs the fast path for the language part: refused for an M-RoPE family from its config alone
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
-    with pytest.raises(BadInputError, match="int4 needs the fast path.*M-RoPE"):
-        load_vision_model(LoadSpec(model=str(tmp_path), precision="int4", device="cpu"))
