@@ -302,9 +302,6 @@ ENGINE_UPWARD_ALLOWED = {
     # engine/bench/roofline_check.py's docstring: the chat side is exactly what `engine chat --json` prints, checked
     # from that command's own code
     "engine.bench.roofline_check imports engine.cli.replies",
-    # engine/core/handoff.py's docstring: a Handoff is the server queue's executor (engine.serve.worker.Worker's), so it
-    # stops with that worker's own WorkerClosedError
-    "engine.core.handoff imports engine.serve.jobs",
 }
 
 

@@ -24,8 +24,7 @@ import threading
 from typing import Callable, TypeVar
 
 from engine.core.core import EngineCore
-from engine.core.jobs import Job, QueuedJob, ServeJob
-from engine.serve.jobs import WorkerClosedError
+from engine.core.jobs import Job, QueuedJob, ServeJob, WorkerClosedError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -27,8 +27,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from engine.core.jobs import ServeJob
-from engine.serve.jobs import WorkerClosedError
+from engine.core.jobs import ServeJob, WorkerClosedError
 
 
 class Handoff:

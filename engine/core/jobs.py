@@ -22,6 +22,13 @@ from engine.remote import RemoteModel, RemoteSpec
 
 TaskFn = Callable[[LoadedModel, threading.Event], object]
 
+class WorkerClosedError(Exception):
+    """The engine thread, or a server's queue in front of it, was closed (shutting down), or can no longer run a job.
+
+    Lives with the jobs, on the core's floor, because the core's thread (``engine.core.engine_thread``) and its
+    hand-over (``engine.core.handoff``) raise it; the server's queue (``engine.serve.jobs``) re-exports it."""
+
+
 @dataclass(frozen=True)
 class LoadJob:
     """Load ``spec``'s model, or connect to a server's (``RemoteSpec``: its models are listed and the name checked);

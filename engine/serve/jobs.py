@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.core.jobs import WorkerClosedError  # noqa: F401 (re-exported: the server's queue raises it too)
 from engine.errors import EngineError
 from engine.events import Message, Metrics, Token
 from engine.inputs import SamplingConfig
@@ -26,10 +27,6 @@ class QueueFullError(Exception):
     def __init__(self, retry_after: int) -> None:
         super().__init__(f"the server is busy: {retry_after} s")
         self.retry_after = retry_after
-
-
-class WorkerClosedError(Exception):
-    """The worker was closed (the server is shutting down), or its executor can no longer serve a job."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ import pytest
 
 from engine.core.core import EngineCore
 from engine.core.engine_thread import EngineThread
-from engine.core.jobs import QueuedJob, TaskJob
-from engine.serve.jobs import WorkerClosedError
+from engine.core.jobs import QueuedJob, TaskJob, WorkerClosedError
 from tests.engine.core.test_core import Recorder
 
 
