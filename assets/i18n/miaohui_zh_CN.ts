@@ -2490,6 +2490,10 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <translation>视觉模型</translation>
     </message>
     <message>
+        <source>Memory budget for models: {size} (past it the least recently used is unloaded)</source>
+        <translation>模型内存预算：{size}（超出时卸载最久未用的模型）</translation>
+    </message>
+    <message>
         <source>In memory: {models}</source>
         <translation>内存中：{models}</translation>
     </message>
