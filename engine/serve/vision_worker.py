@@ -25,7 +25,7 @@ from engine.fmt import one_line
 from engine.inputs import SamplingConfig
 from engine.serve.jobs import Failed, Job, Piece, Record, Reply
 from engine.serve.stops import StopMatcher
-from engine.serve.worker import Worker
+from engine.serve.worker import Worker, reply_end
 
 
 class VisionWorker(Worker):
@@ -99,14 +99,9 @@ class VisionWorker(Worker):
             elif isinstance(event, Finished):
                 finished = event
         assert finished is not None  # _until_finished ends on one
-        joined = "".join(streamed)
-        if matcher.matched is None and finished.text.startswith(joined):
-            tail = matcher.push(finished.text[len(joined):]) + matcher.flush()
-            if tail:
-                self._emit(job, Piece(tail))
-        reason = {"eos": "stop", "length": "length", "cancelled": "cancelled"}.get(finished.reason, "error")
-        if matcher.matched is not None:
-            reason = "stop"
+        tail, reason = reply_end(matcher, streamed, finished)
+        if tail:
+            self._emit(job, Piece(tail))
         m = finished.metrics
         self._emit(job, Reply(reason, matcher.text, m, finished.error))
         return Record(job.id, reason, m.prompt_tokens, m.reused_tokens, m.generated_tokens)

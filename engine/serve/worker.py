@@ -358,15 +358,9 @@ class Worker:
                 finished = event
         if finished is None:  # cannot happen by the session's contract
             finished = Finished("error", "", Metrics(), "generation ended without a result")
-        # The decoder may hold bytes back until the very end (an incomplete character): let them out.
-        joined = "".join(streamed)
-        if matcher.matched is None and finished.text.startswith(joined):
-            tail = matcher.push(finished.text[len(joined):]) + matcher.flush()
-            if tail:
-                self._emit(job, Piece(tail))
-        reason = {"eos": "stop", "length": "length", "cancelled": "cancelled"}.get(finished.reason, "error")
-        if matcher.matched is not None:
-            reason = "stop"
+        tail, reason = reply_end(matcher, streamed, finished)
+        if tail:
+            self._emit(job, Piece(tail))
         if reason == "error":
             self._pool.forget(slot)
         else:
@@ -386,3 +380,15 @@ class Worker:
                 return candidate.text
         return self.loaded.tokenizer.decode([token.token_id], skip_special_tokens=False,
                                             clean_up_tokenization_spaces=False)
+
+
+def reply_end(matcher: StopMatcher, streamed: list[str], finished: Finished) -> tuple[str, str]:
+    """What a reply's end adds: the text the decoder held back until the very end (an incomplete character), passed
+    through the stop matcher, and the API's finish reason (a matched stop string is "stop"). Both workers end a reply
+    this way (``Worker`` and ``engine.serve.vision_worker.VisionWorker``)."""
+    tail = ""
+    joined = "".join(streamed)
+    if matcher.matched is None and finished.text.startswith(joined):
+        tail = matcher.push(finished.text[len(joined):]) + matcher.flush()
+    reason = {"eos": "stop", "length": "length", "cancelled": "cancelled"}.get(finished.reason, "error")
+    return tail, "stop" if matcher.matched is not None else reason
