@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import re
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import openai
 import pytest
@@ -102,19 +104,31 @@ def test_the_commands_defaults_are_the_servers():
     assert serve.DEFAULT_KV_STORE_MB << 20 == kv_store.DEFAULT_BUDGET_BYTES
 
 
-def test_serves_the_model_until_interrupted(tiny_model_dir):
-    env = dict(_env(), **{serve.ENV_KEY: "from-the-environment"})
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", str(tiny_model_dir), "--precision",
-                             "fp32", "--device", "cpu", "--port", "0"], cwd=REPO, env=env,
+@contextlib.contextmanager
+def _serving(model: str, env: dict[str, str], started: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``engine serve`` of ``model`` in a process on a free port: the process and its URL, once its stderr printed a
+    line matching ``started`` (its group: the URL); killed afterwards if the test left it running."""
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", model, "--precision", "fp32",
+                             "--device", "cpu", "--port", "0"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
     try:
         url = None
         while url is None:
-            line = lines.get(timeout=LIVENESS_S * 2)
-            found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/v1) \(API key required", line)
+            found = re.search(started, lines.get(timeout=LIVENESS_S * 2))
             url = found.group(1) if found else None
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serves_the_model_until_interrupted(tiny_model_dir):
+    env = dict(_env(), **{serve.ENV_KEY: "from-the-environment"})
+    with _serving(str(tiny_model_dir), env, r"serving .* at (http://127\.0\.0\.1:\d+/v1) \(API key required") \
+            as (proc, url):
         client = openai.OpenAI(base_url=url, api_key="from-the-environment", max_retries=0, timeout=LIVENESS_S)
         reply = client.chat.completions.create(model="default", messages=[{"role": "user", "content": "Hi"}],
                                                max_tokens=3, temperature=0)
@@ -123,10 +137,6 @@ def test_serves_the_model_until_interrupted(tiny_model_dir):
             openai.OpenAI(base_url=url, api_key="wrong", max_retries=0).models.list()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=LIVENESS_S) in (0, 130)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_serves_a_vision_model_with_images(tmp_path):
@@ -134,17 +144,7 @@ def test_serves_a_vision_model_with_images(tmp_path):
     from tests.helpers.vision_models import build_vision_family
 
     folder = build_vision_family(tmp_path / "llava", "llava")
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", str(folder), "--precision", "fp32",
-                             "--device", "cpu", "--port", "0"], cwd=REPO, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
-    try:
-        url = None
-        while url is None:
-            line = lines.get(timeout=LIVENESS_S * 2)
-            found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/v1)", line)
-            url = found.group(1) if found else None
+    with _serving(str(folder), _env(), r"serving .* at (http://127\.0\.0\.1:\d+/v1)") as (proc, url):
         client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=LIVENESS_S)
         reply = client.chat.completions.create(model="default", messages=with_image(data_url(png_bytes())),
                                                max_tokens=3, temperature=0)
@@ -154,10 +154,6 @@ def test_serves_a_vision_model_with_images(tmp_path):
                                            max_tokens=3)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=LIVENESS_S) in (0, 130)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.parametrize("value", ["lots", "0", "-1G", "nan", "G", ""])
