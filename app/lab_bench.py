@@ -2,7 +2,7 @@
 the CLI's").
 
 ``python -m app.lab_bench`` runs one experiment (default: the quick KV cache on/off) alternately through the
-window's path — the real ``Bridge``, its worker ``QThread`` and the Lab tab's job (``app.widgets.lab_tab``), the
+window's path — the real ``Bridge``, its engine thread and the Lab tab's job (``app.widgets.lab_tab``), the
 model loaded as the window loads it — and through ``python -m engine lab --only KEY`` in its own process, and prints
 one JSON object: each run's seconds, the torch thread counts each side ran with (intra-op and inter-op, read on the
 thread that runs the experiment), the medians and their ratio (window ÷ CLI; the goal is about 1). A noisy shared

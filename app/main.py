@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             keep_state_in(None)
             scratch.cleanup()
         if not joined:
-            # The engine ignored its cancel past the bounded wait. Destroying a running QThread aborts the
-            # process ("QThread: Destroyed while thread is still running"); history is closed, so leave now.
+            # The engine ignored its cancel past the bounded wait: its thread still uses the model and would emit
+            # the worker's signals into a torn-down window, and interpreter exit would wait in its C call; history
+            # is closed, so leave now.
             # os._exit runs no atexit handler and flushes no Python buffer: flush the report and the log here
             # (settings are synced as they are set).
             log.error("engine thread still running at exit; leaving without waiting for it")

@@ -1,10 +1,13 @@
-"""The bridge between the GUI thread and the engine: one worker QObject on one QThread.
+"""The bridge between the GUI thread and the engine: the engine core's own thread (``engine.core.engine_thread``),
+with the window's Qt adapter (``app.runtime.worker.Worker``) turning what the core reports into queued signals.
 
-Owns the worker thread, the cancel flags and the coalescing of streamed events into ~30 GUI updates a
+Owns the engine thread's lifetime, the cancel flags and the coalescing of streamed events into ~30 GUI updates a
 second. The GUI calls ``Bridge`` methods with the engine's validated inputs (``LoadSpec``,
 ``SamplingConfig``, ``Message``) and receives its signals; it never waits on the worker and never sees a
-tensor. Jobs (load, generate, lab tasks: typed, see ``app.runtime.worker``) run one after another on the worker
-thread, which keeps the loaded model and a bounded few chat sessions.
+tensor. Jobs (load, generate, lab tasks: typed, see ``engine.core.jobs``) run one after another on the engine
+thread, the same ``EngineThread`` that hosts ``engine serve`` (issue 42: one core, one queue, behind every client);
+the core keeps the loaded models and a bounded few chat sessions. The engine thread is a plain Python thread, not a
+``QThread``: the worker QObject stays on the GUI thread, so each signal it emits from the engine thread is queued.
 
 A conversation the user switched away from has its KV cache written to disk when the worker is next idle
 (``keep_on_disk``: one save at a time, each giving way to a reply asked for before it began), so a crash or a kill
@@ -29,11 +32,12 @@ import itertools
 import logging
 from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.runtime.tool_host import ReplyTools, ToolCallEvent
 from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
                                 ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
+from engine.core.engine_thread import EngineThread
 from engine.core.vision import TurnImages
 from engine.docs.attach import DocumentsUsed
 from engine.docs.forecast import MeasureWithDocuments, forecast_documents
@@ -51,14 +55,13 @@ log = logging.getLogger(__name__)
 FLUSH_INTERVAL_MS = 33  # ~30 Hz: faster than the eye reads, slow enough that a 500 tok/s model cannot flood Qt
 
 # Engine threads that ignored their cancel past shutdown's bounded wait (stuck in a long C call), with
-# their workers. Kept here, never destroyed: Qt aborts the process when a running QThread is destroyed,
-# which would happen as soon as the Bridge (a child of the window) went. ``app.main`` then ends the
-# process with ``os._exit`` once history is closed.
-_ABANDONED: list[tuple[QThread, QObject]] = []
+# their workers. Kept here, never released: the thread still uses the core's model and the worker's signals.
+# ``app.main`` then ends the process with ``os._exit`` once history is closed.
+_ABANDONED: list[tuple[EngineThread, QObject]] = []
 
 
 class Bridge(QObject):
-    """The GUI's handle on the engine. Lives in the GUI thread; owns one QThread and its worker.
+    """The GUI's handle on the engine. Lives in the GUI thread; owns the engine thread and its Qt adapter.
 
     Signals:
         load_progressed(str, float): a load reached a stage (name, fraction 0..1 of the whole load).
@@ -109,8 +112,6 @@ class Bridge(QObject):
     images_encoded = Signal(object)
     models_changed = Signal(object)
 
-    _job_requested = Signal(object)  # internal: queued to the worker thread
-
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._ids = itertools.count(1)
@@ -118,11 +119,8 @@ class Bridge(QObject):
         self._buffer = EventBuffer()
         self._pending: collections.deque[object] = collections.deque()  # taken from the buffer, not yet emitted
         self._finishes = 0  # Finished events emitted so far
-        self._thread = QThread()
-        self._thread.setObjectName("miaohui-engine")
-        self._worker = Worker(self._buffer)
-        self._worker.moveToThread(self._thread)
-        self._job_requested.connect(self._worker.on_job_requested)
+        self._worker = Worker(self._buffer)  # on the GUI thread: its signals, emitted on the engine thread, are queued
+        self._engine = EngineThread(self._worker.core, name="miaohui-engine", on_done=self._worker.report_job_done)
         self._worker.job_finished.connect(self.on_worker_job_finished)
         self._worker.events_pending.connect(self.on_worker_events_pending)
         self._worker.load_progressed.connect(self.load_progressed)
@@ -148,13 +146,18 @@ class Bridge(QObject):
         self._asked = 0  # the GUI's jobs asked for so far: a save posted before the latest one gives way to it
         self._to_save: collections.deque[int] = collections.deque()  # conversations to keep on disk, when idle
         self._saving: tuple[int, int, int] | None = None  # the save posted now: (job id, conversation, _asked then)
-        self._thread.start()
+        self._engine.start()
 
     # -- public API ---------------------------------------------------------------------------------
     @property
     def facts(self) -> object | None:
         """ModelFacts of the loaded model, or None."""
         return self._facts
+
+    @property
+    def engine_running(self) -> bool:
+        """Whether the engine thread is still running (False once ``shutdown`` joined it)."""
+        return self._engine.alive
 
     def loaded_models(self) -> tuple[Any, ...]:
         """What the engine core holds in memory, as last reported: ``ModelRecord``s, the least recently used first."""
@@ -267,12 +270,11 @@ class Bridge(QObject):
         return self.submit_task(lambda loaded, _cancel: drafters.prepare(loaded, spec))
 
     def post_serve_job(self, job: ServeJob) -> bool:
-        """Queue an API request on the worker, behind the jobs already queued; callable from any thread (a
-        signal queued across threads). False after shutdown began: it would never run."""
+        """Queue an API request on the worker, behind the jobs already queued; callable from any thread (the engine
+        thread's queue is locked). False after shutdown began: it would never run."""
         if self._closed:
             return False
-        self._job_requested.emit(QueuedJob(0, job))  # id 0: none of the GUI's jobs, so not in its bookkeeping
-        return True
+        return self._engine.submit(QueuedJob(0, job))  # id 0: none of the GUI's jobs, so not in its bookkeeping
 
     def keep_on_disk(self, conversation_id: int) -> None:
         """The user switched away from ``conversation_id``: write its KV cache to disk (``PersistJob``) once the worker
@@ -287,7 +289,7 @@ class Bridge(QObject):
         if conversation_id in self._to_save:
             self._to_save.remove(conversation_id)
         if not self._closed:
-            self._job_requested.emit(QueuedJob(0, PersistJob(conversation_id, forget=True)))
+            self._engine.submit(QueuedJob(0, PersistJob(conversation_id, forget=True)))
 
     def _save_when_idle(self) -> None:
         if self._closed or self._jobs or self._saving is not None or not self._to_save:
@@ -295,7 +297,7 @@ class Bridge(QObject):
         conversation_id, asked = self._to_save.popleft(), self._asked
         self._saving = (next(self._ids), conversation_id, asked)
         # Read on the worker when the save starts: a reply asked for since (an int read is atomic) goes first.
-        self._job_requested.emit(QueuedJob(self._saving[0], PersistJob(conversation_id, lambda: self._asked == asked)))
+        self._engine.submit(QueuedJob(self._saving[0], PersistJob(conversation_id, lambda: self._asked == asked)))
 
     def stop(self) -> None:
         """Cancel every job not yet finished; safe to call any number of times, from the GUI thread."""
@@ -307,22 +309,21 @@ class Bridge(QObject):
 
         Truthful on every call: a repeated call waits no more but reports whether the thread has ended
         by now (the caller decides from it whether the process may exit normally, see ``app.main``).
-        A thread that did not end is kept referenced for the rest of the process (``_ABANDONED``):
-        destroying a running QThread aborts the process.
+        A thread that did not end is kept referenced, with its worker, for the rest of the process (``_ABANDONED``):
+        it still uses the core's model and emits the worker's signals.
         """
         if self._closed:
-            return not self._thread.isRunning()
+            return not self._engine.alive
         self.closing.emit()
         self._closed = True
         self.stop()
-        self._thread.quit()
-        finished = self._thread.wait(timeout_ms)
+        finished = self._engine.close(timeout_ms / 1000)  # cancels the running job; those still queued never run
         self._flush_timer.stop()
         if finished:
             self._worker.release()
         else:
             log.error("engine thread did not stop within %d ms", timeout_ms)
-            _ABANDONED.append((self._thread, self._worker))
+            _ABANDONED.append((self._engine, self._worker))
         return finished
 
     def flush_pending(self) -> None:
@@ -341,7 +342,7 @@ class Bridge(QObject):
         self._jobs[queued.job_id] = queued
         if isinstance(job, GenerateJob):
             self._flush_timer.start()
-        self._job_requested.emit(queued)
+        self._engine.submit(queued)
         if not was_busy:
             self.busy_changed.emit(True)
         return queued.job_id

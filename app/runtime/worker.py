@@ -1,17 +1,19 @@
-"""The window's Qt adapter over the engine core: ``Worker`` runs the core's jobs on the window's engine thread and
-turns what the core reports into Qt signals.
+"""The window's Qt adapter over the engine core: ``Worker`` turns what the core reports on its engine thread
+(``engine.core.engine_thread.EngineThread``, the one ``engine serve`` runs on too) into Qt signals.
 
 The jobs, the loaded model and everything kept beside it (sessions by conversation id, KV files, drafters, document
 prefixes) are the core's (``engine.core.jobs``, ``engine.core.core``); the names the window uses are re-exported here.
 What the adapter adds is the window's: the signals queued to the Bridge, the event buffer's wake-ups, and the reply's
 MCP tools and their confirmations (``app.runtime.tool_host``: the user's servers and dialogs are the window's).
 
-Does not own the thread, the cancel requests or the coalescing of events for the GUI (``app.runtime.bridge``).
+The worker lives on the GUI thread (it is never moved): the core calls its ``report_*`` methods on the engine thread,
+so each signal is queued to the Bridge. Does not own the thread, the queue, the cancel requests or the coalescing of
+events for the GUI (``app.runtime.bridge``).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app.runtime.tool_host import ConfirmRequest, ToolHost
 from engine.core.core import EngineCore
@@ -30,8 +32,8 @@ __all__ = ["EventBuffer", "GenerateJob", "Job", "LoadFailure", "LoadJob", "Persi
 
 
 class Worker(QObject):
-    """Lives on the worker thread; runs jobs one at a time through its ``EngineCore``. Its signals are queued to the
-    Bridge.
+    """The engine core's ``Reports`` for the window: lives on the GUI thread, called on the engine thread, so its
+    signals are queued to the Bridge.
 
     Signals:
         job_finished(int): a job's id, emitted once it has ended, whatever the outcome.
@@ -78,12 +80,9 @@ class Worker(QObject):
     def attached_index(self) -> AttachedIndex:
         return self.core.attached_index
 
-    @Slot(object)
-    def on_job_requested(self, queued: QueuedJob) -> None:
-        try:
-            self.core.run(queued)
-        finally:
-            self.job_finished.emit(queued.job_id)
+    def report_job_done(self, queued: QueuedJob) -> None:
+        """The engine thread ran ``queued`` to its end (``EngineThread``'s ``on_done``)."""
+        self.job_finished.emit(queued.job_id)
 
     def release(self) -> None:
         """Drop the model and sessions (called after the thread stopped, so no job is running)."""

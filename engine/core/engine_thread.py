@@ -1,18 +1,18 @@
 """The engine core's own thread and its one job queue: ``EngineThread``.
 
-The rule of the core (``engine.core.core``) is that one thread touches the loaded models; this is that thread for a
-program that has no thread of its own to give it (``engine serve``, through ``engine.serve.hosting``). ``post(job)``
-queues a job (``engine.core.jobs``) from any thread and returns its ``QueuedJob`` (cancel it with its ``cancel``);
-``call(fn)`` runs ``fn()`` there and returns what it returned, ``run_job(job)`` runs a job there and returns once it
-ended; ``close()`` cancels what waits, stops the thread and
-waits for it. Jobs run one at a time, first in first out, through ``EngineCore.run``; ``jobs_run`` counts them (the
-server's test asserts its requests went through this queue).
+The rule of the core (``engine.core.core``) is that one thread touches the loaded models; this is that thread, for
+every client: ``engine serve`` (through ``engine.serve.hosting``) and the window (``app.runtime.bridge``), whose own
+server posts its requests to the same queue. ``post(job)`` queues a job (``engine.core.jobs``) from any thread and
+returns its ``QueuedJob`` (cancel it with its ``cancel``); ``submit(queued)`` queues a job its client numbered (the
+window keeps its own ids); ``call(fn)`` runs ``fn()`` there and returns what it returned; ``run_job(job)`` runs a job
+there and returns once it ended. Jobs run one at a time, first in first out, through ``EngineCore.run``; ``on_done``
+is told after each, whatever its outcome, and ``jobs_run`` counts them (the server's test asserts its requests went
+through this queue).
 
-The window's engine thread is still a ``QThread`` (``app.runtime.bridge``) running the same ``EngineCore.run``;
-``submit`` (a client's own numbered ``QueuedJob``) and ``on_done`` are there for its adapter to move onto this thread.
-At ``close`` the running job is cancelled and those still queued are dropped, never run (a queued save to disk
-would hold the exit; the window's shutdown saves its sessions itself): ``call`` then raises ``WorkerClosedError``. Owns the thread and the queue; not the jobs' meaning (``engine.core.core``).
-Imports no Qt and no torch.
+``close()`` cancels the running job, drops those still queued (never run: a queued save to disk would hold the exit;
+the window's shutdown saves its sessions itself), stops the thread and waits for it, bounded; ``call`` then raises
+``WorkerClosedError``. Owns the thread and the queue; not the jobs' meaning (``engine.core.core``). Imports no Qt and
+no torch.
 """
 
 from __future__ import annotations
@@ -130,11 +130,13 @@ class EngineThread:
                 self._waiting.remove(queued)
                 self._running = queued
             try:
-                self.core.run(queued)
-                if self._on_done is not None:
-                    self._on_done(queued)
-            except BaseException:  # noqa: BLE001  (a client's listener failed: the engine thread keeps serving)
-                log.exception("engine job %s's end could not be reported", queued.job_id)
+                self.core.run(queued)  # logs a job's crash itself
+            finally:
+                try:
+                    if self._on_done is not None:
+                        self._on_done(queued)  # whatever the outcome: the client's bookkeeping waits for it
+                except BaseException:  # noqa: BLE001  (a client's listener failed: the engine thread keeps serving)
+                    log.exception("engine job %s's end could not be reported", queued.job_id)
             with self._lock:
                 self._running = None
                 self.jobs_run += 1

@@ -66,7 +66,7 @@ def make_window(qtbot, settings, store, tiny_model_dir):
     yield make
     for window in windows:
         assert window.shutdown() is True
-        assert not window.bridge._thread.isRunning()
+        assert not window.bridge.engine_running
     qtbot.wait(50)  # pending matplotlib redraws/repaints run while their canvas still exists
 
 

@@ -176,7 +176,7 @@ def test_close_during_generation_is_clean_and_keeps_the_partial_reply(qtbot, mak
     _start_long_reply(qtbot, window, plan)
     cid = window.current_conversation()
     assert window.close()
-    assert window.bridge._thread.isFinished()
+    assert not window.bridge.engine_running
     rows = store.messages(cid)
     assert rows[-1].role == "assistant" and rows[-1].finish_reason == "cancelled" and rows[-1].text == \
         window.chat.messages()[-1].text
@@ -187,7 +187,7 @@ def test_close_during_load_is_clean(qtbot, make_window, tiny_model_dir, qtlog):
     window = make_window(loaded=False)
     window.load_model(str(tiny_model_dir), "fp32", "cpu")
     assert window.close()
-    assert window.bridge._thread.isFinished()
+    assert not window.bridge.engine_running
     assert not any("Destroyed while thread" in record.message for record in qtlog.records)
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import openai
 import pytest
-from PySide6.QtCore import QThread
 
 from engine.remote import RemoteSpec
 from engine.serve.worker import Worker
@@ -117,12 +116,12 @@ def forward_threads(monkeypatch) -> list[str]:
     real_step, real_serve = BatchEngine._step, Worker._serve
 
     def step(self: BatchEngine, *args: Any) -> None:
-        names.append(QThread.currentThread().objectName())
+        names.append(threading.current_thread().name)
         real_step(self, *args)
 
     def serve(self: Worker, job: Any) -> Any:
         if self._engine is None:
-            names.append(QThread.currentThread().objectName())
+            names.append(threading.current_thread().name)
         return real_serve(self, job)
 
     monkeypatch.setattr(BatchEngine, "_step", step)
@@ -359,10 +358,15 @@ def test_a_chat_turn_and_an_api_request_share_one_core_and_one_model_in_memory(q
 
     window = make_window(max_new_tokens=6)
     url = serve(qtbot, window)
-    core = window.bridge._worker.core
+    core, engine = window.bridge._worker.core, window.bridge._engine
+    assert engine.core is core  # the window's engine thread is the core's EngineThread, as engine serve's is
+    before = engine.jobs_run
     assert send_and_wait(qtbot, window, "What is a KV cache?") == "length"  # a window chat turn
+    qtbot.waitUntil(lambda: engine.jobs_run > before, timeout=LOAD_TIMEOUT_MS)  # counted once the job returned
+    after_chat = engine.jobs_run
     reply = client(url).chat.completions.create(model="default", messages=QUESTION, max_tokens=6, temperature=0)
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 6  # an API request
+    qtbot.waitUntil(lambda: engine.jobs_run > after_chat, timeout=LOAD_TIMEOUT_MS)  # both went through the one queue
     served = window.api_serving._current[1]
     assert served.loaded is core.loaded and core.held("chat") is core.loaded  # one LoadedModel serves both
     (record,) = core.models()

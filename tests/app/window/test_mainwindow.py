@@ -195,7 +195,7 @@ def test_shutdown_stays_truthful_when_called_again_while_the_engine_is_stuck(qtb
         assert window.shutdown() is False  # used to say True: main() then returned and Qt aborted
     finally:
         release.set()
-    qtbot.waitUntil(lambda: not window.bridge._thread.isRunning(), timeout=5000)
+    qtbot.waitUntil(lambda: not window.bridge.engine_running, timeout=5000)
     assert window.shutdown() is True  # the thread ended meanwhile: now the truth is True
 
 
