@@ -39,7 +39,7 @@ from engine.bench.scenarios import build_prompts, make_plan, precision_scenarios
 from engine.bench.variants import Engine, LlamaCpp, fast_factory
 from engine.inputs import LoadSpec
 
-FORMAT = "q4_0-1"  # bump when the files' recipe changes: older files are then rebuilt, not reused
+FORMAT = "q4_0-2"  # bump when the files' recipe changes: older files are then rebuilt, not reused
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def write_gguf(shape: Shape, dest: Path, tokenizer: Any, seed: int = 0) -> Path:
     writer = gguf.GGUFWriter(str(part), arch)
     writer.add_name(f"random {shape.name}")
     writer.add_block_count(shape.layers)
-    writer.add_context_length(4096)
+    writer.add_context_length(32768)  # every family here has at least 32k: the context sweep reaches 16k on them
     writer.add_embedding_length(shape.hidden)
     writer.add_feed_forward_length(shape.intermediate)
     writer.add_head_count(shape.heads)
@@ -273,18 +273,24 @@ def _gb_s(per_token: int | None, rate: float | None) -> float | None:
     return per_token * rate / 1e9 if per_token and rate else None
 
 
-def run_families(names: Sequence[str], tokens: int, reps: int, with_bf16: bool = False,
-                 progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Every named family in turn; the machine (CPU, load average before and after) beside the rows."""
+def default_tokenizer() -> Any:
+    """The default model's tokenizer, which every family's file borrows (``FileNotFoundError`` before a fetch)."""
     from transformers import AutoTokenizer
 
-    from engine.bench.run import machine_description
     from engine.models.fetch import find_default_model
 
     folder = find_default_model()
     if folder is None:
         raise FileNotFoundError("the family bench borrows the default model's tokenizer: run `python -m engine fetch`")
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+
+def run_families(names: Sequence[str], tokens: int, reps: int, with_bf16: bool = False,
+                 progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Every named family in turn; the machine (CPU, load average before and after) beside the rows."""
+    from engine.bench.run import machine_description
+
+    tokenizer = default_tokenizer()
     machine = machine_description("cpu")
     start = time.perf_counter()
     rows = []

@@ -68,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead: a vision-language model (engine.bench.vision: random weights in "
                              "SmolVLM-256M's shape): TTFT of one 1024x768 image split into vision encoder and "
                              "prefill, and the language part's decode tok/s, int4 against bf16 (--reps, --tokens)")
+    parser.add_argument("--contexts", nargs="?", const="512,4096,16384", default=None, metavar="LENGTHS",
+                        help="instead: the decode roofline at each context length (engine.bench.context_sweep; default "
+                             "512,4096,16384): TTFT, decode tok/s, weight and KV bytes read per step, GB/s and the "
+                             "verdict, at --precision and --precisions (default int4), llama.cpp beside a .gguf --model "
+                             "(or a --families shape name, e.g. --model llama-3.2-1b)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated subset of {','.join(SCENARIOS)} (figures of the others are null)")
 
@@ -87,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         return _roofline_check(args)
     if args.families is not None:
         return _families(args)
+    if args.contexts is not None:
+        return _contexts(args)
     if args.speculation:
         return _speculation(args)
     if args.docs or args.docs_quality:
@@ -203,6 +210,29 @@ def _families(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2) if args.json else format_families(result))
+    return 0
+
+
+def _contexts(args: argparse.Namespace) -> int:
+    """``--contexts``: ``engine.bench.context_sweep``'s rows (its table, or ``--json``); bad input: one line, 2."""
+    import json
+
+    from engine.bench import context_sweep
+
+    try:
+        lengths = context_sweep.parse_contexts(args.contexts)
+        others = [p for p in (args.precisions if args.precisions is not None else "int4").split(",") if p.strip()]
+        precisions = list(dict.fromkeys([args.precision if args.precision != "auto" else "bf16", *others]))
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        result = context_sweep.run(args.model, precisions, lengths, args.tokens or context_sweep.TOKENS,
+                                   args.reps or context_sweep.REPS, not args.no_peer, _progress)
+    except (EngineError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else context_sweep.format_sweep(result))
     return 0
 
 
