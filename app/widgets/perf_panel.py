@@ -368,8 +368,8 @@ class PerfPanel(QWidget):
         if m("precision"):
             v["precision"].setText(outside_text(m("precision")))
         used, limit = m("context_tokens"), m("context_max")
-        if used is not None and limit:
-            self.show_context(used, limit)
+        if used is not None and limit:  # a vision turn's context holds its pictures: their part said (issue 44)
+            self.show_context(used, limit, sum(m("image_tokens") or ()))
         dropped = m("dropped_turns") or 0
         self._dropped.setVisible(bool(dropped))
         if dropped:
