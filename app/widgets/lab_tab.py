@@ -10,7 +10,8 @@ of the model. When the window's model is on a server (``engine.remote``), the ex
 model's internals (``ExperimentInfo.needs_local``) are disabled in the list, with a tooltip and a note
 saying they need a model loaded on this computer; the others run through the server's API and their
 results name it. A vision-language model runs "What an image costs" alone (``ExperimentInfo.needs_vision``: its task
-gets the ``VisionModel``, ``Bridge.submit_task(vision=True)``), a text model all but that one. Owns display and the run/cancel/export controls; measures nothing itself.
+gets the ``VisionModel``, ``Bridge.submit_task(vision=True)``), a text model all but that one. Owns display and the
+run/cancel/export controls; measures nothing itself.
 """
 
 from __future__ import annotations
@@ -388,8 +389,8 @@ class LabTab(QWidget):
     def _why_not(self, info: Any) -> str:
         """Why ``info``'s experiment cannot run on the model loaded now."""
         if info.needs_vision and not self._vision:
-            return self.tr("Needs a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…): load one to see what "
-                           "an image costs.")
+            return self.tr("Needs a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…): load one to see "
+                           "what an image costs.")
         if self._vision and not info.needs_vision:
             return self.tr("Runs on a text model: a vision-language model runs “What an image costs”.")
         return self._needs_local_text()

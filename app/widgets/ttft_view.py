@@ -10,7 +10,8 @@ token now, ``engine.bench.roofline``), the tokens left before the oldest turns a
 the kept conversation would cost at the median prefill rate of recent replies of the same model, with its range
 (``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise).
 A vision turn's pictures get two rows: the tokens each became with their KV bytes (and how many a follow-up found
-in the cache), and the vision encoder's time, a step of the waterfall (``show_images``, from ``ImagesEncoded``, or a reopened reply's ``PerfRecord``).
+in the cache), and the vision encoder's time, a step of the waterfall (``show_images``, from ``ImagesEncoded``, or a
+reopened reply's ``PerfRecord``).
 The reused tokens that were a cached document prefix (a new conversation attaching files an earlier one put
 whole into its prompt: ``ReplyStarted.document_prefix_tokens``) get a row of their own, under the reused ones.
 Live while the prompt prefills: its progress in percent

@@ -121,4 +121,5 @@ def refuse_text_job(text: str | None) -> None:
         raise BadInputError("Complete text needs a text model: a vision-language model answers in the chat")
 
 
-__all__ = ["ImageTokens", "TurnImages", "VisionTurns", "count_image_tokens", "is_vision_folder", "refuse_images", "refuse_text_job"]
+__all__ = ["ImageTokens", "TurnImages", "VisionTurns", "count_image_tokens", "is_vision_folder", "refuse_images",
+           "refuse_text_job"]
