@@ -82,6 +82,7 @@ class ImageCosts(QObject):
     def on_controller_model_ready(self, _facts: Any) -> None:
         self._tokens.clear()  # another processor: other counts
         self._failed.clear()
+        self._pending, self._asking, self._wanted = 0, (), []  # a count on its way is the other model's
 
     @Slot(int, object)
     def on_bridge_task_finished(self, task_id: int, result: object) -> None:

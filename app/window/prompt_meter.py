@@ -203,7 +203,7 @@ class PromptMeter(QObject):
             self.forecast_shown.emit(None)
             return
         figures = [self.tr("message: %1 tokens").replace("%1", n(f.text_tokens))]
-        if f.image_tokens:
+        if any(f.image_tokens):  # a picture the engine could not read counts 0: its chip says why
             images = self.tr("images: %1 tokens").replace("%1", n(sum(f.image_tokens)))
             figures.append(images + (self.tr(" (KV %1)").replace("%1", format_bytes(f.image_kv_bytes))
                                      if f.image_kv_bytes else ""))
@@ -232,7 +232,7 @@ class PromptMeter(QObject):
                                "%3 tokens (a shorter prefill measures the cost of a call, not the rate).")
                        .replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens))
                        .replace("%3", n(MIN_RATE_TOKENS)))
-        if f.image_tokens:
+        if any(f.image_tokens):
             details += "\n" + (self.tr("Each picture becomes the tokens the model's processor makes of it (%1); all "
                                         "are computed by the prefill and kept in the KV cache.")
                                .replace("%1", " + ".join(n(t) for t in f.image_tokens)))
