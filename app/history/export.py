@@ -144,9 +144,12 @@ def _version(v: versions.Version) -> dict:
 
 
 def _cell(value: Any) -> Any:
-    """A performance figure as a CSV cell: "" for none, JSON for a structured one (where the cache broke)."""
-    if value is None:
+    """A performance figure as a CSV cell: "" for none, JSON for a structured one (where the cache broke, the image
+    tokens per picture)."""
+    if value is None or value == ():
         return ""
+    if isinstance(value, tuple):
+        return json.dumps(list(value))
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
 
 

@@ -36,6 +36,15 @@ def _reuse_break(raw: Any) -> ReuseBreak | None:
                       else None, **numbers, **texts)
 
 
+def _counts(raw: Any) -> tuple[int, ...]:
+    """A stored list of whole, non-negative counts (image tokens per picture); () when it is not one."""
+    if not isinstance(raw, (list, tuple)):
+        return ()
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in raw):
+        return ()
+    return tuple(raw)
+
+
 @dataclass(frozen=True)
 class PerfRecord:
     """How one assistant reply was produced; the keys are the engine's ``Metrics.to_dict()`` keys."""
@@ -74,6 +83,11 @@ class PerfRecord:
     # verdict it was given instead of one worked out without it (issue 41). Kept in the same JSON: no schema change.
     roofline_verdict: str | None = None
     others_cpu_share: float | None = None
+    # A vision turn's pictures (issue 44): the tokens each became, in order, and the vision encoder's time (None: no
+    # picture encoded, every one was in the cache), so a reopened reply's "Why this TTFT" shows its image rows again.
+    # Kept in the same JSON: no schema change; a record saved before reads them as () and None.
+    image_tokens: tuple[int, ...] = ()
+    vision_encoder_s: float | None = None
 
     @classmethod
     def from_metrics(cls, metrics_dict: dict, model: str) -> PerfRecord:
@@ -93,6 +107,8 @@ class PerfRecord:
                 values[f.name] = raw if raw in VERDICTS else None
             elif f.name == "reuse_break":
                 values[f.name] = _reuse_break(raw)
+            elif f.name == "image_tokens":
+                values[f.name] = _counts(raw)
             else:
                 num = as_number(raw)
                 is_count = str(f.type).startswith("int")  # tokens, bytes, positions: whole numbers

@@ -257,11 +257,12 @@ class Bridge(QObject):
         worker = self._worker
         return self.submit_task(lambda _loaded, _cancel: worker.read_attachment(path))
 
-    def submit_task(self, fn: TaskFn, needs_model: bool = True) -> int:
+    def submit_task(self, fn: TaskFn, needs_model: bool = True, vision: bool = False) -> int:
         """Run ``fn(loaded_model, cancel_event)`` on the worker thread; the result comes by
         ``task_finished`` (or ``task_failed``) with the returned id. ``needs_model`` False: it runs with no model
-        loaded too (indexing a collection: ``app.runtime.collections_index``)."""
-        return self._submit(TaskJob(fn, needs_model))
+        loaded too (indexing a collection: ``app.runtime.collections_index``). ``vision``: ``fn`` gets the loaded
+        vision-language model (``VisionModel``; a text model fails the task with one line)."""
+        return self._submit(TaskJob(fn, needs_model, vision))
 
     def prepare_speculation(self, spec: SpeculationConfig) -> int:
         """Build ``spec``'s drafter for the loaded model now (a draft model's load, an int4 copy), so a draft that

@@ -9,7 +9,9 @@ table with its key figures, flags and notes, and exported as CSV or PNG exactly 
 of the model. When the window's model is on a server (``engine.remote``), the experiments that need the
 model's internals (``ExperimentInfo.needs_local``) are disabled in the list, with a tooltip and a note
 saying they need a model loaded on this computer; the others run through the server's API and their
-results name it. Owns display and the run/cancel/export controls; measures nothing itself.
+results name it. A vision-language model runs "What an image costs" alone (``ExperimentInfo.needs_vision``: its task
+gets the ``VisionModel``, ``Bridge.submit_task(vision=True)``), a text model all but that one. Owns display and the
+run/cancel/export controls; measures nothing itself.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
                                QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter, QTableWidget,
                                QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget)
 
+from app.state.model_vision import sees_images
 from app.ui import theme
 from app.ui import accessibility
 from app.ui.engine_texts import engine_text
@@ -99,6 +102,7 @@ class LabTab(QWidget):
         self._result: ExperimentResult | None = None
         self._has_model = getattr(bridge, "facts", None) is not None
         self._remote = bool(getattr(getattr(bridge, "facts", None), "remote", False))
+        self._vision = sees_images(getattr(bridge, "facts", None))  # runs the vision experiment, and it alone
 
         self.experiment_box = QComboBox()
         for item in EXPERIMENTS:
@@ -209,9 +213,9 @@ class LabTab(QWidget):
 
     def can_run(self, key: str) -> bool:
         """Whether ``key`` can run on the model now loaded (one that needs internals cannot on a server; the one for
-        vision-language models cannot on the window's text model: ``python -m engine lab`` runs it)."""
+        vision-language models on those alone, and only it on them: ``engine.lab.experiments.check_runnable``)."""
         info = self._info(key)
-        return not (self._remote and info.needs_local) and not info.needs_vision
+        return not (self._remote and info.needs_local) and info.needs_vision == self._vision
 
     def run(self) -> int:
         """Submit the selected experiment; returns the task id (0 when it cannot run now)."""
@@ -223,7 +227,7 @@ class LabTab(QWidget):
         relay = _ProgressRelay()
         relay.progressed.connect(self.on_relay_progressed)
         self._job = _LabJob(key, options, relay)
-        self._task_id = self._bridge.submit_task(self._job)
+        self._task_id = self._bridge.submit_task(self._job, vision=self._info(key).needs_vision)
         if not self._task_id:
             self._job = None
             self.status_label.setText(self.tr("the engine is shutting down"))
@@ -293,7 +297,7 @@ class LabTab(QWidget):
         item = self._info(key)
         self.description.setText(engine_text(item.description))
         if not self.can_run(key):
-            self.warning.setText(self._needs_vision_text() if item.needs_vision else self._needs_local_text())
+            self.warning.setText(self._why_not(item))
         else:
             self.warning.setText(self.tr("This experiment temporarily loads other precisions of the model, one at a "
                                          "time; it needs extra memory and takes longer.") if item.loads_models else "")
@@ -382,18 +386,24 @@ class LabTab(QWidget):
         return self.tr("Needs a model loaded on this computer: it uses the model's internals (its KV cache, "
                        "attention weights or weights), which a server's API does not share.")
 
-    def _needs_vision_text(self) -> str:
-        return self.tr("Runs on a vision-language model from the command line only, for now: python -m engine lab "
-                       "--model FOLDER.")
+    def _why_not(self, info: Any) -> str:
+        """Why ``info``'s experiment cannot run on the model loaded now."""
+        if info.needs_vision and not self._vision:
+            return self.tr("Needs a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…): load one to see "
+                           "what an image costs.")
+        if self._vision and not info.needs_vision:
+            return self.tr("Runs on a text model: a vision-language model runs “What an image costs”.")
+        return self._needs_local_text()
 
     def _apply_source(self, facts: Any) -> None:
         """Enable what the loaded model can run: everything here, only the API's experiments on a server."""
         self._remote = bool(getattr(facts, "remote", False))
+        self._vision = sees_images(facts)
         items = self.experiment_box.model()
         for i, info in enumerate(EXPERIMENTS):
             allowed = self.can_run(info.key)
             items.item(i).setEnabled(allowed)
-            why = self._needs_vision_text() if info.needs_vision else self._needs_local_text()
+            why = self._why_not(info)
             self.experiment_box.setItemData(i, None if allowed else why, Qt.ItemDataRole.ToolTipRole)
         if self._remote:
             self.source_note.setText(self.tr("On the server {url} ({model}): timing and sampling run through its API "

@@ -273,12 +273,15 @@ class PerfPanel(QWidget):
         else:  # a server that does not say its context: no bar left over from the model before
             self.show_context(None, 0)
 
-    def show_context(self, used: int | None, limit: int) -> None:
-        """The context bar: ``used`` of ``limit`` tokens (a reply's figure, or the open conversation's measured);
-        "—" when either is unknown (a server that does not say, a model with no tokenizer here)."""
+    def show_context(self, used: int | None, limit: int, image_tokens: int = 0) -> None:
+        """The context bar: ``used`` of ``limit`` tokens (a reply's figure, or the open conversation's measured), of
+        which ``image_tokens`` are its pictures' (a part of their own); "—" when either is unknown (a server that does
+        not say, a model with no tokenizer here)."""
         known = used is not None and limit > 0
         share = f"{100.0 * used / limit:.1f}" if used is not None and known else ""
         text = self.tr("{used} / {max} tokens ({share} %)").format(used=used, max=limit, share=share) if known else "—"
+        if known and image_tokens:
+            text += self.tr(" · images: {n} tokens").format(n=image_tokens)
         if text != self._context_bar.format():  # each change is a synchronous repaint of the bar
             self._context_bar.setRange(0, int(limit) if known else 1)
             self._context_bar.setValue(min(int(used or 0), int(limit)) if known else 0)
@@ -365,8 +368,8 @@ class PerfPanel(QWidget):
         if m("precision"):
             v["precision"].setText(outside_text(m("precision")))
         used, limit = m("context_tokens"), m("context_max")
-        if used is not None and limit:
-            self.show_context(used, limit)
+        if used is not None and limit:  # a vision turn's context holds its pictures: their part said (issue 44)
+            self.show_context(used, limit, sum(m("image_tokens") or ()))
         dropped = m("dropped_turns") or 0
         self._dropped.setVisible(bool(dropped))
         if dropped:

@@ -10,7 +10,8 @@ token now, ``engine.bench.roofline``), the tokens left before the oldest turns a
 the kept conversation would cost at the median prefill rate of recent replies of the same model, with its range
 (``set_prefill_estimate``; never from this reply's rate alone, which a few-token prefill makes noise).
 A vision turn's pictures get two rows: the tokens each became with their KV bytes (and how many a follow-up found
-in the cache), and the vision encoder's time, a step of the waterfall (``show_images``, from ``ImagesEncoded``).
+in the cache), and the vision encoder's time, a step of the waterfall (``show_images``, from ``ImagesEncoded``, or a
+reopened reply's ``PerfRecord``).
 The reused tokens that were a cached document prefix (a new conversation attaching files an earlier one put
 whole into its prompt: ``ReplyStarted.document_prefix_tokens``) get a row of their own, under the reused ones.
 Live while the prompt prefills: its progress in percent
@@ -27,6 +28,7 @@ from typing import Any
 from PySide6.QtCore import QT_TRANSLATE_NOOP
 from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QVBoxLayout, QWidget
 
+from app.history.perf import PerfRecord
 from app.ui.metric_rows import metric_caption, metric_form, metric_value
 from app.widgets.reuse_break_text import break_text
 from engine.fmt import format_bytes
@@ -189,9 +191,12 @@ class TtftView(QWidget):
         get = lambda name: None if name in unknown else getattr(m, name, None)  # noqa: E731
         self._waterfall(get)
         self._pressure(get, bytes_per_token)
-        images = get("image_tokens")
-        if images:  # a vision turn's (Metrics; a stored record keeps no per-image figures)
-            self.show_images(tuple(images), get("vision_encoder_s"), self._reused_images)
+        images, encoder_s = get("image_tokens"), get("vision_encoder_s")
+        if images:  # a vision turn's: its Metrics, or the record kept of it (a reply reopened or paged back)
+            reused = self._reused_images
+            if isinstance(m, PerfRecord) and encoder_s is None:
+                reused = len(images)  # a record keeps no ImagesEncoded: no encoder time means every picture was cached
+            self.show_images(tuple(images), encoder_s, reused)
 
     def _waterfall(self, get: Any) -> None:
         ttft, prefill_s = get("ttft_s"), get("prefill_s")

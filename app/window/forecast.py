@@ -38,6 +38,11 @@ class Forecast:
     ttft_low_s: float | None = None  # the forecast at the fastest recent rate
     ttft_high_s: float | None = None  # at the slowest
     rate_samples: int = 0  # how many replies' rates the forecast rests on
+    # The attached pictures (issue 44): the tokens each becomes on the loaded vision model (its processor's count),
+    # all of them computed by the prefill (a new picture is never in the cache), and the KV bytes they add
+    # (tokens × the model's KV bytes per token; None: the model does not say). Included in the counts above.
+    image_tokens: tuple[int, ...] = ()
+    image_kv_bytes: int | None = None
 
     @property
     def context_fraction(self) -> float | None:
@@ -57,14 +62,17 @@ class Forecast:
 
 def forecast(text_tokens: int, prompt_tokens: int, cached_tokens: int, context_max: int,
              prefill_tok_s: RateEstimate | float | None, dropped_turns: int = 0, reply_budget: int = 0,
-             asked_budget: int = 0) -> Forecast:
+             asked_budget: int = 0, image_tokens: tuple[int, ...] = (),
+             kv_bytes_per_token: int | None = None) -> Forecast:
     """The figures for a turn whose rendered, trimmed prompt is ``prompt_tokens`` long, of which the KV cache
     holds the first ``cached_tokens``, on a machine whose recent replies prefilled at ``prefill_tok_s`` (an
     estimate, or one rate; None or not positive: not measured yet). ``dropped_turns`` and ``reply_budget`` are what
-    trimming decided; ``asked_budget`` the max new tokens setting (the reply is cut when the budget left is lower)."""
-    prompt_tokens = max(0, prompt_tokens)
+    trimming decided; ``asked_budget`` the max new tokens setting (the reply is cut when the budget left is lower).
+    ``image_tokens``: the attached pictures' (per picture), added to the prompt's text tokens and all computed."""
+    pictures = sum(image_tokens)
+    prompt_tokens = max(0, prompt_tokens) + pictures
     # The last prompt token is always computed (its logits choose the first reply token), as ChatSession does.
-    reused = max(0, min(cached_tokens, prompt_tokens - 1))
+    reused = max(0, min(cached_tokens, prompt_tokens - pictures - 1))
     new = prompt_tokens - reused
     rates = prefill_tok_s
     if isinstance(rates, (int, float)):
@@ -74,4 +82,5 @@ def forecast(text_tokens: int, prompt_tokens: int, cached_tokens: int, context_m
                     reused_tokens=reused, new_tokens=new, ttft_s=ttft,
                     left_out=max(0, dropped_turns), reply_budget=max(0, reply_budget),
                     reply_cut=0 <= reply_budget < asked_budget, ttft_low_s=fast, ttft_high_s=slow,
-                    rate_samples=rates.samples if rates is not None else 0)
+                    rate_samples=rates.samples if rates is not None else 0, image_tokens=tuple(image_tokens),
+                    image_kv_bytes=pictures * kv_bytes_per_token if kv_bytes_per_token and pictures else None)

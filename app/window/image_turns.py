@@ -10,33 +10,23 @@ turn's ``ImagesEncoded`` in the panel's "Why this TTFT" (``TtftView.show_images`
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QObject, Slot
 
 from app.runtime.bridge import Bridge
+from app.state.model_vision import sees_images
 from app.widgets.prompt_box import Composer
 from app.widgets.ttft_view import TtftView
 from app.window import turn_notes
 from app.window.attachments import Attachments
 from app.window.controller import ChatController
 from engine.core.vision import TurnImages
-from engine.vision.vlm import vision_family
 
 NO_VISION = QT_TRANSLATE_NOOP("ImageTurns", "{model} cannot see pictures: load a vision-language model (LLaVA, "
                                             "SmolVLM, Qwen2.5-VL, Gemma 3…) to ask about them. They stay attached.")
 NO_MODEL = QT_TRANSLATE_NOOP("ImageTurns", "Load a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…) to "
                                            "ask about the attached pictures.")
-
-
-def sees_images(facts: Any) -> bool:
-    """Whether the loaded model (its ``ModelFacts``) is a vision-language one: its folder's config names a vision
-    family, or (a model fetched by name) its class is one of theirs."""
-    source = getattr(facts, "source", "")
-    if source and Path(source).is_dir():
-        return vision_family(Path(source)) is not None
-    return str(getattr(facts, "architecture", "")).endswith("ForConditionalGeneration")
 
 
 class ImageTurns(QObject):

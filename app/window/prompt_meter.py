@@ -7,7 +7,9 @@ those counts and the prefill rate recent replies of the same model measured (the
 ``app.state.rate_estimate``; it also gives the panel's "Before truncation" its rate) into the figures, and
 the composer shows them with a warning before a send that would leave old messages out of the context. With files
 attached, the same measurement counts both documents choices (``engine.docs.forecast``): the figures are then the
-chosen one's, and ``app.window.docs_forecast`` words both choices under them. Only the
+chosen one's, and ``app.window.docs_forecast`` words both choices under them. With pictures attached and a vision
+model loaded, their image tokens (``app.window.image_costs``: the processor's count, on the engine thread) are a part
+of their own ("images: N tokens", with the KV bytes they add), counted in the context and the prefill. Only the
 newest request is measured: while one is on the worker, further typing waits for it, so a reply streaming on the worker
 never collects a queue of stale measurements. Owns the wording and when to measure; no SQL, no inference.
 """
@@ -28,9 +30,11 @@ from app.window.attachments import Attachments
 from app.window.controller import ChatController
 from app.window.docs_forecast import DocsRequest
 from app.window.forecast import LEFT_OUT, Forecast, forecast
+from app.window.image_costs import ImageCosts
 from engine.docs.forecast import DocsForecast, MeasureWithDocuments
 from engine.errors import BadInputError
 from engine.events import Message
+from engine.fmt import format_bytes
 from engine.generate.measure import PromptMeasure
 
 
@@ -58,9 +62,13 @@ class PromptMeter(QObject):
     forecast_shown = Signal(object)
 
     def __init__(self, controller: ChatController, bridge: Bridge, composer: Composer, ttft_view: TtftView,
-                 attachments: Attachments, parent: QObject | None = None) -> None:
+                 attachments: Attachments, images: ImageCosts, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._controller, self._bridge, self._composer = controller, bridge, composer
+        self._attachments, self._images = attachments, images
+        self._pictures: tuple[str, ...] = ()  # the pictures attached to the text measured
+        self._counting = False  # some of them are still being counted on the engine thread
+        images.counted.connect(self.schedule)
         self.forecast: Forecast | None = None  # what is shown
         self.docs_forecast: DocsForecast | None = None  # with documents: both choices, as shown
         # What a Send grounds the message in: the attached files; a conversation's collections and forced mode are
@@ -116,6 +124,7 @@ class PromptMeter(QObject):
         messages = c.conversation_for_engine(self._editing) + [Message("user", text)]
         cid = c.conversation_id
         self._asked, self._stale = config.max_new_tokens, False
+        self._pictures = tuple(self._attachments.images())
         docs = self.documents()
         self._pending = self._bridge.measure_prompt(cid if cid is not None else NO_SESSION, messages, config,
                                                     docs.files, docs.collections, docs.mode)
@@ -161,8 +170,11 @@ class PromptMeter(QObject):
             chosen = None if docs is None else (docs.whole if docs.chosen == "whole" else docs.retrieve)
             prompt, cached = ((chosen.prompt_tokens, chosen.cached_tokens) if chosen is not None
                               else (result.prompt_tokens, result.cached_tokens))
+            counts = self._images.tokens(self._pictures) if self._pictures else ()
+            self._counting = counts is None and self._images.sees_images()
             self._show(forecast(result.text_tokens, prompt, cached, result.context_max, self.estimate,
-                                result.dropped_turns, result.reply_budget, self._asked), docs, docs_error)
+                                result.dropped_turns, result.reply_budget, self._asked, counts or (),
+                                self._images.kv_bytes_per_token()), docs, docs_error)
 
     @Slot(int, str)
     def on_bridge_task_failed(self, task_id: int, message: str) -> None:
@@ -191,6 +203,12 @@ class PromptMeter(QObject):
             self.forecast_shown.emit(None)
             return
         figures = [self.tr("message: %1 tokens").replace("%1", n(f.text_tokens))]
+        if any(f.image_tokens):  # a picture the engine could not read counts 0: its chip says why
+            images = self.tr("images: %1 tokens").replace("%1", n(sum(f.image_tokens)))
+            figures.append(images + (self.tr(" (KV %1)").replace("%1", format_bytes(f.image_kv_bytes))
+                                     if f.image_kv_bytes else ""))
+        elif self._counting:
+            figures.append(self.tr("images: counting…"))
         if f.context_fraction is not None:
             figures.append(self.tr("context after sending: %1 of %2 tokens (%3%)").replace("%1", n(f.context_tokens))
                            .replace("%2", n(f.context_max)).replace("%3", f"{100 * f.context_fraction:.0f}"))
@@ -214,6 +232,10 @@ class PromptMeter(QObject):
                                "%3 tokens (a shorter prefill measures the cost of a call, not the rate).")
                        .replace("%1", n(f.new_tokens)).replace("%2", n(f.reused_tokens))
                        .replace("%3", n(MIN_RATE_TOKENS)))
+        if any(f.image_tokens):
+            details += "\n" + (self.tr("Each picture becomes the tokens the model's processor makes of it (%1); all "
+                                        "are computed by the prefill and kept in the KV cache.")
+                               .replace("%1", " + ".join(n(t) for t in f.image_tokens)))
         warning = "\n".join(w for w in (self._warning(f), "⚠ " + docs_warning if docs_warning else "") if w)
         self._composer.show_forecast(" · ".join(figures), warning, details)
         self.forecast_shown.emit(f)

@@ -37,6 +37,7 @@ from app.window.conversation_model import ModelRestorer
 from app.window.docs_choice import CollectionsUi
 from app.window.documents_keeping import DocumentsKeeping
 from app.window.fork import Forker
+from app.window.image_costs import ImageCosts
 from app.window.image_turns import ImageTurns
 from app.window.kv_keeping import KVKeeping
 from app.window.prompt_meter import PromptMeter
@@ -147,9 +148,10 @@ def chat_helpers(p: Parts, attachments: Attachments, collections: CollectionsUi)
     """Build the helpers that follow the chat, and tell the composer's forecast what a send grounds in."""
     c, b = p.controller, p.bridge
     forker = Forker(c, p.chat, p.messages, p.status_bar, p.composer.prompt, p.window)  # "Fork from here"
-    meter = PromptMeter(c, b, p.composer, p.perf_panel.ttft_view, attachments, p.window)  # figures when typing
+    image_costs = ImageCosts(c, b, p.window)  # the pictures' image tokens, counted by the vision model's processor
+    meter = PromptMeter(c, b, p.composer, p.perf_panel.ttft_view, attachments, image_costs, p.window)  # when typing
     collections.feed(meter, attachments)  # the forecast counts the chosen collections
-    context = ContextMeter(c, b, p.perf_panel, p.window)  # the context bar counts the open conversation's tokens
+    context = ContextMeter(c, b, p.perf_panel, image_costs, p.window)  # the bar counts the open conversation's tokens
     # its choice under the model bar, its rows, the tint of drafts
     speculation = Speculation(p.window, c, b, p.settings, p.chat, p.perf_panel, p.messages, p.status_bar)
     versions = Versions(c, p.chat, p.messages, p.perf_panel, p.window)  # Regenerate keeps the replaced reply; pagers

@@ -1725,8 +1725,16 @@
         <translation>需要在本机加载的模型：此实验要用到模型内部（KV 缓存、注意力权重或模型权重），服务器的 API 不提供这些。</translation>
     </message>
     <message>
+        <source>Needs a vision-language model (LLaVA, SmolVLM, Qwen2.5-VL, Gemma 3…): load one to see what an image costs.</source>
+        <translation>需要视觉语言模型（LLaVA、SmolVLM、Qwen2.5-VL、Gemma 3…）：加载一个即可查看一张图片的代价。</translation>
+    </message>
+    <message>
+        <source>Runs on a text model: a vision-language model runs “What an image costs”.</source>
+        <translation>此实验在文本模型上运行：视觉语言模型运行“一张图片的代价”。</translation>
+    </message>
+    <message>
         <source>Runs on a vision-language model from the command line only, for now: python -m engine lab --model FOLDER.</source>
-        <translation>需要视觉语言模型，目前只能在命令行运行：python -m engine lab --model 文件夹。</translation>
+        <translation type="vanished">需要视觉语言模型，目前只能在命令行运行：python -m engine lab --model 文件夹。</translation>
     </message>
     <message>
         <source>On the server {url} ({model}): timing and sampling run through its API and are measured here, network included; the others need a model loaded on this computer.</source>
@@ -2708,6 +2716,10 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <translation>0 / {max} token</translation>
     </message>
     <message>
+        <source> · images: {n} tokens</source>
+        <translation> · 图片：{n} 个 token</translation>
+    </message>
+    <message>
         <source> · {n} reused</source>
         <translation> · 复用 {n}</translation>
     </message>
@@ -2805,6 +2817,18 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
         <translation>消息：%1 个 token</translation>
     </message>
     <message>
+        <source>images: %1 tokens</source>
+        <translation>图片：%1 个 token</translation>
+    </message>
+    <message>
+        <source> (KV %1)</source>
+        <translation>（KV %1）</translation>
+    </message>
+    <message>
+        <source>images: counting…</source>
+        <translation>图片：计数中…</translation>
+    </message>
+    <message>
         <source>context after sending: %1 of %2 tokens (%3%)</source>
         <translation>发送后上下文：%1 / %2 个 token（%3%）</translation>
     </message>
@@ -2823,6 +2847,10 @@ int8：8 位的键和值，每个头、每个位置各带一个缩放因子：KV
     <message>
         <source>Prefill computes the %1 prompt tokens the KV cache does not hold (%2 are reused); how long that takes is forecast once a reply of this model has prefilled at least %3 tokens (a shorter prefill measures the cost of a call, not the rate).</source>
         <translation>预填充需计算 KV 缓存中没有的 %1 个提示词元（%2 个被复用）；待此模型有一次回复预填充了至少 %3 个词元后才预测耗时（更短的预填充测到的是调用开销，而非速率）。</translation>
+    </message>
+    <message>
+        <source>Each picture becomes the tokens the model&apos;s processor makes of it (%1); all are computed by the prefill and kept in the KV cache.</source>
+        <translation>每张图片变成模型处理器为它生成的 token（%1）；它们全部由预填充计算，并保存在 KV 缓存中。</translation>
     </message>
     <message>
         <source>TTFT forecast: %1</source>

@@ -303,7 +303,7 @@ class EngineCore:
             self._reports.report_task_failure(job_id, "no model loaded: choose a model and press Load")
             return
         try:
-            result = job.fn(self.loaded, cancel)
+            result = job.fn(self.vision.model_of(self.loaded) if job.vision else self.loaded, cancel)
         except EngineError as exc:
             self._reports.report_task_failure(job_id, one_line(exc))
         except Exception as exc:  # noqa: BLE001

@@ -59,10 +59,13 @@ class GenerateJob:
 @dataclass(frozen=True)
 class TaskJob:
     """Run ``fn(loaded_model, cancel_event)`` on the worker thread (lab, tokenizer, model card). ``needs_model``
-    False: it runs with no model loaded too (``loaded_model`` None), as indexing a collection does."""
+    False: it runs with no model loaded too (``loaded_model`` None), as indexing a collection does. ``vision``: ``fn``
+    gets the vision-language model (``engine.vision.vlm.VisionModel``: its processor, its vision tower) instead, and
+    fails with ``NoVisionError``'s line on a text model (the lab's "What an image costs", counting image tokens)."""
 
     fn: TaskFn
     needs_model: bool = True
+    vision: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ or how the events reach the client (``engine.core.core``), nor where images are 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -63,6 +64,15 @@ class VisionTurns:
         """Whether ``loaded`` is the vision model's (its turns go through ``turn``)."""
         return self._model is not None and self._model.loaded is loaded
 
+    def model_of(self, loaded: object) -> Any:
+        """The ``VisionModel`` whose ``LoadedModel`` is ``loaded`` (a vision task's model); ``NoVisionError`` for a
+        text model, named as the user knows it."""
+        if not self.holds(loaded):
+            from engine.vision.vlm import require_vision
+
+            require_vision(None, str(getattr(getattr(loaded, "facts", None), "name", "") or "this model"))  # raises
+        return self._model
+
     def clear(self) -> None:
         self._model, self._chat, self._cid = None, None, None
 
@@ -79,6 +89,25 @@ class VisionTurns:
         return self._chat.generate(messages, pictures, config, cancel)
 
 
+@dataclass(frozen=True)
+class ImageTokens:
+    """What pictures will cost a vision turn before it is sent: the tokens each file becomes (the processor's resizing
+    and tiling, no forward), in the order of ``files``; the KV bytes are the client's (tokens × bytes per token)."""
+
+    files: tuple[str, ...]
+    tokens: tuple[int, ...]
+
+
+def count_image_tokens(vision: Any, files: Sequence[str]) -> ImageTokens:
+    """``files``' image tokens on ``vision`` (a ``VisionModel``), read here on the engine thread; a file that cannot be
+    read is a ``BadInputError`` line (its chip already says so)."""
+    from engine.vision.image_input import read_image_file
+    from engine.vision.turn import tokens_per_image  # torch: after a vision model is loaded
+
+    pictures = [read_image_file(Path(path)).rgb for path in files]
+    return ImageTokens(tuple(files), tuple(tokens_per_image(vision, pictures)))
+
+
 def refuse_images(images: TurnImages, name: str) -> None:
     """``NoVisionError`` when a turn has images and the model loaded (``name``) has no vision."""
     if any(paths for _, paths in images):
@@ -92,4 +121,5 @@ def refuse_text_job(text: str | None) -> None:
         raise BadInputError("Complete text needs a text model: a vision-language model answers in the chat")
 
 
-__all__ = ["TurnImages", "VisionTurns", "is_vision_folder", "refuse_images", "refuse_text_job"]
+__all__ = ["ImageTokens", "TurnImages", "VisionTurns", "count_image_tokens", "is_vision_folder", "refuse_images",
+           "refuse_text_job"]

@@ -107,14 +107,20 @@ def _per_image(vision: VisionModel, pictures: Sequence[Any], total: int) -> list
     tiling of one image does not depend on another's)."""
     if len(pictures) <= 1:
         return [total] if pictures else []
-    token = image_token_id(vision)
-    processor = vision.processor
-    one = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"}]}], tokenize=False)
-    counts = [int((processor(images=[p], text=one, return_tensors="pt")["input_ids"] == token).sum()) for p in pictures]
+    counts = tokens_per_image(vision, pictures)
     if sum(counts) != total:
         raise BadInputError(f"the processor gave {total} image tokens for {len(pictures)} images, {sum(counts)} one "
                             f"by one")
     return counts
+
+
+def tokens_per_image(vision: VisionModel, pictures: Sequence[Any]) -> list[int]:
+    """The tokens each picture (RGB, as ``ImageInput.rgb``) becomes, asked of the processor one by one: its resizing
+    and tiling alone, no model forward (what the composer's forecast shows before a Send)."""
+    token = image_token_id(vision)
+    processor = vision.processor
+    one = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"}]}], tokenize=False)
+    return [int((processor(images=[p], text=one, return_tensors="pt")["input_ids"] == token).sum()) for p in pictures]
 
 
 class _Captured(Exception):
@@ -294,4 +300,4 @@ class VisionChat:
             precision=facts.precision, image_tokens=clock.image_tokens, vision_encoder_s=clock.encoder_s)
 
 
-__all__ = ["VisionChat", "VisionPrompt", "build_prompt", "encode", "encode_all", "image_token_id"]
+__all__ = ["VisionChat", "VisionPrompt", "build_prompt", "encode", "encode_all", "image_token_id", "tokens_per_image"]

@@ -66,6 +66,7 @@ def test_perf_csv_has_header_and_one_row_per_reply(store):
     assert record["conversation_title"] == "什么是 KV cache?" and record["finish_reason"] == "eos"
     assert float(record["decode_tok_s"]) == 41.8 and int(record["kv_cache_bytes"]) == 3_040_000
     assert record["peak_memory_bytes"] == "" and record["device"] == "cpu"
+    assert record["image_tokens"] == "" and record["vision_encoder_s"] == ""  # a text reply: no pictures
     assert dict(zip(rows[0], rows[2]))["finish_reason"] == "cancelled"
 
 

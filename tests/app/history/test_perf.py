@@ -51,3 +51,15 @@ def test_the_roofline_verdict_said_live_is_kept_with_its_cpu_share_and_read_back
     assert old.roofline_verdict is None and old.others_cpu_share is None
     for damaged in ("busy", 3, ["machine busy"]):  # only one of the three verdicts the roofline gives
         assert PerfRecord.from_dict({"model": "m", "roofline_verdict": damaged}).roofline_verdict is None
+
+
+def test_a_vision_turns_image_tokens_and_encoder_time_are_kept_and_read_back():
+    import json
+
+    perf = PerfRecord.from_metrics({**METRICS, "image_tokens": [64, 17], "vision_encoder_s": 0.042}, "m")
+    assert (perf.image_tokens, perf.vision_encoder_s) == ((64, 17), 0.042)
+    assert PerfRecord.from_dict(json.loads(perf.to_json())) == perf  # the stored JSON reads back the same
+    old = PerfRecord.from_metrics(METRICS, "m")  # a text reply, or a record saved before they were kept
+    assert old.image_tokens == () and old.vision_encoder_s is None
+    for damaged in ("64", [64, -1], [True], [1.5], {"a": 1}):  # whole, non-negative counts only
+        assert PerfRecord.from_dict({"model": "m", "image_tokens": damaged}).image_tokens == ()

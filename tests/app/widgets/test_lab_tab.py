@@ -154,14 +154,14 @@ def test_on_a_server_internals_are_disabled_up_front_with_the_reason(qtbot, remo
     items = tab.experiment_box.model()
     disabled = {tab.experiment_box.itemData(i) for i in range(tab.experiment_box.count())
                 if not items.item(i).isEnabled()}
-    # docs reads the KV cache; image_cost runs on a vision-language model from the command line only, for now
+    # docs reads the KV cache; image_cost runs on a (local) vision-language model
     assert disabled == {"kv_cache", "attention", "precision_ab", "speculation", "docs", "image_cost"}
     for i in range(tab.experiment_box.count()):
         tip = tab.experiment_box.itemData(i, Qt.ItemDataRole.ToolTipRole)
         key = tab.experiment_box.itemData(i)
         assert (tip is not None and "Needs a model loaded on this computer" in tip) == (
             key in disabled and key != "image_cost")
-        assert (tip is not None and "Runs on a vision-language model" in tip) == (key == "image_cost")
+        assert (tip is not None and "Needs a vision-language model" in tip) == (key == "image_cost")
     tab.select("attention")  # chosen from code: still refused, and the reason is shown
     assert not tab.run_button.isEnabled() and tab.run() == 0
     assert tab.warning.isVisibleTo(tab) and "Needs a model loaded on this computer" in tab.warning.text()
@@ -244,6 +244,54 @@ def test_the_step_clock_counts_the_seconds_of_the_step_running(qtbot):
 def test_the_image_experiment_is_listed_and_says_it_needs_a_vision_model(qtbot, tab):
     tab.select("image_cost")  # the window's model is a text model: listed, not runnable, and why
     assert not tab.run_button.isEnabled() and tab.run() == 0
-    assert tab.warning.isVisibleTo(tab) and "Runs on a vision-language model" in tab.warning.text()
+    assert tab.warning.isVisibleTo(tab) and "Needs a vision-language model" in tab.warning.text()
     tab.select("greedy20")
     assert tab.run_button.isEnabled()
+
+
+@pytest.fixture
+def vision_tab(qtbot, home, tmp_path):
+    """The tab on a real bridge with a random-weight SmolVLM/Idefics3 folder loaded (its tiles follow the size)."""
+    import torch
+
+    from engine.inputs import LoadSpec
+    from tests.helpers.vision_models import build_vision_family
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # shared CI cores
+    folder = build_vision_family(tmp_path / "tiny-idefics3", "idefics3")
+    bridge = Bridge()
+    widget = LabTab(bridge)  # made before the load, as in the window: it follows model_loaded
+    qtbot.addWidget(widget)
+    widget.resize(700, 900)
+    widget.show()
+    with qtbot.waitSignal(bridge.model_loaded, timeout=RUN_TIMEOUT_MS):
+        bridge.load(LoadSpec(str(folder), "fp32", "cpu"))
+    yield widget
+    qtbot.wait(50)
+    assert bridge.shutdown(5000) is True
+    torch.set_num_threads(threads)
+
+
+def test_on_a_vision_model_what_an_image_costs_runs_from_the_window_and_its_chart_is_drawn(qtbot, vision_tab):
+    from tests.app.window.test_image_turns import shot
+
+    tab = vision_tab
+    assert tab.experiment_box.currentData() == "image_cost"  # the one this model runs, chosen for the user
+    items = tab.experiment_box.model()
+    for i in range(tab.experiment_box.count()):
+        key = tab.experiment_box.itemData(i)
+        assert items.item(i).isEnabled() == (key == "image_cost")
+        tip = tab.experiment_box.itemData(i, Qt.ItemDataRole.ToolTipRole)
+        assert (tip is None) if key == "image_cost" else "Runs on a text model" in tip
+    assert tab.run_button.isEnabled() and not tab.warning.isVisibleTo(tab)
+    with qtbot.waitSignal(tab.result_shown, timeout=RUN_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(tab.run_button, Qt.MouseButton.LeftButton)
+    result = blocker.args[0]
+    assert result.key == "image_cost" and tab.table.rowCount() == len(result.rows) == 3  # the quick sizes
+    tokens = [row[result.columns.index("image tokens")] for row in result.rows]
+    assert all(n > 0 for n in tokens) and "tiny-idefics3" in result.model
+    assert len([ax for ax in tab.figure.axes if ax.lines]) == 3  # time, image tokens, KV bytes against megapixels
+    assert "image tokens, smallest → largest" in tab.findings.toPlainText()
+    assert tab.progress.value() == 100 and tab.run_button.isEnabled()
+    shot(tab, "lab-image-cost.png")

@@ -34,6 +34,16 @@ def test_the_last_prompt_token_is_always_computed_and_a_stale_cache_cannot_count
     assert (f.reused_tokens, f.new_tokens, f.ttft_s) == (0, 0, 0.0)
 
 
+def test_attached_pictures_are_their_own_part_added_to_the_context_and_all_computed_with_their_kv_bytes():
+    f = forecast(40, 1200, 1000, 8192, 2000.0, image_tokens=(64, 17), kv_bytes_per_token=4096)
+    assert f.context_tokens == 1200 + 81 and f.image_tokens == (64, 17)
+    assert (f.reused_tokens, f.new_tokens) == (1000, 281)  # a new picture is never in the cache
+    assert f.ttft_s == pytest.approx(281 / 2000) and f.image_kv_bytes == 81 * 4096
+    f = forecast(3, 100, 100, 2048, 1000.0, image_tokens=(16,))  # the text all cached: the picture still computed
+    assert (f.reused_tokens, f.new_tokens, f.image_kv_bytes) == (99, 17, None)  # a model that gives no KV bytes
+    assert forecast(3, 100, 0, 2048, None).image_tokens == () and forecast(3, 100, 0, 2048, None).image_kv_bytes is None
+
+
 def test_a_send_that_leaves_old_messages_out_warns_first():
     f = forecast(900, 7800, 0, 8192, 1000.0, dropped_turns=4, reply_budget=256, asked_budget=256)
     assert f.warning == (LEFT_OUT, 4) and f.left_out == 4

@@ -1,11 +1,14 @@
 """``engine.core.vision`` through ``EngineCore``: a vision-language folder (random-weight LLaVA,
 tests/helpers/vision_models.py) loaded by the vision loader, a turn with a stored image file streaming ImagesEncoded
-and Finished with its image tokens, a follow-up reusing the image prefix; images refused by a text model in one line."""
+and Finished with its image tokens, a follow-up reusing the image prefix; images refused by a text model in one line;
+a vision task (``TaskJob(vision=True)``: counting a picture's image tokens before a Send) given the ``VisionModel``, and
+refused by a text model in one line."""
 
 from __future__ import annotations
 
 from engine.core.core import EngineCore
-from engine.core.jobs import GenerateJob, LoadJob, QueuedJob, ReplyStarted
+from engine.core.jobs import GenerateJob, LoadJob, QueuedJob, ReplyStarted, TaskJob
+from engine.core.vision import ImageTokens, count_image_tokens
 from engine.events import Finished, ImagesEncoded, Message
 from engine.inputs import LoadSpec, SamplingConfig
 from tests.engine.core.test_core import Recorder
@@ -47,3 +50,30 @@ def test_a_text_model_refuses_an_image_in_one_line(tiny_model_dir, tmp_path, hom
     core.run(QueuedJob(2, GenerateJob(3, (Message("user", "hi"),), GREEDY, images=((0, (str(picture),)),))))
     (finished,) = reports.of("event")
     assert finished.reason == "error" and "has no vision" in finished.error and "\n" not in finished.error
+
+
+def test_a_vision_task_counts_each_pictures_image_tokens_as_the_turn_then_spends_them(tmp_path, home):
+    folder = build_vision_family(tmp_path / "idefics3", "idefics3")  # tiles: the count follows the picture's size
+    small, wide = tmp_path / "small.png", tmp_path / "wide.png"
+    random_image(20, 20).rgb.save(small)
+    random_image(120, 40, seed=1).rgb.save(wide)
+    reports = Recorder()
+    core = EngineCore(reports)
+    core.run(QueuedJob(1, LoadJob(LoadSpec(str(folder), precision="fp32", device="cpu"))))
+    files = (str(small), str(wide))
+    core.run(QueuedJob(2, TaskJob(lambda vision, _cancel: count_image_tokens(vision, files), vision=True)))
+    (counted,) = reports.of("task")
+    assert isinstance(counted, ImageTokens) and counted.files == files
+    assert all(n > 0 for n in counted.tokens) and counted.tokens[0] != counted.tokens[1]
+    core.run(QueuedJob(3, GenerateJob(3, (Message("user", "Compare them."),), GREEDY, images=((0, files),))))
+    (encoded,) = [e for e in reports.of("event") if isinstance(e, ImagesEncoded)]
+    assert encoded.image_tokens == counted.tokens  # the forecast's count is what the turn computes
+
+
+def test_a_vision_task_on_a_text_model_fails_in_one_line(tiny_model_dir, home):
+    reports = Recorder()
+    core = EngineCore(reports)
+    core.run(QueuedJob(1, LoadJob(LoadSpec(str(tiny_model_dir), precision="fp32", device="cpu"))))
+    core.run(QueuedJob(2, TaskJob(lambda vision, _cancel: vision, vision=True)))
+    (message,) = reports.of("task_failed")
+    assert "has no vision" in message and "\n" not in message
