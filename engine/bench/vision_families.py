@@ -97,9 +97,9 @@ def _qwen(tiny: bool, three: bool) -> tuple[Any, Any]:
     config = config_class(text_config=text, vision_config=dict(tower, patch_size=patch, spatial_merge_size=2,
                                                                 temporal_patch_size=2),
                           tie_word_embeddings=True)
-    pixels = (patch * 2) ** 2  # one image token: merge 2x2 patches
-    images = Qwen2VLImageProcessorPil(patch_size=patch, merge_size=2, temporal_patch_size=2,
-                                      size={"shortest_edge": 4 * pixels, "longest_edge": (16 if tiny else 16_384) * pixels})
+    pixels = (patch * 2) ** 2  # one image token: merge 2x2 patches; the real max_pixels are 16,384 tokens' worth
+    size = {"shortest_edge": 4 * pixels, "longest_edge": (16 if tiny else 16_384) * pixels}
+    images = Qwen2VLImageProcessorPil(patch_size=patch, merge_size=2, temporal_patch_size=2, size=size)
     return config, images
 
 

@@ -7,8 +7,8 @@ one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itse
 ``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
 ``engine.bench.speculate`` (plain against speculative decoding); ``--docs`` ``engine.bench.docs`` (indexing,
 embedding, a follow-up on a whole document and a new conversation on it), ``--docs-quality``
-``engine.bench.docs_quality`` (recall@5, MRR) and ``--vision [NAMES]`` ``engine.bench.vision`` (per vision-language family: an
-image's TTFT split into encoder and prefill, int4 against bf16).
+``engine.bench.docs_quality`` (recall@5, MRR) and ``--vision [NAMES]`` ``engine.bench.vision`` (per vision-language
+family: an image's TTFT split into encoder and prefill, int4 against bf16).
 Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """

@@ -1,5 +1,5 @@
-"""engine.cli.bench: a model that cannot load, or an unknown ``--vision`` family, is one ``error:`` line and exit 2; loading the command (as
-``python -m engine --help`` does) loads no torch."""
+"""engine.cli.bench: a model that cannot load, or an unknown ``--vision`` family, is one ``error:`` line and exit 2;
+loading the command (as ``python -m engine --help`` does) loads no torch."""
 
 from __future__ import annotations
 
