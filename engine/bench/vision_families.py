@@ -18,6 +18,7 @@ tiles, a two-layer language part) for the unit test. Does not measure (``engine.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -191,8 +192,10 @@ def build_folder(name: str, tiny: bool = False, seed: int = 0) -> Path:
     config, _ = FAMILIES[name].make(tiny)
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16).eval()
-    dest.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(dest, safe_serialization=True)
+    partial = dest.with_name(dest.name + ".partial")  # renamed when whole: a killed build is never taken as built
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial, safe_serialization=True)
+    partial.rename(dest)
     return dest
 
 
