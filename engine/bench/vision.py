@@ -122,7 +122,7 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def table(result: dict[str, Any]) -> str:
-    """One Markdown row per family: image tokens, layers, bf16 and int4 medians, int4 ÷ bf16 for decode and TTFT."""
+    """One Markdown row per family: layers built, image tokens, bf16 and int4 medians, int4 ÷ bf16 decode, the step."""
     first = result["families"][0] if result["families"] else {}
     lines = [f"Random weights; one {first.get('image', IMAGE_SIZE)[0]}×{first.get('image', IMAGE_SIZE)[1]} image and "
              f"a 16-token question; {first.get('reps')} reps alternated, {first.get('tokens')} decode tokens, "
