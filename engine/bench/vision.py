@@ -1,168 +1,148 @@
-"""``python -m engine bench --vision``: what an image costs and what int4 buys on a vision-language model (issue 44).
+"""``python -m engine bench --vision [NAMES]``: what an image costs and what int4 buys, per vision-language family
+(issue 44).
 
-The model is random-weight, built here with transformers' own Idefics3 classes in SmolVLM-256M-Instruct's shape
-(``SHAPE``: a SigLIP tower of 12 layers at width 768 over 512-pixel tiles of 16-pixel patches, pixel shuffle by 4 so a
-tile is 64 tokens, and SmolLM2-135M as the language model: 30 layers, width 576, 9 heads sharing 3 KV heads), with the
-default model's tokenizer (SmolLM2's, SmolVLM's own) and Idefics3's image tokens added, and kept in
-``<data dir>/cache/bench-vision/``. Random weights cost what trained ones cost (every token reads every weight, every
-tile runs the whole tower); their text is noise and is not looked at.
+Per family of ``engine.bench.vision_families.FAMILIES`` (Gemma 3 4B, Qwen2.5-VL 3B, Qwen3-VL 2B, SmolVLM-256M /
+Idefics3, LLaVA-1.5 7B, LLaVA-OneVision 0.5B), one after the other so only one family's models are in memory: the
+random-weight model built once from the family's real config class (its real vision tower; its language part at the
+real widths, heads, KV heads and vocabulary, with fewer decoder layers where the full model would not fit: Gemma 3 8 of
+34, Qwen2.5-VL 8 of 36, Qwen3-VL 8 of 28, LLaVA-1.5 4 of 32; the table says so). Random weights cost what trained ones
+cost (every token reads every weight, every tile runs the whole tower); their text is noise and is not looked at.
 
-Two variants of the same folder, loaded by ``engine.vision.vlm.load_vision_model``: bf16 (the CPU's float where it
-has no bf16) and int4 (the language part quantized, the tower in bf16). Per variant, ``reps`` repetitions alternated
-by ``engine.bench.core.measure``: one turn with one 1024×768 image (``engine.vision.turn.VisionChat``, one new token):
-its TTFT split into the vision encoder and the language prefill, and the image tokens; then decode tok/s of the
-language part alone after that prompt (``tokens`` greedy steps on its ``FastRunner``). Reported: medians and int4 ÷
-bf16. Never asserts a speed. Owns this measurement and the folder's making.
+Two variants, ``bf16`` (the CPU's float where it has no bf16) and ``int4`` (the language part quantized by the
+engine's own path, the tower in bf16), measured with ``reps`` repetitions alternated by ``engine.bench.core.measure``:
+
+- ``ttft``: one 1024×768 picture and a 16-token question: the family's image processor, the vision tower and projector
+  (the family's own forward up to its language model, ``engine.vision.turn.encode_all``: ``vision_encoder_s``), then
+  the language part's prefill on ``FastRunner`` with the family's layout (``engine.vision.layouts``: ``prefill_s``,
+  image tokens included); ``ttft_s`` is all of it, to the first token's logits.
+- ``decode``: ``tokens`` greedy steps of the language part continuing that prompt (``decode_tok_s``).
+
+The int4 ÷ bf16 decode ratio is a per-layer property (both variants read the same head and the same layers), so it
+holds for the full depth; prefill (and so TTFT) scales with the layers: read it with the layer count. The prompt is
+shaped by hand around the processor's pixels (``engine.bench.vision_families``'s docstring says why), so a real turn's
+chat template and tokenizer are not in TTFT (milliseconds). Never asserts a speed. Owns this measurement and its table.
 """
 
 from __future__ import annotations
 
+import gc
 import time
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 from engine.bench import core
-from engine.events import Message
-from engine.inputs import LoadSpec, SamplingConfig
+from engine.bench import vision_families as vf
 
-FORMAT = "smolvlm-256m-1"  # bump when the recipe changes: an older folder is then rebuilt
 IMAGE_SIZE = (1024, 768)
-# SmolVLM-256M-Instruct's numbers (its config.json and processor config); the weights are random.
-SHAPE = dict(vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
-                         image_size=512, patch_size=16),
-             text=dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                       num_key_value_heads=3, head_dim=64, max_position_embeddings=8192, rms_norm_eps=1e-5,
-                       rope_theta=100_000.0, tie_word_embeddings=True),
-             scale_factor=4, image_seq_len=64, longest_edge=2048, tile=512)
-IMAGE_TOKENS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
-                *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))]
-# ChatML over content lists, each image part Idefics3's placeholder (its processor expands it into tiles).
-TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% for part in message['content'] %}"
-            "{% if part['type'] == 'image' %}<image>{% else %}{{ part['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
-            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 FIGURES = {"vision_encoder_s": ("s", "lower"), "prefill_s": ("s", "lower"), "ttft_s": ("s", "lower"),
            "decode_tok_s": ("tok/s", "higher")}
 
 
-def bench_folder(name: str = FORMAT) -> Path:
-    from engine.paths import data_dir
-
-    return data_dir() / "cache" / "bench-vision" / name
-
-
-def build_folder(dest: Path, shape: dict[str, Any] = SHAPE, tokenizer_folder: Path | None = None,
-                 seed: int = 0) -> Path:
-    """Write the random-weight folder of ``shape`` (SmolVLM-256M's by default; model, processor, tokenizer) to
-    ``dest`` unless it is there; the tokenizer is ``tokenizer_folder``'s (default: the default model's)."""
-    if (dest / "config.json").is_file():
-        return dest
-    from transformers import (AutoTokenizer, Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor,
-                              LlamaConfig)
-    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
-
-    from engine.models.fetch import find_default_model
-
-    source = tokenizer_folder or find_default_model()
-    if source is None:
-        raise FileNotFoundError("the vision bench borrows the default model's tokenizer: run `python -m engine fetch`")
-    tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
-    tok.add_special_tokens({"additional_special_tokens": IMAGE_TOKENS})
-    tok.chat_template = TEMPLATE
-    eos = tok.convert_tokens_to_ids("<|im_end|>")
-    text = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=eos,
-                       **shape["text"])
-    config = Idefics3Config(vision_config=shape["vision"], text_config=text, scale_factor=shape["scale_factor"],
-                            image_token_id=tok.convert_tokens_to_ids("<image>"), tie_word_embeddings=True)
-    torch.manual_seed(seed)
-    model = Idefics3ForConditionalGeneration(config).to(torch.bfloat16).eval()
-    images = Idefics3ImageProcessorPil(size={"longest_edge": shape["longest_edge"]},
-                                       max_image_size={"longest_edge": shape["tile"]})
-    processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=shape["image_seq_len"],
-                                  chat_template=TEMPLATE)
-    dest.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(dest, safe_serialization=True)
-    processor.save_pretrained(dest)
-    return dest
-
-
-def sample_image(size: tuple[int, int] = IMAGE_SIZE) -> Any:
-    """A screenshot-sized picture of random pixels, read as the user's would be."""
-    import io
-
-    import numpy as np
+def sample_picture(size: tuple[int, int] = IMAGE_SIZE) -> Any:
+    """A screenshot-sized picture of random pixels (PIL RGB)."""
     from PIL import Image
 
-    from engine.vision.image_input import read_image
-
-    pixels = np.random.default_rng(0).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, "PNG")
-    return read_image(buffer.getvalue(), "bench.png")
+    return Image.fromarray(np.random.default_rng(0).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
 
 
-def measure(tokens: int = 64, reps: int = 3, progress: Callable[[str], None] = lambda _m: None,
-            shape: dict[str, Any] = SHAPE, name: str = FORMAT, tokenizer_folder: Path | None = None) -> dict[str, Any]:
-    """Build or reuse the folder of ``shape`` (kept under ``name``), load both variants, measure (see the module
-    docstring): a JSON-ready dict."""
+def measure(name: str, tokens: int = 32, reps: int = 3, progress: Callable[[str], None] = lambda _m: None,
+            tiny: bool = False, size: tuple[int, int] = IMAGE_SIZE) -> dict[str, Any]:
+    """One family (see the module docstring): a JSON-ready dict. ``tiny``: the scaled-down build (the unit test)."""
     from engine.executor.fastpath import FastRunner
-    from engine.vision.turn import VisionChat, build_prompt, encode
-    from engine.vision.vlm import load_vision_model
+    from engine.vision.layouts import layout_for
+    from engine.vision.turn import encode_all
 
-    progress("building the random-weight SmolVLM-256M-shaped model (once)")
-    folder = build_folder(bench_folder(name), shape, tokenizer_folder)
-    image = sample_image()
-    question = [Message("user", "What does this screenshot show?")]
-    variants: dict[str, Any] = {}
-    for name in ("bf16", "int4"):
-        progress(f"loading {name}")
-        variants[name] = load_vision_model(LoadSpec(model=str(folder), precision=name, device="cpu"))
-    one = SamplingConfig(temperature=0, repetition_penalty=1.0, max_new_tokens=1)
+    shape = vf.FAMILIES[name]
+    progress(f"{name}: building the random-weight model (once)")
+    folder = vf.build_folder(name, tiny)
+    _, images = shape.make(tiny)
+    picture = sample_picture(size)
+    variants: dict[str, vf.BenchVision] = {}
+    for precision in ("bf16", "int4"):
+        progress(f"{name}: loading {precision}")
+        variants[precision] = vf.load(folder, shape.model_type, precision)
+    prefilled: dict[str, tuple[Any, torch.Tensor]] = {}  # variant -> its runner after the ttft scenario, last logits
+    steps: dict[str, str] = {}  # variant -> the decode step its runner took
 
-    def ttft(vision: Any) -> dict[str, Any]:
-        done = list(VisionChat(vision).generate(question, {0: [image]}, one))[-1]
-        if done.error:
-            raise RuntimeError(done.error)
-        m = done.metrics
-        return {"vision_encoder_s": m.vision_encoder_s, "prefill_s": m.prefill_s, "ttft_s": m.ttft_s,
-                "image_tokens": sum(m.image_tokens), "prompt_tokens": m.prompt_tokens}
-
-    prompts = {name: build_prompt(vision, question, {0: [image]}) for name, vision in variants.items()}
-    embeds = {name: encode(vision, prompts[name]) for name, vision in variants.items()}
-
-    def decode(vision: Any) -> dict[str, Any]:
-        name = vision.precision
+    def ttft(vision: vf.BenchVision) -> dict[str, Any]:
+        start = time.perf_counter()
+        inputs = vf.prompt_inputs(vision, images, picture)
+        encoding = time.perf_counter()
+        taken = encode_all(vision, _Prompt(inputs))  # type: ignore[arg-type]
+        encoded = time.perf_counter()
+        layout = layout_for(vision, inputs, taken)
         runner = FastRunner(vision.language)
-        logits = [out for _, out in runner.prefill(list(prompts[name].ids), embeds=embeds[name])][-1]
+        runner.rope_offset = 0 if layout is None else layout.delta
+        ids = inputs["input_ids"][0].tolist()
+        logits = [out for _, out in runner.prefill(ids, embeds=taken["embeds"][0], layout=layout)][-1]
+        done = time.perf_counter()
+        prefilled[vision.precision] = (runner, logits)
+        image = int(getattr(vision.model.config, "image_token_id", None) or vision.model.config.image_token_index)
+        return {"vision_encoder_s": encoded - encoding, "prefill_s": done - encoded, "ttft_s": done - start,
+                "image_tokens": ids.count(image), "prompt_tokens": len(ids)}
+
+    def decode(vision: vf.BenchVision) -> dict[str, Any]:
+        runner, logits = prefilled.pop(vision.precision)
+        # the native step reads RoPE row = position: with M-RoPE's offset the Python step runs (FastRunner)
+        why = runner.native_step_reason or ("RoPE offset (M-RoPE)" if runner.rope_offset else None)
+        steps[vision.precision] = "native" if why is None else f"python: {why}"
         times = []
         for _ in range(tokens):
-            logits = runner.decode(int(logits.argmax()))
+            logits = runner.decode(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
             times.append(time.perf_counter())
         return {"decode_tok_s": core.decode_rate(times)}
 
-    runs = core.measure({name: variants[name] for name in variants}, [("ttft", ttft), ("decode", decode)], reps,
-                        progress)
-    facts = variants["int4"].loaded.facts
-    model = "random-weight SmolVLM-256M-Instruct shape" if shape is SHAPE else f"random-weight {name}"
-    return {"model": f"{model} (Idefics3 classes)", "image": list(IMAGE_SIZE),
-            "image_tokens": runs.runs["bf16"]["image_tokens"][0], "prompt_tokens": runs.runs["bf16"]["prompt_tokens"][0],
-            "tokens": tokens, "reps": reps, "threads": torch.get_num_threads(), "decode_step_int4": facts.decode_step,
-            "figures": core.summarise(runs.runs, FIGURES, baseline="bf16")}
+    runs = core.measure(variants, [("ttft", ttft), ("decode", decode)], reps, progress)
+    result = dict(vf.describe(name), image=list(size), image_tokens=runs.runs["bf16"]["image_tokens"][0],
+                  prompt_tokens=runs.runs["bf16"]["prompt_tokens"][0], tokens=tokens, reps=reps,
+                  threads=torch.get_num_threads(), decode_step_int4=steps["int4"],
+                  figures=core.summarise(runs.runs, FIGURES, baseline="bf16"))
+    del variants, prefilled
+    gc.collect()  # the next family's models take this one's memory
+    return result
+
+
+class _Prompt:
+    """What ``encode_all`` reads of a ``VisionPrompt``: its inputs."""
+
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        self.inputs = inputs
+
+
+def measure_families(names: Sequence[str], tokens: int = 32, reps: int = 3,
+                     progress: Callable[[str], None] = lambda _m: None, tiny: bool = False) -> dict[str, Any]:
+    """Every family of ``names`` in turn: ``{"families": [measure(...), ...]}``."""
+    return {"model": "random weights", "families": [measure(n, tokens, reps, progress, tiny) for n in names]}
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def table(result: dict[str, Any]) -> str:
-    """The result as a Markdown table: each figure's bf16 and int4 medians and int4 ÷ bf16."""
-    lines = [f"{result['model']}; one {result['image'][0]}×{result['image'][1]} image = {result['image_tokens']} "
-             f"image tokens of a {result['prompt_tokens']}-token prompt; {result['reps']} reps, "
-             f"{result['threads']} threads; int4 decode step: {result['decode_step_int4']}",
-             "", "| figure | bf16 | int4 | int4 ÷ bf16 |", "|---|---|---|---|"]
-    for name, figure in result["figures"].items():
-        med, unit = figure["median"], figure["unit"]
-        cells = [f"{med[v]:.3f} {unit}" if med.get(v) is not None else "n/a" for v in ("bf16", "int4")]
-        quotient = figure["ratio"].get("int4")
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {'n/a' if quotient is None else f'{quotient:.2f}'} |")
+    """One Markdown row per family: layers built, image tokens, bf16 and int4 medians, int4 ÷ bf16 decode, the step."""
+    first = result["families"][0] if result["families"] else {}
+    lines = [f"Random weights; one {first.get('image', IMAGE_SIZE)[0]}×{first.get('image', IMAGE_SIZE)[1]} image and "
+             f"a 16-token question; {first.get('reps')} reps alternated, {first.get('tokens')} decode tokens, "
+             f"{first.get('threads')} threads; language layers: built of the real model's",
+             "", "| family | layers | image tokens | encoder s (bf16 / int4) | prefill s (bf16 / int4) | "
+             "TTFT s (bf16 / int4) | decode tok/s bf16 | decode tok/s int4 | int4 ÷ bf16 decode | int4 decode step |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["families"]:
+        f = row["figures"]
+
+        def pair(key: str) -> str:
+            med = f[key]["median"]
+            return f"{_fmt(med.get('bf16'))} / {_fmt(med.get('int4'))}"
+
+        decode = f["decode_tok_s"]
+        lines.append(f"| {row['family']} | {row['layers']} of {row['full_layers']} | {row['image_tokens']} | "
+                     f"{pair('vision_encoder_s')} | {pair('prefill_s')} | {pair('ttft_s')} | "
+                     f"{_fmt(decode['median'].get('bf16'))} | {_fmt(decode['median'].get('int4'))} | "
+                     f"{_fmt(decode['ratio'].get('int4'))} | {row['decode_step_int4']} |")
     return "\n".join(lines)
 
 
-__all__ = ["measure", "table", "build_folder", "bench_folder", "sample_image", "SHAPE"]
+__all__ = ["measure", "measure_families", "table", "sample_picture", "FIGURES", "IMAGE_SIZE"]

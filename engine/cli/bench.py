@@ -7,8 +7,8 @@ one JSON object with ``--json`` (shape in docs/BENCHMARK.md). The benchmark itse
 ``engine.bench.kv_cache`` instead (the 8-bit KV cache against the 16-bit one, its JSON); ``--speculation``
 ``engine.bench.speculate`` (plain against speculative decoding); ``--docs`` ``engine.bench.docs`` (indexing,
 embedding, a follow-up on a whole document and a new conversation on it), ``--docs-quality``
-``engine.bench.docs_quality`` (recall@5, MRR) and ``--vision`` ``engine.bench.vision`` (an image's TTFT split into
-encoder and prefill, int4 against bf16).
+``engine.bench.docs_quality`` (recall@5, MRR) and ``--vision [NAMES]`` ``engine.bench.vision`` (per vision-language
+family: an image's TTFT split into encoder and prefill, int4 against bf16).
 Exit status: 0
 done, 2 bad input or a model that cannot be loaded (one ``error:`` line on stderr, after the progress).
 """
@@ -64,10 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs-quality", action="store_true",
                         help="instead: retrieval quality (engine.bench.docs_quality): recall@5 and MRR of keyword, "
                              "dense and fused retrieval on Vim's tutor (English PDF, Chinese text)")
-    parser.add_argument("--vision", action="store_true",
-                        help="instead: a vision-language model (engine.bench.vision: random weights in "
-                             "SmolVLM-256M's shape): TTFT of one 1024x768 image split into vision encoder and "
-                             "prefill, and the language part's decode tok/s, int4 against bf16 (--reps, --tokens)")
+    parser.add_argument("--vision", nargs="?", const="all", default=None, metavar="NAMES",
+                        help="instead: vision-language families (engine.bench.vision; comma-separated, default all: "
+                             "gemma-3-4b, qwen2.5-vl-3b, qwen3-vl-2b, smolvlm-256m, llava-1.5-7b, "
+                             "llava-onevision-0.5b; random weights, real vision towers, the larger language parts with "
+                             "fewer layers): TTFT of one 1024x768 image split into vision encoder and prefill, and the "
+                             "language part's decode tok/s, int4 against bf16 (--reps, --tokens)")
     parser.add_argument("--contexts", nargs="?", const="512,4096,16384", default=None, metavar="LENGTHS",
                         help="instead: the decode roofline at each context length (engine.bench.context_sweep; default "
                              "512,4096,16384): TTFT, decode tok/s, weight and KV bytes read per step, GB/s and the "
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return _speculation(args)
     if args.docs or args.docs_quality:
         return _docs(args)
-    if args.vision:
+    if args.vision is not None:
         return _vision(args)
     try:
         result = bench(args, _progress)
@@ -154,17 +156,24 @@ def _docs(args: argparse.Namespace) -> int:
 
 
 def _vision(args: argparse.Namespace) -> int:
-    """``--vision``: engine.bench.vision's int4 against bf16 on a vision-language model (a table, or ``--json``)."""
+    """``--vision [NAMES]``: engine.bench.vision's int4 against bf16 per vision-language family (a table, or
+    ``--json``); an unknown family name: one line, 2."""
     import json
 
     from engine.bench import vision
+    from engine.bench.vision_families import parse_names
 
+    try:
+        names = parse_names(args.vision)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     try:
-        result = vision.measure(args.tokens or 64, args.reps or 3, _progress)
+        result = vision.measure_families(names, args.tokens or 32, args.reps or 3, _progress)
     except (EngineError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
