@@ -4,7 +4,8 @@ A step starts from the token just chosen (not yet in the target's cache): the dr
 the target runs one forward over the chosen token and the drafts (``verify``: logits at every position),
 ``engine.speculate.accept`` keeps a prefix of the drafts and chooses one more token, and the target's cache is
 cropped in place to what was kept (the drafter's own cache is cropped on its next call). A step with nothing
-drafted is a plain one-token decode, so prompt lookup without a match costs only the lookup.
+drafted is a plain one-token decode through plain decoding's own calls (``decode``, then the session's ``Sampler``),
+so prompt lookup without a match costs only the lookup.
 
 The draft length adapts (``engine.speculate.length``, timed here): for a drafter that runs a model, the length with
 the most tokens per second given the measured draft and verify times and the recent acceptance; for prompt lookup,
