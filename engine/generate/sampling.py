@@ -116,6 +116,19 @@ class Sampler:
             top_probs, top_ids = torch.topk(probs[0], min(k, probs.shape[-1]))
             return Choice(token_id, float(probs[0, token_id]), tuple(top_ids.tolist()), tuple(top_probs.tolist()))
 
+    def extend(self, ids: list[int]) -> None:
+        """Record tokens chosen elsewhere (speculation's verified drafts and corrections, ``engine.speculate.loop``),
+        so the repetition penalty of the next ``choose`` sees them as plain decoding's own choices."""
+        room = min(len(ids), self._limit - self._n)
+        if self._ids is not None and room > 0:
+            while self._n + room > self._ids.shape[1]:
+                self._grow()
+            self._ids[0, self._n:self._n + room] = torch.tensor(ids[:room], dtype=torch.long)
+        self._n += len(ids)
+        if self.constraint is not None:
+            for token_id in ids:
+                self.constraint.advance(token_id)
+
     def _grow(self) -> None:
         """Double the id buffer (capped at the budget); amortised, one copy per doubling."""
         capacity = min(self._limit, 2 * self._ids.shape[1])

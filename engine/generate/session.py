@@ -326,7 +326,7 @@ class ChatSession:
 
             sampler = Sampler(config, runner.device, ids, constraint)
             timeline.speculator = speculating = speculate.start(self._drafter, runner, config, self.speculation,
-                                                                ids, constraint)
+                                                                ids, constraint, sampler)
             verified: deque[Any] = deque()  # tokens a speculative step chose, still to emit
             reason = "length"
             restore_threads = self._decode_threads(runner)

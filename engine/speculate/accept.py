@@ -37,13 +37,39 @@ class Shaper:
         self.generator = generator
         self._processors = build_processors(config)
         self._needs_ids = config.repetition_penalty != 1.0
+        # The repetition penalty's ids as a tensor, kept for the last history seen and grown with it: histories
+        # mostly grow by a token or a few a call, and rebuilding the whole (1, seq) tensor from a Python list every
+        # step was a per-step cost plain decoding (``Sampler``'s buffer) does not pay.
+        self._seen: list[int] = []
+        self._ids: torch.Tensor | None = None  # (1, capacity), its first len(self._seen) entries valid
+
+    def _ids_for(self, history: Sequence[int], device: torch.device) -> torch.Tensor:
+        """``history`` as a (1, seq) long tensor: a view of the kept buffer, rewound to the prefix it shares with
+        ``history`` (list comparisons, in C) and grown by the rest."""
+        seen, n = self._seen, len(history)
+        if self._ids is None or self._ids.device != device:
+            seen.clear()
+            self._ids = None
+        keep = min(len(seen), n)
+        if list(history[:keep]) != seen[:keep]:
+            keep = 0  # another history (a reset or an edit): rebuilt whole, as before
+        del seen[keep:]
+        if self._ids is None or self._ids.shape[1] < n:
+            grown = torch.empty((1, max(64, 2 * n)), dtype=torch.long, device=device)  # doubled: amortised copies
+            if keep:
+                grown[:, :keep] = self._ids[:, :keep]
+            self._ids = grown
+        if n > keep:
+            new = list(history[keep:])
+            self._ids[0, keep:n] = torch.tensor(new, dtype=torch.long)
+            seen.extend(new)
+        return self._ids[:, :n]
 
     def scores(self, logits: torch.Tensor, history: Sequence[int]) -> torch.Tensor:
         """Processed float32 scores (1, vocab) of ``logits`` (vocab,) or (1, vocab) after ``history``."""
         scores = logits.float().reshape(1, -1)
         if self._processors:
-            ids = (torch.tensor([list(history)], dtype=torch.long, device=scores.device)  # (1, seq)
-                   if self._needs_ids else None)
+            ids = self._ids_for(history, scores.device) if self._needs_ids else None  # (1, seq)
             scores = self._processors(ids, scores)
         return scores
 

@@ -123,6 +123,11 @@ class CostBook:
     def verified(self, drafted: int, seconds: float) -> None:
         self._verify.append((drafted, seconds))
 
+    def ready(self) -> bool:
+        """Whether ``costs`` has costs to give (told, or ``MIN_PLAIN`` plain steps timed): the per-step check, without
+        the medians and the line ``costs`` works out."""
+        return self.told is not None or len(self._plain) >= MIN_PLAIN
+
     def verify_line(self, plain_s: float | None) -> tuple[float, float] | None:
         """(base, per drafted token) seconds of a verify, or None before any was timed. Least squares over the recent
         verifies where they span two lengths and the line is sensible; otherwise each verify's excess over a plain

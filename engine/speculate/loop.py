@@ -4,7 +4,8 @@ A step starts from the token just chosen (not yet in the target's cache): the dr
 the target runs one forward over the chosen token and the drafts (``verify``: logits at every position),
 ``engine.speculate.accept`` keeps a prefix of the drafts and chooses one more token, and the target's cache is
 cropped in place to what was kept (the drafter's own cache is cropped on its next call). A step with nothing
-drafted is a plain one-token decode, so prompt lookup without a match costs only the lookup.
+drafted is a plain one-token decode through plain decoding's own calls (``decode``, then the session's ``Sampler``),
+so prompt lookup without a match costs only the lookup.
 
 The draft length adapts (``engine.speculate.length``, timed here): for a drafter that runs a model, the length with
 the most tokens per second given the measured draft and verify times and the recent acceptance; for prompt lookup,
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
-from engine.generate.sampling import Choice
+from engine.generate.sampling import Choice, Sampler
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
 from engine.speculate.length import CostBook, DraftLength, StepTimes, told_costs
@@ -78,11 +79,14 @@ class Speculator:
     tokens are appended as steps go). Sampling uses a private generator seeded from ``config.seed``. ``clock``
     times drafting, verifying and plain steps for the draft length and the decision to draft (seconds; neither ever
     changes which tokens come out). ``book``: the target's measured times (default: the runner's, ``book_for``).
+    ``sampler``: the session's ``Sampler``; given, a step without a draft is plain decoding's very calls
+    (``target.decode`` then ``sampler.choose``, issue 45: the shaper's own path cost ~10% more per step at int4) and
+    the verified tokens are added to its ids; without one (tests), the shaper picks.
     """
 
     def __init__(self, drafter: Drafter, target: Any, config: SamplingConfig, spec: SpeculationConfig,
                  history: Sequence[int], clock: Callable[[], float] = time.perf_counter,
-                 book: CostBook | None = None) -> None:
+                 book: CostBook | None = None, sampler: Sampler | None = None) -> None:
         generator = None
         if not config.greedy:
             generator = torch.Generator(device=target.device)
@@ -91,6 +95,7 @@ class Speculator:
             seed = config.seed if config.seed is not None else secrets.randbits(63)
             generator.manual_seed((seed * 0x9E3779B97F4A7C15 + 1) % (1 << 63))
         self.shaper = Shaper(config, generator)
+        self.sampler = sampler
         self.drafter = drafter
         self.target = target
         self.spec = spec
@@ -111,6 +116,9 @@ class Speculator:
     def counts(self) -> SpeculationCounts:
         return SpeculationCounts(self._drafts, self._drafted, self._accepted, self._steps, self._paused)
 
+    # Inference mode as ``Sampler.choose`` runs in: outside it each scoring op (float, the penalty's gather and
+    # scatter, argmax) paid autograd's dispatch, measured ~1.3x the sampler's time for the same work (issue 45).
+    @torch.inference_mode()
     def step(self, token_id: int, room: int) -> list[Choice]:
         """Feed ``token_id`` and return the tokens after it: kept drafts, then the target's own choice.
 
@@ -129,10 +137,14 @@ class Speculator:
         if k > 0:
             self._probe = False  # the probe (if this was one) is spent
         if draft is None or not draft.tokens:
+            if self.sampler is not None:  # plain decoding's own two calls: a step without a draft costs what it costs
+                choice = self.sampler.choose(self.target.decode(token_id))
+                self._length.book.plain(self._clock() - began)  # a lookup's cost included: what plain steps cost
+                return [choice]
             logits = self.target.decode(token_id)
             scores = self.shaper.scores(logits, history)
             token = self.shaper.pick(scores)
-            self._length.book.plain(self._clock() - began)  # a lookup's cost included: what plain steps here cost
+            self._length.book.plain(self._clock() - began)
             probs = torch.softmax(scores[0], dim=-1) if self.shaper.config.top_logprobs else None
             return [self.shaper.choice(token, probs)]
         tokens = draft.tokens
@@ -143,6 +155,8 @@ class Speculator:
         kept = verdict.accepted
         self.target.crop(before + 1 + kept)  # the chosen token and the kept drafts stay
         history.extend(tokens[:kept])
+        if self.sampler is not None:
+            self.sampler.extend([c.token_id for c in verdict.choices])  # its penalty then sees what was emitted
         self._learn(StepTimes(len(tokens), kept, drafted_at - began, self._clock() - drafted_at))
         choices = verdict.choices
         return [dataclasses.replace(c, drafted=True) for c in choices[:kept]] + list(choices[kept:])
@@ -156,7 +170,7 @@ class Speculator:
             self._pause_left -= 1
             self._probe = self._pause_left == 0
             return 0
-        if k <= 0 or self._shadow or self._length.book.costs() is None:
+        if k <= 0 or self._shadow or not self._length.book.ready():
             return 0
         if not self._free and not self._probe and self._length.decision() == 0:
             self._pause_left = self._pause - 1  # this step is the pause's first
@@ -197,14 +211,14 @@ class Speculator:
 
 
 def start(drafter: Drafter | None, runner: Any, config: SamplingConfig, spec: SpeculationConfig | None,
-          history: Sequence[int], constraint: Any = None) -> Speculator | None:
+          history: Sequence[int], constraint: Any = None, sampler: Sampler | None = None) -> Speculator | None:
     """The reply's ``Speculator``, or None where speculation cannot apply: none asked for, a runner without
     ``verify`` or without a KV cache, or a constraint (it masks each step's logits as the text so far allows)."""
     if drafter is None or spec is None or constraint is not None:
         return None
     if not getattr(runner, "use_kv_cache", False) or not hasattr(runner, "verify"):
         return None
-    return Speculator(drafter, runner, config, spec, history)
+    return Speculator(drafter, runner, config, spec, history, sampler=sampler)
 
 
 def speculation_metrics(speculator: Speculator | None, generated: int) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.executor.runners import make_runner
+from engine.generate.sampling import Sampler
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.drafters import Draft, PromptLookup
 from engine.speculate.length import COSTS_ENV, MIN_PLAIN, CostBook, Costs, told_costs
@@ -184,3 +185,27 @@ def test_told_costs_come_from_the_environment(monkeypatch):
     assert told_costs() == Costs(0.02, 0.03, 0.004) and book_for(object()).told == Costs(0.02, 0.03, 0.004)
     monkeypatch.setenv(COSTS_ENV, "fast")
     assert told_costs() is None
+
+
+def test_a_step_without_a_draft_is_plain_decodings_own_calls_and_the_sampler_sees_every_token(tiny_fp32):
+    """Given the session's ``Sampler``, a step that drafts nothing is one ``decode`` and one ``Sampler.choose`` (the
+    plain path itself, issue 45), and the tokens a verify chose are added to the sampler's ids for its penalty."""
+    config = SamplingConfig(temperature=0.0, repetition_penalty=1.3)
+    runner = make_runner(tiny_fp32)
+    logits = None
+    for _, logits in runner.prefill(PROMPT):
+        pass
+    sampler = Sampler(config, runner.device, PROMPT)
+    calls: list[str] = []
+    choose, verify = sampler.choose, runner.verify
+    sampler.choose = lambda scores: calls.append("choose") or choose(scores)
+    runner.verify = lambda ids: calls.append("verify") or verify(ids)
+    speculator = Speculator(Recording(7), runner, config, SpeculationConfig(), PROMPT, book=CostBook(CHEAP_VERIFY),
+                            sampler=sampler)
+    out = [sampler.choose(logits).token_id]
+    speculator._pause_left = 1  # this step drafts nothing
+    out += [c.token_id for c in speculator.step(out[-1], 10_000)]
+    assert calls == ["choose", "choose"]  # the prefill's token, then the plain step's: no verify, no shaper pick
+    out += [c.token_id for c in speculator.step(out[-1], 10_000)]
+    assert calls[-1] == "verify"
+    assert sampler._ids[0, :sampler._n].tolist() == PROMPT + out  # the verified tokens too, in order

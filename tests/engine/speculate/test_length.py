@@ -142,10 +142,10 @@ def test_the_cost_book_measures_plain_steps_and_the_verify_line():
     assert book.costs() is None and book.verify_line(None) is None
     for seconds in [0.010] * (MIN_PLAIN - 1):
         book.plain(seconds)
-    assert book.costs() is None  # too few plain steps to compare with: the caller decodes plainly
+    assert book.costs() is None and not book.ready()  # too few plain steps to compare with: the caller decodes plainly
     book.plain(0.030)  # one slow step: the median of 0.010, 0.030 and later ones
     book.plain(0.010)
-    assert book.costs().plain_s == pytest.approx(0.010)
+    assert book.ready() and book.costs().plain_s == pytest.approx(0.010)
     # One verify length: its first row taken as a plain step, the rest spread over its drafts.
     book.verified(4, 0.022)
     costs = book.costs(draft_s=0.001)
@@ -156,7 +156,7 @@ def test_the_cost_book_measures_plain_steps_and_the_verify_line():
     assert (base, per_token) == pytest.approx((0.002, 0.005))
     # Told costs replace the measured ones (the drafter's time is still its own).
     told = Costs(1.0, 2.0, 3.0)
-    assert CostBook(told).costs(0.5) == Costs(1.0, 2.0, 3.0, 0.5)
+    assert CostBook(told).ready() and CostBook(told).costs(0.5) == Costs(1.0, 2.0, 3.0, 0.5)
 
 
 def test_draft_length_decides_on_the_books_costs_and_learns_from_drafts_only_compared():
