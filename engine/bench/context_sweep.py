@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from engine.bench.kv_cache import decode_rate_at
 from engine.bench.roofline import CpuWatch, Roofline, measure_and_store, weights_read_per_token
 
 CONTEXTS = (512, 4096, 16384)
@@ -50,18 +51,6 @@ def parse_contexts(text: str) -> list[int]:
     if not out:
         raise ValueError("--contexts: give at least one length, e.g. 512,4096,16384")
     return sorted(set(out))
-
-
-def _decode_run(runner: Any, context: int, tokens: int) -> float:
-    """Greedy decode tokens/s from ``context`` cached positions (cropped back to them first; one untimed step)."""
-    runner.crop(context)
-    logits = runner.decode(int(runner.cached_ids[-1]))
-    runner.sync()
-    start = time.perf_counter()
-    for _ in range(tokens):
-        logits = runner.decode(int(logits[0].argmax()))
-    runner.sync()
-    return tokens / (time.perf_counter() - start)
 
 
 def _kv_bytes_at(runner: Any, context: int, tokens: int) -> int:
@@ -107,7 +96,7 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
             progress(f"{context} positions: decode, repetition {rep + 1}/{reps}")
             order = list(runners.items()) if rep % 2 == 0 else list(reversed(runners.items()))
             for name, runner in order:  # alternated: each precision sees the same machine
-                rates[name].append(_decode_run(runner, context, tokens))
+                rates[name].append(decode_rate_at(runner, context, tokens))
         others = watch.others_share()
         for name, runner in runners.items():
             line = Roofline(weights_bytes=weights_read_per_token(loaded[name]),

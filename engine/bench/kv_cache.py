@@ -61,7 +61,7 @@ def agreement(a: Sequence[int], b: Sequence[int]) -> float:
     return sum(x == y for x, y in zip(a, b)) / max(1, min(len(a), len(b)))
 
 
-def _decode_rate(runner: Any, context: int, tokens: int) -> float:
+def decode_rate_at(runner: Any, context: int, tokens: int) -> float:
     """Greedy decode tokens/s from ``context`` cached positions (cropped back to them first)."""
     runner.crop(context)
     logits = runner.decode(int(runner.cached_ids[-1]))  # the first step after the crop, not timed
@@ -102,7 +102,7 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
         progress(f"decode at {context} positions, repetition {rep + 1}/{reps}")
         order = list(runners.items()) if rep % 2 == 0 else list(reversed(runners.items()))
         for name, runner in order:  # alternated: both see the same machine load
-            rates[name].append(_decode_rate(runner, context, tokens))
+            rates[name].append(decode_rate_at(runner, context, tokens))
     medians = {name: statistics.median(values) for name, values in rates.items()}
     facts = loaded.facts
     dense = runners["16-bit"]

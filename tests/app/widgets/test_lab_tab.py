@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
+from typing import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
@@ -132,20 +134,28 @@ def server(tiny_model_dir):
     stop()
 
 
-@pytest.fixture
-def remote_tab(qtbot, home, server):
-    from engine.remote import RemoteSpec
-
+@contextlib.contextmanager
+def _tab_on(qtbot, spec: object) -> Iterator[LabTab]:
+    """A shown Lab tab on a new Bridge that loads ``spec`` (the tab made first, as in the window: it follows
+    model_loaded); the Bridge is shut down after."""
     bridge = Bridge()
-    widget = LabTab(bridge)  # made before the connection, as in the window: it follows model_loaded
+    widget = LabTab(bridge)
     qtbot.addWidget(widget)
     widget.resize(700, 900)
     widget.show()
     with qtbot.waitSignal(bridge.model_loaded, timeout=RUN_TIMEOUT_MS):
-        bridge.load(RemoteSpec(server.url, "default", server.key))
+        bridge.load(spec)
     yield widget
     qtbot.wait(50)
     assert bridge.shutdown(5000) is True
+
+
+@pytest.fixture
+def remote_tab(qtbot, home, server):
+    from engine.remote import RemoteSpec
+
+    with _tab_on(qtbot, RemoteSpec(server.url, "default", server.key)) as widget:
+        yield widget
 
 
 def test_on_a_server_internals_are_disabled_up_front_with_the_reason(qtbot, remote_tab, server):
@@ -260,16 +270,8 @@ def vision_tab(qtbot, home, tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # shared CI cores
     folder = build_vision_family(tmp_path / "tiny-idefics3", "idefics3")
-    bridge = Bridge()
-    widget = LabTab(bridge)  # made before the load, as in the window: it follows model_loaded
-    qtbot.addWidget(widget)
-    widget.resize(700, 900)
-    widget.show()
-    with qtbot.waitSignal(bridge.model_loaded, timeout=RUN_TIMEOUT_MS):
-        bridge.load(LoadSpec(str(folder), "fp32", "cpu"))
-    yield widget
-    qtbot.wait(50)
-    assert bridge.shutdown(5000) is True
+    with _tab_on(qtbot, LoadSpec(str(folder), "fp32", "cpu")) as widget:
+        yield widget
     torch.set_num_threads(threads)
 
 
