@@ -46,6 +46,19 @@ def rotated(items: Sequence[T], rep: int) -> list[T]:
     return list(items[k:]) + list(items[:k])
 
 
+def choose_names(text: str | None, known: Sequence[str], kind: str) -> list[str]:
+    """A ``--families`` / ``--vision`` list: ``all`` (or empty) → every known name; else the comma-separated names,
+    each one of ``known`` (``ValueError``, one line naming the unknown ``kind``s and the known ones)."""
+    if not text or text == "all":
+        return list(known)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        kinds = kind if len(unknown) == 1 else kind.removesuffix("y") + "ies"
+        raise ValueError(f"unknown {kinds} {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
 def decode_rate(times: Sequence[float]) -> float | None:
     """Tokens per second between the first and the last token time (the first token's wait excluded)."""
     return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else None

@@ -74,14 +74,7 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
 
 def parse_names(text: str | None) -> list[str]:
     """``all`` (or empty) → every family; else the comma-separated names, each one of ``SHAPES``."""
-    if not text or text == "all":
-        return list(SHAPES)
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SHAPES]
-    if unknown:
-        raise ValueError(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
-                         f"known: {', '.join(SHAPES)}")
-    return names
+    return core.choose_names(text, list(SHAPES), "family")
 
 
 def params(shape: Shape) -> int:

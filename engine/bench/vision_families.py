@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 import torch
 
+from engine.bench.core import choose_names
+
 FORMAT = "vf-1"  # bump when a recipe changes: older folders are then rebuilt
 _V = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)  # the tiny tower
 _T = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -167,13 +169,7 @@ FAMILIES: dict[str, VisionShape] = {s.name: s for s in (
 
 def parse_names(text: str | None) -> list[str]:
     """``all`` (or empty) -> every family; else the comma-separated names, each one of ``FAMILIES``."""
-    if not text or text == "all":
-        return list(FAMILIES)
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in FAMILIES]
-    if unknown:
-        raise ValueError(f"unknown vision family {', '.join(unknown)}: choose from {', '.join(FAMILIES)}")
-    return names
+    return choose_names(text, list(FAMILIES), "vision family")
 
 
 def folder_for(name: str, tiny: bool = False) -> Path:

@@ -21,7 +21,7 @@ def test_bad_model_is_one_line_exit_2(tmp_path, capsys):
 def test_an_unknown_vision_family_is_one_line_exit_2(capsys):
     assert main(["bench", "--vision", "gemma-3-4b,llava-9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: unknown vision family llava-9: choose from gemma-3-4b, qwen2.5-vl-3b, qwen3-vl-2b, "
+    assert err == ["error: unknown vision family llava-9; known: gemma-3-4b, qwen2.5-vl-3b, qwen3-vl-2b, "
                    "smolvlm-256m, llava-1.5-7b, llava-onevision-0.5b"]
 
 
