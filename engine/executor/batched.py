@@ -217,9 +217,12 @@ def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> tor
 def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: Sequence[int]
                   ) -> torch.Tensor | None:
     """The batch in one native call (``miaohui::DecodeStep.batch``: each row the bits of that runner's own native
-    step), or None where a runner cannot take its native step now (no native step, a shared prefix, a RoPE offset) or
-    the rows need different RoPE tables (longrope's short and long)."""
-    if any(r._native is None or r._kv.base or r.rope_offset for r in runners):
+    step, a shared prefix read in place), or None where a runner cannot take its native step (none, or a RoPE offset)
+    or the rows need different RoPE tables (longrope's short and long)."""
+    if any(r._native is None or r.rope_offset or r._kv.base != r._kv.held_in_prefix for r in runners):
+        return None
+    pools = {id(r._kv.prefix.pool) for r in runners if r._kv.base}
+    if len(pools) > 1:  # prefixes from two pools (never, with one pool per model): the Python rows join them
         return None
     longs = {r._long(pos + 1) for r, pos in zip(runners, positions)}
     if len(longs) != 1:
@@ -229,7 +232,7 @@ def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], posit
     first = runners[0]
     x = torch.cat([embed_row(first._w.embed, int(t)) for t in token_ids])
     return first._native.batch(x, list(positions), cos[0], sin[0], [r._kv.k for r in runners],
-                               [r._kv.v for r in runners])
+                               [r._kv.v for r in runners], *FastRunner.native_prefix(runners))
 
 
 class BatchExact:

@@ -319,11 +319,24 @@ class FastRunner(ModelRunner):
         """One token at ``pos``: logits (1, vocab). The native step where it runs (the whole step in one call,
         ``engine.executor.native_step``; it reads RoPE row = position, so not with an offset), else the one Python
         step (``engine.executor.step``) over one row."""
-        if self._native is not None and self._kv.base == 0 and not self.rope_offset:
+        if self._native is not None and not self.rope_offset and self._kv.base == self._kv.held_in_prefix:
             long = self._long(pos + 1)
             cos, sin = (self._cos_long, self._sin_long) if long else (self._cos, self._sin)
-            return self._native.step(embed_row(self._w.embed, token_id), pos, cos[0], sin[0], self._kv.k, self._kv.v)
+            x = embed_row(self._w.embed, token_id)
+            if self._kv.base == 0:
+                return self._native.step(x, pos, cos[0], sin[0], self._kv.k, self._kv.v)
+            return self._native.batch(x, [pos], cos[0], sin[0], [self._kv.k], [self._kv.v], *self.native_prefix([self]))
         return forward_rows((self,), (token_id,), (pos,))
+
+    @staticmethod
+    def native_prefix(runners: Sequence["FastRunner"]) -> tuple[list[int], torch.Tensor, torch.Tensor, list[list[int]]]:
+        """``DecodeStep.batch``'s prefix arguments for ``runners`` (of one model): each one's base, the pool its shared
+        prefix reads (an empty tensor where none has one) and its runs of pool rows."""
+        prefixes = [r._kv.prefix if r._kv.base else None for r in runners]
+        pool = next((p.pool for p in prefixes if p is not None), None)
+        empty = torch.empty(0)
+        return ([r._kv.base for r in runners], empty if pool is None else pool.k, empty if pool is None else pool.v,
+                [[] if p is None else p.row_runs for p in prefixes])
 
     def _decode_static(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return decode_static(self, token, pos)

@@ -74,6 +74,8 @@ class SharedPrefix:
                 runs[-1] = (runs[-1][0], block.slot + 1)
             else:
                 runs.append((block.slot, block.slot + 1))
+        # the runs as (first row, end row) of the pool's arena, flattened: what the native step reads in place
+        self.row_runs = [edge * BLOCK for run in runs for edge in run]
         # per layer, a view of the arena per run (usually one: a prefix published by one request): nothing copied
         self.k_layers = tuple(tuple(pool.k[layer, :, a * BLOCK:b * BLOCK] for a, b in runs)
                               for layer in range(pool.k.shape[0]))

@@ -100,6 +100,11 @@ class DenseKVCache:
             self.prefix.pool.release(self.prefix)
         self.prefix, self.base = None, 0
 
+    @property
+    def held_in_prefix(self) -> int:
+        """The positions the prefix's runs of pool rows hold (``base``: what the native step reads in place)."""
+        return 0 if self.prefix is None else sum(self.prefix.row_runs[1::2]) - sum(self.prefix.row_runs[::2])
+
     def shorten(self, n: int) -> int:
         """Keep at most the first ``n`` positions of the prefix (whole blocks, own rows forgotten): the new base."""
         if self.prefix is not None and n < self.base:
@@ -165,6 +170,7 @@ class Int8KVCache:
 
     prefix = None
     base = 0
+    held_in_prefix = 0  # never a shared prefix
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         self._shape = (layers, kv_heads, head_dim)

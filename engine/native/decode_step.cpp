@@ -186,56 +186,78 @@ __attribute__((target("avx2,fma"))) inline void weighted_slice(int64_t chunks, c
 
 constexpr int64_t kBlock = 32;  // positions widened to fp32 at a time: ≤ 32 KiB at head_dim 256, in L1/L2 for the heads
 
-// B heads' attention over one KV head's n positions: q (B, padded) fp32 rows (zero past D), k and v rows j at
-// k + j·ks, v + j·vs → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to
-// fp32 once for all B heads, so each key and value byte is read once per step (the decode step at a long context is
-// bound by the cache, and GQA's heads of one group read the same rows):
-// - scores: per head, 8 positions at a time, each in its own 8 fp32 lanes of q·k over the dimensions in blocks of 8 in
-//   order, the lanes summed by sums8's tree, times the scaling; softmax with exp8 (exp_shifted's fixed order);
-// - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
-// A head's arithmetic does not depend on B or on the other heads (the test checks a head in a group against it alone).
+// A run of cached positions of one KV head: rows j at k + j·ks and v + j·vs, n of them (a cache's own rows, or a shared
+// prefix's run of blocks in its pool, engine/executor/kv_blocks.py).
 template <typename T>
-__attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded, const T* k,
-                                                      int64_t ks, const T* v, int64_t vs, int64_t n, int64_t D,
+struct Span {
+  const T* k;
+  int64_t ks;
+  const T* v;
+  int64_t vs;
+  int64_t n;
+};
+
+// B heads' attention over one KV head's positions, the spans in order (n in all): q (B, padded) fp32 rows (zero past
+// D) → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to fp32 once for
+// all B heads, so each key and value byte is read once per step (the decode step at a long context is bound by the
+// cache, and GQA's heads of one group read the same rows):
+// - scores: per head, 8 positions at a time, each in its own 8 fp32 lanes of q·k over the dimensions in blocks of 8 in
+//   order, the lanes summed by sums8's tree, times the scaling; softmax with exp8 (exp_shifted's fixed order, over
+//   all n at once);
+// - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
+// A head's arithmetic depends neither on B and the other heads nor on where the spans split the positions (the tests
+// check a head in a group against it alone, and a prefix's spans against the joined cache).
+template <typename T>
+__attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded,
+                                                      const std::vector<Span<T>>& spans, int64_t n, int64_t D,
                                                       float scaling, T* out) {
   std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
   std::vector<float> most(B, -INFINITY);
   const __m256 scale = _mm256_set1_ps(scaling);
-  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - j0), m8 = (m + 7) / 8 * 8;
-    widen_rows(k + j0 * ks, ks, m, D, padded, block.data());
-    std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
-    for (int64_t i = 0; i < B; ++i) {
-      const float* qi = q + i * padded;
-      float* pi = p.data() + i * n + j0;
-      for (int64_t j = 0; j < m; j += 8) {
-        __m256 acc[8];
-        for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
-        for (int64_t d = 0; d < padded; d += 8) {
-          const __m256 qd = _mm256_loadu_ps(qi + d);
-          for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(block.data() + (j + r) * padded + d), acc[r]);
-        }
-        alignas(32) float lane[8];
-        _mm256_store_ps(lane, _mm256_mul_ps(sums8(acc), scale));
-        for (int64_t r = 0; r < std::min<int64_t>(8, m - j); ++r) {
-          pi[j + r] = lane[r];
-          most[i] = std::max(most[i], lane[r]);
+  int64_t offset = 0;
+  for (const Span<T>& span : spans) {
+    for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
+      const int64_t m = std::min(kBlock, span.n - j0), m8 = (m + 7) / 8 * 8;
+      widen_rows(span.k + j0 * span.ks, span.ks, m, D, padded, block.data());
+      std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
+      for (int64_t i = 0; i < B; ++i) {
+        const float* qi = q + i * padded;
+        float* pi = p.data() + i * n + offset + j0;
+        for (int64_t j = 0; j < m; j += 8) {
+          __m256 acc[8];
+          for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+          for (int64_t d = 0; d < padded; d += 8) {
+            const __m256 qd = _mm256_loadu_ps(qi + d);
+            for (int r = 0; r < 8; ++r)
+              acc[r] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(block.data() + (j + r) * padded + d), acc[r]);
+          }
+          alignas(32) float lane[8];
+          _mm256_store_ps(lane, _mm256_mul_ps(sums8(acc), scale));
+          for (int64_t r = 0; r < std::min<int64_t>(8, m - j); ++r) {
+            pi[j + r] = lane[r];
+            most[i] = std::max(most[i], lane[r]);
+          }
         }
       }
     }
+    offset += span.n;
   }
-  std::vector<float> acc(static_cast<size_t>(B) * padded, 0.0f), w(kBlock);
+  std::vector<float> acc(static_cast<size_t>(B) * padded, 0.0f);
   for (int64_t i = 0; i < B; ++i) {
     const float inverse = 1.0f / exp_shifted(p.data() + i * n, n, most[i]);
     for (int64_t j = 0; j < n; ++j) p[i * n + j] *= inverse;
   }
-  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - j0);
-    widen_rows(v + j0 * vs, vs, m, D, padded, block.data());
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t d = 0; d < padded; d += 64)
-        weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m, p.data() + i * n + j0,
-                       acc.data() + i * padded + d);
+  offset = 0;
+  for (const Span<T>& span : spans) {
+    for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
+      const int64_t m = std::min(kBlock, span.n - j0);
+      widen_rows(span.v + j0 * span.vs, span.vs, m, D, padded, block.data());
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t d = 0; d < padded; d += 64)
+          weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m,
+                         p.data() + i * n + offset + j0, acc.data() + i * padded + d);
+    }
+    offset += span.n;
   }
   for (int64_t i = 0; i < B; ++i)
     for (int64_t d = 0; d < D; ++d) out[i * D + d] = to<T>(acc[i * padded + d]);
@@ -257,24 +279,38 @@ inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
   return best;
 }
 
-// Grouped-query attention of one query per head: q (H, D) rows contiguous, KV heads at k + g·ks0 (+ j·ks1 per
-// position); each pass reads one KV head's rows once for up to 16 of its heads, and the passes spread over torch's
-// threads once the span is long enough to pay for it.
+// A span of every KV head: head g's rows start at k + g·k_head (v + g·v_head).
 template <typename T>
-void attend(const T* q, int64_t H, int64_t KV, int64_t D, const T* k, int64_t ks0, int64_t ks1, const T* v,
-            int64_t vs0, int64_t vs1, int64_t n, float scaling, T* out) {
+struct Heads {
+  const T* k;
+  int64_t k_head, ks;
+  const T* v;
+  int64_t v_head, vs, n;
+};
+
+// Grouped-query attention of one query per head over the spans in order: q (H, D) rows contiguous; each pass reads
+// one KV head's rows once for up to 16 of its heads, and the passes spread over torch's threads once the span is long
+// enough to pay for it.
+template <typename T>
+void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<T>>& spans, float scaling, T* out) {
+  int64_t n = 0;
+  for (const Heads<T>& span : spans) n += span.n;
   const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
   const bool spread = n * D >= 16384;
   const int64_t b = heads_per_pass(group, KV, spread ? at::get_num_threads() : 1);
   const int64_t per_group = (group + b - 1) / b;
   auto passes = [&](int64_t begin, int64_t end) {
     std::vector<float> qf(b * padded, 0.0f);
+    std::vector<Span<T>> head;
     for (int64_t pass = begin; pass < end; ++pass) {
       const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
       const int64_t count = std::min(b, (g + 1) * group - first);
       for (int64_t i = 0; i < count; ++i)
         for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(q, (first + i) * D + d);
-      attend_heads(count, qf.data(), padded, k + g * ks0, ks1, v + g * vs0, vs1, n, D, scaling, out + first * D);
+      head.clear();
+      for (const Heads<T>& span : spans)
+        if (span.n > 0) head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n});
+      attend_heads(count, qf.data(), padded, head, n, D, scaling, out + first * D);
     }
   };
   if (!spread) passes(0, KV * per_group);
@@ -333,8 +369,9 @@ at::Tensor attend_one_op(const at::Tensor& q_in, const at::Tensor& k_in, const a
   at::Tensor out = at::empty({1, H * D}, q.options());
   by_dtype(q.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    attend(q.data_ptr<T>(), H, KV, D, k.data_ptr<T>(), k.stride(0), k.stride(1), v.data_ptr<T>(), v.stride(0),
-           v.stride(1), n, static_cast<float>(scaling), out.data_ptr<T>());
+    const std::vector<Heads<T>> spans{{k.data_ptr<T>(), k.stride(0), k.stride(1), v.data_ptr<T>(), v.stride(0),
+                                       v.stride(1), n}};
+    attend(q.data_ptr<T>(), H, KV, D, spans, static_cast<float>(scaling), out.data_ptr<T>());
   });
   return out;
 }
@@ -401,17 +438,24 @@ class DecodeStep : public torch::CustomClassHolder {
   // Continuous batching's step (engine/executor/batched.py): row i of x (B, d) is the next token of sequence i, at
   // positions[i] in its own cache ks[i], vs[i] → logits (B, vocab), every row the bits step() gives that sequence
   // alone (the products' rows are independent, as verify's; each row attends over its own cache only).
+  // bases[i] > 0: sequence i starts with a shared prefix of that many positions, rows of pool_k, pool_v (layers, KV,
+  // pool capacity, D) in runs[i] (first row, end row pairs, flattened); its own cache holds position p at p - bases[i].
   at::Tensor batch(at::Tensor x, std::vector<int64_t> positions, at::Tensor cos, at::Tensor sin,
-                   std::vector<at::Tensor> ks, std::vector<at::Tensor> vs) {
+                   std::vector<at::Tensor> ks, std::vector<at::Tensor> vs, std::vector<int64_t> bases,
+                   at::Tensor pool_k, at::Tensor pool_v, std::vector<std::vector<int64_t>> runs) {
     check_dtype(x, "x");
     TORCH_CHECK(head_ >= 0, "set_head first");
     const int64_t n = x.dim() == 2 ? x.size(0) : 0;
     TORCH_CHECK(n >= 1 && static_cast<int64_t>(positions.size()) == n && static_cast<int64_t>(ks.size()) == n &&
                     static_cast<int64_t>(vs.size()) == n, "x: (B, d) with B positions and B caches");
+    TORCH_CHECK(static_cast<int64_t>(bases.size()) == n && static_cast<int64_t>(runs.size()) == n,
+                "one base and one list of runs per sequence");
     std::vector<Seq> seqs;
     for (int64_t i = 0; i < n; ++i) {
-      check_cache(ks[i], vs[i], positions[i], x.scalar_type());
-      seqs.push_back({ks[i].data_ptr(), vs[i].data_ptr(), ks[i].size(2), positions[i]});
+      check_cache(ks[i], vs[i], positions[i] - bases[i], x.scalar_type());
+      Seq seq{ks[i].data_ptr(), vs[i].data_ptr(), ks[i].size(2), positions[i]};
+      if (bases[i] > 0) add_prefix(seq, bases[i], pool_k, pool_v, runs[i], x.scalar_type());
+      seqs.push_back(std::move(seq));
     }
     check_rope(cos, sin, *std::max_element(positions.begin(), positions.end()), x.scalar_type());
     at::Tensor logits;
@@ -425,13 +469,63 @@ class DecodeStep : public torch::CustomClassHolder {
     void* k;
     void* v;
     int64_t capacity, pos;
+    // a shared prefix (engine/executor/kv_blocks.py): positions 0..base-1 are rows of the pool (layers, KV,
+    // pool_capacity, D), in runs of (first row, end row); the cache's own index of position p is p - base
+    int64_t base = 0;
+    const void* pool_k = nullptr;
+    const void* pool_v = nullptr;
+    int64_t pool_capacity = 0;
+    std::vector<std::pair<int64_t, int64_t>> runs;
   };
+
+  // The spans row `seq` attends over at layer `index`, from position `first` (a sliding window's start) to its own.
+  template <typename T>
+  std::vector<Heads<T>> spans_of(const Seq& seq, size_t index, int64_t first) const {
+    const int64_t KV = kv_heads_, D = dim_;
+    std::vector<Heads<T>> spans;
+    int64_t skip = first;
+    for (const auto& [begin, end] : seq.runs) {
+      const int64_t length = end - begin;
+      if (skip >= length) {
+        skip -= length;
+        continue;
+      }
+      const int64_t layer = static_cast<int64_t>(index) * KV * seq.pool_capacity * D, row = (begin + skip) * D;
+      spans.push_back({static_cast<const T*>(seq.pool_k) + layer + row, seq.pool_capacity * D, D,
+                       static_cast<const T*>(seq.pool_v) + layer + row, seq.pool_capacity * D, D, length - skip});
+      skip = 0;
+    }
+    const int64_t own = static_cast<int64_t>(index) * KV * seq.capacity * D;
+    spans.push_back({static_cast<const T*>(seq.k) + own + skip * D, seq.capacity * D, D,
+                     static_cast<const T*>(seq.v) + own + skip * D, seq.capacity * D, D, seq.pos - seq.base + 1 - skip});
+    return spans;
+  }
 
   void check_cache(const at::Tensor& k, const at::Tensor& v, int64_t last, at::ScalarType type) const {
     TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && k.dim() == 4 && k.sizes() == v.sizes() &&
                     k.size(0) == static_cast<int64_t>(layers_.size()) && k.size(1) == kv_heads_ && k.size(3) == dim_ &&
                     last >= 0 && last < k.size(2), "k, v: contiguous (layers, KV, capacity > last position, D)");
     TORCH_CHECK(k.scalar_type() == type && v.scalar_type() == type, "one dtype throughout");
+  }
+
+  void add_prefix(Seq& seq, int64_t base, const at::Tensor& pool_k, const at::Tensor& pool_v,
+                  const std::vector<int64_t>& runs, at::ScalarType type) const {
+    TORCH_CHECK(pool_k.is_contiguous() && pool_v.is_contiguous() && pool_k.dim() == 4 &&
+                    pool_k.sizes() == pool_v.sizes() && pool_k.size(0) == static_cast<int64_t>(layers_.size()) &&
+                    pool_k.size(1) == kv_heads_ && pool_k.size(3) == dim_ && pool_k.scalar_type() == type &&
+                    pool_v.scalar_type() == type, "pool: contiguous (layers, KV, capacity, D) in the step's dtype");
+    TORCH_CHECK(runs.size() % 2 == 0, "runs: (first row, end row) pairs");
+    int64_t total = 0;
+    for (size_t i = 0; i < runs.size(); i += 2) {
+      TORCH_CHECK(0 <= runs[i] && runs[i] < runs[i + 1] && runs[i + 1] <= pool_k.size(2), "a run outside the pool");
+      seq.runs.emplace_back(runs[i], runs[i + 1]);
+      total += runs[i + 1] - runs[i];
+    }
+    TORCH_CHECK(total == base && seq.pos >= base, "the runs must hold the prefix's positions, before the row's own");
+    seq.base = base;
+    seq.pool_k = pool_k.data_ptr();
+    seq.pool_v = pool_v.data_ptr();
+    seq.pool_capacity = pool_k.size(2);
   }
 
   void check_rope(const at::Tensor& cos, const at::Tensor& sin, int64_t last, at::ScalarType type) const {
@@ -496,7 +590,7 @@ class DecodeStep : public torch::CustomClassHolder {
         qk_stride = (H + KV) * D;
       }
       for (int64_t t = 0; t < n; ++t) {  // token t writes its key and value, then sees exactly 0..its position
-        const int64_t pos = seqs[t].pos, capacity = seqs[t].capacity;
+        const int64_t pos = seqs[t].pos, capacity = seqs[t].capacity, own = pos - seqs[t].base;
         T* kl = static_cast<T*>(seqs[t].k) + static_cast<int64_t>(index) * KV * capacity * D;
         T* vl = static_cast<T*>(seqs[t].v) + static_cast<int64_t>(index) * KV * capacity * D;
         const T* c = cos.data_ptr<T>() + pos * rotary;
@@ -515,12 +609,11 @@ class DecodeStep : public torch::CustomClassHolder {
         }
         const T* values = qkv.data_ptr<T>() + t * width + (H + KV) * D;
         for (int64_t g = 0; g < KV; ++g) {
-          std::memcpy(kl + (g * capacity + pos) * D, r + (H + g) * D, sizeof(T) * D);
-          std::memcpy(vl + (g * capacity + pos) * D, values + g * D, sizeof(T) * D);
+          std::memcpy(kl + (g * capacity + own) * D, r + (H + g) * D, sizeof(T) * D);
+          std::memcpy(vl + (g * capacity + own) * D, values + g * D, sizeof(T) * D);
         }
         const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
-        attend(r, H, KV, D, kl + first * D, capacity * D, D, vl + first * D, capacity * D, D, pos + 1 - first,
-               scaling_, attn.data_ptr<T>() + t * H * D);
+        attend(r, H, KV, D, spans_of<T>(seqs[t], index, first), scaling_, attn.data_ptr<T>() + t * H * D);
       }
       add_into<T>(x, product(projections_[layer.o], attn));
       const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, n));

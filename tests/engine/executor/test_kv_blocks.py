@@ -108,7 +108,16 @@ def test_a_parent_evicted_takes_its_children_with_it(tiny):
     assert len(pool.acquire(long.cached_ids)) == 2 * BLOCK
 
 
-def test_a_prefix_read_in_place_gives_the_logits_of_the_whole_prompt(tiny):
+@pytest.fixture(scope="module", params=["fp32", "int4"])
+def tiny_both(request, tiny_model_dir):
+    """The tiny model in fp32 (the Python step) and int4 (the native step, reading the prefix's pool rows in place)."""
+    return load_model(LoadSpec(model=str(tiny_model_dir), precision=request.param, device="cpu"))
+
+
+def test_a_prefix_read_in_place_gives_the_logits_of_the_whole_prompt(tiny_both):
+    tiny = tiny_both
+    if tiny.facts.precision == "int4":
+        assert FastRunner(tiny.model)._native is not None  # the int4 runner decodes on the native step
     prompt = ids_of(30, 90)
     source, _ = prefilled(tiny, prompt[:50] + ids_of(31, 20))
     whole, logits = copied(tiny, source, prompt, 48)
@@ -144,7 +153,8 @@ def test_a_crop_inside_the_prefix_keeps_its_whole_blocks(tiny):
     assert torch.equal(logits, copied(tiny, source, prompt, 32)[1])
 
 
-def test_a_batch_mixing_shared_and_unshared_sequences_decodes_as_each_alone(tiny):
+def test_a_batch_mixing_shared_and_unshared_sequences_decodes_as_each_alone(tiny_both):
+    tiny = tiny_both
     prompts = [ids_of(50, 40), ids_of(50, 36) + ids_of(51, 10), ids_of(52, 20)]
     source = prefilled(tiny, prompts[0])[0]
     alone = [greedy(*(copied(tiny, source, p, 32) if i == 1 else prefilled(tiny, p)), 10)[0]
