@@ -31,9 +31,11 @@ from collections import deque
 from dataclasses import dataclass
 
 RECENT = 16  # draft steps (and plain steps, verifies) the estimates look back over
-# Before the verify has been timed, each token it checks is taken to cost this share of a plain step: measured on the
-# default model, bf16 on a 2-core AVX-512 CPU, ~0.2-0.3 (docs/BENCHMARK.md); optimistic, so the first draft is tried.
-PRIOR_PER_TOKEN = 0.25
+# Before the verify has been timed, each token it checks is taken to cost this share of a plain step (its first row a
+# whole plain step). Measured on the default model: ~0.1-0.15 at bf16, ~0.3 on int4's native step (5 rows ~1.95 plain
+# steps, docs/BENCHMARK.md). The dearer path's share: a first draft is then verified only where the acceptance would
+# pay for it there too (issue 45: int4's first verifies lost), and bf16 still tries one at the prior acceptance.
+PRIOR_PER_TOKEN = 0.3
 PRIOR_ACCEPTANCE = 0.7  # before any draft was checked
 MIN_PLAIN = 2  # plain steps timed before any decision (the median of two already skips one slow outlier's worst)
 # Drafting must promise this much more than plain decoding: the estimates are noisy on a loaded machine, and a gain
@@ -115,13 +117,18 @@ class CostBook:
     def __init__(self, told: Costs | None = None) -> None:
         self.told = told
         self._plain: deque[float] = deque(maxlen=RECENT)
-        self._verify: deque[tuple[int, float]] = deque(maxlen=RECENT)
+        # (drafted, seconds, the plain median then or None): a verify is compared with the plain steps of its time
+        self._verify: deque[tuple[int, float, float | None]] = deque(maxlen=RECENT)
 
     def plain(self, seconds: float) -> None:
         self._plain.append(seconds)
 
     def verified(self, drafted: int, seconds: float) -> None:
-        self._verify.append((drafted, seconds))
+        """Record a verify of ``drafted`` drafts. Kept with the plain steps' median of the moment: on a shared machine
+        the load moves both several-fold within a reply (issue 45: int4 decodes 7 to 55 ms apart), so a verify timed
+        in a quiet minute must not look cheap against plain steps timed in a busy one, nor the other way round."""
+        plain_then = statistics.median(self._plain) if len(self._plain) >= MIN_PLAIN else None
+        self._verify.append((drafted, seconds, plain_then))
 
     def ready(self) -> bool:
         """Whether ``costs`` has costs to give (told, or ``MIN_PLAIN`` plain steps timed): the per-step check, without
@@ -132,9 +139,10 @@ class CostBook:
         """(base, per drafted token) seconds of a verify, or None before any was timed. Least squares over the recent
         verifies where they span two lengths and the line is sensible; otherwise each verify's excess over a plain
         step (``plain_s``) spread over its drafts, or (no plain step timed) the prior share per token."""
-        samples = list(self._verify)
-        if not samples:
+        if not self._verify:
             return None
+        # Each verify scaled to the plain steps now (see ``verified``): its time in plain steps of its moment.
+        samples = [(k, t if plain_s is None or then is None else t * plain_s / then) for k, t, then in self._verify]
         n = len(samples)
         mean_k = sum(k for k, _ in samples) / n
         mean_t = sum(t for _, t in samples) / n
@@ -146,8 +154,10 @@ class CostBook:
                 return base, slope
         if plain_s is not None:
             # one length seen (or noise bent the line): a verify's first row as a plain step, the rest per draft
+            # Noise that made a verify look as cheap as a plain step does not make its drafts free (the slope it had
+            # answered before, 0, made every draft pay on a loaded machine): the prior share of a plain step then.
             per_token = statistics.median((t - plain_s) / k for k, t in samples)
-            return (plain_s, per_token) if per_token > 0 else (statistics.median(t for _, t in samples), 0.0)
+            return (plain_s, per_token) if per_token > 0 else (plain_s, plain_s * PRIOR_PER_TOKEN)
         base = mean_t / (1.0 + PRIOR_PER_TOKEN * mean_k)
         return base, base * PRIOR_PER_TOKEN
 
@@ -233,15 +243,26 @@ class DraftLength:
         line = self.book.verify_line(None)
         return (self.draft_s(), *line) if line is not None else (self.draft_s(), 1.0, PRIOR_PER_TOKEN)
 
+    def prefix(self, drafted: int, costs: Costs) -> int:
+        """How many of a draft of ``drafted`` tokens already made to verify: all of them where that pays (a copied
+        passage's run keeps its length: the geometric model undercounts runs accepted whole), else the best paying
+        shorter prefix (a verify's rows cost, ~0.3 of a plain step each on int4's native step: at ~50% acceptance
+        one or two drafts pay where four do not, issue 45), else 0."""
+        acceptance = self.acceptance()
+        if worth(acceptance, drafted, costs):
+            return drafted
+        shorter = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted - 1)
+        return shorter if drafted > 1 and worth(acceptance, shorter, costs) else 0
+
     def decision(self, drafted: int | None = None) -> int:
-        """How many tokens to verify: ``k`` (or, given a draft already made, its length ``drafted``) when that beats a
-        plain step by ``MARGIN`` on the measured costs, else 0; ``k`` while the book has no plain steps yet for a
+        """How many tokens to verify: ``k`` when that beats a plain step by ``MARGIN`` on the measured costs (given a
+        draft already made, of ``drafted`` tokens: ``prefix``), else 0; ``k`` while the book has no plain steps yet for a
         drafter that would otherwise never be compared (the caller times plain steps first: ``Speculator``)."""
         costs = self.book.costs(self.draft_s())
         if costs is None:
             return self.k if drafted is None else drafted
         if drafted is not None:
-            return drafted if worth(self.acceptance(), drafted, costs) else 0
+            return self.prefix(drafted, costs)
         if self.free:
             return self.k if worth(self.acceptance(), self.k, costs) else 0
         return choose(self.acceptance(), costs, self.cap)

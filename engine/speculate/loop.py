@@ -38,6 +38,8 @@ from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
 from engine.speculate.length import CostBook, DraftLength, StepTimes, told_costs
 
+from engine.speculate.drafters import Draft
+
 if TYPE_CHECKING:
     from engine.speculate.drafters import Drafter
 
@@ -130,10 +132,13 @@ class Speculator:
         began = self._clock()
         draft = self.drafter.draft(history, k, self.shaper) if k > 0 else None
         self._steps += 1
-        if draft is not None and draft.tokens and self._free and not self._probe \
-                and self._length.decision(len(draft.tokens)) == 0:
-            self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
-            draft = None
+        if draft is not None and draft.tokens and self._free and not self._probe:
+            verified = self._length.decision(len(draft.tokens))
+            if verified == 0:
+                self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
+                draft = None
+            elif verified < len(draft.tokens):  # only its first tokens pay for their rows in the verify
+                draft = Draft(draft.tokens[:verified], None if draft.q is None else draft.q[:verified])
         if k > 0:
             self._probe = False  # the probe (if this was one) is spent
         if draft is None or not draft.tokens:
