@@ -7,11 +7,15 @@ A step that drafts ``k`` tokens costs the drafter's time for ``k`` tokens plus o
 measured times; ``choose`` is the exact decision: the ``k`` in 1..cap with the most expected tokens per second
 (``best_length``), or 0 (decode plainly) when even that ``k`` does not beat a plain step by ``MARGIN`` (within noise
 speculation would only add risk). ``worth`` is the same test for a draft already made (prompt lookup: its drafts cost
-nothing, so the question is only whether verifying them pays).
+nothing, so the question is only whether verifying them pays); ``DraftLength.prefix`` cuts such a draft to the
+prefix that pays best when the whole one does not (a verify's rows are not free: ~0.3 of a plain step each on
+int4's native step).
 
 ``CostBook`` measures the target's side on the path actually running (per runner: its precision, native or eager
 step): the median of recent plain steps, and the verify's time as a straight line in ``k`` (least squares over recent
-verifies; one length seen: the excess over a plain step per token). Before ``MIN_PLAIN`` plain steps are timed there
+verifies, each scaled to the plain steps' median now from theirs when it ran, so that the load moving on a shared
+machine does not make verifies look cheap or dear; one length seen: the excess over a plain step per token, never
+less than zero's worth: the prior share then). Before ``MIN_PLAIN`` plain steps are timed there
 is no decision (``costs`` is None) and the caller decodes plainly to measure, which costs nothing over plain decoding.
 ``DraftLength`` adds the drafter's side (seconds per drafted token) and the acceptance over recent drafts, checked or
 only compared afterwards (``observe``); a drafter whose drafts cost no forward pass (``free``: prompt lookup) is
