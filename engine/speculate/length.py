@@ -45,6 +45,10 @@ MIN_PLAIN = 2  # plain steps timed before any decision (the median of two alread
 # Drafting must promise this much more than plain decoding: the estimates are noisy on a loaded machine, and a gain
 # within the noise is not worth a verify that may lose (the target: never slower than plain decode within noise).
 MARGIN = 0.05
+# A verify is probed after this many drafts in a row judged not worth one (``CostBook.probe_due``), then after twice as
+# many each time, to this many at most: a probe that loses costs ~1 plain step (int4), so at most ~1/8 then ~1/256.
+PROBE_AFTER = 8
+PROBE_CAP = 256
 # Target costs told instead of measured: "plain,verify_base,verify_token" seconds (``told_costs``). The tests set it
 # (tests/conftest.py) so that what they check (exact text, counts) never hangs on the machine's timings.
 COSTS_ENV = "MIAOHUI_SPECULATION_COSTS"
@@ -123,6 +127,22 @@ class CostBook:
         self._plain: deque[float] = deque(maxlen=RECENT)
         # (drafted, seconds, the plain median then or None): a verify is compared with the plain steps of its time
         self._verify: deque[tuple[int, float, float | None]] = deque(maxlen=RECENT)
+        self._unverified = 0  # drafts in a row (across replies) judged not worth a verify
+        self._probe_every = PROBE_AFTER
+
+    def probe_due(self, verifying: bool) -> bool:
+        """Whether a draft judged not worth a verify (``verifying`` False) is verified anyway to time the verify again:
+        with no verify there is no new time, and one timed in a busy minute would keep verifying off for good. Due
+        after ``PROBE_AFTER`` such drafts in a row, then twice as many after each (to ``PROBE_CAP``); a draft that
+        pays by itself starts the count afresh. Told costs never need a probe."""
+        if verifying or self.told is not None:
+            self._unverified, self._probe_every = 0, PROBE_AFTER
+            return False
+        self._unverified += 1
+        if self._unverified <= self._probe_every:
+            return False
+        self._unverified, self._probe_every = 0, min(PROBE_CAP, 2 * self._probe_every)
+        return True
 
     def plain(self, seconds: float) -> None:
         self._plain.append(seconds)
@@ -257,6 +277,14 @@ class DraftLength:
             return drafted
         shorter = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted - 1)
         return shorter if drafted > 1 and worth(acceptance, shorter, costs) else 0
+
+    def probe_length(self, drafted: int) -> int:
+        """The prefix of a draft of ``drafted`` tokens with the most expected tokens per second, paying or not: what a
+        probe verifies to time the verify again (``engine.speculate.loop``)."""
+        costs = self.book.costs(self.draft_s())
+        if costs is None:
+            return drafted
+        return best_length(self.acceptance(), costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted)
 
     def decision(self, drafted: int | None = None) -> int:
         """How many tokens to verify: ``k`` when that beats a plain step by ``MARGIN`` on the measured costs (given a

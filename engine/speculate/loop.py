@@ -135,6 +135,10 @@ class Speculator:
         self._steps += 1
         if draft is not None and draft.tokens and self._free and not self._probe:
             verified = self._length.decision(len(draft.tokens))
+            if self._length.book.probe_due(verified > 0):
+                # A verify timed in a busy minute would otherwise keep verifying off for good: no verify, no new
+                # time (bf16 rewrite, issue 45). The probe re-times it (``CostBook.probe_due``).
+                verified = self._length.probe_length(len(draft.tokens))
             if verified == 0:
                 self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
                 draft = None

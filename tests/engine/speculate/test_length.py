@@ -8,8 +8,8 @@ import pytest
 
 from engine.inputs import MAX_DRAFT_TOKENS, MODEL_MAX_DRAFT, SpeculationConfig
 from engine.speculate.drafters import PromptLookup
-from engine.speculate.length import (MARGIN, MIN_PLAIN, PRIOR_PER_TOKEN, RECENT, CostBook, Costs, DraftLength,
-                                     StepTimes, best_length, choose, expected_tokens, worth)
+from engine.speculate.length import (MARGIN, MIN_PLAIN, PRIOR_PER_TOKEN, PROBE_AFTER, PROBE_CAP, RECENT, CostBook, Costs,
+                                     DraftLength, StepTimes, best_length, choose, expected_tokens, worth)
 
 
 def test_expected_tokens_counts_the_accepted_prefix_and_the_models_own():
@@ -222,3 +222,17 @@ def test_noise_never_makes_a_verify_free_and_the_prior_is_int4s_share():
     costs = book.costs()
     assert (costs.verify_base_s, costs.verify_token_s) == pytest.approx((0.010, 0.010 * PRIOR_PER_TOKEN))
     assert not worth(0.3, 4, costs)  # so a poor acceptance still does not pay for four drafts
+
+
+def test_a_verify_judged_not_worth_it_is_probed_after_fewer_and_fewer_drafts():
+    book = CostBook()
+    due = [book.probe_due(False) for _ in range(PROBE_AFTER + 1 + 2 * PROBE_AFTER + 1)]
+    # PROBE_AFTER drafts only compared, the next verified (to re-time it); then twice as many before the next probe.
+    assert [i for i, d in enumerate(due) if d] == [PROBE_AFTER, PROBE_AFTER + 1 + 2 * PROBE_AFTER]
+    assert not book.probe_due(True)  # a draft that pays by itself: the count starts afresh
+    assert [book.probe_due(False) for _ in range(PROBE_AFTER + 1)][-1]
+    told = CostBook(Costs(1.0, 1.0, 1.0))  # told costs are not re-timed
+    assert not any(told.probe_due(False) for _ in range(4 * PROBE_CAP))
+    length = DraftLength(start=4, cap=32, free=True, book=CostBook(INT4_NATIVE))
+    length.observe(4, 0)
+    assert length.decision(4) == 0 and length.probe_length(4) == 1  # a probe verifies the best prefix all the same
