@@ -14,7 +14,8 @@ decided on the same measured costs against a plain step's, timed here on the run
 ``CostBook``, kept per runner across replies: int4's native step and bf16's cost differently): the first
 ``MIN_PLAIN`` steps on a runner decode plainly to time it; a lookup draft is verified only as far as its prefix
 pays (``DraftLength.prefix``), and one of which nothing pays is not verified but compared with the tokens plain
-decoding then gives (acceptance learnt for free); a model drafter whose best length
+decoding then gives (acceptance learnt for free), but for a probe now and then that re-times the verify
+(``CostBook.probe_due``); a model drafter whose best length
 does not pay pauses like the off-switch below and probes once after the pause. The off-switch: when the
 drafts of the last ``WINDOW`` steps kept fewer than ``off_below`` of their tokens, drafting pauses for ``PAUSE``
 steps, doubling (to ``MAX_PAUSE``) each time it pays no better once resumed. Counts for the metrics: drafts,
