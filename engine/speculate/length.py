@@ -7,11 +7,15 @@ A step that drafts ``k`` tokens costs the drafter's time for ``k`` tokens plus o
 measured times; ``choose`` is the exact decision: the ``k`` in 1..cap with the most expected tokens per second
 (``best_length``), or 0 (decode plainly) when even that ``k`` does not beat a plain step by ``MARGIN`` (within noise
 speculation would only add risk). ``worth`` is the same test for a draft already made (prompt lookup: its drafts cost
-nothing, so the question is only whether verifying them pays).
+nothing, so the question is only whether verifying them pays); ``DraftLength.prefix`` cuts such a draft to the
+prefix that pays best when the whole one does not (a verify's rows are not free: ~0.3 of a plain step each on
+int4's native step).
 
 ``CostBook`` measures the target's side on the path actually running (per runner: its precision, native or eager
 step): the median of recent plain steps, and the verify's time as a straight line in ``k`` (least squares over recent
-verifies; one length seen: the excess over a plain step per token). Before ``MIN_PLAIN`` plain steps are timed there
+verifies, each scaled to the plain steps' median now from theirs when it ran, so that the load moving on a shared
+machine does not make verifies look cheap or dear; one length seen: the excess over a plain step per token, never
+less than zero's worth: the prior share then). Before ``MIN_PLAIN`` plain steps are timed there
 is no decision (``costs`` is None) and the caller decodes plainly to measure, which costs nothing over plain decoding.
 ``DraftLength`` adds the drafter's side (seconds per drafted token) and the acceptance over recent drafts, checked or
 only compared afterwards (``observe``); a drafter whose drafts cost no forward pass (``free``: prompt lookup) is
@@ -31,14 +35,20 @@ from collections import deque
 from dataclasses import dataclass
 
 RECENT = 16  # draft steps (and plain steps, verifies) the estimates look back over
-# Before the verify has been timed, each token it checks is taken to cost this share of a plain step: measured on the
-# default model, bf16 on a 2-core AVX-512 CPU, ~0.2-0.3 (docs/BENCHMARK.md); optimistic, so the first draft is tried.
-PRIOR_PER_TOKEN = 0.25
+# Before the verify has been timed, each token it checks is taken to cost this share of a plain step (its first row a
+# whole plain step). Measured on the default model: ~0.1-0.15 at bf16, ~0.3 on int4's native step (5 rows ~1.95 plain
+# steps, docs/BENCHMARK.md). The dearer path's share: a first draft is then verified only where the acceptance would
+# pay for it there too (issue 45: int4's first verifies lost), and bf16 still tries one at the prior acceptance.
+PRIOR_PER_TOKEN = 0.3
 PRIOR_ACCEPTANCE = 0.7  # before any draft was checked
 MIN_PLAIN = 2  # plain steps timed before any decision (the median of two already skips one slow outlier's worst)
 # Drafting must promise this much more than plain decoding: the estimates are noisy on a loaded machine, and a gain
 # within the noise is not worth a verify that may lose (the target: never slower than plain decode within noise).
 MARGIN = 0.05
+# A verify is probed after this many drafts in a row judged not worth one (``CostBook.probe_due``), then after twice as
+# many each time, to this many at most: a probe that loses costs ~1 plain step (int4), so at most ~1/8 then ~1/256.
+PROBE_AFTER = 8
+PROBE_CAP = 256
 # Target costs told instead of measured: "plain,verify_base,verify_token" seconds (``told_costs``). The tests set it
 # (tests/conftest.py) so that what they check (exact text, counts) never hangs on the machine's timings.
 COSTS_ENV = "MIAOHUI_SPECULATION_COSTS"
@@ -115,13 +125,34 @@ class CostBook:
     def __init__(self, told: Costs | None = None) -> None:
         self.told = told
         self._plain: deque[float] = deque(maxlen=RECENT)
-        self._verify: deque[tuple[int, float]] = deque(maxlen=RECENT)
+        # (drafted, seconds, the plain median then or None): a verify is compared with the plain steps of its time
+        self._verify: deque[tuple[int, float, float | None]] = deque(maxlen=RECENT)
+        self._unverified = 0  # drafts in a row (across replies) judged not worth a verify
+        self._probe_every = PROBE_AFTER
+
+    def probe_due(self, verifying: bool) -> bool:
+        """Whether a draft judged not worth a verify (``verifying`` False) is verified anyway to time the verify again:
+        with no verify there is no new time, and one timed in a busy minute would keep verifying off for good. Due
+        after ``PROBE_AFTER`` such drafts in a row, then twice as many after each (to ``PROBE_CAP``); a draft that
+        pays by itself starts the count afresh. Told costs never need a probe."""
+        if verifying or self.told is not None:
+            self._unverified, self._probe_every = 0, PROBE_AFTER
+            return False
+        self._unverified += 1
+        if self._unverified <= self._probe_every:
+            return False
+        self._unverified, self._probe_every = 0, min(PROBE_CAP, 2 * self._probe_every)
+        return True
 
     def plain(self, seconds: float) -> None:
         self._plain.append(seconds)
 
     def verified(self, drafted: int, seconds: float) -> None:
-        self._verify.append((drafted, seconds))
+        """Record a verify of ``drafted`` drafts. Kept with the plain steps' median of the moment: on a shared machine
+        the load moves both several-fold within a reply (issue 45: int4 decodes 7 to 55 ms apart), so a verify timed
+        in a quiet minute must not look cheap against plain steps timed in a busy one, nor the other way round."""
+        plain_then = statistics.median(self._plain) if len(self._plain) >= MIN_PLAIN else None
+        self._verify.append((drafted, seconds, plain_then))
 
     def ready(self) -> bool:
         """Whether ``costs`` has costs to give (told, or ``MIN_PLAIN`` plain steps timed): the per-step check, without
@@ -132,9 +163,10 @@ class CostBook:
         """(base, per drafted token) seconds of a verify, or None before any was timed. Least squares over the recent
         verifies where they span two lengths and the line is sensible; otherwise each verify's excess over a plain
         step (``plain_s``) spread over its drafts, or (no plain step timed) the prior share per token."""
-        samples = list(self._verify)
-        if not samples:
+        if not self._verify:
             return None
+        # Each verify scaled to the plain steps now (see ``verified``): its time in plain steps of its moment.
+        samples = [(k, t if plain_s is None or then is None else t * plain_s / then) for k, t, then in self._verify]
         n = len(samples)
         mean_k = sum(k for k, _ in samples) / n
         mean_t = sum(t for _, t in samples) / n
@@ -146,8 +178,10 @@ class CostBook:
                 return base, slope
         if plain_s is not None:
             # one length seen (or noise bent the line): a verify's first row as a plain step, the rest per draft
+            # Noise that made a verify look as cheap as a plain step does not make its drafts free (the slope it had
+            # answered before, 0, made every draft pay on a loaded machine): the prior share of a plain step then.
             per_token = statistics.median((t - plain_s) / k for k, t in samples)
-            return (plain_s, per_token) if per_token > 0 else (statistics.median(t for _, t in samples), 0.0)
+            return (plain_s, per_token) if per_token > 0 else (plain_s, plain_s * PRIOR_PER_TOKEN)
         base = mean_t / (1.0 + PRIOR_PER_TOKEN * mean_k)
         return base, base * PRIOR_PER_TOKEN
 
@@ -233,15 +267,34 @@ class DraftLength:
         line = self.book.verify_line(None)
         return (self.draft_s(), *line) if line is not None else (self.draft_s(), 1.0, PRIOR_PER_TOKEN)
 
+    def prefix(self, drafted: int, costs: Costs) -> int:
+        """How many of a draft of ``drafted`` tokens already made to verify: all of them where that pays (a copied
+        passage's run keeps its length: the geometric model undercounts runs accepted whole), else the best paying
+        shorter prefix (a verify's rows cost, ~0.3 of a plain step each on int4's native step: at ~50% acceptance
+        one or two drafts pay where four do not, issue 45), else 0."""
+        acceptance = self.acceptance()
+        if worth(acceptance, drafted, costs):
+            return drafted
+        shorter = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted - 1)
+        return shorter if drafted > 1 and worth(acceptance, shorter, costs) else 0
+
+    def probe_length(self, drafted: int) -> int:
+        """The prefix of a draft of ``drafted`` tokens with the most expected tokens per second, paying or not: what a
+        probe verifies to time the verify again (``engine.speculate.loop``)."""
+        costs = self.book.costs(self.draft_s())
+        if costs is None:
+            return drafted
+        return best_length(self.acceptance(), costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted)
+
     def decision(self, drafted: int | None = None) -> int:
-        """How many tokens to verify: ``k`` (or, given a draft already made, its length ``drafted``) when that beats a
-        plain step by ``MARGIN`` on the measured costs, else 0; ``k`` while the book has no plain steps yet for a
+        """How many tokens to verify: ``k`` when that beats a plain step by ``MARGIN`` on the measured costs (given a
+        draft already made, of ``drafted`` tokens: ``prefix``), else 0; ``k`` while the book has no plain steps yet for a
         drafter that would otherwise never be compared (the caller times plain steps first: ``Speculator``)."""
         costs = self.book.costs(self.draft_s())
         if costs is None:
             return self.k if drafted is None else drafted
         if drafted is not None:
-            return drafted if worth(self.acceptance(), drafted, costs) else 0
+            return self.prefix(drafted, costs)
         if self.free:
             return self.k if worth(self.acceptance(), self.k, costs) else 0
         return choose(self.acceptance(), costs, self.cap)

@@ -12,8 +12,10 @@ the most tokens per second given the measured draft and verify times and the rec
 doubling while whole drafts are accepted (within 1..``SpeculationConfig.draft_cap``). Whether to draft at all is
 decided on the same measured costs against a plain step's, timed here on the runner actually decoding (its
 ``CostBook``, kept per runner across replies: int4's native step and bf16's cost differently): the first
-``MIN_PLAIN`` steps on a runner decode plainly to time it; a lookup draft that would not pay is not verified but
-compared with the tokens plain decoding then gives (acceptance learnt for free); a model drafter whose best length
+``MIN_PLAIN`` steps on a runner decode plainly to time it; a lookup draft is verified only as far as its prefix
+pays (``DraftLength.prefix``), and one of which nothing pays is not verified but compared with the tokens plain
+decoding then gives (acceptance learnt for free), but for a probe now and then that re-times the verify
+(``CostBook.probe_due``); a model drafter whose best length
 does not pay pauses like the off-switch below and probes once after the pause. The off-switch: when the
 drafts of the last ``WINDOW`` steps kept fewer than ``off_below`` of their tokens, drafting pauses for ``PAUSE``
 steps, doubling (to ``MAX_PAUSE``) each time it pays no better once resumed. Counts for the metrics: drafts,
@@ -37,6 +39,8 @@ from engine.generate.sampling import Choice, Sampler
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.speculate.accept import Shaper, accept
 from engine.speculate.length import CostBook, DraftLength, StepTimes, told_costs
+
+from engine.speculate.drafters import Draft
 
 if TYPE_CHECKING:
     from engine.speculate.drafters import Drafter
@@ -130,10 +134,17 @@ class Speculator:
         began = self._clock()
         draft = self.drafter.draft(history, k, self.shaper) if k > 0 else None
         self._steps += 1
-        if draft is not None and draft.tokens and self._free and not self._probe \
-                and self._length.decision(len(draft.tokens)) == 0:
-            self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
-            draft = None
+        if draft is not None and draft.tokens and self._free and not self._probe:
+            verified = self._length.decision(len(draft.tokens))
+            if self._length.book.probe_due(verified > 0):
+                # A verify timed in a busy minute would otherwise keep verifying off for good: no verify, no new
+                # time (bf16 rewrite, issue 45). The probe re-times it (``CostBook.probe_due``).
+                verified = self._length.probe_length(len(draft.tokens))
+            if verified == 0:
+                self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
+                draft = None
+            elif verified < len(draft.tokens):  # only its first tokens pay for their rows in the verify
+                draft = Draft(draft.tokens[:verified], None if draft.q is None else draft.q[:verified])
         if k > 0:
             self._probe = False  # the probe (if this was one) is spent
         if draft is None or not draft.tokens:

@@ -209,3 +209,40 @@ def test_a_step_without_a_draft_is_plain_decodings_own_calls_and_the_sampler_see
     out += [c.token_id for c in speculator.step(out[-1], 10_000)]
     assert calls[-1] == "verify"
     assert sampler._ids.view()[0].tolist() == PROMPT + out  # the verified tokens too, in order
+
+
+class HalfRight(Oracle):
+    """A drafter whose drafts cost nothing (as prompt lookup's) and whose first token is right, the rest wrong."""
+
+    free = True
+
+    def draft(self, history, k, shaper) -> Draft:
+        self.asked.append(k)
+        done = len(history) - len(PROMPT)
+        return Draft((self.reference[done],) + (5,) * (k - 1))
+
+
+def test_a_free_draft_is_verified_only_as_far_as_it_pays(tiny_fp32):
+    """On int4-like costs (tests/engine/speculate/test_length.py's ``INT4_NATIVE``) a free draft of which only the
+    first token is ever right: the first, at the prior acceptance, is verified whole (4); at 1/2 then only its first
+    token pays (1: accepted whole, so the run doubles to 8); at 2/3 two of the eight pay best (2). Each verify checks
+    just that prefix, and the reply is the plain one."""
+    reference = plain(tiny_fp32, 80)
+    assert 5 not in reference
+    drafter = HalfRight(reference)
+    rows: list[int] = []
+    runner = make_runner(tiny_fp32)
+    logits = None
+    for _, logits in runner.prefill(PROMPT):
+        pass
+    verify = runner.verify
+    runner.verify = lambda ids: rows.append(len(ids)) or verify(ids)
+    book = CostBook(Costs(plain_s=1.0, verify_base_s=0.85, verify_token_s=0.3))
+    speculator = Speculator(drafter, runner, GREEDY, SpeculationConfig("prompt-lookup"), PROMPT, book=book)
+    out = [int(logits.argmax())]
+    for _ in range(3):
+        out += [c.token_id for c in speculator.step(out[-1], 10_000)]
+    assert drafter.asked == [4, 4, 8]
+    assert rows == [1 + 4, 1 + 1, 1 + 2]  # the chosen token and the drafts that pay
+    assert speculator.counts.drafted_tokens == 7 and speculator.counts.accepted_tokens == 3
+    assert out == plain(tiny_fp32, len(out))

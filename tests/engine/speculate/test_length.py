@@ -8,8 +8,8 @@ import pytest
 
 from engine.inputs import MAX_DRAFT_TOKENS, MODEL_MAX_DRAFT, SpeculationConfig
 from engine.speculate.drafters import PromptLookup
-from engine.speculate.length import (MARGIN, MIN_PLAIN, RECENT, CostBook, Costs, DraftLength, StepTimes, best_length,
-                                     choose, expected_tokens, worth)
+from engine.speculate.length import (MARGIN, MIN_PLAIN, PRIOR_PER_TOKEN, PROBE_AFTER, PROBE_CAP, RECENT, CostBook, Costs,
+                                     DraftLength, StepTimes, best_length, choose, expected_tokens, worth)
 
 
 def test_expected_tokens_counts_the_accepted_prefix_and_the_models_own():
@@ -171,3 +171,68 @@ def test_draft_length_decides_on_the_books_costs_and_learns_from_drafts_only_com
     assert cheap.k == 8
     # No plain step timed yet: no decision, the caller measures first.
     assert DraftLength(start=4, cap=32, free=True).decision(6) == 6
+
+
+# int4's native verify against plain native steps on the default model (docs/BENCHMARK.md): a line through the
+# measured 1.14, 1.53, 1.72, 1.95, 2.96 plain steps for 1, 2, 3, 4, 7 drafts.
+INT4_NATIVE = Costs(plain_s=1.0, verify_base_s=0.85, verify_token_s=0.3)
+
+
+def test_a_lookup_draft_is_cut_to_the_prefix_that_pays():
+    length = DraftLength(start=4, cap=32, free=True, book=CostBook(INT4_NATIVE))
+    # Before any outcome, the prior acceptance (0.7): four drafts pay on int4's costs, the whole draft is verified.
+    assert worth(0.7, 4, INT4_NATIVE) and length.decision(4) == 4
+    length.observe(4, 1)  # one kept, then a rejection: acceptance 1 / 2
+    assert length.acceptance() == 0.5
+    # At 50%: four drafts (1.94 tokens for 2.05 plain steps) lose; one (1.5 tokens for 1.15) pays best.
+    assert not worth(0.5, 4, INT4_NATIVE) and worth(0.5, 1, INT4_NATIVE)
+    assert best_length(0.5, 0.0, 0.85, 0.3, 3) == 1 and length.decision(4) == 1
+    assert length.decision(1) == 1
+    for _ in range(RECENT):  # rejected at once, always: no prefix pays, nothing is verified
+        length.observe(4, 0)
+    assert length.decision(4) == 0 and length.decision(1) == 0
+    for _ in range(RECENT):  # a copied passage: accepted whole, the whole run is verified however long
+        length.observe(8, 8)
+    assert length.decision(32) == 32
+
+
+def test_the_book_scales_each_verify_to_the_plain_steps_of_its_moment():
+    book = CostBook()
+    book.plain(0.010)
+    book.plain(0.010)
+    book.verified(4, 0.022)  # 2.2 plain steps of its moment
+    assert book.verify_line(0.010) == pytest.approx((0.010, 0.003))
+    for _ in range(RECENT):  # the machine five times busier: the plain steps now take 50 ms
+        book.plain(0.050)
+    costs = book.costs()
+    assert costs.plain_s == pytest.approx(0.050)
+    # The verify counts as 2.2 of today's plain steps, not as 22 ms against 50 ms ones (which would make it free).
+    assert (costs.verify_base_s, costs.verify_token_s) == pytest.approx((0.050, 0.015))
+
+
+def test_noise_never_makes_a_verify_free_and_the_prior_is_int4s_share():
+    book = CostBook()
+    book.plain(0.010)
+    book.plain(0.010)
+    # No verify timed yet: its first row a plain step, each draft the prior share of one.
+    costs = book.costs()
+    assert (costs.verify_base_s, costs.verify_token_s) == pytest.approx((0.010, 0.010 * PRIOR_PER_TOKEN))
+    assert PRIOR_PER_TOKEN == pytest.approx(INT4_NATIVE.verify_token_s)
+    book.verified(4, 0.008)  # faster than a plain step: noise (a verify of 5 rows is never cheaper than one)
+    costs = book.costs()
+    assert (costs.verify_base_s, costs.verify_token_s) == pytest.approx((0.010, 0.010 * PRIOR_PER_TOKEN))
+    assert not worth(0.3, 4, costs)  # so a poor acceptance still does not pay for four drafts
+
+
+def test_a_verify_judged_not_worth_it_is_probed_after_fewer_and_fewer_drafts():
+    book = CostBook()
+    due = [book.probe_due(False) for _ in range(PROBE_AFTER + 1 + 2 * PROBE_AFTER + 1)]
+    # PROBE_AFTER drafts only compared, the next verified (to re-time it); then twice as many before the next probe.
+    assert [i for i, d in enumerate(due) if d] == [PROBE_AFTER, PROBE_AFTER + 1 + 2 * PROBE_AFTER]
+    assert not book.probe_due(True)  # a draft that pays by itself: the count starts afresh
+    assert [book.probe_due(False) for _ in range(PROBE_AFTER + 1)][-1]
+    told = CostBook(Costs(1.0, 1.0, 1.0))  # told costs are not re-timed
+    assert not any(told.probe_due(False) for _ in range(4 * PROBE_CAP))
+    length = DraftLength(start=4, cap=32, free=True, book=CostBook(INT4_NATIVE))
+    length.observe(4, 0)
+    assert length.decision(4) == 0 and length.probe_length(4) == 1  # a probe verifies the best prefix all the same
