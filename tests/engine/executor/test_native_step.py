@@ -18,16 +18,18 @@ from engine.executor import native_step
 from engine.executor.batched import decode_batch
 from engine.executor.fastpath import FastRunner
 from engine.native import library as native
-from tests.engine.executor.test_families import _llama_biased, _qwen2, _qwen3
+from tests.engine.executor.test_families import _gemma3, _llama_biased, _qwen2, _qwen3
 from tests.engine.executor.test_families_mistral import _mistral
-from tests.engine.executor.test_families_phi_gemma2_llama3 import _phi4_mini
+from tests.engine.executor.test_families_phi_gemma2_llama3 import _gemma2, _phi4_mini
 from tests.helpers.family_models import build_family, load_cpu
 from tests.helpers.reference_forward import random_prompt
 
 pytestmark = pytest.mark.skipif(not native.decode_ops(), reason="native library not built here, or no AVX2")
 
+# gemma2: (1 + w) fp32 norms, post norms, GeGLU, soft-capped scores and logits, sliding layers (window 8) between
+# global ones; gemma3: those but the caps, plus q/k norms and two RoPE tables (local base on sliding layers).
 FAMILIES = {"qwen2": _qwen2, "qwen3": _qwen3, "llama-biased": _llama_biased, "mistral-window": _mistral,
-            "phi4-partial-rotary": _phi4_mini}
+            "phi4-partial-rotary": _phi4_mini, "gemma2": _gemma2, "gemma3": _gemma3}
 STEPS = 24
 
 
@@ -62,7 +64,8 @@ def test_native_step_equals_the_python_step_for_each_family(family_dirs, family,
     model = load_cpu(family_dirs[family], precision).model
     runner = FastRunner(model)
     assert runner.native_step_reason is None and runner._native is not None
-    # past the mistral model's sliding window, through every layer's bias, q/k norm or partial rotary
+    # past the mistral and Gemma models' sliding windows, through every layer's bias, q/k norm, partial rotary,
+    # Gemma norm, GeGLU, soft cap and RoPE table
     _same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 20, seed=5), STEPS)
 
 
