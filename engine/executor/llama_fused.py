@@ -314,8 +314,8 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
     """The decode step's plan for ``w`` (``quantized``: the projections are int8/int4 modules)."""
     eps, intermediate, act = w.eps, w.intermediate, w.act
     qk_norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = w.norm
-    native = quantized and decode_ops() and w.final_norm.device.type == "cpu" \
-        and w.final_norm.dtype in (torch.bfloat16, torch.float32)
+    native = quantized and decode_ops() and (not w.gemma or native_step.has_gemma_ops()) \
+        and w.final_norm.device.type == "cpu" and w.final_norm.dtype in (torch.bfloat16, torch.float32)
 
     def mlp(gate_up: torch.Tensor) -> torch.Tensor:
         return act(gate_up[:, :intermediate]) * gate_up[:, intermediate:]

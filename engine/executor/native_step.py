@@ -53,6 +53,13 @@ def plan_ops(eps: float, intermediate: int, gelu: bool = False
     return (lambda x, weight: norm_op(x, weight, eps)), (lambda gate_up: act_op(gate_up, intermediate))
 
 
+def has_gemma_ops() -> bool:
+    """Whether the loaded library is built from these sources: ``gelu_tanh_mul`` came with the fp32-weight norm, the
+    soft cap and DecodeStep's Gemma arguments and RoPE tables, so a library built before has none of them (its
+    DecodeStep would refuse this module's calls)."""
+    return hasattr(torch.ops.miaohui, "gelu_tanh_mul")
+
+
 def _bits(weight: Any) -> int | None:
     if isinstance(weight, Int4Q8Linear):
         return 4
@@ -65,6 +72,8 @@ def why_not(w: Any, dtype: torch.dtype, kv_dense: bool) -> str | None:
         return f"{NATIVE_STEP_ENV}=0"
     if not native.decode_ops():
         return "native library not built or this CPU lacks AVX2"
+    if not has_gemma_ops():
+        return "native library built from older sources: `make install` rebuilds it"
     if dtype not in (torch.bfloat16, torch.float32):
         return f"dtype {dtype}"
     if not kv_dense:
@@ -111,4 +120,4 @@ def forward(step: Any, w: Any, x: torch.Tensor, pos: int, cos: Sequence[torch.Te
     return w.cap_logits(call(x, pos, list(cos), list(sin), k, v))
 
 
-__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "plan_ops", "why_not"]
+__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "has_gemma_ops", "plan_ops", "why_not"]

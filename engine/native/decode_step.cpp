@@ -1,20 +1,24 @@
 // The int8/int4 decode step in one call: miaohui::DecodeStep, and the row operations it is made of, each also an op
 // the Python step calls (miaohui::rms_norm_rows, miaohui::silu_mul, miaohui::gelu_tanh_mul, miaohui::attend_one), so
-// the two compute the same
-// bits: engine/executor/native_step.py says why this exists and when it runs; tests/engine/executor/test_native_step.py
-// checks it against the Python step bit for bit, and DecodeStep.verify (n tokens in one call, speculation's check) against
-// n steps.
+// the two compute the same bits: engine/executor/native_step.py says why this exists and when it runs;
+// tests/engine/executor/test_native_step.py checks it against the Python step bit for bit, and DecodeStep.verify
+// (n tokens in one call, speculation's check) against n steps. The operations' code is row_ops.h.
+//
+// A layer: x += [post_attn_norm](o(attend(RoPE([qk_norm](qkv(norm(x))))))), then
+// x += [post_mlp_norm](down(act(gate_up(mlp_norm(x))))); the bracketed norms only where the model has them (Gemma's
+// post norms, Qwen3's and Gemma 3's q/k norms), RoPE from the layer's own table (Gemma 3: local or global base), act
+// SiLU or Gemma's tanh-GELU.
 //
 // What each operation computes, in the model's dtype T (bf16 or fp32; "round" = to T, nearest even):
 // - rms_norm_rows: per row of d, ss = Σ x² (8 fp32 lanes with fused multiply-adds, the lanes summed in order, then the
 //   tail), out = round((x · (1 / sqrt(ss / d + eps))) · w). Row r uses weight row r mod (weight rows). The weight is
 //   in T, or in fp32: Gemma's 1 + w (engine/executor/llama_fused.py's _norm_weight), whose norm rounds once after
 //   the weight, as this formula does.
-// - silu_mul: (n, 2I) → (n, I), round(round(g / (1 + exp(-g))) · u), exp by exp8 below.
+// - silu_mul: (n, 2I) → (n, I), round(round(g / (1 + exp(-g))) · u), exp by row_ops.h's exp8.
 // - gelu_tanh_mul: Gemma's GeGLU, round(round(gelu(g)) · u) with the tanh-approximated GELU written as
 //   0.5·g·(1 + tanh(y)) = g / (1 + exp(-2y)), y = sqrt(2/π)·(g + 0.044715·g³): the same exp8 path as silu_mul.
 // - attend_one: one query per head over n cached positions, GQA (head h reads KV head h / (H / KV)): scores q·k in fp32
-//   times the scaling, Gemma 2's soft cap where given (s = cap · tanh(s / cap), tanh8 below), softmax with exp8,
+//   times the scaling, Gemma 2's soft cap where given (s = cap · tanh(s / cap), row_ops.h's tanh8), softmax with exp8,
 //   Σ p·v in fp32, rounded once.
 // - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.

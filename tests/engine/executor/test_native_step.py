@@ -159,6 +159,9 @@ def test_why_not_names_what_keeps_a_model_on_the_python_step(family_dirs, monkey
     assert runner._native is None and "MIAOHUI_NATIVE_STEP=0" in runner.native_step_reason
     dense = load_cpu(family_dirs["qwen2"], "bf16").model
     assert FastRunner(dense).native_step_reason  # dense weights: the exact Python step
+    monkeypatch.delenv(native_step.NATIVE_STEP_ENV)
+    monkeypatch.setattr(native_step, "has_gemma_ops", lambda: False)  # a library built from older sources
+    assert "older sources" in FastRunner(model).native_step_reason
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
