@@ -7,7 +7,8 @@ a grid that grows with the pixels for Qwen-VL), so it is asked of the processor 
 torch. Counts are kept per file until another model is loaded (a file in the images folder is content-addressed: its
 count cannot change). The composer's forecast (``app.window.prompt_meter``) and the context bar
 (``app.window.context_meter``) ask ``tokens`` and are told by ``counted`` when more are known. Owns the counts and when
-to ask; not the wording, nor what a text model says about pictures (``app.window.image_turns``).
+to ask; not the wording, nor what a text model says about pictures (``app.window.image_turns``). Each file is counted
+alone: one that cannot be read counts 0 and is not asked again; the others in its task keep their counts.
 """
 
 from __future__ import annotations
@@ -88,8 +89,12 @@ class ImageCosts(QObject):
     def on_bridge_task_finished(self, task_id: int, result: object) -> None:
         if task_id != self._pending or not task_id:
             return
-        if isinstance(result, ImageTokens):
-            self._tokens.update(zip(result.files, result.tokens))
+        if isinstance(result, ImageTokens):  # counted file by file: a damaged one never zeroes its neighbours
+            for index, (file, tokens) in enumerate(zip(result.files, result.tokens)):
+                if result.error_of(index) is None:
+                    self._tokens[file] = tokens
+                else:
+                    self._failed.add(file)  # its chip says why
         self._next()
         self.counted.emit()
 
@@ -97,7 +102,8 @@ class ImageCosts(QObject):
     def on_bridge_task_failed(self, task_id: int, _message: str) -> None:
         if task_id != self._pending or not task_id:
             return
-        # A picture that cannot be read says so on its chip; a text model says so under the prompt: nothing here.
+        # The task itself failed (a text model says so under the prompt; a damaged picture is an ``ImageTokens``
+        # error of its own, above): nothing here.
         self._failed.update(self._asking)
         self._next()
         self.counted.emit()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from engine.errors import BadInputError, EngineError
+from engine.errors import BadInputError, EngineError, ImageError
 from engine.events import Message
 from engine.inputs import LoadSpec, SamplingConfig
 
@@ -92,20 +92,38 @@ class VisionTurns:
 @dataclass(frozen=True)
 class ImageTokens:
     """What pictures will cost a vision turn before it is sent: the tokens each file becomes (the processor's resizing
-    and tiling, no forward), in the order of ``files``; the KV bytes are the client's (tokens × bytes per token)."""
+    and tiling, no forward), in the order of ``files``; the KV bytes are the client's (tokens × bytes per token).
+    A file that could not be read has 0 tokens and its own error in ``errors`` (None for each file counted)."""
 
     files: tuple[str, ...]
     tokens: tuple[int, ...]
+    errors: tuple[ImageError | None, ...] = ()  # aligned with ``files``; () when every file was counted
+
+    def error_of(self, index: int) -> ImageError | None:
+        """Why ``files[index]`` was not counted, or None when it was."""
+        return self.errors[index] if self.errors else None
 
 
 def count_image_tokens(vision: Any, files: Sequence[str]) -> ImageTokens:
-    """``files``' image tokens on ``vision`` (a ``VisionModel``), read here on the engine thread; a file that cannot be
-    read is a ``BadInputError`` line (its chip already says so)."""
+    """``files``' image tokens on ``vision`` (a ``VisionModel``), read here on the engine thread, each file alone: one
+    that cannot be read has its ``ImageError`` in ``errors`` (its chip already says so) and the others are still
+    counted, so a forecast never loses a readable picture's tokens to a damaged neighbour."""
     from engine.vision.image_input import read_image_file
     from engine.vision.turn import tokens_per_image  # torch: after a vision model is loaded
 
-    pictures = [read_image_file(Path(path)).rgb for path in files]
-    return ImageTokens(tuple(files), tuple(tokens_per_image(vision, pictures)))
+    tokens: list[int] = []
+    errors: list[ImageError | None] = []
+    for path in files:
+        try:
+            picture = read_image_file(Path(path)).rgb
+        except ImageError as error:
+            tokens.append(0)
+            errors.append(error)
+            continue
+        (count,) = tokens_per_image(vision, [picture])  # the processor is asked one picture at a time anyway
+        tokens.append(count)
+        errors.append(None)
+    return ImageTokens(tuple(files), tuple(tokens), tuple(errors) if any(errors) else ())
 
 
 def refuse_images(images: TurnImages, name: str) -> None:

@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.cpu import native_gemm
-from engine.executor import native_step
+from engine.executor import native_step, prefill_forms
 from engine.executor.families import refusal
 from engine.executor.kv_cache import DenseKVCache, Int8KVCache
 from engine.executor.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
@@ -133,6 +133,7 @@ class FastRunner(ModelRunner):
         self._upcast_prefill = upcast_prefill
         self._quantized = not isinstance(self._w.layers[0].qkv, torch.Tensor) if self._w.layers else False
         self._cpu = device.type == "cpu"  # CUDA's SDPA kernels stay fast for one query: attend_one is for CPUs
+        self._forms = prefill_forms.forms_for(model, self._w)  # int4 prompt chunks: kernel or dense, measured
         self._plan = step_plan(self._w, self._quantized)  # the eager decode step's weights as plain calls
         # the quantized step in one native call where it can run (engine.executor.native_step), else None and why
         self.native_step_reason = native_step.why_not(self._w, self._dtype, self._kv8 is None) \
@@ -301,6 +302,10 @@ class FastRunner(ModelRunner):
         (one row) keeps the model's precision: there the upcast would cost more than it saves."""
         rows = x.shape[0]
         if not isinstance(weight, torch.Tensor):  # quantized: dense GEMM on a dequantized copy for many rows
+            if self._forms.wants_probe(weight, rows):  # the first long chunk: time both forms (prefill_forms)
+                quantized = weight
+                return self._forms.probe(lambda: project(x, quantized, bias),
+                                         lambda: self._prefill_linear(x, quantized.dequantize(), bias), rows)
             if rows <= weight.kernel_rows or not weight.can_dequantize:
                 return project(x, weight, bias)
             weight = weight.dequantize()

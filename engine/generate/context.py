@@ -61,8 +61,9 @@ def sanitise_text(text: str) -> str:
     return text
 
 
-def check_messages(messages: Sequence[Message]) -> list[Message]:
-    """Validate and sanitise a conversation; raise ``BadInputError`` with one line when it is unusable."""
+def check_messages(messages: Sequence[Message], ends_with_reply: bool = False) -> list[Message]:
+    """Validate and sanitise a conversation; raise ``BadInputError`` with one line when it is unusable.
+    ``ends_with_reply``: the last message may be the assistant's (a conversation counted, not answered)."""
     if not messages:
         raise BadInputError("the conversation is empty: write a message first")
     clean: list[Message] = []
@@ -77,6 +78,8 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
             raise BadInputError(f"message {i + 1} has no text")
         reasoning = sanitise_text(message.reasoning) if isinstance(message.reasoning, str) else ""
         clean.append(dataclasses.replace(message, content=sanitise_text(message.content), reasoning=reasoning))
+    if clean[-1].role == "assistant" and ends_with_reply:
+        return clean  # a reply may be empty text beside its tool calls
     if clean[-1].role not in ("user", "tool"):  # a tool's result: the model answers it (native tool mode)
         raise BadInputError("the last message must be the user's")
     if not clean[-1].content.strip():
@@ -86,8 +89,9 @@ def check_messages(messages: Sequence[Message]) -> list[Message]:
 
 def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event | None = None,
            deadline: float | None = None, template_kwargs: Mapping[str, Any] | None = None,
-           tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
-    """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt.
+           tools: Sequence[Mapping[str, Any]] | None = None, generation_prompt: bool = True) -> list[int]:
+    """Token ids of ``messages`` through the tokenizer's chat template, ending with the assistant prompt (without it
+    when ``generation_prompt`` is False: the last turn closed, as a conversation that ends with a reply is held).
 
     The ids ``apply_chat_template(tokenize=True)`` gives, with the template run within bounds
     (engine.generate.chat_template): ``TemplateError`` for a failing or runaway template, ``CancelledError``.
@@ -99,12 +103,13 @@ def render(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event 
     conversation = [{"role": m.role, "content": m.content,
                      **({"reasoning_content": m.reasoning} if m.reasoning and takes_reasoning else {}),
                      **_tool_fields(m)} for m in messages]
-    text = render_text(tokenizer, conversation, add_generation_prompt=True, cancel=cancel, deadline=deadline,
-                       extra=template_kwargs, tools=tools)
+    text = render_text(tokenizer, conversation, add_generation_prompt=generation_prompt, cancel=cancel,
+                       deadline=deadline, extra=template_kwargs, tools=tools)
     # apply_chat_template still tokenises, given a template that writes the bounded rendering verbatim:
     # the ids stay the library's, whatever it does between rendering and tokenising.
-    ids = tokenizer.apply_chat_template(conversation, chat_template=_VERBATIM, add_generation_prompt=True,
-                                        tokenize=True, return_dict=False, **{_RENDERED: text})
+    ids = tokenizer.apply_chat_template(conversation, chat_template=_VERBATIM,
+                                        add_generation_prompt=generation_prompt, tokenize=True, return_dict=False,
+                                        **{_RENDERED: text})
     return [int(i) for i in ids]
 
 
@@ -294,6 +299,16 @@ def build_prompt(tokenizer: Any, messages: Sequence[Message], context_max: int, 
             f"{context_max}: shorten one of them")
     raise ContextTooLongError(
         f"your message is {alone} tokens but this model's context holds {context_max}: shorten it")
+
+
+def held_ids(tokenizer: Any, messages: Sequence[Message], cancel: threading.Event | None = None,
+             template_kwargs: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+    """The ids of ``messages`` through the chat template with no generation prompt after the last (the template's
+    own, ``apply_chat_template(add_generation_prompt=False)``): what a conversation that ends with a reply holds,
+    which ``build_prompt`` refuses (a prompt ends where a reply starts). Count only, for the context bar: nothing
+    trimmed, rendered whole within the template's budget (``TemplateError`` past it)."""
+    clean = check_messages(messages, ends_with_reply=True)
+    return tuple(render(tokenizer, clean, cancel, deadline_after(), template_kwargs, generation_prompt=False))
 
 
 def check_text(text: str) -> str:

@@ -3,7 +3,8 @@
 Renders and trims the conversation exactly as the next reply will (``engine.generate.context.build_prompt``)
 and compares the ids with what a KV cache holds, the way ``ChatSession`` reuses it, so the GUI can say
 while the user types how many tokens the message is, how much of the context the turn will use, how many
-tokens prefill must compute, and whether old messages will be left out. Plain counts cross back
+tokens prefill must compute, and whether old messages will be left out; a conversation that ends with a reply is
+counted as it is held (the context bar's figure), not answered. Plain counts cross back
 (``PromptMeasure``); the forecast arithmetic on them is the GUI's (``app.window.forecast``). Owns no model, no
 cache and no generation; runs on the thread that owns the model.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.events import Message
-from engine.generate.context import build_prompt, content_tokens
+from engine.generate.context import build_prompt, content_tokens, held_ids
 
 _UNKNOWN_CONTEXT = 1 << 30  # as ChatSession: a model that declares no context length is not bounded here
 
@@ -42,11 +43,24 @@ def measure_prompt(loaded: Any, messages: Sequence[Message], max_new_tokens: int
                    cached_ids: Sequence[int] = (), cancel: threading.Event | None = None) -> PromptMeasure:
     """Measure the turn answering ``messages`` (whose last is the message being written) with a reply budget
     of ``max_new_tokens``, given the ids the conversation's KV cache holds. Raises what ``build_prompt``
-    raises (``ContextTooLongError`` when the message cannot fit, ``BadInputError``, ``TemplateError``)."""
+    raises (``ContextTooLongError`` when the message cannot fit, ``BadInputError``, ``TemplateError``).
+    A conversation whose last message is a reply is counted as it stands (``_measure_held``): nothing to answer."""
     context_max = loaded.facts.context_length or 0
+    if messages and messages[-1].role == "assistant":
+        return _measure_held(loaded.tokenizer, messages, context_max, cached_ids, cancel)
     budget = min(max_new_tokens, context_max or _UNKNOWN_CONTEXT)
     prompt = build_prompt(loaded.tokenizer, messages, context_max or _UNKNOWN_CONTEXT, budget, cancel)
     text_tokens = content_tokens(loaded.tokenizer, [messages[-1].content])[0]
     cached = min(shared_prefix(cached_ids, prompt.ids), len(prompt.ids) - 1)
     return PromptMeasure(text_tokens, len(prompt.ids), max(0, cached), prompt.dropped_turns, context_max,
                          prompt.max_new_tokens)
+
+
+def _measure_held(tokenizer: Any, messages: Sequence[Message], context_max: int, cached_ids: Sequence[int],
+                  cancel: threading.Event | None) -> PromptMeasure:
+    """A conversation that ends with a reply, counted as the context holds it (the context bar's figure for a
+    conversation opened after its reply): its template tokens with no generation prompt (``held_ids``), untrimmed,
+    no reply budget; ``text_tokens`` is the reply's own."""
+    ids = held_ids(tokenizer, messages, cancel)
+    text_tokens = content_tokens(tokenizer, [messages[-1].content])[0]
+    return PromptMeasure(text_tokens, len(ids), shared_prefix(cached_ids, ids), 0, context_max, 0)

@@ -23,6 +23,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from engine.generate.id_buffer import IdBuffer
 from engine.inputs import SamplingConfig
 
 # Reply positions the repetition penalty's id buffer holds at first; it doubles when full.
@@ -76,15 +77,14 @@ class Sampler:
             self._generator.manual_seed(config.seed if config.seed is not None else secrets.randbits(63))
         # One buffer for prompt + reply, written in place: the repetition penalty reads a view of it
         # every step instead of a freshly concatenated tensor.
-        self._ids = None
-        self._n = len(prompt_ids)
-        self._limit = self._n + config.max_new_tokens  # positions the buffer may ever need
+        self._ids: IdBuffer | None = None
         if self._needs_ids:
             # Sized for the first reply tokens and doubled when full, never for the whole budget up front:
             # a budget of 10**12 (a model that declares no context) must not allocate terabytes.
-            capacity = self._n + min(config.max_new_tokens, INITIAL_REPLY_IDS)
-            self._ids = torch.empty((1, capacity), dtype=torch.long, device=device)  # (1, seq)
-            self._ids[0, : self._n] = torch.tensor(prompt_ids, dtype=torch.long)
+            n = len(prompt_ids)
+            self._ids = IdBuffer(device, n + min(config.max_new_tokens, INITIAL_REPLY_IDS),
+                                 limit=n + config.max_new_tokens)  # positions the buffer may ever need
+            self._ids.extend(prompt_ids)
 
     def choose(self, logits: torch.Tensor) -> Choice:
         """Pick the next token from ``logits`` (1, vocab) of the last position."""
@@ -94,7 +94,7 @@ class Sampler:
                 scores = scores.clone() if scores is logits else scores  # the mask writes in place
                 self.constraint.mask_(scores)
             if self.processors:
-                ids = self._ids[:, : self._n] if self._ids is not None else None
+                ids = self._ids.view() if self._ids is not None else None  # (1, seq)
                 scores = self.processors(ids, scores)
             k = self.config.top_logprobs
             if self._generator is None:
@@ -103,12 +103,9 @@ class Sampler:
             else:
                 probs = torch.softmax(scores, dim=-1)  # (1, vocab); masked entries are exactly 0
                 token = torch.multinomial(probs, num_samples=1, generator=self._generator)[:, 0]  # (1,)
-            if self._ids is not None and self._n < self._limit:
-                if self._n == self._ids.shape[1]:
-                    self._grow()
-                self._ids[:, self._n] = token  # device to device: no host round trip
+            if self._ids is not None:
+                self._ids.append(token)  # device to device: no host round trip
             token_id = int(token.item())  # the one host sync per step: the id is needed on the host anyway
-            self._n += 1
             if self.constraint is not None:
                 self.constraint.advance(token_id)
             if not k:
@@ -119,19 +116,8 @@ class Sampler:
     def extend(self, ids: list[int]) -> None:
         """Record tokens chosen elsewhere (speculation's verified drafts and corrections, ``engine.speculate.loop``),
         so the repetition penalty of the next ``choose`` sees them as plain decoding's own choices."""
-        room = min(len(ids), self._limit - self._n)
-        if self._ids is not None and room > 0:
-            while self._n + room > self._ids.shape[1]:
-                self._grow()
-            self._ids[0, self._n:self._n + room] = torch.tensor(ids[:room], dtype=torch.long)
-        self._n += len(ids)
+        if self._ids is not None:
+            self._ids.extend(ids)
         if self.constraint is not None:
             for token_id in ids:
                 self.constraint.advance(token_id)
-
-    def _grow(self) -> None:
-        """Double the id buffer (capped at the budget); amortised, one copy per doubling."""
-        capacity = min(self._limit, 2 * self._ids.shape[1])
-        grown = torch.empty((1, capacity), dtype=torch.long, device=self._ids.device)  # (1, seq)
-        grown[:, : self._n] = self._ids[:, : self._n]
-        self._ids = grown

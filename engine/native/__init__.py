@@ -24,6 +24,8 @@ op                      contract                                           test
                         activations, as above
 ``q8_quantize``         the activations' int8 blocks alone (qa, d, sa),    tests/engine/quant/test_tiled.py
                         exactly
+``q4_dense``            int4 tiles as a dense (K, N) bf16/fp32 weight for   tests/engine/quant/test_tiled.py
+                        prefill's GEMM: bit for bit the torch form
 ``q8act_isa``           the best instruction set here: 2 VNNI, 1 AVX2, 0   tests/engine/quant/test_tiled.py
                         none
 ``q8act_threads``       the threads the ops' parallel loops get (torch's   tests/engine/quant/test_tiled.py

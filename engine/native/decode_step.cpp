@@ -18,8 +18,9 @@
 // - gelu_tanh_mul: Gemma's GeGLU, round(round(gelu(g)) · u) with the tanh-approximated GELU written as
 //   0.5·g·(1 + tanh(y)) = g / (1 + exp(-2y)), y = sqrt(2/π)·(g + 0.044715·g³): the same exp8 path as silu_mul.
 // - attend_one: one query per head over n cached positions, GQA (head h reads KV head h / (H / KV)): scores q·k in fp32
-//   times the scaling, Gemma 2's soft cap where given (s = cap · tanh(s / cap), row_ops.h's tanh8), softmax with exp8,
-//   Σ p·v in fp32, rounded once.
+//   (8 fp32 lanes over the dimensions, summed by one fixed tree) times the scaling, Gemma 2's soft cap where given
+//   (s = cap · tanh(s / cap), row_ops.h's tanh8), softmax with exp8, Σ p·v in fp32,
+//   rounded once; each KV head's rows read once for the heads of its group (attend_heads).
 // - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
 // - products: q8act.cpp's int8-activation kernels (ops.h), a bias added after the product's rounding, as the

@@ -21,6 +21,7 @@ at::Tensor q4_q8_mm(const at::Tensor& a, const at::Tensor& codes, const at::Tens
 at::Tensor q8_q8_mm(const at::Tensor& a, const at::Tensor& tiles, const at::Tensor& scales, int64_t out_features,
                     int64_t isa);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> q8_quantize(const at::Tensor& a);
+at::Tensor q4_dense(const at::Tensor& codes, const at::Tensor& scales, at::ScalarType dtype);
 int64_t q8act_isa();
 int64_t q8act_threads();
 

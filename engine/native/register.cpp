@@ -15,6 +15,7 @@ TORCH_LIBRARY(miaohui, m) {
   m.def("q4_q8_mm(Tensor a, Tensor codes, Tensor scales, int out_features, int isa) -> Tensor");
   m.def("q8_q8_mm(Tensor a, Tensor tiles, Tensor scales, int out_features, int isa) -> Tensor");
   m.def("q8_quantize(Tensor a) -> (Tensor, Tensor, Tensor)");
+  m.def("q4_dense(Tensor codes, Tensor scales, ScalarType dtype) -> Tensor");
   m.def("q8act_isa() -> int", &miaohui::q8act_isa);
   m.def("q8act_threads() -> int", &miaohui::q8act_threads);
   // decode_step.cpp
@@ -30,6 +31,7 @@ TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
   m.impl("q4_q8_mm", &miaohui::q4_q8_mm);
   m.impl("q8_q8_mm", &miaohui::q8_q8_mm);
   m.impl("q8_quantize", &miaohui::q8_quantize);
+  m.impl("q4_dense", &miaohui::q4_dense);
   m.impl("rms_norm_rows", &miaohui::rms_norm_rows);
   m.impl("silu_mul", &miaohui::silu_mul);
   m.impl("gelu_tanh_mul", &miaohui::gelu_tanh_mul);

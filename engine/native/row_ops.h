@@ -1,8 +1,8 @@
 // The row operations of the native decode step (engine/native/decode_step.cpp), each computing one row alone, in the
 // model's dtype T (bf16 or fp32): RMSNorm (the weight in T or fp32), the gated MLP activations (SiLU, tanh-GELU),
-// one query's attention with an optional soft cap, and the exp/tanh they are built on. decode_step.cpp's header says
-// what each computes and how it rounds; here is only the code, included by that one source (its ops and DecodeStep
-// both call it), so nothing here is an op or registers anything.
+// one query per head's attention with an optional soft cap, and the exp/tanh they are built on. decode_step.cpp's
+// header says what each computes and how it rounds; here is only the code, included by that one source (its ops and
+// DecodeStep both call it), so nothing here is an op or registers anything.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -123,8 +123,8 @@ void norm_rows(const T* x, const W* w, int64_t rows, int64_t d, int64_t weight_r
 
 enum Activation : int64_t { kSilu = 0, kGeluTanh = 1 };  // DecodeStep's activation argument
 
-// act(g) · u per row for act SiLU (g / (1 + e^-g)) or tanh-GELU (g / (1 + e^-2y), see the header), rounded as torch's
-// act(g) * u: the activation, then the product.
+// act(g) · u per row for act SiLU (g / (1 + e^-g)) or tanh-GELU (g / (1 + e^-2y), see decode_step.cpp's header),
+// rounded as torch's act(g) * u: the activation, then the product.
 template <typename T>
 __attribute__((target("avx2,fma"))) void glu_rows(const T* gate_up, int64_t rows, int64_t inter, int64_t act, T* out) {
   std::vector<float> s(inter + 8);
@@ -151,52 +151,157 @@ __attribute__((target("avx2,fma"))) void glu_rows(const T* gate_up, int64_t rows
   }
 }
 
-// One head's attention: q (D) in fp32, k and v rows j at k + j·ks, v + j·vs, n positions → out (D) in T.
+// Lane r of the result = the sum of v[r]'s 8 lanes, by one fixed tree ((0+1)+(2+3))+((4+5)+(6+7)).
+__attribute__((target("avx2,fma"))) inline __m256 sums8(const __m256* v) {
+  const __m256 low = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 high = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(low, high, 0x20), _mm256_permute2f128_ps(low, high, 0x31));
+}
+
+// rows (m) of D values of T at src + r·stride → fp32 rows of padded width (multiple of 8) at dst, the padding zero.
 template <typename T>
-__attribute__((target("avx2,fma"))) void attend_head(const float* q, const T* k, int64_t ks, const T* v, int64_t vs,
-                                                     int64_t n, int64_t D, float scaling, float cap, T* out) {
-  std::vector<float> p(n);
-  float most = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    const T* kr = k + j * ks;
-    __m256 acc = _mm256_setzero_ps();
+__attribute__((target("avx2,fma"))) inline void widen_rows(const T* src, int64_t stride, int64_t m, int64_t D,
+                                                           int64_t padded, float* dst) {
+  for (int64_t r = 0; r < m; ++r) {
+    const T* row = src + r * stride;
+    float* out = dst + r * padded;
     int64_t d = 0;
-    for (; d + 8 <= D; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(kr + d), acc);
-    float s = lanes_sum(acc);
-    for (; d < D; ++d) s += q[d] * get(kr, d);
-    p[j] = s * scaling;
+    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(out + d, load8(row + d));
+    for (; d < D; ++d) out[d] = get(row, d);
+    for (; d < padded; ++d) out[d] = 0.0f;
   }
-  if (cap > 0.0f) soft_cap(p.data(), n, cap);
-  for (int64_t j = 0; j < n; ++j) most = std::max(most, p[j]);
-  const float inverse = 1.0f / exp_shifted(p.data(), n, most);
-  std::vector<float> acc(D + 8, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const T* vr = v + j * vs;
-    const float w = p[j] * inverse;
-    const __m256 wv = _mm256_set1_ps(w);
-    int64_t d = 0;
-    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(acc.data() + d, _mm256_fmadd_ps(wv, load8(vr + d), _mm256_loadu_ps(acc.data() + d)));
-    for (; d < D; ++d) acc[d] += w * get(vr, d);
+}
+
+// acc (C·8 lanes, in registers) += Σ_j w[j] · row j of rows (m rows of `padded` fp32), j in order.
+template <int C>
+__attribute__((target("avx2,fma"))) inline void weighted_rows(const float* rows, int64_t padded, int64_t m,
+                                                              const float* w, float* acc) {
+  __m256 a[C];
+  for (int c = 0; c < C; ++c) a[c] = _mm256_loadu_ps(acc + 8 * c);
+  for (int64_t j = 0; j < m; ++j) {
+    const __m256 wj = _mm256_set1_ps(w[j]);
+    const float* row = rows + j * padded;
+    for (int c = 0; c < C; ++c) a[c] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(row + 8 * c), a[c]);
   }
-  for (int64_t d = 0; d < D; ++d) out[d] = to<T>(acc[d]);
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + 8 * c, a[c]);
+}
+
+__attribute__((target("avx2,fma"))) inline void weighted_slice(int64_t chunks, const float* rows, int64_t padded,
+                                                               int64_t m, const float* w, float* acc) {
+  switch (chunks) {
+    case 1: return weighted_rows<1>(rows, padded, m, w, acc);
+    case 2: return weighted_rows<2>(rows, padded, m, w, acc);
+    case 3: return weighted_rows<3>(rows, padded, m, w, acc);
+    case 4: return weighted_rows<4>(rows, padded, m, w, acc);
+    case 5: return weighted_rows<5>(rows, padded, m, w, acc);
+    case 6: return weighted_rows<6>(rows, padded, m, w, acc);
+    case 7: return weighted_rows<7>(rows, padded, m, w, acc);
+    default: return weighted_rows<8>(rows, padded, m, w, acc);
+  }
+}
+
+constexpr int64_t kBlock = 32;  // positions widened to fp32 at a time: ≤ 32 KiB at head_dim 256, in L1/L2 for the heads
+
+// B heads' attention over one KV head's n positions: q (B, padded) fp32 rows (zero past D), k and v rows j at
+// k + j·ks, v + j·vs → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to
+// fp32 once for all B heads, so each key and value byte is read once per step (the decode step at a long context is
+// bound by the cache, and GQA's heads of one group read the same rows):
+// - scores: per head, 8 positions at a time, each in its own 8 fp32 lanes of q·k over the dimensions in blocks of 8 in
+//   order, the lanes summed by sums8's tree, times the scaling; softmax with exp8 (exp_shifted's fixed order);
+// - scores soft-capped where cap > 0 (Gemma 2), each head's largest then found again;
+// - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
+// A head's arithmetic does not depend on B or on the other heads (the test checks a head in a group against it alone).
+template <typename T>
+__attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded, const T* k,
+                                                      int64_t ks, const T* v, int64_t vs, int64_t n, int64_t D,
+                                                      float scaling, float cap, T* out) {
+  std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
+  std::vector<float> most(B, -INFINITY);
+  const __m256 scale = _mm256_set1_ps(scaling);
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - j0), m8 = (m + 7) / 8 * 8;
+    widen_rows(k + j0 * ks, ks, m, D, padded, block.data());
+    std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
+    for (int64_t i = 0; i < B; ++i) {
+      const float* qi = q + i * padded;
+      float* pi = p.data() + i * n + j0;
+      for (int64_t j = 0; j < m; j += 8) {
+        __m256 acc[8];
+        for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < padded; d += 8) {
+          const __m256 qd = _mm256_loadu_ps(qi + d);
+          for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(block.data() + (j + r) * padded + d), acc[r]);
+        }
+        alignas(32) float lane[8];
+        _mm256_store_ps(lane, _mm256_mul_ps(sums8(acc), scale));
+        for (int64_t r = 0; r < std::min<int64_t>(8, m - j); ++r) {
+          pi[j + r] = lane[r];
+          most[i] = std::max(most[i], lane[r]);
+        }
+      }
+    }
+  }
+  std::vector<float> acc(static_cast<size_t>(B) * padded, 0.0f), w(kBlock);
+  if (cap > 0.0f) {  // Gemma 2: each head's scores capped, then their largest found again
+    for (int64_t i = 0; i < B; ++i) {
+      soft_cap(p.data() + i * n, n, cap);
+      most[i] = *std::max_element(p.begin() + i * n, p.begin() + (i + 1) * n);
+    }
+  }
+  for (int64_t i = 0; i < B; ++i) {
+    const float inverse = 1.0f / exp_shifted(p.data() + i * n, n, most[i]);
+    for (int64_t j = 0; j < n; ++j) p[i * n + j] *= inverse;
+  }
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - j0);
+    widen_rows(v + j0 * vs, vs, m, D, padded, block.data());
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t d = 0; d < padded; d += 64)
+        weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m, p.data() + i * n + j0,
+                       acc.data() + i * padded + d);
+  }
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t d = 0; d < D; ++d) out[i * D + d] = to<T>(acc[i * padded + d]);
+}
+
+constexpr int64_t kMostHeads = 16;  // heads sharing one pass over a KV head (their scores are B × n floats)
+
+// How many of a group's heads share one pass over its KV head, given the threads that will split the passes: a pass
+// costs about one read of the KV rows (counted as 2 heads' arithmetic) plus its heads' arithmetic, and the slowest
+// thread takes ceil(passes / threads) of them. Fewer heads per pass can balance the threads better (SmolLM2's 3 KV
+// heads of 3 on 2 threads) at the cost of reading the rows again; the bits are the same either way.
+inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
+  int64_t best = 1, best_cost = INT64_MAX;
+  for (int64_t b = std::min(group, kMostHeads); b >= 1; --b) {
+    const int64_t passes = kv * ((group + b - 1) / b);
+    const int64_t cost = ((passes + threads - 1) / threads) * (2 + b);
+    if (cost < best_cost) best = b, best_cost = cost;
+  }
+  return best;
 }
 
 // Grouped-query attention of one query per head: q (H, D) rows contiguous, KV heads at k + g·ks0 (+ j·ks1 per
-// position); heads spread over torch's threads once the span is long enough to pay for it.
+// position); each pass reads one KV head's rows once for up to 16 of its heads, and the passes spread over torch's
+// threads once the span is long enough to pay for it.
 template <typename T>
 void attend(const T* q, int64_t H, int64_t KV, int64_t D, const T* k, int64_t ks0, int64_t ks1, const T* v,
             int64_t vs0, int64_t vs1, int64_t n, float scaling, float cap, T* out) {
-  const int64_t group = H / KV;
-  auto heads = [&](int64_t begin, int64_t end) {
-    std::vector<float> qf(D);
-    for (int64_t h = begin; h < end; ++h) {
-      for (int64_t d = 0; d < D; ++d) qf[d] = get(q, h * D + d);
-      const int64_t g = h / group;
-      attend_head(qf.data(), k + g * ks0, ks1, v + g * vs0, vs1, n, D, scaling, cap, out + h * D);
+  const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
+  const bool spread = n * D >= 16384;
+  const int64_t b = heads_per_pass(group, KV, spread ? at::get_num_threads() : 1);
+  const int64_t per_group = (group + b - 1) / b;
+  auto passes = [&](int64_t begin, int64_t end) {
+    std::vector<float> qf(b * padded, 0.0f);
+    for (int64_t pass = begin; pass < end; ++pass) {
+      const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
+      const int64_t count = std::min(b, (g + 1) * group - first);
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(q, (first + i) * D + d);
+      attend_heads(count, qf.data(), padded, k + g * ks0, ks1, v + g * vs0, vs1, n, D, scaling, cap, out + first * D);
     }
   };
-  if (n * D < 16384) heads(0, H);
-  else at::parallel_for(0, H, 1, heads);
+  if (!spread) passes(0, KV * per_group);
+  else at::parallel_for(0, KV * per_group, 1, passes);
 }
 
 }  // namespace miaohui::rows

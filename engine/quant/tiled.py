@@ -4,9 +4,9 @@ run on them: ``Int4Q8Linear`` and ``Int8Q8Linear``.
 
 The contract (issue 25): a decode product quantizes its activations to int8 per block of 32 (d = max|x|/127,
 nearest even) and sums integer products, as llama.cpp does; it is not bit-exact against the bf16-activation aten
-kernels, and its quality is measured instead (docs/BENCHMARK.md). With AVX512-VNNI int4 prefill runs on the kernel too
-(``Int4Q8Linear.kernel_rows``, measured ~2× faster); otherwise prefill (more than ``kernel_rows`` rows) dequantizes the
-weight and runs the dense GEMM on bf16 activations, as before.
+kernels, and its quality is measured instead (docs/BENCHMARK.md). Prefill (more than ``kernel_rows`` rows) dequantizes
+the weight (``miaohui::q4_dense``) and runs the dense GEMM on bf16 activations, or runs every row on the kernel where
+the fast runner measured that faster on this CPU (engine/executor/prefill_forms.py).
 
 Layouts (the C++ file's header has the byte order): int4 codes in tiles of 16 output rows, 256 bytes per tile and
 block of 32 input columns, with fp16 scales (and, asymmetric, fp16 offsets ``m``: ``w = q·s + m``; a weight
@@ -134,12 +134,8 @@ class Int4Q8Linear(Int4Linear):
         self.register_buffer("codes", codes)  # (tiles, in/32, 256) uint8
         self.register_buffer("scales", scales)  # (tiles, in/32, 1 or 2, 16) fp16
         self._dtype, self.isa = dtype, isa
-        if isa == native.ISAS["avx512vnni"]:
-            # Prefill too on the kernel (int8 activations, as decode and the quality measure compute every row):
-            # a ~500-token prompt on a Llama-3.2-1B-shaped Q4_0 model took 2.7 s against 5.9 s dequantizing each
-            # projection per chunk into a bf16 GEMM, the default model 0.72 s against 0.94 s (2-core AMD EPYC,
-            # AVX-512 BF16/VNNI, 2026-12-03). On the AVX2 path it was ~15% slower than dequantizing: kept there.
-            self.kernel_rows = sys.maxsize
+        # Prefill (more than ``kernel_rows`` rows) dequantizes unless the runner's measured choice puts every row on
+        # the kernel (engine/executor/prefill_forms.py: which is faster depends on the CPU, AMX above all).
 
     @classmethod
     def from_tiled_codes(cls, q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, group: int,
@@ -175,8 +171,16 @@ class Int4Q8Linear(Int4Linear):
         return lambda rows: op(rows, codes, scales, n, isa)
 
     def dequantize(self) -> torch.Tensor:
-        """The dense (out, in) weight, ``q·s + m`` in fp32 rounded once to ``dtype``; a transposed view of a
-        contiguous (in, out) tensor (built column-block-wise, as ``Int4Linear.dequantize`` says why)."""
+        """The dense (out, in) weight, ``q·s + m`` in fp32 rounded once to ``dtype``: a transposed view of a contiguous
+        (in, out) tensor (built column-block-wise, as ``Int4Linear.dequantize`` says why), by ``miaohui::q4_dense``
+        (the same bits as ``dequantize_reference``, ~7× faster)."""
+        if self._dtype in (torch.bfloat16, torch.float32):
+            w = torch.ops.miaohui.q4_dense(self.codes, self.scales, self._dtype)
+            return w[:, :self.out_features].t()
+        return self.dequantize_reference()
+
+    def dequantize_reference(self) -> torch.Tensor:
+        """``dequantize`` in torch operations: the reference the native op is tested against, and fp16's form."""
         tiles, blocks = self.codes.shape[:2]
         width = tiles * TILE
         view = self.codes.view(tiles, blocks, 4, TILE, 4)  # (tile, block, chunk, row, j)

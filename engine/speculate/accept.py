@@ -16,6 +16,7 @@ from typing import Sequence
 
 import torch
 
+from engine.generate.id_buffer import IdBuffer
 from engine.generate.sampling import Choice, build_processors
 from engine.inputs import SamplingConfig
 
@@ -40,30 +41,26 @@ class Shaper:
         # The repetition penalty's ids as a tensor, kept for the last history seen and grown with it: histories
         # mostly grow by a token or a few a call, and rebuilding the whole (1, seq) tensor from a Python list every
         # step was a per-step cost plain decoding (``Sampler``'s buffer) does not pay.
-        self._seen: list[int] = []
-        self._ids: torch.Tensor | None = None  # (1, capacity), its first len(self._seen) entries valid
+        self._seen: list[int] = []  # the ids in the buffer, on the host: the shared prefix is found in C
+        self._ids: IdBuffer | None = None
 
     def _ids_for(self, history: Sequence[int], device: torch.device) -> torch.Tensor:
         """``history`` as a (1, seq) long tensor: a view of the kept buffer, rewound to the prefix it shares with
-        ``history`` (list comparisons, in C) and grown by the rest."""
+        ``history`` (list comparisons, in C) and extended by the rest."""
         seen, n = self._seen, len(history)
         if self._ids is None or self._ids.device != device:
             seen.clear()
-            self._ids = None
+            self._ids = IdBuffer(device, max(64, 2 * n))  # doubled when full: amortised copies
         keep = min(len(seen), n)
         if list(history[:keep]) != seen[:keep]:
             keep = 0  # another history (a reset or an edit): rebuilt whole, as before
         del seen[keep:]
-        if self._ids is None or self._ids.shape[1] < n:
-            grown = torch.empty((1, max(64, 2 * n)), dtype=torch.long, device=device)  # doubled: amortised copies
-            if keep:
-                grown[:, :keep] = self._ids[:, :keep]
-            self._ids = grown
+        self._ids.truncate(keep)
         if n > keep:
             new = list(history[keep:])
-            self._ids[0, keep:n] = torch.tensor(new, dtype=torch.long)
+            self._ids.extend(new)
             seen.extend(new)
-        return self._ids[:, :n]
+        return self._ids.view()
 
     def scores(self, logits: torch.Tensor, history: Sequence[int]) -> torch.Tensor:
         """Processed float32 scores (1, vocab) of ``logits`` (vocab,) or (1, vocab) after ``history``."""

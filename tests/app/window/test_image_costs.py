@@ -95,3 +95,23 @@ def test_a_conversation_opened_with_a_picture_has_its_image_tokens_on_the_contex
     costs = window.findChild(ImageCosts)
     (tokens,) = costs.tokens([str(picture)])
     assert f"images: {tokens} tokens" in bar.format() and int(bar.format().split(" / ")[0]) > tokens
+
+
+def test_a_damaged_picture_counts_zero_alone_and_a_readable_one_asked_with_it_is_still_counted(
+        qtbot, make_window, llava_dir, tmp_path):
+    from tests.helpers.vision_models import random_image
+
+    good, bad = tmp_path / "good.png", tmp_path / "bad.png"
+    random_image().rgb.save(good)
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not the rest of a png")
+    window = make_window(max_new_tokens=2, loaded=False)
+    with qtbot.waitSignal(window.model_ready, timeout=LOAD_TIMEOUT_MS):
+        window.load_model(str(llava_dir), "fp32", "cpu")
+    costs = window.findChild(ImageCosts)
+    qtbot.waitUntil(lambda: not window.bridge.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    files = [str(bad), str(good)]
+    with qtbot.waitSignal(costs.counted, timeout=REPLY_TIMEOUT_MS):
+        assert costs.tokens(files) is None  # asked, in one engine task
+    bad_tokens, good_tokens = costs.tokens(files)
+    assert bad_tokens == 0 and good_tokens > 0  # the damaged file did not zero its neighbour (it did, in one task)
+    assert costs.tokens([str(bad)]) == (0,)  # known unreadable: not asked again

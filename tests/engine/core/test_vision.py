@@ -77,3 +77,23 @@ def test_a_vision_task_on_a_text_model_fails_in_one_line(tiny_model_dir, home):
     core.run(QueuedJob(2, TaskJob(lambda vision, _cancel: vision, vision=True)))
     (message,) = reports.of("task_failed")
     assert "has no vision" in message and "\n" not in message
+
+
+def test_a_damaged_picture_beside_a_readable_one_fails_alone_and_the_readable_one_is_still_counted(tmp_path, home):
+    from engine.errors import ImageError
+
+    folder = build_vision_family(tmp_path / "llava", "llava")
+    good, bad = tmp_path / "good.png", tmp_path / "bad.png"
+    random_image().rgb.save(good)
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not the rest of a png")  # a PNG's signature, then nothing it can read
+    reports = Recorder()
+    core = EngineCore(reports)
+    core.run(QueuedJob(1, LoadJob(LoadSpec(str(folder), precision="fp32", device="cpu"))))
+    files = (str(bad), str(good))
+    core.run(QueuedJob(2, TaskJob(lambda vision, _cancel: count_image_tokens(vision, files), vision=True)))
+    core.run(QueuedJob(3, TaskJob(lambda vision, _cancel: count_image_tokens(vision, (str(good),)), vision=True)))
+    both, alone = reports.of("task")
+    assert not reports.of("task_failed")
+    assert both.files == files and both.tokens == (0, alone.tokens[0]) and alone.tokens[0] > 0
+    assert isinstance(both.error_of(0), ImageError) and "bad.png" in str(both.error_of(0))
+    assert both.error_of(1) is None and alone.errors == ()

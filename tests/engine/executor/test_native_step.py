@@ -214,6 +214,25 @@ def test_gemma_row_operations_match_torch_within_rounding(dtype):
         assert torch.equal(attend_one(q, k, v, 40 ** -0.5, cap), got)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("heads,kv_heads,dim", [(9, 3, 64), (14, 2, 64), (32, 8, 64), (16, 1, 72), (4, 4, 40)])
+def test_attention_reads_a_kv_head_once_for_its_group_with_each_head_s_own_bits(dtype, heads, kv_heads, dim):
+    """attend_one passes over each KV head once for up to 8 of its query heads, and splits the passes over threads at
+    long spans: every head's output is bit for bit that head computed alone over its KV head, for short spans (one
+    thread) and long ones (passes spread), whatever the head count per pass (16 heads of 1 KV head: two passes)."""
+    torch.manual_seed(1)
+    for positions in (5, 300, 2100):
+        q = torch.randn(heads, dim).to(dtype)
+        cache = torch.randn(2, kv_heads, positions + 3, dim).to(dtype)
+        k, v = cache[0, :, :positions], cache[1, :, :positions]  # strided views, as the cache is read
+        together = torch.ops.miaohui.attend_one(q, k, v, dim ** -0.5).view(heads, dim)
+        group = heads // kv_heads
+        for h in range(heads):
+            alone = torch.ops.miaohui.attend_one(q[h:h + 1], k[h // group:h // group + 1], v[h // group:h // group + 1],
+                                                 dim ** -0.5)
+            assert torch.equal(together[h:h + 1], alone), (positions, h)
+
+
 def test_the_model_facts_name_the_decode_step(default_model_dir, family_dirs):
     """What engine info, engine chat --json and the facts say: native for the default model in int4, the Python step
     and why for an int8 KV cache, nothing for float weights (their step is transformers-exact Python)."""

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from engine.generate.context import (IncrementalDecoder, build_prompt, check_messages, longest_token_bytes, render,
-                                    sanitise_text)
+from engine.generate.context import (IncrementalDecoder, build_prompt, check_messages, held_ids, longest_token_bytes,
+                                    render, sanitise_text)
 from engine.errors import BadInputError, CancelledError, ContextTooLongError, TemplateError
 from engine.events import Message
 from tests.helpers.tiny_model import build_tiny_tokenizer
@@ -47,6 +47,18 @@ def test_render_uses_the_tokenizers_own_chat_template(tok):
     assert expected.endswith("<|im_start|>assistant\n")
     # NUL bytes and lone surrogates render instead of crashing the tokenizer.
     assert render(tok, check_messages([Message("user", "a\x00b\udfff")]))
+
+
+def test_a_conversation_that_ends_with_a_reply_is_held_as_the_templates_own_ids_without_a_generation_prompt(tok):
+    messages = [Message("system", "be brief"), Message("user", "Hello 秒回"), Message("assistant", "Hi! 😀")]
+    own = tok.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
+                                  add_generation_prompt=False, tokenize=True, return_dict=False)
+    assert held_ids(tok, messages) == tuple(own) and not tok.decode(own).endswith("<|im_start|>assistant\n")
+    with pytest.raises(BadInputError, match="last message"):  # a prompt still ends where a reply starts
+        build_prompt(tok, messages, 4096, 8)
+    assert held_ids(tok, messages[:2]) == tuple(tok.apply_chat_template(  # a question alone: held as it is too
+        [{"role": m.role, "content": m.content} for m in messages[:2]], add_generation_prompt=False, tokenize=True,
+        return_dict=False))
 
 
 def _history(turns: int) -> list[Message]:

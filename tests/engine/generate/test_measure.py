@@ -67,3 +67,18 @@ def test_the_forecast_of_a_history_of_thousands_of_turns_is_the_sessions_trim(lo
     assert measured.dropped_turns == started.dropped_turns > 39_000 and measured.prompt_tokens == started.prompt_tokens
     assert measured.text_tokens == len(loaded.tokenizer.encode("newest", add_special_tokens=False))
     assert finished.reason in ("eos", "length")
+
+
+def test_a_conversation_that_ends_with_a_reply_is_counted_as_the_template_holds_it(loaded):
+    session = ChatSession(loaded)
+    question = [Message("system", "You are Miaohui."), Message("user", "What is the capital of France?")]
+    _started, finished = _turn(session, question)
+    held = question + [Message("assistant", "Paris, on the Seine.")]
+    measured = measure_prompt(loaded, held, GREEDY.max_new_tokens, session.cached_ids())
+    own = loaded.tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in held],
+                                               add_generation_prompt=False, tokenize=True, return_dict=False)
+    assert measured.prompt_tokens == len(own)  # the template's own count: no generation prompt after the reply
+    assert measured.text_tokens == len(loaded.tokenizer.encode("Paris, on the Seine.", add_special_tokens=False))
+    assert (measured.dropped_turns, measured.reply_budget) == (0, 0)
+    assert measured.context_max == loaded.facts.context_length
+    assert measured.cached_tokens == shared_prefix(session.cached_ids(), own) > 0  # the question's turn is cached

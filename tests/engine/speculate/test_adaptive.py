@@ -208,4 +208,4 @@ def test_a_step_without_a_draft_is_plain_decodings_own_calls_and_the_sampler_see
     assert calls == ["choose", "choose"]  # the prefill's token, then the plain step's: no verify, no shaper pick
     out += [c.token_id for c in speculator.step(out[-1], 10_000)]
     assert calls[-1] == "verify"
-    assert sampler._ids[0, :sampler._n].tolist() == PROMPT + out  # the verified tokens too, in order
+    assert sampler._ids.view()[0].tolist() == PROMPT + out  # the verified tokens too, in order

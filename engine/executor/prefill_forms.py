@@ -1,0 +1,122 @@
+"""Which form a quantized prompt chunk's int4 products take on this machine, chosen by timing both (issue 45).
+
+A prefill chunk's product of n rows by a tiled int4 weight (``engine.quant.tiled.Int4Q8Linear``) can run two ways:
+- **kernel**: ``miaohui::q4_q8_mm``, int8 activations times the int4 codes with integer dot products (VNNI or AVX2),
+  up to 4 rows sharing each weight load;
+- **dense**: the weight dequantized once per chunk (``miaohui::q4_dense``) into the model's dtype, then torch's
+  dense GEMM (oneDNN: AMX tiles where the CPU has them, AVX-512 BF16 or AVX2 otherwise).
+Which is faster depends on the CPU, not on its instruction-set names: on this session's 2-core Xeon with AMX, a
+Llama-3.2-1B-shaped gate_up of 1024 rows took 400 ms on the kernel against 180 ms dense; a 2-core EPYC without AMX
+(2026-12-03) had found the kernel ~2× faster than the dense form with the old torch dequantization. So the first
+chunk long enough to matter computes its first ``PROBE_PRODUCTS`` int4 products both ways, alternating which goes
+first, and the total of each form decides for every tiled int4 weight of the model (``kernel_rows``: all rows on
+the kernel, or dense above the class's threshold). Both forms are products a prefill has always used (the kernel on
+VNNI, dense on AVX2 before), so the choice changes speed, not what is computed: logits within a product's rounding.
+
+``MIAOHUI_PREFILL_FORM=kernel|dense`` fixes the form (to compare, and for the bench); unset or ``auto`` measures.
+Owns the choice and its record; not the forms themselves (``engine.quant.tiled``, the runner's ``_prefill_linear``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import torch
+
+from engine.quant.tiled import Int4Q8Linear
+
+log = logging.getLogger(__name__)
+
+PREFILL_FORM_ENV = "MIAOHUI_PREFILL_FORM"
+FORMS = ("kernel", "dense")
+PROBE_PRODUCTS = 4  # a layer's four products: q|k|v, o, gate|up, down
+PROBE_ROWS = 128  # shorter chunks are not worth timing (and the class keeps up to 96 rows on the kernel anyway)
+
+
+@dataclass(frozen=True)
+class PrefillFormChoice:
+    """What was chosen and why: the seconds each form took over the same probed products (None: fixed by the env)."""
+
+    form: str
+    kernel_s: float | None = None
+    dense_s: float | None = None
+    rows: int = 0
+
+
+class PrefillForms:
+    """The choice for one model's tiled int4 weights; one per ``FusedWeights``, shared by its runners (one engine
+    thread runs them, the lock only guards a second thread's first prefill)."""
+
+    def __init__(self, modules: Iterable[Any], clock: Callable[[], float] = time.perf_counter) -> None:
+        self._modules = [m for m in modules if isinstance(m, Int4Q8Linear)]
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._spent = {form: 0.0 for form in FORMS}
+        self._probed = 0
+        self.choice: PrefillFormChoice | None = None
+        fixed = os.environ.get(PREFILL_FORM_ENV, "auto")
+        if fixed in FORMS:
+            self._decide(PrefillFormChoice(fixed))
+        elif fixed != "auto":
+            log.warning("%s=%r: expected kernel, dense or auto; measuring", PREFILL_FORM_ENV, fixed)
+        if not self._modules:
+            self.choice = self.choice or PrefillFormChoice("kernel")
+
+    def wants_probe(self, weight: Any, rows: int) -> bool:
+        """Whether this product should be computed both ways and timed."""
+        return self.choice is None and rows >= PROBE_ROWS and isinstance(weight, Int4Q8Linear) \
+            and rows > weight.kernel_rows  # not inside decode_products (every row on the kernel on purpose)
+
+    def probe(self, kernel: Callable[[], torch.Tensor], dense: Callable[[], torch.Tensor], rows: int) -> torch.Tensor:
+        """Run both forms of one product (alternating which runs first), add their times, decide after
+        ``PROBE_PRODUCTS`` products; returns the result of the form that is ahead so far."""
+        with self._lock:
+            order = (("kernel", kernel), ("dense", dense))
+            if self._probed % 2:
+                order = order[::-1]
+            results = {}
+            for form, run in order:
+                start = self._clock()
+                results[form] = run()
+                self._spent[form] += self._clock() - start
+            self._probed += 1
+            ahead = min(FORMS, key=lambda form: self._spent[form])
+            if self._probed >= PROBE_PRODUCTS and self.choice is None:
+                self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows))
+            return results[ahead]
+
+    def _decide(self, choice: PrefillFormChoice) -> None:
+        self.choice = choice
+        for module in self._modules:
+            if choice.form == "kernel":
+                module.kernel_rows = sys.maxsize
+            elif "kernel_rows" in module.__dict__:
+                del module.kernel_rows  # the class's threshold: a few rows stay on the kernel
+        if choice.kernel_s is not None:
+            log.info("prefill products: %s (kernel %.3f s, dense %.3f s over %d products of %d rows)",
+                     choice.form, choice.kernel_s, choice.dense_s, PROBE_PRODUCTS, choice.rows)
+
+
+# One choice per model object, as its fused weights are one per model (engine/executor/llama_fused.py's _WEIGHTS).
+_FORMS: "weakref.WeakKeyDictionary[Any, PrefillForms]" = weakref.WeakKeyDictionary()
+_FORMS_LOCK = threading.Lock()
+
+
+def forms_for(model: Any, weights: Any) -> PrefillForms:
+    """The model's ``PrefillForms`` over its fused ``weights``' projections, made on first use."""
+    with _FORMS_LOCK:
+        forms = _FORMS.get(model)
+        if forms is None:
+            forms = _FORMS[model] = PrefillForms(
+                p for layer in weights.layers for p in (layer.qkv, layer.o, layer.gate_up, layer.down))
+        return forms
+
+
+__all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "PROBE_ROWS", "PrefillFormChoice", "PrefillForms"]
