@@ -22,7 +22,10 @@ the fallback); the others stay one product, through the packed weight where ``pr
 equal to the rows alone too (bf16 products measured ~1.7x faster packed; it costs a packed copy of every dense
 weight the batch multiplies, about the model's dense size, while a server batches). ``BatchExact`` is that choice as
 the step's ``engine.executor.step.Exactness``. Quantized weights are always one product: their kernels quantize and
-multiply each row alone, so a row gets the native step's bits (tests/engine/executor/test_native_step.py).
+multiply each row alone, so a row gets the native step's bits (tests/engine/executor/test_native_step.py). Where
+every runner takes the native step, the whole batch is one native call instead (``miaohui::DecodeStep.batch``, each
+row over its own cache): 8 sequences of the default model at int4 decoded 3.0× the tokens per second of the same 8 one
+at a time, against 1.5× for the Python rows (2-core Xeon, one process alternated, load ~5, 2026-12-06).
 
 Owns the batch's exactness (which form each projection takes for B rows); the step's operations are
 ``engine.executor.step``'s. Does not own scheduling (``engine.serve.batching``), sampling or text.
@@ -38,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import embed_row
 from engine.executor.row_products import packed_rows
 from engine.executor.step import forward_rows
 
@@ -202,10 +206,33 @@ def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> tor
         runner._ensure(pos + 1)
         positions.append(pos)
     with torch.inference_mode():
-        logits = forward_rows(runners, token_ids, positions, BatchExact(len(runners)))
+        logits = _native_batch(runners, token_ids, positions)
+        if logits is None:
+            logits = forward_rows(runners, token_ids, positions, BatchExact(len(runners)))
     for runner, token_id in zip(runners, token_ids):
         runner._ids.append(int(token_id))
     return logits
+
+
+def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: Sequence[int]
+                  ) -> torch.Tensor | None:
+    """The batch in one native call (``miaohui::DecodeStep.batch``: each row the bits of that runner's own native
+    step), or None where a runner cannot take its native step now (no native step, a shared prefix, a RoPE offset) or
+    the rows need different RoPE tables (longrope's short and long)."""
+    if any(r._native is None or r._kv.base or r.rope_offset for r in runners):
+        return None
+    longs = {r._long(pos + 1) for r, pos in zip(runners, positions)}
+    if len(longs) != 1:
+        return None
+    widest = max(runners, key=lambda r: r._capacity)  # its tables cover every row's position
+    cos, sin = (widest._cos_long, widest._sin_long) if longs.pop() else (widest._cos, widest._sin)
+    first = runners[0]
+    w = first._w
+    x = torch.cat([embed_row(w.embed, int(t)) for t in token_ids])
+    if w.embed_scale is not None:  # Gemma: the scale and the final cap are torch's, as in native_step.forward
+        x = x * w.embed_scale
+    return w.cap_logits(first._native.batch(x, list(positions), list(cos), list(sin), [r._kv.k for r in runners],
+                                            [r._kv.v for r in runners]))
 
 
 class BatchExact:

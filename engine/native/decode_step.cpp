@@ -183,27 +183,67 @@ class DecodeStep : public torch::CustomClassHolder {
     return rows(x, pos, cos, sin, k, v);
   }
 
- private:
-  at::Tensor rows(at::Tensor x, int64_t pos, const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin,
-                  at::Tensor k, at::Tensor v) {
+  // Continuous batching's step (engine/executor/batched.py): row i of x (B, d) is the next token of sequence i, at
+  // positions[i] in its own cache ks[i], vs[i] → logits (B, vocab), every row the bits step() gives that sequence
+  // alone (the products' rows are independent, as verify's; each row attends over its own cache only).
+  at::Tensor batch(at::Tensor x, std::vector<int64_t> positions, std::vector<at::Tensor> cos,
+                   std::vector<at::Tensor> sin, std::vector<at::Tensor> ks, std::vector<at::Tensor> vs) {
     check_dtype(x, "x");
     TORCH_CHECK(head_ >= 0, "set_head first");
-    const int64_t last = pos + x.size(0) - 1;
+    const int64_t n = x.dim() == 2 ? x.size(0) : 0;
+    TORCH_CHECK(n >= 1 && static_cast<int64_t>(positions.size()) == n && static_cast<int64_t>(ks.size()) == n &&
+                    static_cast<int64_t>(vs.size()) == n, "x: (B, d) with B positions and B caches");
+    std::vector<Seq> seqs;
+    for (int64_t i = 0; i < n; ++i) {
+      check_cache(ks[i], vs[i], positions[i], x.scalar_type());
+      seqs.push_back({ks[i].data_ptr(), vs[i].data_ptr(), ks[i].size(2), positions[i]});
+    }
+    check_rope(cos, sin, *std::max_element(positions.begin(), positions.end()), x.scalar_type());
+    at::Tensor logits;
+    by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), seqs, cos, sin); });
+    return logits;
+  }
+
+ private:
+  // One sequence's cache and the position a row writes and attends up to (the step's pointers, not owned).
+  struct Seq {
+    void* k;
+    void* v;
+    int64_t capacity, pos;
+  };
+
+  void check_cache(const at::Tensor& k, const at::Tensor& v, int64_t last, at::ScalarType type) const {
     TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && k.dim() == 4 && k.sizes() == v.sizes() &&
                     k.size(0) == static_cast<int64_t>(layers_.size()) && k.size(1) == kv_heads_ && k.size(3) == dim_ &&
-                    pos >= 0 && last < k.size(2), "k, v: contiguous (layers, KV, capacity > last position, D)");
+                    last >= 0 && last < k.size(2), "k, v: contiguous (layers, KV, capacity > last position, D)");
+    TORCH_CHECK(k.scalar_type() == type && v.scalar_type() == type, "one dtype throughout");
+  }
+
+  // one (cos, sin) pair per RoPE table a layer names, all alike in shape
+  void check_rope(const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin, int64_t last,
+                  at::ScalarType type) const {
     TORCH_CHECK(!cos.empty() && cos.size() == sin.size(), "cos, sin: one table each per RoPE kind");
     for (const Layer& layer : layers_) TORCH_CHECK(layer.rope < static_cast<int64_t>(cos.size()), "no such RoPE table");
     for (size_t i = 0; i < cos.size(); ++i) {
       TORCH_CHECK(cos[i].is_contiguous() && sin[i].is_contiguous() && cos[i].dim() == 2 &&
                       cos[i].sizes() == sin[i].sizes() && cos[i].sizes() == cos[0].sizes() && last < cos[i].size(0) &&
                       cos[i].size(1) <= dim_ && cos[i].size(1) % 2 == 0, "cos, sin: (positions, rotary), all alike");
-      TORCH_CHECK(cos[i].scalar_type() == x.scalar_type() && sin[i].scalar_type() == x.scalar_type(),
-                  "one dtype throughout");
+      TORCH_CHECK(cos[i].scalar_type() == type && sin[i].scalar_type() == type, "one dtype throughout");
     }
-    for (const at::Tensor& t : {k, v}) TORCH_CHECK(t.scalar_type() == x.scalar_type(), "one dtype throughout");
+  }
+
+  at::Tensor rows(at::Tensor x, int64_t pos, const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin,
+                  at::Tensor k, at::Tensor v) {
+    check_dtype(x, "x");
+    TORCH_CHECK(head_ >= 0, "set_head first");
+    TORCH_CHECK(pos >= 0, "pos: from 0");
+    const int64_t last = pos + x.size(0) - 1;
+    check_cache(k, v, last, x.scalar_type());
+    check_rope(cos, sin, last, x.scalar_type());
+    std::vector<Seq> seqs;  // verify: token t of the one sequence at pos + t
+    for (int64_t t = 0; t < x.size(0); ++t) seqs.push_back({k.data_ptr(), v.data_ptr(), k.size(2), pos + t});
     at::Tensor logits;
-    by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), pos, cos, sin, k, v); });
+    by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), seqs, cos, sin); });
     return logits;
   }
 
@@ -238,10 +278,10 @@ class DecodeStep : public torch::CustomClassHolder {
   }
 
   template <typename T>
-  at::Tensor run(at::Tensor x, int64_t pos0, const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin,
-                 at::Tensor& k, at::Tensor& v) {
+  at::Tensor run(at::Tensor x, const std::vector<Seq>& seqs, const std::vector<at::Tensor>& cos,
+                 const std::vector<at::Tensor>& sin) {
     const int64_t H = heads_, KV = kv_heads_, D = dim_, rotary = cos[0].size(1), half = rotary / 2;
-    const int64_t capacity = k.size(2), n = x.size(0);
+    const int64_t n = x.size(0);
     x = x.clone();  // the residual stream (n, d), updated in place
     at::Tensor rotated = at::empty({n, H + KV, D}, x.options());
     at::Tensor attn = at::empty({n, H * D}, x.options());
@@ -257,10 +297,10 @@ class DecodeStep : public torch::CustomClassHolder {
         qk = normed.data_ptr<T>();
         qk_stride = (H + KV) * D;
       }
-      T* kl = k.data_ptr<T>() + static_cast<int64_t>(index) * KV * capacity * D;
-      T* vl = v.data_ptr<T>() + static_cast<int64_t>(index) * KV * capacity * D;
       for (int64_t t = 0; t < n; ++t) {  // token t writes its key and value, then sees exactly 0..its position
-        const int64_t pos = pos0 + t;
+        const int64_t pos = seqs[t].pos, capacity = seqs[t].capacity;
+        T* kl = static_cast<T*>(seqs[t].k) + static_cast<int64_t>(index) * KV * capacity * D;
+        T* vl = static_cast<T*>(seqs[t].v) + static_cast<int64_t>(index) * KV * capacity * D;
         const T* c = cos[layer.rope].data_ptr<T>() + pos * rotary;
         const T* s = sin[layer.rope].data_ptr<T>() + pos * rotary;
         // RoPE as rotate(): x·cos + roll(x, half)·sin, each product and the sum rounded; the rest of the head passes
@@ -326,7 +366,8 @@ void define_decode_step(torch::Library& m) {
       .def("add_layer", &DecodeStep::add_layer)
       .def("set_head", &DecodeStep::set_head)
       .def("step", &DecodeStep::step)
-      .def("verify", &DecodeStep::verify);
+      .def("verify", &DecodeStep::verify)
+      .def("batch", &DecodeStep::batch);
 }
 
 }  // namespace miaohui

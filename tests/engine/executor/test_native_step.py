@@ -129,9 +129,17 @@ def test_python_verify_rows_give_each_native_steps_bits_for_each_family(family_d
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("precision", ["int4", "int8"])
-def test_the_batched_python_step_gives_each_native_steps_bits_for_each_family(family_dirs, family, precision):
-    """decode_batch (the Python step over n runners, one token each) against each runner's own native steps: three
-    sequences of different lengths, several steps, logits and caches."""
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_the_batched_step_gives_each_native_steps_bits_for_each_family(family_dirs, family, precision, path,
+                                                                         monkeypatch):
+    """decode_batch over n runners, one token each, in one native call (DecodeStep.batch) or as the Python step,
+    against each runner's own native steps: three sequences of different lengths, several steps, logits and caches."""
+    from engine.executor import batched as batched_module
+
+    if path == "python":
+        monkeypatch.setattr(batched_module, "_native_batch", lambda *args: None)
+    else:  # the native batch must serve every step: the Python rows are never reached
+        monkeypatch.setattr(batched_module, "forward_rows", lambda *args: pytest.fail("the Python batch ran"))
     model = load_cpu(family_dirs[family], precision).model
     prompts = [random_prompt(model.config.vocab_size, length, seed=30 + length) for length in (9, 17, 24)]
     batched, alone = [FastRunner(model) for _ in prompts], [FastRunner(model) for _ in prompts]
