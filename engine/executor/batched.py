@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from engine.executor import native_step
 from engine.executor.fastpath import FastRunner
 from engine.executor.llama_fused import embed_row
 from engine.executor.row_products import packed_rows
@@ -231,8 +232,8 @@ def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], posit
     cos, sin = (widest._cos_long, widest._sin_long) if longs.pop() else (widest._cos, widest._sin)
     first = runners[0]
     x = torch.cat([embed_row(first._w.embed, int(t)) for t in token_ids])
-    return first._native.batch(x, list(positions), cos[0], sin[0], [r._kv.k for r in runners],
-                               [r._kv.v for r in runners], *FastRunner.native_prefix(runners))
+    return native_step.forward_batch(first._native, first._w, x, positions, cos, sin, [r._kv.k for r in runners],
+                                     [r._kv.v for r in runners], FastRunner.native_prefix(runners))
 
 
 class BatchExact:

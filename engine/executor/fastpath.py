@@ -222,12 +222,12 @@ class FastRunner(ModelRunner):
         self._k_layers[index].select(1, own).copy_(k)  # (KV, capacity, D) per layer
         self._v_layers[index].select(1, own).copy_(v)
         k_seen, v_seen = self._kv.read(index, first, pos + 1)  # views (a shared prefix: joined to them)
-        if w.attn_softcap is not None:
+        if w.attn_softcap is not None and not self._plan.native:  # the native plan caps in attend_one, as its step
             return capped_attention(q[:, None], k_seen, v_seen, w.scaling, w.attn_softcap, None)
         if self._quantized or (pos >= EXACT_ATTENTION_POSITIONS and self._cpu):
             # fp32 products: faster than SDPA for one query, 1.2x a token at ~500 positions, 1.5-2.5x at ~2,000
             # (measured on the default model, bf16 and int4)
-            return attend_one(q, k_seen, v_seen, w.scaling)
+            return attend_one(q, k_seen, v_seen, w.scaling, w.attn_softcap)
         # the SDPA call transformers makes for one query (GQA in the kernel, no mask): its bf16 rounding is then
         # identical, so greedy text matches generate()'s
         return F.scaled_dot_product_attention(q.view(1, w.heads, 1, w.head_dim), k_seen[None], v_seen[None],
@@ -324,8 +324,9 @@ class FastRunner(ModelRunner):
             cos, sin = (self._cos_long, self._sin_long) if long else (self._cos, self._sin)
             x = embed_row(self._w.embed, token_id)
             if self._kv.base == 0:
-                return self._native.step(x, pos, cos[0], sin[0], self._kv.k, self._kv.v)
-            return self._native.batch(x, [pos], cos[0], sin[0], [self._kv.k], [self._kv.v], *self.native_prefix([self]))
+                return native_step.forward(self._native, self._w, x, pos, cos, sin, self._kv.k, self._kv.v)
+            return native_step.forward_batch(self._native, self._w, x, [pos], cos, sin, [self._kv.k], [self._kv.v],
+                                             self.native_prefix([self]))
         return forward_rows((self,), (token_id,), (pos,))
 
     @staticmethod

@@ -314,17 +314,16 @@ def step_plan(w: FusedWeights, quantized: bool) -> StepPlan:
     """The decode step's plan for ``w`` (``quantized``: the projections are int8/int4 modules)."""
     eps, intermediate, act = w.eps, w.intermediate, w.act
     qk_norm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = w.norm
-    native = quantized and not w.gemma and decode_ops() and w.final_norm.device.type == "cpu" \
-        and w.final_norm.dtype in (torch.bfloat16, torch.float32)
+    native = quantized and decode_ops() and (not w.gemma or native_step.has_gemma_ops()) \
+        and w.final_norm.device.type == "cpu" and w.final_norm.dtype in (torch.bfloat16, torch.float32)
 
     def mlp(gate_up: torch.Tensor) -> torch.Tensor:
         return act(gate_up[:, :intermediate]) * gate_up[:, intermediate:]
-
-    if w.gemma:  # Gemma's (1 + w) fp32 norm weights have no one-kernel form here
-        norm, norm_weight = w.norm, (lambda weight: weight)
-    elif native:
-        norm, mlp = native_step.plan_ops(eps, intermediate)
+    if native:  # Gemma's too: the C++ norm takes its fp32 (1 + w) weight, GeGLU its own op
+        norm, mlp = native_step.plan_ops(eps, intermediate, gelu=w.gemma)
         norm_weight, qk_norm = (lambda weight: weight), norm
+    elif w.gemma:  # Gemma's (1 + w) fp32 norm weights have no one-kernel form in torch
+        norm, norm_weight = w.norm, (lambda weight: weight)
     elif quantized:
         def norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             return rms_norm_one_kernel(x, weight, eps)
@@ -388,8 +387,10 @@ def rms_norm_one_kernel(x: torch.Tensor, padded_weight: torch.Tensor, eps: float
     return F.layer_norm(torch.cat((x, x.neg()), dim=-1), (2 * d,), padded_weight, None, eps)[..., :d]
 
 
-def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """One query's grouped-query attention over the filled cache: q (H, D), k and v (KV, n, D) → (1, H·D).
+def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float,
+               softcap: float | None = None) -> torch.Tensor:
+    """One query's grouped-query attention over the filled cache: q (H, D), k and v (KV, n, D) → (1, H·D),
+    the scaled scores soft-capped (cap · tanh(s / cap), Gemma 2's, in fp32: the quantized step's) where ``softcap``.
 
     Computed in fp32 from the exactly upcast bf16 cache (scores, softmax and the weighted sum), rounded
     once. Why not ``scaled_dot_product_attention``, which prefill keeps: its CPU flash kernel costs ~50 µs
@@ -402,14 +403,13 @@ def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float
 
     On a CPU where the native library is loaded it is ``miaohui::attend_one`` (engine/native/decode_step.cpp): the same
     fp32 computation as one loop over the bf16 cache in place (no upcast copy of it per layer), and the very function
-    the native quantized step calls, so verify and batched rows keep that step's bits.
-    """
+    the native quantized step calls, so verify and batched rows keep that step's bits."""
     if _native_attention(q):
-        return torch.ops.miaohui.attend_one(q, k, v, scaling)
+        return torch.ops.miaohui.attend_one(q, k, v, scaling, softcap or 0.0)
     kv_heads, _, dim = k.shape
     queries = q.view(kv_heads, -1, dim).float()  # (KV, G, D): the G query heads that share a KV head
-    scores = torch.bmm(queries, k.float().transpose(1, 2))  # (KV, G, n)
-    probs = torch.softmax(scores.mul_(scaling), dim=-1)
+    scores = torch.bmm(queries, k.float().transpose(1, 2)).mul_(scaling)  # (KV, G, n)
+    probs = torch.softmax(torch.tanh(scores / softcap) * softcap if softcap else scores, dim=-1)
     return torch.bmm(probs, v.float()).to(q.dtype).view(1, -1)  # (1, H·D)
 
 

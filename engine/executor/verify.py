@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import torch
 
+from engine.executor import native_step
 from engine.executor.llama_fused import embed_row
 from engine.executor.row_products import Projection, packed_rows
 from engine.executor.step import Norm, forward_rows
@@ -131,7 +132,7 @@ def native_rows(runner: Any, ids: Sequence[int], start: int) -> torch.Tensor | N
         return None
     cos, sin = (runner._cos_long, runner._sin_long) if runner._long(end) else (runner._cos, runner._sin)
     x = torch.cat([embed_row(runner._w.embed, token) for token in ids])  # (n, d): as each step embeds its token
-    return step.verify(x, start, cos[0], sin[0], runner._kv.k, runner._kv.v)
+    return native_step.forward(step, runner._w, x, start, cos, sin, runner._kv.k, runner._kv.v, verify=True)
 
 
 @torch.inference_mode()

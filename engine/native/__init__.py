@@ -32,11 +32,15 @@ op                      contract                                           test
                         count)
 ``rms_norm_rows``       RMSNorm per row: torch's within rounding, one row  tests/engine/executor/test_native_step.py
                         alone its bits in the batch; the Python step
-                        calls it too
+                        calls it too; an fp32 weight is Gemma's 1 + w
+                        (``gemma_rms_norm`` within rounding)
 ``silu_mul``            SiLU(gate)·up: torch's within rounding; shared     tests/engine/executor/test_native_step.py
                         likewise
+``gelu_tanh_mul``       Gemma's GeGLU, tanh-GELU(gate)·up: torch's within  tests/engine/executor/test_native_step.py
+                        rounding; shared likewise
 ``attend_one``          one query per head over the cache (GQA): SDPA      tests/engine/executor/test_native_step.py
-                        within rounding; shared likewise
+                        within rounding, Gemma 2's soft cap where given;
+                        shared likewise
 ``DecodeStep``          the int8/int4 decode step in one call, and         tests/engine/executor/test_native_step.py
                         ``verify`` (n tokens, speculation's check), bit
                         for bit the Python step

@@ -1,15 +1,25 @@
 // The int8/int4 decode step in one call: miaohui::DecodeStep, and the row operations it is made of, each also an op
-// the Python step calls (miaohui::rms_norm_rows, miaohui::silu_mul, miaohui::attend_one), so the two compute the same
-// bits: engine/executor/native_step.py says why this exists and when it runs; tests/engine/executor/test_native_step.py
-// checks it against the Python step bit for bit, and DecodeStep.verify (n tokens in one call, speculation's check) against
-// n steps.
+// the Python step calls (miaohui::rms_norm_rows, miaohui::silu_mul, miaohui::gelu_tanh_mul, miaohui::attend_one), so
+// the two compute the same bits: engine/executor/native_step.py says why this exists and when it runs;
+// tests/engine/executor/test_native_step.py checks it against the Python step bit for bit, and DecodeStep.verify
+// (n tokens in one call, speculation's check) against n steps. The operations' code is row_ops.h.
+//
+// A layer: x += [post_attn_norm](o(attend(RoPE([qk_norm](qkv(norm(x))))))), then
+// x += [post_mlp_norm](down(act(gate_up(mlp_norm(x))))); the bracketed norms only where the model has them (Gemma's
+// post norms, Qwen3's and Gemma 3's q/k norms), RoPE from the layer's own table (Gemma 3: local or global base), act
+// SiLU or Gemma's tanh-GELU.
 //
 // What each operation computes, in the model's dtype T (bf16 or fp32; "round" = to T, nearest even):
 // - rms_norm_rows: per row of d, ss = Σ x² (8 fp32 lanes with fused multiply-adds, the lanes summed in order, then the
-//   tail), out = round((x · (1 / sqrt(ss / d + eps))) · w). Row r uses weight row r mod (weight rows).
-// - silu_mul: (n, 2I) → (n, I), round(round(g / (1 + exp(-g))) · u), exp by exp8 below.
+//   tail), out = round((x · (1 / sqrt(ss / d + eps))) · w). Row r uses weight row r mod (weight rows). The weight is
+//   in T, or in fp32: Gemma's 1 + w (engine/executor/llama_fused.py's _norm_weight), whose norm rounds once after
+//   the weight, as this formula does.
+// - silu_mul: (n, 2I) → (n, I), round(round(g / (1 + exp(-g))) · u), exp by row_ops.h's exp8.
+// - gelu_tanh_mul: Gemma's GeGLU, round(round(gelu(g)) · u) with the tanh-approximated GELU written as
+//   0.5·g·(1 + tanh(y)) = g / (1 + exp(-2y)), y = sqrt(2/π)·(g + 0.044715·g³): the same exp8 path as silu_mul.
 // - attend_one: one query per head over n cached positions, GQA (head h reads KV head h / (H / KV)): scores q·k in fp32
-//   (8 fp32 lanes over the dimensions, summed by one fixed tree) times the scaling, softmax with exp8, Σ p·v in fp32,
+//   (8 fp32 lanes over the dimensions, summed by one fixed tree) times the scaling, Gemma 2's soft cap where given
+//   (s = cap · tanh(s / cap), row_ops.h's tanh8), softmax with exp8, Σ p·v in fp32,
 //   rounded once; each KV head's rows read once for the heads of its group (attend_heads).
 // - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
@@ -31,291 +41,11 @@
 #include <vector>
 
 #include "ops.h"
-#include "simd.h"
+#include "row_ops.h"
 
 namespace {
 
-template <typename T> inline float get(const T* p, int64_t i) { return static_cast<float>(p[i]); }
-template <typename T> inline T to(float v) { return static_cast<T>(v); }  // c10::BFloat16(float): nearest even
-template <typename T> inline float rounded(float v) { return static_cast<float>(static_cast<T>(v)); }
-
-__attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-__attribute__((target("avx2,fma"))) inline __m256 load8(const at::BFloat16* p) {
-  return miaohui::simd::bf16x8_to_fp32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-__attribute__((target("avx2,fma"))) inline float lanes_sum(__m256 v) {
-  alignas(32) float lane[8];
-  _mm256_store_ps(lane, v);
-  float s = 0.0f;
-  for (int i = 0; i < 8; ++i) s += lane[i];
-  return s;
-}
-
-// e^x for 8 lanes: Cephes' range reduction and degree-6 polynomial (~1-2 ulp); inputs clamped to [-87.3, 88].
-__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365478515625f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
-// x[i] = e^(x[i] - shift) for n values, every one through exp8 (the tail padded), returns their sum in a fixed order.
-__attribute__((target("avx2,fma"))) float exp_shifted(float* x, int64_t n, float shift) {
-  const __m256 s = _mm256_set1_ps(shift);
-  __m256 total = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
-    _mm256_storeu_ps(x + i, e);
-    total = _mm256_add_ps(total, e);
-  }
-  float sum = lanes_sum(total);
-  if (i < n) {
-    alignas(32) float tail[8] = {0};
-    std::memcpy(tail, x + i, sizeof(float) * (n - i));
-    _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), s)));
-    for (int64_t j = 0; j < n - i; ++j) {
-      x[i + j] = tail[j];
-      sum += tail[j];
-    }
-  }
-  return sum;
-}
-
-template <typename T>
-__attribute__((target("avx2,fma"))) float sum_squares(const T* x, int64_t d) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= d; i += 8) {
-    const __m256 v = load8(x + i);
-    acc = _mm256_fmadd_ps(v, v, acc);
-  }
-  float s = lanes_sum(acc);
-  for (; i < d; ++i) s += get(x, i) * get(x, i);
-  return s;
-}
-
-template <typename T>
-void norm_rows(const T* x, const T* w, int64_t rows, int64_t d, int64_t weight_rows, float eps, T* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * d;
-    const T* wr = w + (r % weight_rows) * d;
-    const float inverse = 1.0f / std::sqrt(sum_squares(xr, d) / static_cast<float>(d) + eps);
-    for (int64_t i = 0; i < d; ++i) out[r * d + i] = to<T>((get(xr, i) * inverse) * get(wr, i));
-  }
-}
-
-template <typename T>
-__attribute__((target("avx2,fma"))) void silu_rows(const T* gate_up, int64_t rows, int64_t inter, T* out) {
-  std::vector<float> s(inter + 8);
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* g = gate_up + r * 2 * inter;
-    const T* u = g + inter;
-    int64_t i = 0;
-    for (; i < inter; i += 8) {  // the tail read through a padded copy, so every value takes the same path
-      alignas(32) float lane[8] = {0};
-      const int64_t count = std::min<int64_t>(8, inter - i);
-      for (int64_t j = 0; j < count; ++j) lane[j] = get(g, i + j);
-      const __m256 v = _mm256_load_ps(lane);
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
-      _mm256_storeu_ps(s.data() + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
-    }
-    for (int64_t j = 0; j < inter; ++j) out[r * inter + j] = to<T>(rounded<T>(s[j]) * get(u, j));
-  }
-}
-
-// Lane r of the result = the sum of v[r]'s 8 lanes, by one fixed tree ((0+1)+(2+3))+((4+5)+(6+7)).
-__attribute__((target("avx2,fma"))) inline __m256 sums8(const __m256* v) {
-  const __m256 low = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-  const __m256 high = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(low, high, 0x20), _mm256_permute2f128_ps(low, high, 0x31));
-}
-
-// rows (m) of D values of T at src + r·stride → fp32 rows of padded width (multiple of 8) at dst, the padding zero.
-template <typename T>
-__attribute__((target("avx2,fma"))) inline void widen_rows(const T* src, int64_t stride, int64_t m, int64_t D,
-                                                           int64_t padded, float* dst) {
-  for (int64_t r = 0; r < m; ++r) {
-    const T* row = src + r * stride;
-    float* out = dst + r * padded;
-    int64_t d = 0;
-    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(out + d, load8(row + d));
-    for (; d < D; ++d) out[d] = get(row, d);
-    for (; d < padded; ++d) out[d] = 0.0f;
-  }
-}
-
-// acc (C·8 lanes, in registers) += Σ_j w[j] · row j of rows (m rows of `padded` fp32), j in order.
-template <int C>
-__attribute__((target("avx2,fma"))) inline void weighted_rows(const float* rows, int64_t padded, int64_t m,
-                                                              const float* w, float* acc) {
-  __m256 a[C];
-  for (int c = 0; c < C; ++c) a[c] = _mm256_loadu_ps(acc + 8 * c);
-  for (int64_t j = 0; j < m; ++j) {
-    const __m256 wj = _mm256_set1_ps(w[j]);
-    const float* row = rows + j * padded;
-    for (int c = 0; c < C; ++c) a[c] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(row + 8 * c), a[c]);
-  }
-  for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + 8 * c, a[c]);
-}
-
-__attribute__((target("avx2,fma"))) inline void weighted_slice(int64_t chunks, const float* rows, int64_t padded,
-                                                               int64_t m, const float* w, float* acc) {
-  switch (chunks) {
-    case 1: return weighted_rows<1>(rows, padded, m, w, acc);
-    case 2: return weighted_rows<2>(rows, padded, m, w, acc);
-    case 3: return weighted_rows<3>(rows, padded, m, w, acc);
-    case 4: return weighted_rows<4>(rows, padded, m, w, acc);
-    case 5: return weighted_rows<5>(rows, padded, m, w, acc);
-    case 6: return weighted_rows<6>(rows, padded, m, w, acc);
-    case 7: return weighted_rows<7>(rows, padded, m, w, acc);
-    default: return weighted_rows<8>(rows, padded, m, w, acc);
-  }
-}
-
-constexpr int64_t kBlock = 32;  // positions widened to fp32 at a time: ≤ 32 KiB at head_dim 256, in L1/L2 for the heads
-
-// A run of cached positions of one KV head: rows j at k + j·ks and v + j·vs, n of them (a cache's own rows, or a shared
-// prefix's run of blocks in its pool, engine/executor/kv_blocks.py).
-template <typename T>
-struct Span {
-  const T* k;
-  int64_t ks;
-  const T* v;
-  int64_t vs;
-  int64_t n;
-};
-
-// B heads' attention over one KV head's positions, the spans in order (n in all): q (B, padded) fp32 rows (zero past
-// D) → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to fp32 once for
-// all B heads, so each key and value byte is read once per step (the decode step at a long context is bound by the
-// cache, and GQA's heads of one group read the same rows):
-// - scores: per head, 8 positions at a time, each in its own 8 fp32 lanes of q·k over the dimensions in blocks of 8 in
-//   order, the lanes summed by sums8's tree, times the scaling; softmax with exp8 (exp_shifted's fixed order, over
-//   all n at once);
-// - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
-// A head's arithmetic depends neither on B and the other heads nor on where the spans split the positions (the tests
-// check a head in a group against it alone, and a prefix's spans against the joined cache).
-template <typename T>
-__attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded,
-                                                      const std::vector<Span<T>>& spans, int64_t n, int64_t D,
-                                                      float scaling, T* out) {
-  std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
-  std::vector<float> most(B, -INFINITY);
-  const __m256 scale = _mm256_set1_ps(scaling);
-  int64_t offset = 0;
-  for (const Span<T>& span : spans) {
-    for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
-      const int64_t m = std::min(kBlock, span.n - j0), m8 = (m + 7) / 8 * 8;
-      widen_rows(span.k + j0 * span.ks, span.ks, m, D, padded, block.data());
-      std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
-      for (int64_t i = 0; i < B; ++i) {
-        const float* qi = q + i * padded;
-        float* pi = p.data() + i * n + offset + j0;
-        for (int64_t j = 0; j < m; j += 8) {
-          __m256 acc[8];
-          for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
-          for (int64_t d = 0; d < padded; d += 8) {
-            const __m256 qd = _mm256_loadu_ps(qi + d);
-            for (int r = 0; r < 8; ++r)
-              acc[r] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(block.data() + (j + r) * padded + d), acc[r]);
-          }
-          alignas(32) float lane[8];
-          _mm256_store_ps(lane, _mm256_mul_ps(sums8(acc), scale));
-          for (int64_t r = 0; r < std::min<int64_t>(8, m - j); ++r) {
-            pi[j + r] = lane[r];
-            most[i] = std::max(most[i], lane[r]);
-          }
-        }
-      }
-    }
-    offset += span.n;
-  }
-  std::vector<float> acc(static_cast<size_t>(B) * padded, 0.0f);
-  for (int64_t i = 0; i < B; ++i) {
-    const float inverse = 1.0f / exp_shifted(p.data() + i * n, n, most[i]);
-    for (int64_t j = 0; j < n; ++j) p[i * n + j] *= inverse;
-  }
-  offset = 0;
-  for (const Span<T>& span : spans) {
-    for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
-      const int64_t m = std::min(kBlock, span.n - j0);
-      widen_rows(span.v + j0 * span.vs, span.vs, m, D, padded, block.data());
-      for (int64_t i = 0; i < B; ++i)
-        for (int64_t d = 0; d < padded; d += 64)
-          weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m,
-                         p.data() + i * n + offset + j0, acc.data() + i * padded + d);
-    }
-    offset += span.n;
-  }
-  for (int64_t i = 0; i < B; ++i)
-    for (int64_t d = 0; d < D; ++d) out[i * D + d] = to<T>(acc[i * padded + d]);
-}
-
-constexpr int64_t kMostHeads = 16;  // heads sharing one pass over a KV head (their scores are B × n floats)
-
-// How many of a group's heads share one pass over its KV head, given the threads that will split the passes: a pass
-// costs about one read of the KV rows (counted as 2 heads' arithmetic) plus its heads' arithmetic, and the slowest
-// thread takes ceil(passes / threads) of them. Fewer heads per pass can balance the threads better (SmolLM2's 3 KV
-// heads of 3 on 2 threads) at the cost of reading the rows again; the bits are the same either way.
-inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
-  int64_t best = 1, best_cost = INT64_MAX;
-  for (int64_t b = std::min(group, kMostHeads); b >= 1; --b) {
-    const int64_t passes = kv * ((group + b - 1) / b);
-    const int64_t cost = ((passes + threads - 1) / threads) * (2 + b);
-    if (cost < best_cost) best = b, best_cost = cost;
-  }
-  return best;
-}
-
-// A span of every KV head: head g's rows start at k + g·k_head (v + g·v_head).
-template <typename T>
-struct Heads {
-  const T* k;
-  int64_t k_head, ks;
-  const T* v;
-  int64_t v_head, vs, n;
-};
-
-// Grouped-query attention of one query per head over the spans in order: q (H, D) rows contiguous; each pass reads
-// one KV head's rows once for up to 16 of its heads, and the passes spread over torch's threads once the span is long
-// enough to pay for it.
-template <typename T>
-void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<T>>& spans, float scaling, T* out) {
-  int64_t n = 0;
-  for (const Heads<T>& span : spans) n += span.n;
-  const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
-  const bool spread = n * D >= 16384;
-  const int64_t b = heads_per_pass(group, KV, spread ? at::get_num_threads() : 1);
-  const int64_t per_group = (group + b - 1) / b;
-  auto passes = [&](int64_t begin, int64_t end) {
-    std::vector<float> qf(b * padded, 0.0f);
-    std::vector<Span<T>> head;
-    for (int64_t pass = begin; pass < end; ++pass) {
-      const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
-      const int64_t count = std::min(b, (g + 1) * group - first);
-      for (int64_t i = 0; i < count; ++i)
-        for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(q, (first + i) * D + d);
-      head.clear();
-      for (const Heads<T>& span : spans)
-        if (span.n > 0) head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n});
-      attend_heads(count, qf.data(), padded, head, n, D, scaling, out + first * D);
-    }
-  };
-  if (!spread) passes(0, KV * per_group);
-  else at::parallel_for(0, KV * per_group, 1, passes);
-}
+using namespace miaohui::rows;  // row_ops.h: the row operations below call
 
 // f(T{}) with T the tensor's element type: the two the step computes in.
 template <typename F>
@@ -330,7 +60,8 @@ void check_dtype(const at::Tensor& t, const char* what) {
 
 at::Tensor rms_norm_rows_op(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
   check_dtype(x_in, "x");
-  TORCH_CHECK(weight_in.scalar_type() == x_in.scalar_type(), "weight: x's dtype");
+  TORCH_CHECK(weight_in.scalar_type() == x_in.scalar_type() || weight_in.scalar_type() == at::kFloat,
+              "weight: x's dtype or fp32");
   const at::Tensor x = x_in.contiguous(), weight = weight_in.contiguous();
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   TORCH_CHECK(weight.size(-1) == d, "weight: (d,) or (m, d)");
@@ -339,24 +70,28 @@ at::Tensor rms_norm_rows_op(const at::Tensor& x_in, const at::Tensor& weight_in,
   at::Tensor out = at::empty_like(x);
   by_dtype(x.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    norm_rows(x.data_ptr<T>(), weight.data_ptr<T>(), rows, d, weight_rows, static_cast<float>(eps), out.data_ptr<T>());
+    by_dtype(weight.scalar_type(), [&](auto weight_tag) {
+      using W = decltype(weight_tag);
+      norm_rows(x.data_ptr<T>(), weight.data_ptr<W>(), rows, d, weight_rows, static_cast<float>(eps), out.data_ptr<T>());
+    });
   });
   return out;
 }
 
-at::Tensor silu_mul_op(const at::Tensor& gate_up_in, int64_t inter) {
+at::Tensor glu_op(const at::Tensor& gate_up_in, int64_t inter, int64_t act) {
   check_dtype(gate_up_in, "gate_up");
   const at::Tensor gate_up = gate_up_in.contiguous();
   TORCH_CHECK(gate_up.dim() == 2 && gate_up.size(1) == 2 * inter, "gate_up: (n, 2·intermediate)");
   at::Tensor out = at::empty({gate_up.size(0), inter}, gate_up.options());
   by_dtype(gate_up.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
-    silu_rows(gate_up.data_ptr<T>(), gate_up.size(0), inter, out.data_ptr<T>());
+    glu_rows(gate_up.data_ptr<T>(), gate_up.size(0), inter, act, out.data_ptr<T>());
   });
   return out;
 }
 
-at::Tensor attend_one_op(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, double scaling) {
+at::Tensor attend_one_op(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, double scaling,
+                         double softcap) {
   check_dtype(q_in, "q");
   TORCH_CHECK(k_in.scalar_type() == q_in.scalar_type() && v_in.scalar_type() == q_in.scalar_type(), "k, v: q's dtype");
   TORCH_CHECK(q_in.dim() == 2 && k_in.dim() == 3 && v_in.sizes() == k_in.sizes() && k_in.size(2) == q_in.size(1) &&
@@ -371,7 +106,8 @@ at::Tensor attend_one_op(const at::Tensor& q_in, const at::Tensor& k_in, const a
     using T = decltype(tag);
     const std::vector<Heads<T>> spans{{k.data_ptr<T>(), k.stride(0), k.stride(1), v.data_ptr<T>(), v.stride(0),
                                        v.stride(1), n}};
-    attend(q.data_ptr<T>(), H, KV, D, spans, static_cast<float>(scaling), out.data_ptr<T>());
+    attend(q.data_ptr<T>(), H, KV, D, spans, static_cast<float>(scaling), static_cast<float>(softcap),
+           out.data_ptr<T>());
   });
   return out;
 }
@@ -385,16 +121,23 @@ struct Projection {
 };
 
 struct Layer {
-  at::Tensor attn_norm, mlp_norm, qk_norm;  // qk_norm undefined when none
+  // Norm weights in the model's dtype, or fp32 (Gemma's 1 + w); qk_norm, post_attn_norm and post_mlp_norm undefined
+  // when none (post_*: Gemma's norms of the attention and MLP outputs before each residual add).
+  at::Tensor attn_norm, mlp_norm, qk_norm, post_attn_norm, post_mlp_norm;
   int64_t qkv, o, gate_up, down, window;  // window 0: global attention
+  int64_t rope;  // which of the step's RoPE tables (Gemma 3: sliding layers the local base, global ones the global)
 };
 
 class DecodeStep : public torch::CustomClassHolder {
  public:
-  DecodeStep(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t intermediate, double eps, double scaling)
-      : heads_(heads), kv_heads_(kv_heads), dim_(head_dim), inter_(intermediate), eps_(static_cast<float>(eps)),
-        scaling_(static_cast<float>(scaling)) {
+  // activation: kSilu or kGeluTanh (Gemma's GeGLU); attn_softcap: Gemma 2's cap of the attention scores, 0 for none.
+  DecodeStep(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t intermediate, double eps, double scaling,
+             int64_t activation, double attn_softcap)
+      : heads_(heads), kv_heads_(kv_heads), dim_(head_dim), inter_(intermediate), act_(activation),
+        eps_(static_cast<float>(eps)), scaling_(static_cast<float>(scaling)), cap_(static_cast<float>(attn_softcap)) {
     TORCH_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && intermediate > 0, "bad shape");
+    TORCH_CHECK(activation == kSilu || activation == kGeluTanh, "activation: 0 (SiLU) or 1 (tanh-GELU)");
+    TORCH_CHECK(attn_softcap >= 0.0, "attn_softcap: 0 (none) or the cap");
   }
 
   int64_t add_projection(int64_t bits, at::Tensor weight, at::Tensor scales, int64_t out, at::Tensor bias,
@@ -404,12 +147,16 @@ class DecodeStep : public torch::CustomClassHolder {
     return static_cast<int64_t>(projections_.size()) - 1;
   }
 
-  void add_layer(at::Tensor attn_norm, at::Tensor mlp_norm, at::Tensor qk_norm, int64_t qkv, int64_t o,
-                 int64_t gate_up, int64_t down, int64_t window) {
+  // An empty tensor for a norm this layer has not; rope: the index of its table in step()'s cos and sin lists.
+  void add_layer(at::Tensor attn_norm, at::Tensor mlp_norm, at::Tensor qk_norm, at::Tensor post_attn_norm,
+                 at::Tensor post_mlp_norm, int64_t qkv, int64_t o, int64_t gate_up, int64_t down, int64_t window,
+                 int64_t rope) {
     const int64_t count = static_cast<int64_t>(projections_.size());
     for (int64_t index : {qkv, o, gate_up, down}) TORCH_CHECK(index >= 0 && index < count, "no such projection");
-    layers_.push_back({attn_norm.contiguous(), mlp_norm.contiguous(),
-                       qk_norm.numel() ? qk_norm.contiguous() : at::Tensor(), qkv, o, gate_up, down, window});
+    TORCH_CHECK(rope >= 0, "rope: a table's index");
+    auto optional = [](const at::Tensor& t) { return t.numel() ? t.contiguous() : at::Tensor(); };
+    layers_.push_back({attn_norm.contiguous(), mlp_norm.contiguous(), optional(qk_norm), optional(post_attn_norm),
+                       optional(post_mlp_norm), qkv, o, gate_up, down, window, rope});
   }
 
   void set_head(at::Tensor final_norm, int64_t head) {
@@ -418,9 +165,11 @@ class DecodeStep : public torch::CustomClassHolder {
     head_ = head;
   }
 
-  // x (1, d) the token's embedding; pos its position; cos and sin the RoPE tables (positions, rotary) with rotate_half's
-  // sign in sin; k and v the cache (layers, KV, capacity, D), written at pos → logits (1, vocab).
-  at::Tensor step(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
+  // x (1, d) the token's embedding (Gemma's already scaled); pos its position; cos and sin the RoPE tables, each
+  // (positions, rotary) with rotate_half's sign in sin, one per index a layer names; k and v the cache
+  // (layers, KV, capacity, D), written at pos → logits (1, vocab), before any final soft cap (the caller's).
+  at::Tensor step(at::Tensor x, int64_t pos, std::vector<at::Tensor> cos, std::vector<at::Tensor> sin, at::Tensor k,
+                  at::Tensor v) {
     TORCH_CHECK(x.dim() == 2 && x.size(0) == 1, "x: (1, d)");
     return rows(x, pos, cos, sin, k, v);
   }
@@ -430,7 +179,8 @@ class DecodeStep : public torch::CustomClassHolder {
   // rows at once: q8act's kernels quantize each activation row alone and accumulate each row in its own lanes over the
   // blocks in order (rows only share the weight loads), so a row's result does not depend on the others (the test
   // checks it). Each token writes its key and value, then attends to exactly 0..its position, as its step would.
-  at::Tensor verify(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
+  at::Tensor verify(at::Tensor x, int64_t pos, std::vector<at::Tensor> cos, std::vector<at::Tensor> sin, at::Tensor k,
+                    at::Tensor v) {
     TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1, "x: (n, d)");
     return rows(x, pos, cos, sin, k, v);
   }
@@ -440,9 +190,10 @@ class DecodeStep : public torch::CustomClassHolder {
   // alone (the products' rows are independent, as verify's; each row attends over its own cache only).
   // bases[i] > 0: sequence i starts with a shared prefix of that many positions, rows of pool_k, pool_v (layers, KV,
   // pool capacity, D) in runs[i] (first row, end row pairs, flattened); its own cache holds position p at p - bases[i].
-  at::Tensor batch(at::Tensor x, std::vector<int64_t> positions, at::Tensor cos, at::Tensor sin,
-                   std::vector<at::Tensor> ks, std::vector<at::Tensor> vs, std::vector<int64_t> bases,
-                   at::Tensor pool_k, at::Tensor pool_v, std::vector<std::vector<int64_t>> runs) {
+  at::Tensor batch(at::Tensor x, std::vector<int64_t> positions, std::vector<at::Tensor> cos,
+                   std::vector<at::Tensor> sin, std::vector<at::Tensor> ks, std::vector<at::Tensor> vs,
+                   std::vector<int64_t> bases, at::Tensor pool_k, at::Tensor pool_v,
+                   std::vector<std::vector<int64_t>> runs) {
     check_dtype(x, "x");
     TORCH_CHECK(head_ >= 0, "set_head first");
     const int64_t n = x.dim() == 2 ? x.size(0) : 0;
@@ -501,13 +252,6 @@ class DecodeStep : public torch::CustomClassHolder {
     return spans;
   }
 
-  void check_cache(const at::Tensor& k, const at::Tensor& v, int64_t last, at::ScalarType type) const {
-    TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && k.dim() == 4 && k.sizes() == v.sizes() &&
-                    k.size(0) == static_cast<int64_t>(layers_.size()) && k.size(1) == kv_heads_ && k.size(3) == dim_ &&
-                    last >= 0 && last < k.size(2), "k, v: contiguous (layers, KV, capacity > last position, D)");
-    TORCH_CHECK(k.scalar_type() == type && v.scalar_type() == type, "one dtype throughout");
-  }
-
   void add_prefix(Seq& seq, int64_t base, const at::Tensor& pool_k, const at::Tensor& pool_v,
                   const std::vector<int64_t>& runs, at::ScalarType type) const {
     TORCH_CHECK(pool_k.is_contiguous() && pool_v.is_contiguous() && pool_k.dim() == 4 &&
@@ -528,13 +272,28 @@ class DecodeStep : public torch::CustomClassHolder {
     seq.pool_capacity = pool_k.size(2);
   }
 
-  void check_rope(const at::Tensor& cos, const at::Tensor& sin, int64_t last, at::ScalarType type) const {
-    TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.dim() == 2 && cos.sizes() == sin.sizes() &&
-                    last < cos.size(0) && cos.size(1) <= dim_ && cos.size(1) % 2 == 0, "cos, sin: (positions, rotary)");
-    TORCH_CHECK(cos.scalar_type() == type && sin.scalar_type() == type, "one dtype throughout");
+  void check_cache(const at::Tensor& k, const at::Tensor& v, int64_t last, at::ScalarType type) const {
+    TORCH_CHECK(k.is_contiguous() && v.is_contiguous() && k.dim() == 4 && k.sizes() == v.sizes() &&
+                    k.size(0) == static_cast<int64_t>(layers_.size()) && k.size(1) == kv_heads_ && k.size(3) == dim_ &&
+                    last >= 0 && last < k.size(2), "k, v: contiguous (layers, KV, capacity > last position, D)");
+    TORCH_CHECK(k.scalar_type() == type && v.scalar_type() == type, "one dtype throughout");
   }
 
-  at::Tensor rows(at::Tensor x, int64_t pos, at::Tensor cos, at::Tensor sin, at::Tensor k, at::Tensor v) {
+  // one (cos, sin) pair per RoPE table a layer names, all alike in shape
+  void check_rope(const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin, int64_t last,
+                  at::ScalarType type) const {
+    TORCH_CHECK(!cos.empty() && cos.size() == sin.size(), "cos, sin: one table each per RoPE kind");
+    for (const Layer& layer : layers_) TORCH_CHECK(layer.rope < static_cast<int64_t>(cos.size()), "no such RoPE table");
+    for (size_t i = 0; i < cos.size(); ++i) {
+      TORCH_CHECK(cos[i].is_contiguous() && sin[i].is_contiguous() && cos[i].dim() == 2 &&
+                      cos[i].sizes() == sin[i].sizes() && cos[i].sizes() == cos[0].sizes() && last < cos[i].size(0) &&
+                      cos[i].size(1) <= dim_ && cos[i].size(1) % 2 == 0, "cos, sin: (positions, rotary), all alike");
+      TORCH_CHECK(cos[i].scalar_type() == type && sin[i].scalar_type() == type, "one dtype throughout");
+    }
+  }
+
+  at::Tensor rows(at::Tensor x, int64_t pos, const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin,
+                  at::Tensor k, at::Tensor v) {
     check_dtype(x, "x");
     TORCH_CHECK(head_ >= 0, "set_head first");
     TORCH_CHECK(pos >= 0, "pos: from 0");
@@ -559,8 +318,16 @@ class DecodeStep : public torch::CustomClassHolder {
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w, int64_t rows) const {
     at::Tensor out = at::empty_like(x);
     const int64_t d = x.numel() / rows;
-    norm_rows(x.data_ptr<T>(), w.data_ptr<T>(), rows, d, w.numel() / d, eps_, out.data_ptr<T>());
+    by_dtype(w.scalar_type(), [&](auto tag) {  // the weight in T, or fp32 (Gemma's 1 + w)
+      norm_rows(x.data_ptr<T>(), w.data_ptr<decltype(tag)>(), rows, d, w.numel() / d, eps_, out.data_ptr<T>());
+    });
     return out;
+  }
+
+  // x (rows, d) normed by w where the layer has that norm, else x itself (Gemma's post norms)
+  template <typename T>
+  at::Tensor maybe_norm(const at::Tensor& x, const at::Tensor& w, int64_t rows) const {
+    return w.defined() ? norm<T>(x, w, rows) : x;
   }
 
   template <typename T>
@@ -571,8 +338,9 @@ class DecodeStep : public torch::CustomClassHolder {
   }
 
   template <typename T>
-  at::Tensor run(at::Tensor x, const std::vector<Seq>& seqs, const at::Tensor& cos, const at::Tensor& sin) {
-    const int64_t H = heads_, KV = kv_heads_, D = dim_, rotary = cos.size(1), half = rotary / 2;
+  at::Tensor run(at::Tensor x, const std::vector<Seq>& seqs, const std::vector<at::Tensor>& cos,
+                 const std::vector<at::Tensor>& sin) {
+    const int64_t H = heads_, KV = kv_heads_, D = dim_, rotary = cos[0].size(1), half = rotary / 2;
     const int64_t n = x.size(0);
     x = x.clone();  // the residual stream (n, d), updated in place
     at::Tensor rotated = at::empty({n, H + KV, D}, x.options());
@@ -593,8 +361,8 @@ class DecodeStep : public torch::CustomClassHolder {
         const int64_t pos = seqs[t].pos, capacity = seqs[t].capacity, own = pos - seqs[t].base;
         T* kl = static_cast<T*>(seqs[t].k) + static_cast<int64_t>(index) * KV * capacity * D;
         T* vl = static_cast<T*>(seqs[t].v) + static_cast<int64_t>(index) * KV * capacity * D;
-        const T* c = cos.data_ptr<T>() + pos * rotary;
-        const T* s = sin.data_ptr<T>() + pos * rotary;
+        const T* c = cos[layer.rope].data_ptr<T>() + pos * rotary;
+        const T* s = sin[layer.rope].data_ptr<T>() + pos * rotary;
         // RoPE as rotate(): x·cos + roll(x, half)·sin, each product and the sum rounded; the rest of the head passes
         T* r = rotated.data_ptr<T>() + t * (H + KV) * D;
         for (int64_t row = 0; row < H + KV; ++row) {
@@ -613,19 +381,19 @@ class DecodeStep : public torch::CustomClassHolder {
           std::memcpy(vl + (g * capacity + own) * D, values + g * D, sizeof(T) * D);
         }
         const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
-        attend(r, H, KV, D, spans_of<T>(seqs[t], index, first), scaling_, attn.data_ptr<T>() + t * H * D);
+        attend(r, H, KV, D, spans_of<T>(seqs[t], index, first), scaling_, cap_, attn.data_ptr<T>() + t * H * D);
       }
-      add_into<T>(x, product(projections_[layer.o], attn));
+      add_into<T>(x, maybe_norm<T>(product(projections_[layer.o], attn), layer.post_attn_norm, n));
       const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, n));
       at::Tensor act = at::empty({n, inter_}, x.options());
-      silu_rows(gate_up.data_ptr<T>(), n, inter_, act.data_ptr<T>());
-      add_into<T>(x, product(projections_[layer.down], act));
+      glu_rows(gate_up.data_ptr<T>(), n, inter_, act_, act.data_ptr<T>());
+      add_into<T>(x, maybe_norm<T>(product(projections_[layer.down], act), layer.post_mlp_norm, n));
     }
     return product(projections_[head_], norm<T>(x, final_norm_, n));
   }
 
-  int64_t heads_, kv_heads_, dim_, inter_;
-  float eps_, scaling_;
+  int64_t heads_, kv_heads_, dim_, inter_, act_;
+  float eps_, scaling_, cap_;
   std::vector<Projection> projections_;
   std::vector<Layer> layers_;
   at::Tensor final_norm_;
@@ -640,15 +408,19 @@ at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double e
   return rms_norm_rows_op(x, weight, eps);
 }
 
-at::Tensor silu_mul(const at::Tensor& gate_up, int64_t intermediate) { return silu_mul_op(gate_up, intermediate); }
+at::Tensor silu_mul(const at::Tensor& gate_up, int64_t intermediate) { return glu_op(gate_up, intermediate, kSilu); }
 
-at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scaling) {
-  return attend_one_op(q, k, v, scaling);
+at::Tensor gelu_tanh_mul(const at::Tensor& gate_up, int64_t intermediate) {
+  return glu_op(gate_up, intermediate, kGeluTanh);
+}
+
+at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scaling, double softcap) {
+  return attend_one_op(q, k, v, scaling, softcap);
 }
 
 void define_decode_step(torch::Library& m) {
   m.class_<DecodeStep>("DecodeStep")
-      .def(torch::init<int64_t, int64_t, int64_t, int64_t, double, double>())
+      .def(torch::init<int64_t, int64_t, int64_t, int64_t, double, double, int64_t, double>())
       .def("add_projection", &DecodeStep::add_projection)
       .def("add_layer", &DecodeStep::add_layer)
       .def("set_head", &DecodeStep::set_head)

@@ -28,7 +28,8 @@ int64_t q8act_threads();
 // decode_step.cpp
 at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double eps);
 at::Tensor silu_mul(const at::Tensor& gate_up, int64_t intermediate);
-at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scaling);
+at::Tensor gelu_tanh_mul(const at::Tensor& gate_up, int64_t intermediate);
+at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scaling, double softcap);
 // The DecodeStep class and its methods, bound where the class is defined (its methods are its own, not free functions).
 void define_decode_step(torch::Library& m);
 

@@ -21,7 +21,8 @@ TORCH_LIBRARY(miaohui, m) {
   // decode_step.cpp
   m.def("rms_norm_rows(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("silu_mul(Tensor gate_up, int intermediate) -> Tensor");
-  m.def("attend_one(Tensor q, Tensor k, Tensor v, float scaling) -> Tensor");
+  m.def("gelu_tanh_mul(Tensor gate_up, int intermediate) -> Tensor");
+  m.def("attend_one(Tensor q, Tensor k, Tensor v, float scaling, float softcap=0.0) -> Tensor");
   miaohui::define_decode_step(m);
 }
 
@@ -33,5 +34,6 @@ TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
   m.impl("q4_dense", &miaohui::q4_dense);
   m.impl("rms_norm_rows", &miaohui::rms_norm_rows);
   m.impl("silu_mul", &miaohui::silu_mul);
+  m.impl("gelu_tanh_mul", &miaohui::gelu_tanh_mul);
   m.impl("attend_one", &miaohui::attend_one);
 }

@@ -17,17 +17,20 @@ import torch
 from engine.executor import native_step
 from engine.executor.batched import decode_batch
 from engine.executor.fastpath import FastRunner
+from engine.executor.llama_fused import attend_one, gemma_rms_norm
 from engine.native import library as native
-from tests.engine.executor.test_families import _llama_biased, _qwen2, _qwen3
+from tests.engine.executor.test_families import _gemma3, _llama_biased, _qwen2, _qwen3
 from tests.engine.executor.test_families_mistral import _mistral
-from tests.engine.executor.test_families_phi_gemma2_llama3 import _phi4_mini
+from tests.engine.executor.test_families_phi_gemma2_llama3 import _gemma2, _phi4_mini
 from tests.helpers.family_models import build_family, load_cpu
 from tests.helpers.reference_forward import random_prompt
 
 pytestmark = pytest.mark.skipif(not native.decode_ops(), reason="native library not built here, or no AVX2")
 
+# gemma2: (1 + w) fp32 norms, post norms, GeGLU, soft-capped scores and logits, sliding layers (window 8) between
+# global ones; gemma3: those but the caps, plus q/k norms and two RoPE tables (local base on sliding layers).
 FAMILIES = {"qwen2": _qwen2, "qwen3": _qwen3, "llama-biased": _llama_biased, "mistral-window": _mistral,
-            "phi4-partial-rotary": _phi4_mini}
+            "phi4-partial-rotary": _phi4_mini, "gemma2": _gemma2, "gemma3": _gemma3}
 STEPS = 24
 
 
@@ -62,7 +65,8 @@ def test_native_step_equals_the_python_step_for_each_family(family_dirs, family,
     model = load_cpu(family_dirs[family], precision).model
     runner = FastRunner(model)
     assert runner.native_step_reason is None and runner._native is not None
-    # past the mistral model's sliding window, through every layer's bias, q/k norm or partial rotary
+    # past the mistral and Gemma models' sliding windows, through every layer's bias, q/k norm, partial rotary,
+    # Gemma norm, GeGLU, soft cap and RoPE table
     _same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 20, seed=5), STEPS)
 
 
@@ -163,6 +167,9 @@ def test_why_not_names_what_keeps_a_model_on_the_python_step(family_dirs, monkey
     assert runner._native is None and "MIAOHUI_NATIVE_STEP=0" in runner.native_step_reason
     dense = load_cpu(family_dirs["qwen2"], "bf16").model
     assert FastRunner(dense).native_step_reason  # dense weights: the exact Python step
+    monkeypatch.delenv(native_step.NATIVE_STEP_ENV)
+    monkeypatch.setattr(native_step, "has_gemma_ops", lambda: False)  # a library built from older sources
+    assert "older sources" in FastRunner(model).native_step_reason
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -186,6 +193,33 @@ def test_row_operations_match_torch_within_rounding(dtype):
             q.float().view(1, 6, 1, 40), k.float()[None], v.float()[None], scale=40 ** -0.5, enable_gqa=True)
         got = torch.ops.miaohui.attend_one(q, k, v, 40 ** -0.5)
         torch.testing.assert_close(got.float(), want.view(1, -1), atol=0.02, rtol=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gemma_row_operations_match_torch_within_rounding(dtype):
+    """Gemma's: the norm with its fp32 (1 + w) weight (gemma_rms_norm's one rounding), GeGLU's tanh-GELU, and the
+    attention scores soft-capped (Gemma 2's transformers caps cap · tanh(s / cap) before the softmax)."""
+    torch.manual_seed(1)
+    x = (torch.randn(5, 200) * 3).to(dtype)
+    weight = 1.0 + torch.randn(200) * 0.5  # fp32, as _norm_weight stores Gemma's
+    got = torch.ops.miaohui.rms_norm_rows(x, weight, 1e-6)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float(), gemma_rms_norm(x, weight, 1e-6).float(), atol=0.02, rtol=0.01)
+    assert torch.equal(torch.ops.miaohui.rms_norm_rows(x[3:4], weight, 1e-6), got[3:4])
+    gate_up = (torch.randn(3, 2 * 77) * 4).to(dtype)
+    want = torch.nn.functional.gelu(gate_up[:, :77].float(), approximate="tanh") * gate_up[:, 77:].float()
+    torch.testing.assert_close(torch.ops.miaohui.gelu_tanh_mul(gate_up, 77).float(), want, atol=0.05, rtol=0.02)
+    for positions, cap in ((1, 2.0), (13, 2.0), (300, 50.0)):
+        q = (torch.randn(6, 40) * 4).to(dtype)
+        cache = torch.randn(2, 2, positions, 40).to(dtype)
+        k, v = cache[0], cache[1]
+        scores = torch.einsum("kgd,knd->kgn", q.float().view(2, 3, 40), k.float()) * 40 ** -0.5
+        probs = torch.softmax(torch.tanh(scores / cap) * cap, dim=-1)
+        want = torch.einsum("kgn,knd->kgd", probs, v.float()).reshape(1, -1)
+        got = torch.ops.miaohui.attend_one(q, k, v, 40 ** -0.5, cap)
+        torch.testing.assert_close(got.float(), want, atol=0.02, rtol=0.02)
+        # the Python step's call is the same op: the same bits
+        assert torch.equal(attend_one(q, k, v, 40 ** -0.5, cap), got)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -1,0 +1,344 @@
+// The row operations of the native decode step (engine/native/decode_step.cpp), each computing one row alone, in the
+// model's dtype T (bf16 or fp32): RMSNorm (the weight in T or fp32), the gated MLP activations (SiLU, tanh-GELU),
+// one query per head's attention with an optional soft cap, and the exp/tanh they are built on. decode_step.cpp's
+// header says what each computes and how it rounds; here is only the code, included by that one source (its ops and
+// DecodeStep both call it), so nothing here is an op or registers anything.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "simd.h"
+
+namespace miaohui::rows {
+
+template <typename T> inline float get(const T* p, int64_t i) { return static_cast<float>(p[i]); }
+template <typename T> inline T to(float v) { return static_cast<T>(v); }  // c10::BFloat16(float): nearest even
+template <typename T> inline float rounded(float v) { return static_cast<float>(static_cast<T>(v)); }
+
+__attribute__((target("avx2,fma"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma"))) inline __m256 load8(const at::BFloat16* p) {
+  return miaohui::simd::bf16x8_to_fp32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+__attribute__((target("avx2,fma"))) inline float lanes_sum(__m256 v) {
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, v);
+  float s = 0.0f;
+  for (int i = 0; i < 8; ++i) s += lane[i];
+  return s;
+}
+
+// e^x for 8 lanes: Cephes' range reduction and degree-6 polynomial (~1-2 ulp); inputs clamped to [-87.3, 88].
+__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365478515625f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// tanh of 8 lanes as 1 - 2 / (1 + e^(2x)) through exp8 (its clamp makes the ends exactly ±1): within ~1e-7 of tanh
+// absolutely, which is what a soft cap multiplies by the cap (the scores' own rounding is coarser).
+__attribute__((target("avx2,fma"))) inline __m256 tanh8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = exp8(_mm256_add_ps(x, x));
+  return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(one, e)));
+}
+
+// x[i] = cap · tanh(x[i] / cap) for n values, the tail through a padded copy (every value takes the same path).
+__attribute__((target("avx2,fma"))) inline void soft_cap(float* x, int64_t n, float cap) {
+  const __m256 c = _mm256_set1_ps(cap);
+  for (int64_t i = 0; i < n; i += 8) {
+    alignas(32) float lane[8] = {0};
+    const int64_t count = std::min<int64_t>(8, n - i);
+    std::memcpy(lane, x + i, sizeof(float) * count);
+    _mm256_store_ps(lane, _mm256_mul_ps(tanh8(_mm256_div_ps(_mm256_load_ps(lane), c)), c));
+    std::memcpy(x + i, lane, sizeof(float) * count);
+  }
+}
+
+// x[i] = e^(x[i] - shift) for n values, every one through exp8 (the tail padded), returns their sum in a fixed order.
+__attribute__((target("avx2,fma"))) inline float exp_shifted(float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 total = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    total = _mm256_add_ps(total, e);
+  }
+  float sum = lanes_sum(total);
+  if (i < n) {
+    alignas(32) float tail[8] = {0};
+    std::memcpy(tail, x + i, sizeof(float) * (n - i));
+    _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), s)));
+    for (int64_t j = 0; j < n - i; ++j) {
+      x[i + j] = tail[j];
+      sum += tail[j];
+    }
+  }
+  return sum;
+}
+
+template <typename T>
+__attribute__((target("avx2,fma"))) float sum_squares(const T* x, int64_t d) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    const __m256 v = load8(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  float s = lanes_sum(acc);
+  for (; i < d; ++i) s += get(x, i) * get(x, i);
+  return s;
+}
+
+template <typename T, typename W>
+void norm_rows(const T* x, const W* w, int64_t rows, int64_t d, int64_t weight_rows, float eps, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    const W* wr = w + (r % weight_rows) * d;
+    const float inverse = 1.0f / std::sqrt(sum_squares(xr, d) / static_cast<float>(d) + eps);
+    for (int64_t i = 0; i < d; ++i) out[r * d + i] = to<T>((get(xr, i) * inverse) * get(wr, i));
+  }
+}
+
+enum Activation : int64_t { kSilu = 0, kGeluTanh = 1 };  // DecodeStep's activation argument
+
+// act(g) · u per row for act SiLU (g / (1 + e^-g)) or tanh-GELU (g / (1 + e^-2y), see decode_step.cpp's header),
+// rounded as torch's act(g) * u: the activation, then the product.
+template <typename T>
+__attribute__((target("avx2,fma"))) void glu_rows(const T* gate_up, int64_t rows, int64_t inter, int64_t act, T* out) {
+  std::vector<float> s(inter + 8);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* g = gate_up + r * 2 * inter;
+    const T* u = g + inter;
+    int64_t i = 0;
+    for (; i < inter; i += 8) {  // the tail read through a padded copy, so every value takes the same path
+      alignas(32) float lane[8] = {0};
+      const int64_t count = std::min<int64_t>(8, inter - i);
+      for (int64_t j = 0; j < count; ++j) lane[j] = get(g, i + j);
+      const __m256 v = _mm256_load_ps(lane);
+      __m256 z = v;  // act(v) = v / (1 + e^-z)
+      if (act == kGeluTanh) {
+        const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+        const __m256 y = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                       _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(0.044715f), cube)));
+        z = _mm256_add_ps(y, y);
+      }
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), z));
+      _mm256_storeu_ps(s.data() + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+    }
+    for (int64_t j = 0; j < inter; ++j) out[r * inter + j] = to<T>(rounded<T>(s[j]) * get(u, j));
+  }
+}
+
+// Lane r of the result = the sum of v[r]'s 8 lanes, by one fixed tree ((0+1)+(2+3))+((4+5)+(6+7)).
+__attribute__((target("avx2,fma"))) inline __m256 sums8(const __m256* v) {
+  const __m256 low = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 high = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(low, high, 0x20), _mm256_permute2f128_ps(low, high, 0x31));
+}
+
+// rows (m) of D values of T at src + r·stride → fp32 rows of padded width (multiple of 8) at dst, the padding zero.
+template <typename T>
+__attribute__((target("avx2,fma"))) inline void widen_rows(const T* src, int64_t stride, int64_t m, int64_t D,
+                                                           int64_t padded, float* dst) {
+  for (int64_t r = 0; r < m; ++r) {
+    const T* row = src + r * stride;
+    float* out = dst + r * padded;
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8) _mm256_storeu_ps(out + d, load8(row + d));
+    for (; d < D; ++d) out[d] = get(row, d);
+    for (; d < padded; ++d) out[d] = 0.0f;
+  }
+}
+
+// acc (C·8 lanes, in registers) += Σ_j w[j] · row j of rows (m rows of `padded` fp32), j in order.
+template <int C>
+__attribute__((target("avx2,fma"))) inline void weighted_rows(const float* rows, int64_t padded, int64_t m,
+                                                              const float* w, float* acc) {
+  __m256 a[C];
+  for (int c = 0; c < C; ++c) a[c] = _mm256_loadu_ps(acc + 8 * c);
+  for (int64_t j = 0; j < m; ++j) {
+    const __m256 wj = _mm256_set1_ps(w[j]);
+    const float* row = rows + j * padded;
+    for (int c = 0; c < C; ++c) a[c] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(row + 8 * c), a[c]);
+  }
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + 8 * c, a[c]);
+}
+
+__attribute__((target("avx2,fma"))) inline void weighted_slice(int64_t chunks, const float* rows, int64_t padded,
+                                                               int64_t m, const float* w, float* acc) {
+  switch (chunks) {
+    case 1: return weighted_rows<1>(rows, padded, m, w, acc);
+    case 2: return weighted_rows<2>(rows, padded, m, w, acc);
+    case 3: return weighted_rows<3>(rows, padded, m, w, acc);
+    case 4: return weighted_rows<4>(rows, padded, m, w, acc);
+    case 5: return weighted_rows<5>(rows, padded, m, w, acc);
+    case 6: return weighted_rows<6>(rows, padded, m, w, acc);
+    case 7: return weighted_rows<7>(rows, padded, m, w, acc);
+    default: return weighted_rows<8>(rows, padded, m, w, acc);
+  }
+}
+
+constexpr int64_t kBlock = 32;  // positions widened to fp32 at a time: ≤ 32 KiB at head_dim 256, in L1/L2 for the heads
+
+// A run of cached positions of one KV head: rows j at k + j·ks and v + j·vs, n of them (a cache's own rows, or a shared
+// prefix's run of blocks in its pool, engine/executor/kv_blocks.py).
+template <typename T>
+struct Span {
+  const T* k;
+  int64_t ks;
+  const T* v;
+  int64_t vs;
+  int64_t n;
+};
+
+// B heads' attention over one KV head's positions, the spans in order (n in all): q (B, padded) fp32 rows (zero past
+// D) → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to fp32 once for
+// all B heads, so each key and value byte is read once per step (the decode step at a long context is bound by the
+// cache, and GQA's heads of one group read the same rows):
+// - scores: per head, 8 positions at a time, each in its own 8 fp32 lanes of q·k over the dimensions in blocks of 8 in
+//   order, the lanes summed by sums8's tree, times the scaling; softmax with exp8 (exp_shifted's fixed order, over
+//   all n at once);
+// - scores soft-capped where cap > 0 (Gemma 2), each head's largest then found again;
+// - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
+// A head's arithmetic depends neither on B and the other heads nor on where the spans split the positions (the tests
+// check a head in a group against it alone, and a shared prefix's spans against the joined cache).
+template <typename T>
+__attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded,
+                                                      const std::vector<Span<T>>& spans, int64_t n, int64_t D,
+                                                      float scaling, float cap, T* out) {
+  std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
+  std::vector<float> most(B, -INFINITY);
+  const __m256 scale = _mm256_set1_ps(scaling);
+  int64_t offset = 0;
+  for (const Span<T>& span : spans) {
+    for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
+      const int64_t m = std::min(kBlock, span.n - j0), m8 = (m + 7) / 8 * 8;
+      widen_rows(span.k + j0 * span.ks, span.ks, m, D, padded, block.data());
+      std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
+      for (int64_t i = 0; i < B; ++i) {
+        const float* qi = q + i * padded;
+        float* pi = p.data() + i * n + offset + j0;
+        for (int64_t j = 0; j < m; j += 8) {
+          __m256 acc[8];
+          for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+          for (int64_t d = 0; d < padded; d += 8) {
+            const __m256 qd = _mm256_loadu_ps(qi + d);
+            for (int r = 0; r < 8; ++r)
+              acc[r] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(block.data() + (j + r) * padded + d), acc[r]);
+          }
+          alignas(32) float lane[8];
+          _mm256_store_ps(lane, _mm256_mul_ps(sums8(acc), scale));
+          for (int64_t r = 0; r < std::min<int64_t>(8, m - j); ++r) {
+            pi[j + r] = lane[r];
+            most[i] = std::max(most[i], lane[r]);
+          }
+        }
+      }
+    }
+    offset += span.n;
+  }
+  std::vector<float> acc(static_cast<size_t>(B) * padded, 0.0f);
+  if (cap > 0.0f) {  // Gemma 2: each head's scores capped, then their largest found again
+    for (int64_t i = 0; i < B; ++i) {
+      soft_cap(p.data() + i * n, n, cap);
+      most[i] = *std::max_element(p.begin() + i * n, p.begin() + (i + 1) * n);
+    }
+  }
+  for (int64_t i = 0; i < B; ++i) {
+    const float inverse = 1.0f / exp_shifted(p.data() + i * n, n, most[i]);
+    for (int64_t j = 0; j < n; ++j) p[i * n + j] *= inverse;
+  }
+  offset = 0;
+  for (const Span<T>& span : spans) {
+    for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
+      const int64_t m = std::min(kBlock, span.n - j0);
+      widen_rows(span.v + j0 * span.vs, span.vs, m, D, padded, block.data());
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t d = 0; d < padded; d += 64)
+          weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m,
+                         p.data() + i * n + offset + j0, acc.data() + i * padded + d);
+    }
+    offset += span.n;
+  }
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t d = 0; d < D; ++d) out[i * D + d] = to<T>(acc[i * padded + d]);
+}
+
+constexpr int64_t kMostHeads = 16;  // heads sharing one pass over a KV head (their scores are B × n floats)
+
+// How many of a group's heads share one pass over its KV head, given the threads that will split the passes: a pass
+// costs about one read of the KV rows (counted as 2 heads' arithmetic) plus its heads' arithmetic, and the slowest
+// thread takes ceil(passes / threads) of them. Fewer heads per pass can balance the threads better (SmolLM2's 3 KV
+// heads of 3 on 2 threads) at the cost of reading the rows again; the bits are the same either way.
+inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
+  int64_t best = 1, best_cost = INT64_MAX;
+  for (int64_t b = std::min(group, kMostHeads); b >= 1; --b) {
+    const int64_t passes = kv * ((group + b - 1) / b);
+    const int64_t cost = ((passes + threads - 1) / threads) * (2 + b);
+    if (cost < best_cost) best = b, best_cost = cost;
+  }
+  return best;
+}
+
+// A span of every KV head: head g's rows start at k + g·k_head (v + g·v_head).
+template <typename T>
+struct Heads {
+  const T* k;
+  int64_t k_head, ks;
+  const T* v;
+  int64_t v_head, vs, n;
+};
+
+// Grouped-query attention of one query per head over the spans in order: q (H, D) rows contiguous; each pass reads
+// one KV head's rows once for up to 16 of its heads, and the passes spread over torch's threads once the positions are
+// many enough to pay for it.
+template <typename T>
+void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<T>>& spans, float scaling, float cap,
+            T* out) {
+  int64_t n = 0;
+  for (const Heads<T>& span : spans) n += span.n;
+  const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
+  const bool spread = n * D >= 16384;
+  const int64_t b = heads_per_pass(group, KV, spread ? at::get_num_threads() : 1);
+  const int64_t per_group = (group + b - 1) / b;
+  auto passes = [&](int64_t begin, int64_t end) {
+    std::vector<float> qf(b * padded, 0.0f);
+    std::vector<Span<T>> head;
+    for (int64_t pass = begin; pass < end; ++pass) {
+      const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
+      const int64_t count = std::min(b, (g + 1) * group - first);
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(q, (first + i) * D + d);
+      head.clear();
+      for (const Heads<T>& span : spans)
+        if (span.n > 0) head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n});
+      attend_heads(count, qf.data(), padded, head, n, D, scaling, cap, out + first * D);
+    }
+  };
+  if (!spread) passes(0, KV * per_group);
+  else at::parallel_for(0, KV * per_group, 1, passes);
+}
+
+}  // namespace miaohui::rows
