@@ -23,7 +23,9 @@ RoPE table (a per-layer index into the tables the step is given). What stays in 
 cap, so both steps compute them with the same torch operations.
 
 What it takes (``why_not``): tiled int4/int8 projections and head (``engine.quant.tiled``), a dense KV cache, bf16 or
-fp32. Anything else runs the Python step (``FastRunner._decode_eager``), as does a step over a shared prefix.
+fp32. Anything else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's
+text after images). A shared prefix (engine/executor/kv_blocks.py) is read in place from its pool through
+``forward_batch``, and continuous batching's B sequences are one ``forward_batch`` call (engine/executor/batched.py).
 ``MIAOHUI_NATIVE_STEP=0`` turns it off (to compare). Owns the choice, the building and the call; the runner calls it.
 """
 
