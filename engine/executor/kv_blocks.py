@@ -76,6 +76,7 @@ class SharedPrefix:
                 runs.append((block.slot, block.slot + 1))
         # the runs as (first row, end row) of the pool's arena, flattened: what the native step reads in place
         self.row_runs = [edge * BLOCK for run in runs for edge in run]
+        self.rows_held = sum(b - a for a, b in runs) * BLOCK  # positions its runs hold (its length, as built)
         # per layer, a view of the arena per run (usually one: a prefix published by one request): nothing copied
         self.k_layers = tuple(tuple(pool.k[layer, :, a * BLOCK:b * BLOCK] for a, b in runs)
                               for layer in range(pool.k.shape[0]))

@@ -103,7 +103,7 @@ class DenseKVCache:
     @property
     def held_in_prefix(self) -> int:
         """The positions the prefix's runs of pool rows hold (``base``: what the native step reads in place)."""
-        return 0 if self.prefix is None else sum(self.prefix.row_runs[1::2]) - sum(self.prefix.row_runs[::2])
+        return 0 if self.prefix is None else self.prefix.rows_held
 
     def shorten(self, n: int) -> int:
         """Keep at most the first ``n`` positions of the prefix (whole blocks, own rows forgotten): the new base."""

@@ -148,6 +148,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q4
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * kTile, acc[r]);
 }
 
+// A block's scales s and offsets m of rows 8h..8h+7 (h: the half tile), fp32: the stored fp16 offsets, or -8·s for a
+// symmetric weight (S == 1). The AVX2 product and the dense weight (q4_dense) read them alike.
+__attribute__((target("avx2,fma,f16c"))) inline void half_scales(const uint16_t* sb, int S, int h, __m256& s,
+                                                                 __m256& m) {
+  s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 8 * h)));
+  m = S == 2 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kTile + 8 * h)))
+             : _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
+}
+
 // ---- int4, AVX2: the same tiles as two halves of 8 rows; 16 products per int16 lane stay under 32767.
 template <int R>
 __attribute__((target("avx2,fma,f16c"))) void q4_tile_avx2(
@@ -168,9 +177,8 @@ __attribute__((target("avx2,fma,f16c"))) void q4_tile_avx2(
         w[2 * i] = _mm256_and_si256(v, low);
         w[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
       }
-      const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 8 * h)));
-      const __m256 m = S == 2 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kTile + 8 * h)))
-                              : _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
+      __m256 s, m;
+      half_scales(sb, S, h, s, m);
       for (int r = 0; r < R; ++r) {
         const int64_t ix = (row0 + r) * (K / kBlock) + b;
         const int8_t* q = a.qa.data() + ix * kBlock;
@@ -304,15 +312,21 @@ template <int R> struct Q4Avx2 { template <typename... A> static void call(A&&..
 template <int R> struct Q8Vnni { template <typename... A> static void call(A&&... a) { q8_tile_vnni<R>(std::forward<A>(a)...); } };
 template <int R> struct Q8Avx2 { template <typename... A> static void call(A&&... a) { q8_tile_avx2<R>(std::forward<A>(a)...); } };
 
-at::Tensor q4_q8_mm_op(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
-                       int64_t isa_in) {
-  const Isa isa = resolve(isa_in);
+// The int4 tiles' codes and scales as pack_int4 (engine/quant/tiled.py) lays them out, or one line saying what is off.
+void check_int4(const at::Tensor& codes, const at::Tensor& scales) {
   TORCH_CHECK(codes.dim() == 3 && codes.size(2) == 256 && codes.scalar_type() == at::kByte && codes.is_contiguous(),
               "codes: contiguous (tiles, K/32, 256) uint8");
   const int64_t tiles = codes.size(0), blocks = codes.size(1);
   TORCH_CHECK(scales.dim() == 4 && scales.size(0) == tiles && scales.size(1) == blocks && scales.size(3) == kTile &&
                   (scales.size(2) == 1 || scales.size(2) == 2) && scales.scalar_type() == at::kHalf &&
                   scales.is_contiguous(), "scales: contiguous (tiles, K/32, 1 or 2, 16) fp16");
+}
+
+at::Tensor q4_q8_mm_op(const at::Tensor& a, const at::Tensor& codes, const at::Tensor& scales, int64_t out_features,
+                       int64_t isa_in) {
+  const Isa isa = resolve(isa_in);
+  check_int4(codes, scales);
+  const int64_t tiles = codes.size(0), blocks = codes.size(1);
   TORCH_CHECK(a.dim() == 2 && a.size(1) == blocks * kBlock, "a: (rows, K) with K = 32 · codes.size(1)");
   TORCH_CHECK(out_features > (tiles - 1) * kTile && out_features <= tiles * kTile, "out_features does not fit tiles");
   const auto* c = codes.data_ptr<uint8_t>();
@@ -353,10 +367,6 @@ at::Tensor q8_q8_mm_op(const at::Tensor& a, const at::Tensor& tiles_in, const at
 // feeds (measured on the Llama-3.2-1B-shaped gate_up, 1024 rows, AMX: 370 ms against the GEMM's 135 ms).
 // Per (tile, block) and chunk i, the 16 rows' bytes j are one 32-bit word per row: shifted right by 8j (+4 for the high
 // nibble, column 8i+4+j) and masked, 8 rows per AVX2 register.
-__attribute__((target("avx2,fma,f16c"))) inline __m256 half8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 __attribute__((target("avx2,fma,f16c"))) inline void store8(float* out, __m256 v) { _mm256_storeu_ps(out, v); }
 __attribute__((target("avx2,fma,f16c"))) inline void store8(at::BFloat16* out, __m256 v) {  // nearest even, finite v
   const __m256i bits = _mm256_castps_si256(v);
@@ -370,8 +380,8 @@ template <typename T>
 __attribute__((target("avx2,fma,f16c"))) void dense_tile_block(const uint8_t* codes, const uint16_t* scales, int S,
                                                                int64_t width, T* out) {
   for (int half = 0; half < 2; ++half) {  // rows 0..7, then 8..15
-    const __m256 s = half8(scales + 8 * half);
-    const __m256 m = S == 2 ? half8(scales + kTile + 8 * half) : _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
+    __m256 s, m;
+    half_scales(scales, S, half, s, m);
     for (int i = 0; i < 4; ++i) {
       const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * i + 32 * half));
       for (int j = 0; j < 4; ++j)
@@ -386,12 +396,8 @@ __attribute__((target("avx2,fma,f16c"))) void dense_tile_block(const uint8_t* co
 
 at::Tensor q4_dense_op(const at::Tensor& codes, const at::Tensor& scales, at::ScalarType dtype) {
   TORCH_CHECK(avx2(), "q4_dense needs AVX2");
-  TORCH_CHECK(codes.dim() == 3 && codes.size(2) == 256 && codes.scalar_type() == at::kByte && codes.is_contiguous(),
-              "codes: contiguous (tiles, K/32, 256) uint8");
+  check_int4(codes, scales);
   const int64_t tiles = codes.size(0), blocks = codes.size(1), width = tiles * kTile;
-  TORCH_CHECK(scales.dim() == 4 && scales.size(0) == tiles && scales.size(1) == blocks && scales.size(3) == kTile &&
-                  (scales.size(2) == 1 || scales.size(2) == 2) && scales.scalar_type() == at::kHalf &&
-                  scales.is_contiguous(), "scales: contiguous (tiles, K/32, 1 or 2, 16) fp16");
   TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kFloat, "dtype: bf16 or fp32");
   at::Tensor out = at::empty({blocks * kBlock, width}, codes.options().dtype(dtype));
   const auto* c = codes.data_ptr<uint8_t>();
