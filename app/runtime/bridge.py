@@ -30,6 +30,7 @@ import collections
 import dataclasses
 import itertools
 import logging
+import threading
 from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
@@ -145,7 +146,8 @@ class Bridge(QObject):
         self._closed = False
         self._asked = 0  # the GUI's jobs asked for so far: a save posted before the latest one gives way to it
         self._to_save: collections.deque[int] = collections.deque()  # conversations to keep on disk, when idle
-        self._saving: tuple[int, int, int] | None = None  # the save posted now: (job id, conversation, _asked then)
+        # The save posted now: (job id, conversation, set by the worker when the save gave way to a reply).
+        self._saving: tuple[int, int, threading.Event] | None = None
         self._engine.start()
 
     # -- public API ---------------------------------------------------------------------------------
@@ -175,6 +177,10 @@ class Bridge(QObject):
 
     def is_busy(self) -> bool:
         return bool(self._jobs)
+
+    def is_saving(self) -> bool:
+        """True while a conversation's KV cache waits to be written to disk or is being written (``keep_on_disk``)."""
+        return self._saving is not None or bool(self._to_save)
 
     def is_generating(self) -> bool:
         """True from an accepted ``generate()`` until its ``generation_finished`` was emitted."""
@@ -295,10 +301,18 @@ class Bridge(QObject):
     def _save_when_idle(self) -> None:
         if self._closed or self._jobs or self._saving is not None or not self._to_save:
             return
-        conversation_id, asked = self._to_save.popleft(), self._asked
-        self._saving = (next(self._ids), conversation_id, asked)
-        # Read on the worker when the save starts: a reply asked for since (an int read is atomic) goes first.
-        self._engine.submit(QueuedJob(self._saving[0], PersistJob(conversation_id, lambda: self._asked == asked)))
+        conversation_id, asked, gave_way = self._to_save.popleft(), self._asked, threading.Event()
+
+        def wanted() -> bool:
+            # Read on the worker when the save starts: a reply asked for since (an int read is atomic) goes first.
+            # Only the worker knows whether the save ran: a reply asked for after this moment finds it written.
+            if self._asked == asked:
+                return True
+            gave_way.set()
+            return False
+
+        self._saving = (next(self._ids), conversation_id, gave_way)
+        self._engine.submit(QueuedJob(self._saving[0], PersistJob(conversation_id, wanted)))
 
     def stop(self) -> None:
         """Cancel every job not yet finished; safe to call any number of times, from the GUI thread."""
@@ -361,9 +375,9 @@ class Bridge(QObject):
     @Slot(int)
     def on_worker_job_finished(self, job_id: int) -> None:
         if self._saving is not None and job_id == self._saving[0]:
-            _, conversation_id, asked = self._saving
+            _, conversation_id, gave_way = self._saving
             self._saving = None
-            if asked != self._asked and conversation_id not in self._to_save:
+            if gave_way.is_set() and conversation_id not in self._to_save:
                 self._to_save.appendleft(conversation_id)  # it gave way to a reply: saved once the worker is idle
             self._save_when_idle()
             return

@@ -206,11 +206,14 @@ def test_a_4000_token_conversations_save_delays_a_reply_asked_meanwhile_by_at_mo
     import engine.core.sessions
 
     saves = _persists(monkeypatch)
-    began = threading.Event()
+    began, reply_asked = threading.Event(), threading.Event()
     recorded = engine.core.sessions.SessionCache.persist
 
     def persist(self: Any, conversation_id: int) -> bool:
         began.set()
+        # The write ends after the reply was asked for, whatever the machine's speed: the bridge must still know
+        # the save ran (it once wrote it again, because the reply came after the save was posted).
+        reply_asked.wait(timeout=SLOW_MS / 1000)
         return recorded(self, conversation_id)
 
     monkeypatch.setattr(engine.core.sessions.SessionCache, "persist", persist)
@@ -223,7 +226,10 @@ def test_a_4000_token_conversations_save_delays_a_reply_asked_meanwhile_by_at_mo
     window.on_new_chat_triggered()  # the engine is idle: the save begins at once
     qtbot.waitUntil(began.is_set, timeout=SLOW_MS)
     asked = time.perf_counter()
-    send_and_wait(qtbot, window, "Hello")  # asked for during the write
+    with qtbot.waitSignal(window.reply_finished, timeout=SLOW_MS):
+        assert window.send("Hello")  # asked for during the write
+        reply_asked.set()
+    qtbot.waitUntil(lambda: not window.bridge.is_saving(), timeout=SLOW_MS)  # nothing left to write
     (save,) = [s for s in saves if s[1] == first]
     assert (kv_folder() / f"conversation-{first}.kv").exists()
     assert starts[-1].t >= save[3]  # the reply began once the write was done, not during it
