@@ -13,6 +13,11 @@ first, and the total of each form decides for every tiled int4 weight of the mod
 the kernel, or dense above the class's threshold). Both forms are products a prefill has always used (the kernel on
 VNNI, dense on AVX2 before), so the choice changes speed, not what is computed: logits within a product's rounding.
 
+A choice measured in one busy moment could stand for the process's life, so it is measured again: after
+``RECHECK_AFTER`` more long int4 products, then after twice as many each time (the probe's extra cost, the slower
+form of ``PROBE_PRODUCTS`` products, stays a few percent of the chunks between and shrinks). While a recheck runs,
+each product returns the current form's result, so a prompt's numbers change only when the decision does.
+
 ``MIAOHUI_PREFILL_FORM=kernel|dense`` fixes the form (to compare, and for the bench); unset or ``auto`` measures.
 Owns the choice and its record; not the forms themselves (``engine.quant.tiled``, the runner's ``_prefill_linear``).
 """
@@ -38,6 +43,8 @@ PREFILL_FORM_ENV = "MIAOHUI_PREFILL_FORM"
 FORMS = ("kernel", "dense")
 PROBE_PRODUCTS = 4  # a layer's four products: q|k|v, o, gate|up, down
 PROBE_ROWS = 128  # shorter chunks are not worth timing (and the class keeps up to 96 rows on the kernel anyway)
+# Long int4 products after a decision before it is measured again (4 chunks of a 16-layer model); doubled each time.
+RECHECK_AFTER = 256
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class PrefillFormChoice:
     kernel_s: float | None = None
     dense_s: float | None = None
     rows: int = 0
+    measured: int = 0  # how many times the forms were timed for this choice (0: fixed by the env; 2+: rechecked)
 
 
 class PrefillForms:
@@ -60,9 +68,15 @@ class PrefillForms:
         self._lock = threading.Lock()
         self._spent = {form: 0.0 for form in FORMS}
         self._probed = 0
+        self._fixed = False
+        self._rechecking = False
+        self._since = 0  # long int4 products since the last decision
+        self._recheck_at = RECHECK_AFTER
+        self._measured = 0
         self.choice: PrefillFormChoice | None = None
         fixed = os.environ.get(PREFILL_FORM_ENV, "auto")
         if fixed in FORMS:
+            self._fixed = True
             self._decide(PrefillFormChoice(fixed))
         elif fixed != "auto":
             log.warning("%s=%r: expected kernel, dense or auto; measuring", PREFILL_FORM_ENV, fixed)
@@ -70,13 +84,27 @@ class PrefillForms:
             self.choice = self.choice or PrefillFormChoice("kernel")
 
     def wants_probe(self, weight: Any, rows: int) -> bool:
-        """Whether this product should be computed both ways and timed."""
-        return self.choice is None and rows >= PROBE_ROWS and isinstance(weight, Int4Q8Linear) \
-            and rows > weight.kernel_rows  # not inside decode_products (every row on the kernel on purpose)
+        """Whether this product should be computed both ways and timed (the first long chunk's first products, and
+        a recheck's); counts the long int4 products between rechecks."""
+        if self._fixed or rows < PROBE_ROWS or not isinstance(weight, Int4Q8Linear):
+            return False
+        if weight.kernel_rows != self._rows_set(weight):
+            return False  # inside decode_products (every row on the kernel on purpose): not a prompt chunk
+        if self.choice is None or self._rechecking:
+            return True
+        self._since += 1
+        if self._since < self._recheck_at:
+            return False
+        self._rechecking, self._probed, self._spent = True, 0, {form: 0.0 for form in FORMS}
+        return True
+
+    def _rows_set(self, weight: Int4Q8Linear) -> int:
+        """The ``kernel_rows`` this object leaves on ``weight``: the class's until a choice, all rows for the kernel."""
+        return sys.maxsize if self.choice is not None and self.choice.form == "kernel" else type(weight).kernel_rows
 
     def probe(self, kernel: Callable[[], torch.Tensor], dense: Callable[[], torch.Tensor], rows: int) -> torch.Tensor:
         """Run both forms of one product (alternating which runs first), add their times, decide after
-        ``PROBE_PRODUCTS`` products; returns the result of the form that is ahead so far."""
+        ``PROBE_PRODUCTS`` products; returns the result of the form ahead so far (a recheck: of the form chosen)."""
         with self._lock:
             order = (("kernel", kernel), ("dense", dense))
             if self._probed % 2:
@@ -88,20 +116,25 @@ class PrefillForms:
                 self._spent[form] += self._clock() - start
             self._probed += 1
             ahead = min(FORMS, key=lambda form: self._spent[form])
-            if self._probed >= PROBE_PRODUCTS and self.choice is None:
-                self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows))
-            return results[ahead]
+            returned = results[ahead if self.choice is None else self.choice.form]
+            if self._probed >= PROBE_PRODUCTS:
+                self._measured += 1
+                self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows,
+                                               self._measured))
+            return returned
 
     def _decide(self, choice: PrefillFormChoice) -> None:
-        self.choice = choice
+        if self._rechecking:
+            self._rechecking, self._since, self._recheck_at = False, 0, 2 * self._recheck_at
+        before, self.choice = self.choice, choice
         for module in self._modules:
             if choice.form == "kernel":
                 module.kernel_rows = sys.maxsize
             elif "kernel_rows" in module.__dict__:
                 del module.kernel_rows  # the class's threshold: a few rows stay on the kernel
-        if choice.kernel_s is not None:
-            log.info("prefill products: %s (kernel %.3f s, dense %.3f s over %d products of %d rows)",
-                     choice.form, choice.kernel_s, choice.dense_s, PROBE_PRODUCTS, choice.rows)
+        if choice.kernel_s is not None and (before is None or before.form != choice.form):
+            log.info("prefill products: %s (kernel %.3f s, dense %.3f s over %d products of %d rows; timing %d)",
+                     choice.form, choice.kernel_s, choice.dense_s, PROBE_PRODUCTS, choice.rows, choice.measured)
 
 
 # One choice per model object, as its fused weights are one per model (engine/executor/llama_fused.py's _WEIGHTS).
@@ -119,4 +152,5 @@ def forms_for(model: Any, weights: Any) -> PrefillForms:
         return forms
 
 
-__all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "PROBE_ROWS", "PrefillFormChoice", "PrefillForms"]
+__all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "PROBE_ROWS", "RECHECK_AFTER", "PrefillFormChoice",
+           "PrefillForms"]

@@ -1,6 +1,6 @@
 """engine/executor/prefill_forms.py: the first long int4 prompt chunk times the kernel and the dense form of its first
-products and the faster one takes every tiled int4 weight of the model; the env fixes a form; the native dense weight
-is the torch form's bits (tests/engine/quant/test_tiled.py)."""
+products and the faster one takes every tiled int4 weight of the model, measured again after more long products; the
+env fixes a form; the native dense weight is the torch form's bits (tests/engine/quant/test_tiled.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from engine.executor import prefill_forms
 from engine.executor.fastpath import FastRunner
-from engine.executor.prefill_forms import PROBE_PRODUCTS, PROBE_ROWS, PrefillForms
+from engine.executor.prefill_forms import PROBE_PRODUCTS, PROBE_ROWS, RECHECK_AFTER, PrefillForms
 from engine.native import library as native
 from engine.quant.tiled import Int4Q8Linear, pack_int4
 from tests.engine.executor.test_families import _qwen2
@@ -60,7 +60,49 @@ def test_the_faster_form_over_the_probed_products_takes_every_int4_weight(monkey
     assert (choice.kernel_s, choice.dense_s) == ((4.0, 12.0) if faster == "kernel" else (12.0, 4.0))
     for module in modules:
         assert module.kernel_rows == (sys.maxsize if faster == "kernel" else Int4Q8Linear.kernel_rows)
-    assert not forms.wants_probe(modules[0], 1000)  # decided: never timed again
+    assert choice.measured == 1
+
+
+def _probe_round(forms: PrefillForms, clock: "_Clock", module: Int4Q8Linear) -> list[torch.Tensor]:
+    """One probe of PROBE_PRODUCTS products (each asked first, as the runner does): the results returned."""
+    kernel_out, dense_out = torch.zeros(1), torch.ones(1)
+    got = []
+    for _ in range(PROBE_PRODUCTS):
+        assert forms.wants_probe(module, PROBE_ROWS)
+        got.append(forms.probe(lambda: clock.run("kernel", kernel_out), lambda: clock.run("dense", dense_out), 200))
+    return got
+
+
+def test_the_choice_is_measured_again_after_more_long_products_and_can_change(monkeypatch):
+    """A form chosen in a busy moment does not stand for good: after RECHECK_AFTER long int4 products the forms are
+    timed again (then after twice as many); meanwhile each product returns the chosen form's result."""
+    monkeypatch.delenv(prefill_forms.PREFILL_FORM_ENV, raising=False)
+    module = _int4()
+    clock = _Clock({"kernel": 1.0, "dense": 3.0})
+    forms = PrefillForms([module], clock=clock)
+    _probe_round(forms, clock, module)
+    assert forms.choice is not None and forms.choice.form == "kernel" and module.kernel_rows == sys.maxsize
+    clock.seconds = {"kernel": 3.0, "dense": 1.0}  # the machine changed: dense is now faster
+    assert not forms.wants_probe(module, PROBE_ROWS - 1)  # short products are not counted
+    asked = [forms.wants_probe(module, PROBE_ROWS) for _ in range(RECHECK_AFTER)]
+    assert asked == [False] * (RECHECK_AFTER - 1) + [True]
+    got = _probe_round(forms, clock, module)
+    assert [out.item() for out in got] == [0.0] * PROBE_PRODUCTS  # the chosen form's (the kernel's), until decided
+    choice = forms.choice
+    assert choice.form == "dense" and choice.measured == 2 and (choice.kernel_s, choice.dense_s) == (12.0, 4.0)
+    assert module.kernel_rows == Int4Q8Linear.kernel_rows
+    asked = [forms.wants_probe(module, PROBE_ROWS) for _ in range(2 * RECHECK_AFTER)]
+    assert asked == [False] * (2 * RECHECK_AFTER - 1) + [True]  # the next recheck comes after twice as many
+    assert [out.item() for out in _probe_round(forms, clock, module)] == [1.0] * PROBE_PRODUCTS
+    assert forms.choice.form == "dense" and forms.choice.measured == 3
+
+
+def test_inside_decode_products_nothing_is_timed(monkeypatch):
+    monkeypatch.delenv(prefill_forms.PREFILL_FORM_ENV, raising=False)
+    module = _int4()
+    forms = PrefillForms([module])
+    module.kernel_rows = sys.maxsize  # what engine.quant.tiled.decode_products sets: every row on the kernel
+    assert not forms.wants_probe(module, 1000)
 
 
 def test_the_env_fixes_the_form_and_nothing_is_timed(monkeypatch):
@@ -68,7 +110,8 @@ def test_the_env_fixes_the_form_and_nothing_is_timed(monkeypatch):
     monkeypatch.setenv(prefill_forms.PREFILL_FORM_ENV, "kernel")
     forms = PrefillForms([module])
     assert forms.choice is not None and forms.choice.form == "kernel" and forms.choice.kernel_s is None
-    assert module.kernel_rows == sys.maxsize and not forms.wants_probe(module, 1000)
+    assert module.kernel_rows == sys.maxsize
+    assert not any(forms.wants_probe(module, 1000) for _ in range(4 * RECHECK_AFTER))  # and never again
     monkeypatch.setenv(prefill_forms.PREFILL_FORM_ENV, "dense")
     PrefillForms([module])
     assert module.kernel_rows == Int4Q8Linear.kernel_rows and "kernel_rows" not in module.__dict__
