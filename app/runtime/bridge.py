@@ -10,8 +10,8 @@ the core keeps the loaded models and a bounded few chat sessions. The engine thr
 ``QThread``: the worker QObject stays on the GUI thread, so each signal it emits from the engine thread is queued.
 
 A conversation the user switched away from has its KV cache written to disk when the worker is next idle
-(``keep_on_disk``: one save at a time, each giving way to a reply asked for before it began), so a crash or a kill
-loses no more than the conversation open then.
+(``keep_on_disk``, app/runtime/kv_saves.py: one save at a time, each giving way to a reply asked for before it
+began), so a crash or a kill loses no more than the conversation open then.
 
 Cancel is a ``threading.Event`` per job that the engine polls every decode step and between prefill
 chunks: a queued slot could not reach a worker busy in a loop. ``stop()`` sets the flags of every
@@ -30,13 +30,13 @@ import collections
 import dataclasses
 import itertools
 import logging
-import threading
 from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.runtime.kv_saves import KVSaves
 from app.runtime.tool_host import ReplyTools, ToolCallEvent
-from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, PersistJob, QueuedJob,
+from app.runtime.worker import (EventBuffer, GenerateJob, Job, LoadFailure, LoadJob, QueuedJob,
                                 ReplyStarted, ServeJob, TaskFn, TaskJob, Worker)
 from engine.core.engine_thread import EngineThread
 from engine.core.vision import TurnImages
@@ -145,9 +145,7 @@ class Bridge(QObject):
         self.speculation: SpeculationConfig | None = None  # every reply's speculative decoding (app.window.speculation)
         self._closed = False
         self._asked = 0  # the GUI's jobs asked for so far: a save posted before the latest one gives way to it
-        self._to_save: collections.deque[int] = collections.deque()  # conversations to keep on disk, when idle
-        # The save posted now: (job id, conversation, set by the worker when the save gave way to a reply).
-        self._saving: tuple[int, int, threading.Event] | None = None
+        self._saves = KVSaves(self._engine, lambda: next(self._ids), lambda: self._asked)
         self._engine.start()
 
     # -- public API ---------------------------------------------------------------------------------
@@ -180,7 +178,7 @@ class Bridge(QObject):
 
     def is_saving(self) -> bool:
         """True while a conversation's KV cache waits to be written to disk or is being written (``keep_on_disk``)."""
-        return self._saving is not None or bool(self._to_save)
+        return self._saves.pending()
 
     def is_generating(self) -> bool:
         """True from an accepted ``generate()`` until its ``generation_finished`` was emitted."""
@@ -287,32 +285,13 @@ class Bridge(QObject):
         """The user switched away from ``conversation_id``: write its KV cache to disk (``PersistJob``) once the worker
         is idle, one conversation at a time, so no reply waits for more than the write in progress; a file that holds
         the cache already is not written again. A reply asked for before a save began goes first."""
-        if conversation_id not in self._to_save:
-            self._to_save.append(conversation_id)
-        self._save_when_idle()
+        self._saves.keep(conversation_id)
+        self._saves.post_when_idle(not self._closed and not self._jobs)
 
     def forget_kv(self, conversation_id: int) -> None:
         """``conversation_id`` was deleted: its session and saved cache go (after a save of it in progress)."""
-        if conversation_id in self._to_save:
-            self._to_save.remove(conversation_id)
         if not self._closed:
-            self._engine.submit(QueuedJob(0, PersistJob(conversation_id, forget=True)))
-
-    def _save_when_idle(self) -> None:
-        if self._closed or self._jobs or self._saving is not None or not self._to_save:
-            return
-        conversation_id, asked, gave_way = self._to_save.popleft(), self._asked, threading.Event()
-
-        def wanted() -> bool:
-            # Read on the worker when the save starts: a reply asked for since (an int read is atomic) goes first.
-            # Only the worker knows whether the save ran: a reply asked for after this moment finds it written.
-            if self._asked == asked:
-                return True
-            gave_way.set()
-            return False
-
-        self._saving = (next(self._ids), conversation_id, gave_way)
-        self._engine.submit(QueuedJob(self._saving[0], PersistJob(conversation_id, wanted)))
+            self._saves.forget(conversation_id)
 
     def stop(self) -> None:
         """Cancel every job not yet finished; safe to call any number of times, from the GUI thread."""
@@ -374,12 +353,8 @@ class Bridge(QObject):
 
     @Slot(int)
     def on_worker_job_finished(self, job_id: int) -> None:
-        if self._saving is not None and job_id == self._saving[0]:
-            _, conversation_id, gave_way = self._saving
-            self._saving = None
-            if gave_way.is_set() and conversation_id not in self._to_save:
-                self._to_save.appendleft(conversation_id)  # it gave way to a reply: saved once the worker is idle
-            self._save_when_idle()
+        if self._saves.finished(job_id):
+            self._saves.post_when_idle(not self._closed and not self._jobs)
             return
         if job_id not in self._jobs:
             return  # an API request's (post_serve_job): the GUI's state did not change
@@ -390,7 +365,7 @@ class Bridge(QObject):
                 self._flush_timer.stop()
         if not self._jobs:
             self.busy_changed.emit(False)
-            self._save_when_idle()
+            self._saves.post_when_idle(not self._closed)
 
     @Slot()
     def on_worker_events_pending(self) -> None:

@@ -26,10 +26,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QLibraryInfo, QLocale, QTranslator
 
+from app.ui.assets import ASSETS
+
 log = logging.getLogger(__name__)
 
 LANGUAGES = ("system", "en", "zh_CN")  # the values of the ``language`` setting
-TRANSLATIONS = Path(__file__).resolve().parents[2] / "assets" / "i18n"  # also inside the frozen bundle
+TRANSLATIONS = ASSETS / "i18n"  # also inside the frozen bundle
 # Simplified Chinese faces on Linux, Windows and macOS, most common first; Qt and matplotlib skip absent ones.
 CJK_FAMILIES = ("Noto Sans CJK SC", "Source Han Sans SC", "Noto Sans SC", "Microsoft YaHei UI", "Microsoft YaHei",
                 "PingFang SC", "Hiragino Sans GB", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK JP")

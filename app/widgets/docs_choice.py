@@ -1,7 +1,7 @@
-"""The composer's 📚 button: which collections this conversation answers from, and its documents mode.
+"""The composer's collections button: which collections this conversation answers from, and its documents mode.
 
-Its label says at a glance that a conversation is grounded ("📚 notes", "📚 notes +2"; "📚 Collections" when none is
-picked); its menu lists the collections to tick, the documents mode (auto: the attached files whole when they fit
+Its books icon (assets/collections.svg: an emoji drew a box where the system has no emoji font) and label say at a
+glance that a conversation is grounded ("notes", "notes +2"; "Collections" when none is picked); its menu lists the collections to tick, the documents mode (auto: the attached files whole when they fit
 the context, else retrieved passages; whole text; retrieved passages) and "Manage collections…".
 
 Owns the button and its menu only: where the choice is kept and what it does is ``app.window.docs_choice``'s.
@@ -9,11 +9,12 @@ Owns the button and its menu only: where the choice is kept and what it does is 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
 from app.history.conversation_docs import DocsChoice, MODES
+from app.ui.assets import icon
 from engine.fmt import outside_text
 
 MODE_TEXTS = {
@@ -25,7 +26,7 @@ MAX_NAME_CHARS = 24  # the label stays short beside Attach; the tooltip names th
 
 
 class DocsChoiceButton(QToolButton):
-    """📚 and the picked collections; a menu to change them.
+    """A books icon and the picked collections; a menu to change them.
 
     Signals:
         choice_changed(object): the user changed the ``DocsChoice`` (ticked a collection, chose a mode).
@@ -40,6 +41,8 @@ class DocsChoiceButton(QToolButton):
         self.setObjectName("docsChoice")
         self.setAutoRaise(True)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.setIcon(icon("collections"))
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.menu_ = QMenu(self)
         self.setMenu(self.menu_)
         self._names: list[str] = []
@@ -92,10 +95,10 @@ class DocsChoiceButton(QToolButton):
 
     def _show_label(self) -> None:
         picked = self._choice.collections
-        text = "📚 " + self.tr("Collections")  # a word beside the emoji: a system without an emoji font shows a box
+        text = self.tr("Collections")
         if picked:
             first = outside_text(picked[0], max_chars=MAX_NAME_CHARS)
-            text = f"📚 {first}" if len(picked) == 1 else f"📚 {first} +{len(picked) - 1}"
+            text = first if len(picked) == 1 else f"{first} +{len(picked) - 1}"
         self.setText(text)
         mode = self.tr(MODE_TEXTS[self._choice.mode])
         tip = (self.tr("This conversation answers from: {names}. Documents: {mode}").format(

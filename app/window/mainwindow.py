@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QSplitter, QToolBar, QWidget
 
 from app.history.store import HistoryStore
 from app.runtime.bridge import Bridge, ReplyStarted
 from app.state.settings import ChatSettings, Settings, with_conversation_fields
 from app.ui import accessibility
+from app.ui.assets import icon
 from app.ui.engine_texts import engine_text, history_text
 from app.widgets.chat_view import ChatView, ShownMessage
 from app.widgets.conversation_list import ConversationList
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHUTDOWN_WAIT_MS = 5000  # the engine sees a cancel within one decode step; 5 s covers a slow load stage
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 class MainWindow(QMainWindow):
@@ -62,7 +61,7 @@ class MainWindow(QMainWindow):
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Miaohui 秒回")
-        self.setWindowIcon(QIcon(str(ASSETS / "miaohui.svg")))
+        self.setWindowIcon(icon("miaohui"))
         self.settings, self.store = settings, store
         settings.start_with_switches_off()  # serving and downloads: on only when turned on in this run
         self.bridge = bridge or Bridge(self)

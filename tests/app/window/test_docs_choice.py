@@ -30,14 +30,16 @@ def test_the_picked_collections_ground_the_question_and_stay_with_the_conversati
     _collection(tmp_path, "other", "# Lamps\n\nThe lamp in the hall is blue.\n")
     window = make_window(max_new_tokens=4)
     button = window.collections.button
-    assert button.text() == "📚 Collections" and sorted(button.collection_actions) == ["notes", "other"]
+    assert button.text() == "Collections" and sorted(button.collection_actions) == ["notes", "other"]
+    # an icon drawn from assets/collections.svg, not an emoji a system without an emoji font shows as a box
+    assert not button.icon().pixmap(16, 16).isNull() and "\U0001F4DA" not in button.text()
     jobs: list[GenerateJob] = []
     submit = window.bridge._submit
     monkeypatch.setattr(window.bridge, "_submit", lambda job: (jobs.append(job), submit(job))[1])
 
     button.collection_actions["notes"].trigger()  # a chat not saved yet: kept until its first message saves it
     button.mode_actions["retrieve"].trigger()
-    assert button.text() == "📚 notes"
+    assert button.text() == "notes"
     # the composer's forecast of both documents choices counts what the conversation picked
     assert window.prompt_meter.documents() == DocsRequest((), ("notes",), "retrieve")
     assert send_and_wait(qtbot, window, "How fast does the kettle boil?") in ("eos", "length")
@@ -52,12 +54,12 @@ def test_the_picked_collections_ground_the_question_and_stay_with_the_conversati
     assert reply.sources is not None and [b.text() for b in reply.sources.buttons] == ["[1] facts.md"]
 
     window.on_new_chat_triggered()  # another conversation starts with nothing picked
-    assert button.text() == "📚 Collections" and window.collections.keeper.choice() == DocsChoice()
+    assert button.text() == "Collections" and window.collections.keeper.choice() == DocsChoice()
     button.collection_actions["other"].trigger()
     other = window.current_conversation()
     window.open_conversation(cid)
     window.conversations.select(cid)
-    assert button.text() == "📚 notes" and button.mode_actions["retrieve"].isChecked()
+    assert button.text() == "notes" and button.mode_actions["retrieve"].isChecked()
     assert button.collection_actions["notes"].isChecked() and not button.collection_actions["other"].isChecked()
     with HistoryStore(window.store.path) as reopened:  # through a second connection to the file, as after a restart
         assert load_choice(reopened, cid) == DocsChoice(("notes",), "retrieve")
@@ -81,6 +83,6 @@ def test_a_removed_collection_leaves_the_choice_and_the_menu(qtbot, make_window,
     assert ui.window.isVisible()
     with qtbot.waitSignal(ui.indexer.removed, timeout=60_000):
         assert ui.indexer.remove("notes")
-    assert button.collection_actions == {} and button.text() == "📚 Collections"
+    assert button.collection_actions == {} and button.text() == "Collections"
     assert window.bridge.docs_choice(0) is None  # nothing left to search: the reply is not grounded
     assert ui.window.table.rowCount() == 0
