@@ -218,9 +218,10 @@ def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> tor
 def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: Sequence[int]
                   ) -> torch.Tensor | None:
     """The batch in one native call (``miaohui::DecodeStep.batch``: each row the bits of that runner's own native
-    step, a shared prefix read in place), or None where a runner cannot take its native step (none, or a RoPE offset)
+    step, a shared prefix read in place), or None where a runner cannot take its native step (none, a RoPE offset, an 8-bit cache)
     or the rows need different RoPE tables (longrope's short and long)."""
-    if any(r._native is None or r.rope_offset or r._kv.base != r._kv.held_in_prefix for r in runners):
+    if any(r._native is None or r.rope_offset or r._kv.base != r._kv.held_in_prefix or r._kv8 is not None
+           for r in runners):  # DecodeStep.batch takes dense caches only
         return None
     pools = {id(r._kv.prefix.pool) for r in runners if r._kv.base}
     if len(pools) > 1:  # prefixes from two pools (never, with one pool per model): the Python rows join them
