@@ -25,8 +25,7 @@ cap, so both steps compute them with the same torch operations.
 What it takes (``why_not``): tiled int4/int8 projections and head (``engine.quant.tiled``), bf16 or fp32, a dense KV
 cache or an 8-bit one (``engine.executor.kv_cache.Int8KVCache``: ``DecodeStep.step_q8``/``verify_q8`` quantize each
 token's key and value and attend over the int8 rows with the ops the Python step calls over that cache, so the two
-give the same bits there too; continuous batching's one call takes dense caches only, an 8-bit runner batches on the
-Python rows). Anything else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's
+give the same bits there too; continuous batching's one call over 8-bit caches is ``DecodeStep.batch_q8``). Anything else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's
 text after images). A shared prefix (engine/executor/kv_blocks.py) is read in place from its pool through
 ``forward_batch``, and continuous batching's B sequences are one ``forward_batch`` call (engine/executor/batched.py).
 ``MIAOHUI_NATIVE_STEP=0`` turns it off (to compare). Owns the choice, the building and the call; the runner calls it.
@@ -141,4 +140,16 @@ def forward_batch(step: Any, w: Any, x: torch.Tensor, positions: Sequence[int], 
     return w.cap_logits(step.batch(x, list(positions), list(cos), list(sin), list(ks), list(vs), *prefix))
 
 
-__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "forward_batch", "has_gemma_ops", "plan_ops", "why_not"]
+def forward_batch_q8(step: Any, w: Any, x: torch.Tensor, positions: Sequence[int], cos: Sequence[torch.Tensor],
+                     sin: Sequence[torch.Tensor], caches: Sequence[Any]) -> torch.Tensor:
+    """``forward_batch`` over the runners' 8-bit caches (``Int8KVCache``, never with a shared prefix):
+    ``step.batch_q8``, each row the bits of that runner's own ``step_q8``."""
+    if w.embed_scale is not None:
+        x = x * w.embed_scale
+    buffers = [cache.step_args() for cache in caches]
+    return w.cap_logits(step.batch_q8(x, list(positions), list(cos), list(sin), *[[b[i] for b in buffers]
+                                                                                  for i in range(4)]))
+
+
+__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "forward_batch", "forward_batch_q8", "has_gemma_ops",
+           "plan_ops", "why_not"]

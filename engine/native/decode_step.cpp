@@ -21,6 +21,9 @@
 //   (8 fp32 lanes over the dimensions, summed by one fixed tree) times the scaling, Gemma 2's soft cap where given
 //   (s = cap · tanh(s / cap), row_ops.h's tanh8), softmax with exp8, Σ p·v in fp32,
 //   rounded once; each KV head's rows read once for the heads of its group (attend_heads).
+// - over an 8-bit KV cache (step_q8, verify_q8): each token's key and value quantized per head as kv_int8.cpp's
+//   kv_quantize (kv_cache.py's quantize, bit for bit) and attended as its attend_one_q8: attend_one's arithmetic
+//   over the int8 rows widened times their scales (exact), so the dense step's code runs on a different widening.
 // - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
 // - products: q8act.cpp's int8-activation kernels (ops.h), a bias added after the product's rounding, as the
@@ -233,6 +236,31 @@ class DecodeStep : public torch::CustomClassHolder {
     return logits;
   }
 
+  // batch over 8-bit caches (step_q8's, one per sequence, with their scales); an 8-bit cache has no shared prefix.
+  at::Tensor batch_q8(at::Tensor x, std::vector<int64_t> positions, std::vector<at::Tensor> cos,
+                      std::vector<at::Tensor> sin, std::vector<at::Tensor> ks, std::vector<at::Tensor> vs,
+                      std::vector<at::Tensor> k_scales, std::vector<at::Tensor> v_scales) {
+    check_dtype(x, "x");
+    TORCH_CHECK(head_ >= 0, "set_head first");
+    const int64_t n = x.dim() == 2 ? x.size(0) : 0;
+    TORCH_CHECK(n >= 1 && static_cast<int64_t>(positions.size()) == n && static_cast<int64_t>(ks.size()) == n &&
+                    static_cast<int64_t>(vs.size()) == n && static_cast<int64_t>(k_scales.size()) == n &&
+                    static_cast<int64_t>(v_scales.size()) == n, "x: (B, d) with B positions and B caches");
+    std::vector<Seq> seqs;
+    for (int64_t i = 0; i < n; ++i) {
+      check_cache_q8(ks[i], vs[i], k_scales[i], v_scales[i], positions[i]);
+      seqs.push_back({ks[i].data_ptr(), vs[i].data_ptr(), ks[i].size(2), positions[i],
+                      k_scales[i].data_ptr<at::Half>(), v_scales[i].data_ptr<at::Half>()});
+    }
+    check_rope(cos, sin, *std::max_element(positions.begin(), positions.end()), x.scalar_type());
+    at::Tensor logits;
+    by_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      logits = run<T, int8_t>(x.contiguous(), seqs, cos, sin);
+    });
+    return logits;
+  }
+
  private:
   // One sequence's cache and the position a row writes and attends up to (the step's pointers, not owned).
   struct Seq {
@@ -303,6 +331,14 @@ class DecodeStep : public torch::CustomClassHolder {
     TORCH_CHECK(k.scalar_type() == type && v.scalar_type() == type, "one dtype throughout");
   }
 
+  void check_cache_q8(const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_scale, const at::Tensor& v_scale,
+                      int64_t last) const {
+    check_cache(k, v, last, at::kChar);
+    TORCH_CHECK(k_scale.is_contiguous() && v_scale.is_contiguous() && k_scale.scalar_type() == at::kHalf &&
+                    v_scale.scalar_type() == at::kHalf && k_scale.sizes() == k.sizes().slice(0, 3) &&
+                    v_scale.sizes() == k_scale.sizes(), "k_scale, v_scale: contiguous fp16 (layers, KV, capacity)");
+  }
+
   // one (cos, sin) pair per RoPE table a layer names, all alike in shape
   void check_rope(const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin, int64_t last,
                   at::ScalarType type) const {
@@ -324,11 +360,8 @@ class DecodeStep : public torch::CustomClassHolder {
     TORCH_CHECK(pos >= 0, "pos: from 0");
     const int64_t last = pos + x.size(0) - 1;
     const bool q8 = k_scale.defined();
-    check_cache(k, v, last, q8 ? at::kChar : x.scalar_type());
-    if (q8)
-      TORCH_CHECK(k_scale.is_contiguous() && v_scale.is_contiguous() && k_scale.scalar_type() == at::kHalf &&
-                      v_scale.scalar_type() == at::kHalf && k_scale.sizes() == k.sizes().slice(0, 3) &&
-                      v_scale.sizes() == k_scale.sizes(), "k_scale, v_scale: contiguous fp16 (layers, KV, capacity)");
+    if (q8) check_cache_q8(k, v, k_scale, v_scale, last);
+    else check_cache(k, v, last, x.scalar_type());
     check_rope(cos, sin, last, x.scalar_type());
     std::vector<Seq> seqs;  // verify: token t of the one sequence at pos + t
     for (int64_t t = 0; t < x.size(0); ++t) {
@@ -474,7 +507,8 @@ void define_decode_step(torch::Library& m) {
       .def("verify", &DecodeStep::verify)
       .def("step_q8", &DecodeStep::step_q8)
       .def("verify_q8", &DecodeStep::verify_q8)
-      .def("batch", &DecodeStep::batch);
+      .def("batch", &DecodeStep::batch)
+      .def("batch_q8", &DecodeStep::batch_q8);
 }
 
 }  // namespace miaohui

@@ -2,8 +2,8 @@
 step over the same cache (``Int8KVCache``'s writes and ``attend_one`` on the native ops): the same logits and cache
 bytes and scales, bit for bit, over 24 steps, for the default model and random-weight families (a Llama with biases,
 Qwen2's biases, Qwen3's q/k norms, Mistral's sliding window, Gemma 2's soft cap and Gemma 3), at int4 and int8
-weights; speculation's verify rows (native and Python) equal the steps; a batch of 8-bit runners (the Python rows:
-``DecodeStep.batch`` takes dense caches) equals each runner's native steps. The ops themselves:
+weights; speculation's verify rows (native and Python) equal the steps; a batch of 8-bit runners, in one native call
+(``DecodeStep.batch_q8``) or as the Python rows, equals each runner's native steps. The ops themselves:
 tests/engine/native/test_kv_int8.py."""
 
 from __future__ import annotations
@@ -86,8 +86,17 @@ def test_verify_rows_over_an_int8_cache_give_each_native_steps_bits(family_dirs,
         _same_cache(python, alone, len(prompt) + len(tokens))
 
 
-def test_a_batch_of_int8_cache_runners_gives_each_native_steps_bits(family_dirs):  # noqa: F811
-    model = load_cpu(family_dirs["qwen2"], "int4").model
+@pytest.mark.parametrize("family", ["qwen2", "gemma2"])
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_a_batch_of_int8_cache_runners_gives_each_native_steps_bits(family_dirs, family, path,  # noqa: F811
+                                                                    monkeypatch):
+    from engine.executor import batched as batched_module
+
+    if path == "python":
+        monkeypatch.setattr(batched_module, "_native_batch", lambda *args: None)
+    else:  # the native batch must serve every step: the Python rows are never reached
+        monkeypatch.setattr(batched_module, "forward_rows", lambda *args: pytest.fail("the Python batch ran"))
+    model = load_cpu(family_dirs[family], "int4").model
     prompts = [random_prompt(model.config.vocab_size, length, seed=30 + length) for length in (9, 17, 24)]
     batched = [FastRunner(model, kv_precision="int8") for _ in prompts]
     alone = [FastRunner(model, kv_precision="int8") for _ in prompts]
