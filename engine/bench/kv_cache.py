@@ -15,7 +15,9 @@ their cache (``FastRunner(kv_precision="auto")`` and ``"int8"``, ``engine.execut
   repetition (so both see the same machine load) and the median of ``--reps`` is compared. Where the 8-bit runner
   takes the native decode step (engine/executor/native_step.py: int8/int4 weights), the same runner is timed a third
   time on the Python step (``"<kv> python step"``, its native step set aside for those runs), so the native step's
-  gain over an 8-bit cache is measured on the very same cache.
+  gain over an 8-bit cache is measured on the very same cache; and a fourth time on the Python step with the 8-bit
+  cache's torch operations (``"<kv> python step, torch attention"``, ``MIAOHUI_NATIVE_KV=0`` for those runs: the
+  step as it was before the native ops, engine/executor/kv_cache.py).
 
 ``--positions 0`` skips the agreement (a long ``--context`` speed run); ``--also 2000`` times decode at those shorter
 contexts too, on the same runners cropped back (``decode_tok_s_also``).
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -84,6 +87,7 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
             progress: Callable[[str], None] = lambda _m: None, also: Sequence[int] = ()) -> dict[str, Any]:
     """The comparison on ``loaded`` (a fast-path model): bytes, agreement and decode rates, 16-bit vs ``kv``."""
     from engine.executor.fastpath import FastRunner
+    from engine.executor.kv_cache import NATIVE_KV_ENV
     from engine.quant.quality import quality_ids
 
     check_kv_precision(kv)
@@ -110,16 +114,20 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
     timed = [(name, runner, runner._native) for name, runner in runners.items()]
     if runners[kv]._native is not None:
         timed.append((f"{kv} python step", runners[kv], None))
+        timed.append((f"{kv} python step, torch attention", runners[kv], None))
     def rates_at(at: int) -> dict[str, list[float]]:
         rates: dict[str, list[float]] = {name: [] for name, _, _ in timed}
         for rep in range(reps):
             progress(f"decode at {at} positions, repetition {rep + 1}/{reps}")
             for name, runner, step in timed if rep % 2 == 0 else reversed(timed):  # alternated: the same load
                 saved, runner._native = runner._native, step
+                if name.endswith("torch attention"):
+                    os.environ[NATIVE_KV_ENV] = "0"
                 try:
                     rates[name].append(decode_rate_at(runner, at, tokens))
                 finally:
                     runner._native = saved
+                    os.environ.pop(NATIVE_KV_ENV, None)
         return rates
 
     def summary(at: int, rates: dict[str, list[float]]) -> dict[str, Any]:

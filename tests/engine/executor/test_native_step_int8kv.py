@@ -111,3 +111,20 @@ def test_a_batch_of_int8_cache_runners_gives_each_native_steps_bits(family_dirs,
         tokens = [int(row.argmax()) for row in got]
     for a, b in zip(batched, alone):
         _same_cache(a, b, b.cached_len)
+
+
+def test_the_torch_int8_path_stays_for_comparison_and_keeps_the_python_step(family_dirs, monkeypatch):  # noqa: F811
+    """``MIAOHUI_NATIVE_KV=0`` (what the KV bench's "torch attention" runs set): the 8-bit cache's torch operations,
+    whose bits are not the native ops', so the runner keeps the Python step; the writes are the same bytes anyway."""
+    from engine.executor.kv_cache import NATIVE_KV_ENV
+
+    model = load_cpu(family_dirs["qwen3"], "int4").model
+    prompt = random_prompt(model.config.vocab_size, 12, seed=3)
+    native_runner = FastRunner(model, kv_precision="int8")
+    monkeypatch.setenv(NATIVE_KV_ENV, "0")
+    torch_runner = FastRunner(model, kv_precision="int8")
+    assert torch_runner._native is None and NATIVE_KV_ENV in torch_runner.native_step_reason
+    for runner in (native_runner, torch_runner):
+        list(runner.prefill(prompt))
+    _same_cache(native_runner, torch_runner, len(prompt))
+    torch.testing.assert_close(torch_runner.decode(5).float(), native_runner.decode(5).float(), atol=0.1, rtol=0.05)
