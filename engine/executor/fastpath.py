@@ -27,9 +27,9 @@ runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_AT
 ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 positions.
 
 ``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
-(``engine.executor.kv_cache``; attention then always in fp32 products, no exactness promise; the native step takes it). ``attend_position``
-writes and attends one token's K and V for the one Python decoder step (``engine.executor.step``: the eager decode,
-``verify``'s k tokens and ``engine.executor.batched``'s n runners).
+(``engine.executor.kv_cache``; attention then always in fp32 products, no exactness promise; the native step takes
+it). ``attend_position`` writes and attends one token's K and V for the one Python decoder step
+(``engine.executor.step``: the eager decode, ``verify``'s k tokens and ``engine.executor.batched``'s n runners).
 ``attach(prefix)`` starts a dense eager runner's cache with a prefix shared copy-free from a pool
 (``engine.executor.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server

@@ -25,8 +25,9 @@ cap, so both steps compute them with the same torch operations.
 What it takes (``why_not``): tiled int4/int8 projections and head (``engine.quant.tiled``), bf16 or fp32, a dense KV
 cache or an 8-bit one (``engine.executor.kv_cache.Int8KVCache``: ``DecodeStep.step_q8``/``verify_q8`` quantize each
 token's key and value and attend over the int8 rows with the ops the Python step calls over that cache, so the two
-give the same bits there too; continuous batching's one call over 8-bit caches is ``DecodeStep.batch_q8``). Anything else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's
-text after images). A shared prefix (engine/executor/kv_blocks.py) is read in place from its pool through
+give the same bits there too; continuous batching's one call over 8-bit caches is ``DecodeStep.batch_q8``). Anything
+else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's text after
+images). A shared prefix (engine/executor/kv_blocks.py) is read in place from its pool through
 ``forward_batch``, and continuous batching's B sequences are one ``forward_batch`` call (engine/executor/batched.py).
 ``MIAOHUI_NATIVE_STEP=0`` turns it off (to compare). Owns the choice, the building and the call; the runner calls it.
 """
