@@ -1,6 +1,7 @@
-"""The 8-bit KV cache's native ops (engine/native/kv_int8.cpp): ``miaohui::kv_quantize`` is engine/executor/kv_cache.py's
-``quantize`` bit for bit, and ``miaohui::attend_one_q8`` is ``miaohui::attend_one``'s arithmetic over the dequantized
-rows (exactly, in fp32), reading a KV head once for its group with each head's own bits."""
+"""The 8-bit KV cache's native ops (engine/native/kv_int8.cpp): ``miaohui::kv_quantize`` is
+engine/executor/kv_cache.py's ``quantize`` bit for bit, and ``miaohui::attend_one_q8`` is ``miaohui::attend_one``'s
+arithmetic over the dequantized rows (exactly, in fp32), reading a KV head once for its group with each head's own
+bits."""
 
 from __future__ import annotations
 
