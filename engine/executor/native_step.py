@@ -156,5 +156,5 @@ def forward_batch_q8(step: Any, w: Any, x: torch.Tensor, positions: Sequence[int
                                                                                   for i in range(4)]))
 
 
-__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "forward_batch", "forward_batch_q8", "has_gemma_ops",
-           "plan_ops", "why_not"]
+__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "forward_batch", "forward_batch_q8",
+           "has_gemma_ops", "plan_ops", "why_not"]
