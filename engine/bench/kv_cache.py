@@ -87,7 +87,7 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
             progress: Callable[[str], None] = lambda _m: None, also: Sequence[int] = ()) -> dict[str, Any]:
     """The comparison on ``loaded`` (a fast-path model): bytes, agreement and decode rates, 16-bit vs ``kv``."""
     from engine.executor.fastpath import FastRunner
-    from engine.executor.kv_cache import NATIVE_KV_ENV
+    from engine.native.library import NATIVE_KV_ENV
     from engine.quant.quality import quality_ids
 
     check_kv_precision(kv)

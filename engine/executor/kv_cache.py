@@ -37,7 +37,6 @@ which cache (``FastRunner(kv_precision=...)``) or the byte arithmetic of the est
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -66,14 +65,11 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale.squeeze(-1)
 
 
-NATIVE_KV_ENV = "MIAOHUI_NATIVE_KV"  # "0": the torch operations instead of the native ops (to compare; read per call)
-
-
 def native_kv(x: torch.Tensor) -> bool:
     """Whether the int8 cache's native ops (``miaohui::kv_quantize``, ``attend_one_q8``) take ``x`` here: a CPU tensor
-    in bf16 or fp32, a library built from sources that have them, and ``MIAOHUI_NATIVE_KV`` not 0."""
-    return x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float32) and decode_ops() and int8_kv_ops() \
-        and os.environ.get(NATIVE_KV_ENV, "1") != "0"
+    in bf16 or fp32, a library built from sources that have them, and ``MIAOHUI_NATIVE_KV`` not 0
+    (``engine.native.library.int8_kv_ops``)."""
+    return x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float32) and decode_ops() and int8_kv_ops()
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -81,12 +81,10 @@ def why_not(w: Any, dtype: torch.dtype, kv_dense: bool) -> str | None:
         return "native library built from older sources: `make install` rebuilds it"
     if dtype not in (torch.bfloat16, torch.float32):
         return f"dtype {dtype}"
+    if not kv_dense and os.environ.get(native.NATIVE_KV_ENV, "1") == "0":  # the Python step's torch int8 path
+        return f"int8 KV cache with {native.NATIVE_KV_ENV}=0"
     if not kv_dense and not native.int8_kv_ops():
         return "int8 KV cache: native library built from older sources (`make install` rebuilds it)"
-    from engine.executor.kv_cache import NATIVE_KV_ENV  # here: kv_cache imports llama_fused, which imports this
-
-    if not kv_dense and os.environ.get(NATIVE_KV_ENV, "1") == "0":  # the Python step's torch int8 path: other bits
-        return f"int8 KV cache with {NATIVE_KV_ENV}=0"
     weights = [w.lm_head] + [p for layer in w.layers for p in (layer.qkv, layer.o, layer.gate_up, layer.down)]
     if any(_bits(p) is None for p in weights):
         return "projections not in the int8-activation kernels' tiles"

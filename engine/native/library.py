@@ -122,11 +122,14 @@ def decode_ops() -> bool:
     return q8act_isa() is not None
 
 
+NATIVE_KV_ENV = "MIAOHUI_NATIVE_KV"  # "0": the 8-bit KV cache's torch operations, not kv_int8.cpp's (to compare)
+
+
 def int8_kv_ops() -> bool:
     """Whether the loaded library has kv_int8.cpp's ops (the 8-bit KV cache's quantization and attention) and
-    ``DecodeStep.step_q8``/``verify_q8``: they came in one change, so a library built before has none of them. Call
-    after ``decode_ops()`` said the library runs here."""
-    return hasattr(torch.ops.miaohui, "attend_one_q8")
+    ``DecodeStep.step_q8``/``verify_q8``/``batch_q8`` (they came in one change, so a library built before has none of
+    them), and ``MIAOHUI_NATIVE_KV`` is not 0 (read per call). Call after ``decode_ops()`` said the library runs here."""
+    return hasattr(torch.ops.miaohui, "attend_one_q8") and os.environ.get(NATIVE_KV_ENV, "1") != "0"
 
 
 def _not_loaded() -> str | None:

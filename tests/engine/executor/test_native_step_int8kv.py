@@ -116,7 +116,7 @@ def test_a_batch_of_int8_cache_runners_gives_each_native_steps_bits(family_dirs,
 def test_the_torch_int8_path_stays_for_comparison_and_keeps_the_python_step(family_dirs, monkeypatch):  # noqa: F811
     """``MIAOHUI_NATIVE_KV=0`` (what the KV bench's "torch attention" runs set): the 8-bit cache's torch operations,
     whose bits are not the native ops', so the runner keeps the Python step; the writes are the same bytes anyway."""
-    from engine.executor.kv_cache import NATIVE_KV_ENV
+    from engine.native.library import NATIVE_KV_ENV
 
     model = load_cpu(family_dirs["qwen3"], "int4").model
     prompt = random_prompt(model.config.vocab_size, 12, seed=3)
