@@ -12,7 +12,15 @@ their cache (``FastRunner(kv_precision="auto")`` and ``"int8"``, ``engine.execut
   test);
 - decode tokens/s at a long context (``--context`` cached positions): each runner decodes ``--tokens`` tokens
   greedily from the same cached prompt, cropped back before every repetition; the two alternate within each
-  repetition (so both see the same machine load) and the median of ``--reps`` is compared.
+  repetition (so both see the same machine load) and the median of ``--reps`` is compared. Where the 8-bit runner
+  takes the native decode step (engine/executor/native_step.py: int8/int4 weights), the same runner is timed a third
+  time on the Python step (``"<kv> python step"``, its native step set aside for those runs), so the native step's
+  gain over an 8-bit cache is measured on the very same cache; and a fourth time on the Python step with the 8-bit
+  cache's torch operations (``"<kv> python step, torch attention"``, ``MIAOHUI_NATIVE_KV=0`` for those runs: the
+  step as it was before the native ops, engine/executor/kv_cache.py).
+
+``--positions 0`` skips the agreement (a long ``--context`` speed run); ``--also 2000`` times decode at those shorter
+contexts too, on the same runners cropped back (``decode_tok_s_also``).
 
 Prints one JSON object, the machine named (CPU, cores, load average: a shared machine's figures are noisy).
 ``python -m engine bench --kv int8`` adds the same figures to its own JSON under ``kv_cache``. Owns these
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -75,9 +84,10 @@ def decode_rate_at(runner: Any, context: int, tokens: int) -> float:
 
 def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: int = CONTEXT,
             tokens: int = TOKENS, reps: int = REPS,
-            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+            progress: Callable[[str], None] = lambda _m: None, also: Sequence[int] = ()) -> dict[str, Any]:
     """The comparison on ``loaded`` (a fast-path model): bytes, agreement and decode rates, 16-bit vs ``kv``."""
     from engine.executor.fastpath import FastRunner
+    from engine.native.library import NATIVE_KV_ENV
     from engine.quant.quality import quality_ids
 
     check_kv_precision(kv)
@@ -87,23 +97,47 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
     room = max(context + tokens + 2, positions + 1)
     runners = {"16-bit": FastRunner(model, max_positions=room),
                kv: FastRunner(model, max_positions=room, kv_precision=kv)}
-    progress(f"teacher-forced top-1 over {positions} positions")
-    text = quality_ids(tokenizer, positions + 1)
-    top1 = {name: teacher_forced_top1(runner, text) for name, runner in runners.items()}
-    scored = {name: scored_top1(runner, text) for name, runner in runners.items()}
+    top1: dict[str, list[int]] = {name: [] for name in runners}
+    scored: dict[str, list[int]] = {name: [] for name in runners}
+    if positions > 0:
+        progress(f"teacher-forced top-1 over {positions} positions")
+        text = quality_ids(tokenizer, positions + 1)
+        top1 = {name: teacher_forced_top1(runner, text) for name, runner in runners.items()}
+        scored = {name: scored_top1(runner, text) for name, runner in runners.items()}
     progress(f"prefilling {context} positions")
     prompt = quality_ids(tokenizer, context)
     for runner in runners.values():
         runner.reset()
         list(runner.prefill(prompt))
     kv_bytes = {name: runner.kv_bytes()[0] for name, runner in runners.items()}
-    rates: dict[str, list[float]] = {name: [] for name in runners}
-    for rep in range(reps):
-        progress(f"decode at {context} positions, repetition {rep + 1}/{reps}")
-        order = list(runners.items()) if rep % 2 == 0 else list(reversed(runners.items()))
-        for name, runner in order:  # alternated: both see the same machine load
-            rates[name].append(decode_rate_at(runner, context, tokens))
-    medians = {name: statistics.median(values) for name, values in rates.items()}
+    # (name, runner, its decode step): the 8-bit runner's native step and, where it has one, its Python step
+    timed = [(name, runner, runner._native) for name, runner in runners.items()]
+    if runners[kv]._native is not None:
+        timed.append((f"{kv} python step", runners[kv], None))
+        timed.append((f"{kv} python step, torch attention", runners[kv], None))
+    def rates_at(at: int) -> dict[str, list[float]]:
+        rates: dict[str, list[float]] = {name: [] for name, _, _ in timed}
+        for rep in range(reps):
+            progress(f"decode at {at} positions, repetition {rep + 1}/{reps}")
+            for name, runner, step in timed if rep % 2 == 0 else reversed(timed):  # alternated: the same load
+                saved, runner._native = runner._native, step
+                if name.endswith("torch attention"):
+                    os.environ[NATIVE_KV_ENV] = "0"
+                try:
+                    rates[name].append(decode_rate_at(runner, at, tokens))
+                finally:
+                    runner._native = saved
+                    os.environ.pop(NATIVE_KV_ENV, None)
+        return rates
+
+    def summary(at: int, rates: dict[str, list[float]]) -> dict[str, Any]:
+        medians = {name: statistics.median(values) for name, values in rates.items()}
+        return {"context": at, "tokens": tokens, "reps": reps, "runs": rates, "median": medians,
+                "ratio": medians[kv] / medians["16-bit"],
+                "steps": {name: "python" if step is None else "native" for name, _, step in timed}}
+
+    shorter = [summary(at, rates_at(at)) for at in sorted(a for a in also if 0 < a < context)]
+    main_rates = rates_at(context)
     facts = loaded.facts
     dense = runners["16-bit"]
     return {
@@ -117,8 +151,8 @@ def measure(loaded: Any, kv: str = "int8", positions: int = POSITIONS, context: 
         "top1_agreement": {"positions": len(top1[kv]), "agreement": agreement(top1[kv], top1["16-bit"]),
                            "prefill_agreement": agreement(scored[kv], scored["16-bit"]),
                            "text": "engine.quant.quality fixed prose (teacher-forced; decode-step and prefill logits)"},
-        "decode_tok_s": {"context": context, "tokens": tokens, "reps": reps, "runs": rates, "median": medians,
-                         "ratio": medians[kv] / medians["16-bit"]},
+        "decode_tok_s": summary(context, main_rates),
+        **({"decode_tok_s_also": shorter} if shorter else {}),
     }
 
 
@@ -133,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=TOKENS)
     parser.add_argument("--reps", type=int, default=REPS)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--also", default="", help="shorter contexts timed too, comma-separated (e.g. 2000)")
     args = parser.parse_args(argv)
     from engine.errors import EngineError
 
@@ -150,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if loaded.facts.runner != "fast":
             raise ValueError(f"the int8 KV cache needs the fast runner: {loaded.facts.runner_reason}")
         figures = measure(loaded, args.kv, args.positions, args.context, args.tokens, args.reps,
-                          lambda m: print(f"[kv] {m}", file=sys.stderr, flush=True))
+                          lambda m: print(f"[kv] {m}", file=sys.stderr, flush=True),
+                          [int(a) for a in args.also.split(",") if a.strip()])
     except (EngineError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -218,9 +218,10 @@ def decode_batch(runners: Sequence[FastRunner], token_ids: Sequence[int]) -> tor
 def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], positions: Sequence[int]
                   ) -> torch.Tensor | None:
     """The batch in one native call (``miaohui::DecodeStep.batch``: each row the bits of that runner's own native
-    step, a shared prefix read in place), or None where a runner cannot take its native step (none, or a RoPE offset)
-    or the rows need different RoPE tables (longrope's short and long)."""
-    if any(r._native is None or r.rope_offset or r._kv.base != r._kv.held_in_prefix for r in runners):
+    step, a shared prefix read in place; 8-bit caches: ``batch_q8``), or None where a runner cannot take its native step
+    (none, or a RoPE offset), the caches are of both kinds or the rows need different RoPE tables (longrope's)."""
+    if any(r._native is None or r.rope_offset or r._kv.base != r._kv.held_in_prefix for r in runners) \
+            or len({r._kv8 is None for r in runners}) > 1:
         return None
     pools = {id(r._kv.prefix.pool) for r in runners if r._kv.base}
     if len(pools) > 1:  # prefixes from two pools (never, with one pool per model): the Python rows join them
@@ -232,6 +233,8 @@ def _native_batch(runners: Sequence[FastRunner], token_ids: Sequence[int], posit
     cos, sin = (widest._cos_long, widest._sin_long) if longs.pop() else (widest._cos, widest._sin)
     first = runners[0]
     x = torch.cat([embed_row(first._w.embed, int(t)) for t in token_ids])
+    if first._kv8 is not None:
+        return native_step.forward_batch_q8(first._native, first._w, x, positions, cos, sin, [r._kv for r in runners])
     return native_step.forward_batch(first._native, first._w, x, positions, cos, sin, [r._kv.k for r in runners],
                                      [r._kv.v for r in runners], FastRunner.native_prefix(runners))
 

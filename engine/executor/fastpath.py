@@ -27,9 +27,9 @@ runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_AT
 ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 positions.
 
 ``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
-(``engine.executor.kv_cache``; attention then always in fp32 products, no exactness promise). ``attend_position``
-writes and attends one token's K and V for the one Python decoder step (``engine.executor.step``: the eager decode,
-``verify``'s k tokens and ``engine.executor.batched``'s n runners).
+(``engine.executor.kv_cache``; attention then always in fp32 products, no exactness promise; the native step takes
+it). ``attend_position`` writes and attends one token's K and V for the one Python decoder step
+(``engine.executor.step``: the eager decode, ``verify``'s k tokens and ``engine.executor.batched``'s n runners).
 ``attach(prefix)`` starts a dense eager runner's cache with a prefix shared copy-free from a pool
 (``engine.executor.kv_blocks``): its own buffers then hold only the positions after it, every read joins the two
 (bit for bit the same attention), and ``on_prefilled`` (if set) is called after each completed prefill (the server
@@ -324,7 +324,7 @@ class FastRunner(ModelRunner):
             cos, sin = (self._cos_long, self._sin_long) if long else (self._cos, self._sin)
             x = embed_row(self._w.embed, token_id)
             if self._kv.base == 0:
-                return native_step.forward(self._native, self._w, x, pos, cos, sin, self._kv.k, self._kv.v)
+                return native_step.forward(self._native, self._w, x, pos, cos, sin, self._kv)
             return native_step.forward_batch(self._native, self._w, x, [pos], cos, sin, [self._kv.k], [self._kv.v],
                                              self.native_prefix([self]))
         return forward_rows((self,), (token_id,), (pos,))

@@ -15,6 +15,11 @@ cache: (q · k_int8) · s_k and (p · s_v) · v_int8 equal q · (s_k · k_int8) 
 copy of the cache is made per step) and ``read`` (the dequantized span, for prefill's SDPA and Gemma 2's capped
 attention).
 
+On a CPU where the native library has them (``native_kv``), the writes quantize with ``miaohui::kv_quantize`` (the
+bits of ``quantize``, tested equal) and ``attend_one`` is ``miaohui::attend_one_q8`` (engine/native/kv_int8.cpp), Gemma
+2's soft cap included: the functions the native decode step calls over this cache (``DecodeStep.step_q8``), so the
+Python step and the native one write and read the same bits (tests/engine/executor/test_native_step_int8kv.py).
+
 Why by hand: transformers' ``QuantizedCache`` needs optimum-quanto or HQQ and plugs into its own ``DynamicCache``
 (``torch.cat`` per token), which the fast runner does not use; these are a few plain torch operations that exist
 on CPU and CUDA alike. Why per (layer, head, position) scales: each write quantizes only the new position, so
@@ -38,6 +43,7 @@ import torch
 
 from engine.executor.llama_fused import capped_attention
 from engine.inputs import KV_SCALE_BYTES
+from engine.native.library import decode_ops, int8_kv_ops
 
 QMAX = 127  # symmetric: -127..127, so the scale maps the head's largest magnitude exactly
 SCALE_DTYPE = torch.float16  # KV_SCALE_BYTES each: finer than bf16's 8 bits of mantissa, ample range for K and V
@@ -57,6 +63,13 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # the zero scale dequantizes to zero, within 4e-6 of the truth
     q = (wide / scale.float().clamp_(min=_TINY)).round_().clamp_(-QMAX, QMAX).to(torch.int8)
     return q, scale.squeeze(-1)
+
+
+def native_kv(x: torch.Tensor) -> bool:
+    """Whether the int8 cache's native ops (``miaohui::kv_quantize``, ``attend_one_q8``) take ``x`` here: a CPU tensor
+    in bf16 or fp32, a library built from sources that have them, and ``MIAOHUI_NATIVE_KV`` not 0
+    (``engine.native.library.int8_kv_ops``)."""
+    return x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float32) and decode_ops() and int8_kv_ops()
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -127,6 +140,10 @@ class DenseKVCache:
     def tensors(self) -> list[torch.Tensor]:
         return [self.k, self.v]
 
+    def step_args(self) -> tuple[torch.Tensor, ...]:
+        """What ``DecodeStep.step`` reads and writes (engine/executor/native_step.py): K and V."""
+        return self.k, self.v
+
     def layers(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """The per-layer views of K and of V."""
         return self.k_layers, self.v_layers
@@ -195,6 +212,10 @@ class Int8KVCache:
         """The two buffers (for ``torch._dynamo.mark_static_address``)."""
         return [self.kv, self.scale]
 
+    def step_args(self) -> tuple[torch.Tensor, ...]:
+        """What ``DecodeStep.step_q8`` reads and writes (engine/executor/native_step.py): K, V, their scales."""
+        return self.k, self.v, self.k_scale, self.v_scale
+
     @property
     def nbytes(self) -> int:
         """Bytes allocated: the int8 elements and the scales."""
@@ -210,7 +231,9 @@ class Int8KVCache:
     def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store ``k`` and ``v`` (kv_heads, n, head_dim) at positions start..start+n-1 of ``layer``."""
         end = start + k.shape[1]
-        self.kv[:, layer, :, start:end], self.scale[:, layer, :, start:end] = quantize(torch.stack((k, v)))
+        both = torch.stack((k, v))
+        self.kv[:, layer, :, start:end], self.scale[:, layer, :, start:end] = \
+            torch.ops.miaohui.kv_quantize(both) if native_kv(both) else quantize(both)
 
     def write_at(self, layer: int, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store ``k`` and ``v`` (kv_heads, 1, head_dim) at the position held by the (1,) tensor ``pos``: fixed
@@ -230,7 +253,12 @@ class Int8KVCache:
         """One query's grouped-query attention over positions first..end-1: q (H, D) → (1, H·D) in q's dtype.
 
         Scores, softmax and the weighted sum in fp32 from the int8 rows (exactly representable), the scales folded
-        into the scores and the probabilities. Gemma 2's soft cap reads the dequantized prefix instead."""
+        into the scores and the probabilities. Gemma 2's soft cap reads the dequantized prefix instead. Natively
+        (``native_kv``): ``miaohui::attend_one_q8``, the native step's own attention, the soft cap in it."""
+        if native_kv(q):
+            return torch.ops.miaohui.attend_one_q8(q, self.k[layer, :, first:end], self.v[layer, :, first:end],
+                                                   self.k_scale[layer, :, first:end], self.v_scale[layer, :, first:end],
+                                                   scaling, softcap or 0.0)
         if softcap is not None:
             k, v = self.read(layer, first, end)
             return capped_attention(q[:, None], k, v, scaling, softcap, None).reshape(1, -1)

@@ -22,9 +22,12 @@ RoPE table (a per-layer index into the tables the step is given). What stays in 
 (``forward``), is one torch operation there anyway: the embedding's scale by sqrt(d) and Gemma 2's final logit soft
 cap, so both steps compute them with the same torch operations.
 
-What it takes (``why_not``): tiled int4/int8 projections and head (``engine.quant.tiled``), a dense KV cache, bf16 or
-fp32. Anything else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's
-text after images). A shared prefix (engine/executor/kv_blocks.py) is read in place from its pool through
+What it takes (``why_not``): tiled int4/int8 projections and head (``engine.quant.tiled``), bf16 or fp32, a dense KV
+cache or an 8-bit one (``engine.executor.kv_cache.Int8KVCache``: ``DecodeStep.step_q8``/``verify_q8`` quantize each
+token's key and value and attend over the int8 rows with the ops the Python step calls over that cache, so the two
+give the same bits there too; continuous batching's one call over 8-bit caches is ``DecodeStep.batch_q8``). Anything
+else runs the Python step (``FastRunner._decode_eager``), as does a step with a RoPE offset (Qwen-VL's text after
+images). A shared prefix (engine/executor/kv_blocks.py) is read in place from its pool through
 ``forward_batch``, and continuous batching's B sequences are one ``forward_batch`` call (engine/executor/batched.py).
 ``MIAOHUI_NATIVE_STEP=0`` turns it off (to compare). Owns the choice, the building and the call; the runner calls it.
 """
@@ -78,8 +81,10 @@ def why_not(w: Any, dtype: torch.dtype, kv_dense: bool) -> str | None:
         return "native library built from older sources: `make install` rebuilds it"
     if dtype not in (torch.bfloat16, torch.float32):
         return f"dtype {dtype}"
-    if not kv_dense:
-        return "int8 KV cache"
+    if not kv_dense and os.environ.get(native.NATIVE_KV_ENV, "1") == "0":  # the Python step's torch int8 path
+        return f"int8 KV cache with {native.NATIVE_KV_ENV}=0"
+    if not kv_dense and not native.int8_kv_ops():
+        return "int8 KV cache: native library built from older sources (`make install` rebuilds it)"
     weights = [w.lm_head] + [p for layer in w.layers for p in (layer.qkv, layer.o, layer.gate_up, layer.down)]
     if any(_bits(p) is None for p in weights):
         return "projections not in the int8-activation kernels' tiles"
@@ -111,15 +116,20 @@ def build(w: Any) -> Any:
 
 
 def forward(step: Any, w: Any, x: torch.Tensor, pos: int, cos: Sequence[torch.Tensor], sin: Sequence[torch.Tensor],
-            k: torch.Tensor, v: torch.Tensor, verify: bool = False) -> torch.Tensor:
+            kv: Any, verify: bool = False) -> torch.Tensor:
     """Logits (n, vocab) of the embeddings ``x`` (n, d) at positions pos..pos+n-1 through the built ``step`` over
-    ``w``: ``step.step`` for one token, ``step.verify`` for speculation's n (``verify``). ``cos`` and ``sin``: the
-    runner's tables, one per RoPE kind (``w.rope_kinds``). Gemma's embedding scale and final soft cap are the Python
-    step's own torch operations, here around the call, so they round alike (engine/executor/step.py's forward_rows)."""
+    ``w`` and the runner's cache ``kv`` (``DenseKVCache``, or ``Int8KVCache``: the ``_q8`` methods): ``step.step`` for
+    one token, ``step.verify`` for speculation's n (``verify``). ``cos`` and ``sin``: the runner's tables, one per RoPE
+    kind (``w.rope_kinds``). Gemma's embedding scale and final soft cap are the Python step's own torch operations,
+    here around the call, so they round alike (engine/executor/step.py's forward_rows)."""
     if w.embed_scale is not None:
         x = x * w.embed_scale
-    call = step.verify if verify else step.step
-    return w.cap_logits(call(x, pos, list(cos), list(sin), k, v))
+    buffers = kv.step_args()
+    if len(buffers) == 2:
+        call = step.verify if verify else step.step
+    else:  # an 8-bit cache: K, V and their scales
+        call = step.verify_q8 if verify else step.step_q8
+    return w.cap_logits(call(x, pos, list(cos), list(sin), *buffers))
 
 
 def forward_batch(step: Any, w: Any, x: torch.Tensor, positions: Sequence[int], cos: Sequence[torch.Tensor],
@@ -133,4 +143,16 @@ def forward_batch(step: Any, w: Any, x: torch.Tensor, positions: Sequence[int], 
     return w.cap_logits(step.batch(x, list(positions), list(cos), list(sin), list(ks), list(vs), *prefix))
 
 
-__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "forward_batch", "has_gemma_ops", "plan_ops", "why_not"]
+def forward_batch_q8(step: Any, w: Any, x: torch.Tensor, positions: Sequence[int], cos: Sequence[torch.Tensor],
+                     sin: Sequence[torch.Tensor], caches: Sequence[Any]) -> torch.Tensor:
+    """``forward_batch`` over the runners' 8-bit caches (``Int8KVCache``, never with a shared prefix):
+    ``step.batch_q8``, each row the bits of that runner's own ``step_q8``."""
+    if w.embed_scale is not None:
+        x = x * w.embed_scale
+    buffers = [cache.step_args() for cache in caches]
+    return w.cap_logits(step.batch_q8(x, list(positions), list(cos), list(sin), *[[b[i] for b in buffers]
+                                                                                  for i in range(4)]))
+
+
+__all__ = ["GELU_TANH", "NATIVE_STEP_ENV", "SILU", "build", "forward", "forward_batch", "forward_batch_q8",
+           "has_gemma_ops", "plan_ops", "why_not"]

@@ -132,7 +132,7 @@ def native_rows(runner: Any, ids: Sequence[int], start: int) -> torch.Tensor | N
         return None
     cos, sin = (runner._cos_long, runner._sin_long) if runner._long(end) else (runner._cos, runner._sin)
     x = torch.cat([embed_row(runner._w.embed, token) for token in ids])  # (n, d): as each step embeds its token
-    return native_step.forward(step, runner._w, x, start, cos, sin, runner._kv.k, runner._kv.v, verify=True)
+    return native_step.forward(step, runner._w, x, start, cos, sin, runner._kv, verify=True)
 
 
 @torch.inference_mode()

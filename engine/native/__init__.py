@@ -1,8 +1,9 @@
 """The engine's native C++ (issue 42): one library, ``miaohui_native``, whose ops live under ``torch.ops.miaohui``.
 
 Sources: ``register.cpp`` holds the one ``TORCH_LIBRARY`` block (every op's schema and the function running it,
-as ``ops.h`` declares them); ``int4_sym.cpp``, ``q8act.cpp`` and ``decode_step.cpp`` define the ops and register
-nothing; ``cpu_features.h`` is the one place the CPU is asked what it has, ``simd.h`` the one bf16 widening.
+as ``ops.h`` declares them); ``int4_sym.cpp``, ``q8act.cpp``, ``decode_step.cpp`` and ``kv_int8.cpp`` define the
+ops and register nothing; ``cpu_features.h`` is the one place the CPU is asked what it has, ``simd.h`` the one bf16
+widening.
 ``library`` builds them (``python -m engine.native.library``, run by ``make install``) into
 ``engine/native/build/`` and loads the result.
 
@@ -41,9 +42,15 @@ op                      contract                                           test
 ``attend_one``          one query per head over the cache (GQA): SDPA      tests/engine/executor/test_native_step.py
                         within rounding, Gemma 2's soft cap where given;
                         shared likewise
+``kv_quantize``         an 8-bit KV cache row per head: int8 codes and     tests/engine/native/test_kv_int8.py
+                        fp16 scale, kv_cache.quantize's bits exactly
+``attend_one_q8``       ``attend_one`` over int8 rows with per-position    tests/engine/native/test_kv_int8.py
+                        scales: its bits over the dequantized rows; the
+                        Python step over an Int8KVCache calls it
 ``DecodeStep``          the int8/int4 decode step in one call, and         tests/engine/executor/test_native_step.py
-                        ``verify`` (n tokens, speculation's check), bit
-                        for bit the Python step
+                        ``verify`` (n tokens, speculation's check), bit    (8-bit cache: test_native_step_int8kv.py)
+                        for bit the Python step; ``step_q8`` and
+                        ``verify_q8`` over an 8-bit KV cache
 ======================  =================================================  =========================================
 
 Owns the C++ and its build and loading; not the modules that call the ops (``engine/quant/`` packs the weights

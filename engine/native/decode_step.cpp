@@ -21,6 +21,9 @@
 //   (8 fp32 lanes over the dimensions, summed by one fixed tree) times the scaling, Gemma 2's soft cap where given
 //   (s = cap · tanh(s / cap), row_ops.h's tanh8), softmax with exp8, Σ p·v in fp32,
 //   rounded once; each KV head's rows read once for the heads of its group (attend_heads).
+// - over an 8-bit KV cache (step_q8, verify_q8): each token's key and value quantized per head as kv_int8.cpp's
+//   kv_quantize (kv_cache.py's quantize, bit for bit) and attended as its attend_one_q8: attend_one's arithmetic
+//   over the int8 rows widened times their scales (exact), so the dense step's code runs on a different widening.
 // - RoPE and the residual adds inside the step repeat torch's own elementwise rounding (engine/executor/llama_fused.py's
 //   rotate, x + out): each product or sum computed in fp32 and rounded to T, so they need no op of their own.
 // - products: q8act.cpp's int8-activation kernels (ops.h), a bias added after the product's rounding, as the
@@ -185,6 +188,22 @@ class DecodeStep : public torch::CustomClassHolder {
     return rows(x, pos, cos, sin, k, v);
   }
 
+  // step and verify over an 8-bit cache (engine/executor/kv_cache.py's Int8KVCache): k and v int8 (layers, KV,
+  // capacity, D), k_scale and v_scale fp16 (layers, KV, capacity). Each token's key and value are quantized as
+  // kv_cache.py's quantize (row_ops.h's quantize_row) and written with their scales; attention reads the int8 rows
+  // (attend_one_q8's). Separate methods so the dense ones keep their arguments (and a library built before runs them).
+  at::Tensor step_q8(at::Tensor x, int64_t pos, std::vector<at::Tensor> cos, std::vector<at::Tensor> sin, at::Tensor k,
+                     at::Tensor v, at::Tensor k_scale, at::Tensor v_scale) {
+    TORCH_CHECK(x.dim() == 2 && x.size(0) == 1, "x: (1, d)");
+    return rows(x, pos, cos, sin, k, v, k_scale, v_scale);
+  }
+
+  at::Tensor verify_q8(at::Tensor x, int64_t pos, std::vector<at::Tensor> cos, std::vector<at::Tensor> sin,
+                       at::Tensor k, at::Tensor v, at::Tensor k_scale, at::Tensor v_scale) {
+    TORCH_CHECK(x.dim() == 2 && x.size(0) >= 1, "x: (n, d)");
+    return rows(x, pos, cos, sin, k, v, k_scale, v_scale);
+  }
+
   // Continuous batching's step (engine/executor/batched.py): row i of x (B, d) is the next token of sequence i, at
   // positions[i] in its own cache ks[i], vs[i] → logits (B, vocab), every row the bits step() gives that sequence
   // alone (the products' rows are independent, as verify's; each row attends over its own cache only).
@@ -210,7 +229,35 @@ class DecodeStep : public torch::CustomClassHolder {
     }
     check_rope(cos, sin, *std::max_element(positions.begin(), positions.end()), x.scalar_type());
     at::Tensor logits;
-    by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), seqs, cos, sin); });
+    by_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      logits = run<T, T>(x.contiguous(), seqs, cos, sin);
+    });
+    return logits;
+  }
+
+  // batch over 8-bit caches (step_q8's, one per sequence, with their scales); an 8-bit cache has no shared prefix.
+  at::Tensor batch_q8(at::Tensor x, std::vector<int64_t> positions, std::vector<at::Tensor> cos,
+                      std::vector<at::Tensor> sin, std::vector<at::Tensor> ks, std::vector<at::Tensor> vs,
+                      std::vector<at::Tensor> k_scales, std::vector<at::Tensor> v_scales) {
+    check_dtype(x, "x");
+    TORCH_CHECK(head_ >= 0, "set_head first");
+    const int64_t n = x.dim() == 2 ? x.size(0) : 0;
+    TORCH_CHECK(n >= 1 && static_cast<int64_t>(positions.size()) == n && static_cast<int64_t>(ks.size()) == n &&
+                    static_cast<int64_t>(vs.size()) == n && static_cast<int64_t>(k_scales.size()) == n &&
+                    static_cast<int64_t>(v_scales.size()) == n, "x: (B, d) with B positions and B caches");
+    std::vector<Seq> seqs;
+    for (int64_t i = 0; i < n; ++i) {
+      check_cache_q8(ks[i], vs[i], k_scales[i], v_scales[i], positions[i]);
+      seqs.push_back({ks[i].data_ptr(), vs[i].data_ptr(), ks[i].size(2), positions[i],
+                      k_scales[i].data_ptr<at::Half>(), v_scales[i].data_ptr<at::Half>()});
+    }
+    check_rope(cos, sin, *std::max_element(positions.begin(), positions.end()), x.scalar_type());
+    at::Tensor logits;
+    by_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      logits = run<T, int8_t>(x.contiguous(), seqs, cos, sin);
+    });
     return logits;
   }
 
@@ -220,6 +267,8 @@ class DecodeStep : public torch::CustomClassHolder {
     void* k;
     void* v;
     int64_t capacity, pos;
+    at::Half* k_scale = nullptr;  // an int8 cache's scales (layers, KV, capacity)
+    at::Half* v_scale = nullptr;
     // a shared prefix (engine/executor/kv_blocks.py): positions 0..base-1 are rows of the pool (layers, KV,
     // pool_capacity, D), in runs of (first row, end row); the cache's own index of position p is p - base
     int64_t base = 0;
@@ -230,10 +279,10 @@ class DecodeStep : public torch::CustomClassHolder {
   };
 
   // The spans row `seq` attends over at layer `index`, from position `first` (a sliding window's start) to its own.
-  template <typename T>
-  std::vector<Heads<T>> spans_of(const Seq& seq, size_t index, int64_t first) const {
+  template <typename C>
+  std::vector<Heads<C>> spans_of(const Seq& seq, size_t index, int64_t first) const {
     const int64_t KV = kv_heads_, D = dim_;
-    std::vector<Heads<T>> spans;
+    std::vector<Heads<C>> spans;
     int64_t skip = first;
     for (const auto& [begin, end] : seq.runs) {
       const int64_t length = end - begin;
@@ -242,13 +291,16 @@ class DecodeStep : public torch::CustomClassHolder {
         continue;
       }
       const int64_t layer = static_cast<int64_t>(index) * KV * seq.pool_capacity * D, row = (begin + skip) * D;
-      spans.push_back({static_cast<const T*>(seq.pool_k) + layer + row, seq.pool_capacity * D, D,
-                       static_cast<const T*>(seq.pool_v) + layer + row, seq.pool_capacity * D, D, length - skip});
+      spans.push_back({static_cast<const C*>(seq.pool_k) + layer + row, seq.pool_capacity * D, D,
+                       static_cast<const C*>(seq.pool_v) + layer + row, seq.pool_capacity * D, D, length - skip});
       skip = 0;
     }
     const int64_t own = static_cast<int64_t>(index) * KV * seq.capacity * D;
-    spans.push_back({static_cast<const T*>(seq.k) + own + skip * D, seq.capacity * D, D,
-                     static_cast<const T*>(seq.v) + own + skip * D, seq.capacity * D, D, seq.pos - seq.base + 1 - skip});
+    const int64_t scales = static_cast<int64_t>(index) * KV * seq.capacity + skip;  // an int8 cache's
+    spans.push_back({static_cast<const C*>(seq.k) + own + skip * D, seq.capacity * D, D,
+                     static_cast<const C*>(seq.v) + own + skip * D, seq.capacity * D, D, seq.pos - seq.base + 1 - skip,
+                     seq.k_scale ? seq.k_scale + scales : nullptr, seq.v_scale ? seq.v_scale + scales : nullptr,
+                     seq.capacity});
     return spans;
   }
 
@@ -279,6 +331,14 @@ class DecodeStep : public torch::CustomClassHolder {
     TORCH_CHECK(k.scalar_type() == type && v.scalar_type() == type, "one dtype throughout");
   }
 
+  void check_cache_q8(const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_scale, const at::Tensor& v_scale,
+                      int64_t last) const {
+    check_cache(k, v, last, at::kChar);
+    TORCH_CHECK(k_scale.is_contiguous() && v_scale.is_contiguous() && k_scale.scalar_type() == at::kHalf &&
+                    v_scale.scalar_type() == at::kHalf && k_scale.sizes() == k.sizes().slice(0, 3) &&
+                    v_scale.sizes() == k_scale.sizes(), "k_scale, v_scale: contiguous fp16 (layers, KV, capacity)");
+  }
+
   // one (cos, sin) pair per RoPE table a layer names, all alike in shape
   void check_rope(const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin, int64_t last,
                   at::ScalarType type) const {
@@ -292,20 +352,35 @@ class DecodeStep : public torch::CustomClassHolder {
     }
   }
 
+  // k_scale and v_scale given (defined): an int8 cache, k and v int8
   at::Tensor rows(at::Tensor x, int64_t pos, const std::vector<at::Tensor>& cos, const std::vector<at::Tensor>& sin,
-                  at::Tensor k, at::Tensor v) {
+                  at::Tensor k, at::Tensor v, at::Tensor k_scale = {}, at::Tensor v_scale = {}) {
     check_dtype(x, "x");
     TORCH_CHECK(head_ >= 0, "set_head first");
     TORCH_CHECK(pos >= 0, "pos: from 0");
     const int64_t last = pos + x.size(0) - 1;
-    check_cache(k, v, last, x.scalar_type());
+    const bool q8 = k_scale.defined();
+    if (q8) check_cache_q8(k, v, k_scale, v_scale, last);
+    else check_cache(k, v, last, x.scalar_type());
     check_rope(cos, sin, last, x.scalar_type());
     std::vector<Seq> seqs;  // verify: token t of the one sequence at pos + t
-    for (int64_t t = 0; t < x.size(0); ++t) seqs.push_back({k.data_ptr(), v.data_ptr(), k.size(2), pos + t});
+    for (int64_t t = 0; t < x.size(0); ++t) {
+      seqs.push_back({k.data_ptr(), v.data_ptr(), k.size(2), pos + t});
+      if (q8) seqs.back().k_scale = k_scale.data_ptr<at::Half>(), seqs.back().v_scale = v_scale.data_ptr<at::Half>();
+    }
     at::Tensor logits;
-    by_dtype(x.scalar_type(), [&](auto tag) { logits = run<decltype(tag)>(x.contiguous(), seqs, cos, sin); });
+    by_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      logits = q8 ? run<T, int8_t>(x.contiguous(), seqs, cos, sin) : run<T, T>(x.contiguous(), seqs, cos, sin);
+    });
     return logits;
   }
+
+  // One token's key or value row of one KV head into the cache: copied (a cache in T), or quantized with its scale.
+  template <typename T>
+  static void put_row(T* dst, at::Half*, const T* src, int64_t D) { std::memcpy(dst, src, sizeof(T) * D); }
+  template <typename T>
+  static void put_row(int8_t* dst, at::Half* scale, const T* src, int64_t D) { quantize_row(src, D, dst, scale); }
 
   at::Tensor product(const Projection& p, const at::Tensor& x) const {
     at::Tensor y = p.bits == 4 ? miaohui::q4_q8_mm(x, p.weight, p.scales, p.out, p.isa)
@@ -337,7 +412,8 @@ class DecodeStep : public torch::CustomClassHolder {
     for (int64_t i = 0; i < x.numel(); ++i) xp[i] = to<T>(get(xp, i) + get(yp, i));
   }
 
-  template <typename T>
+  // T: the model's dtype; C: the cache's elements (T, or int8 with the Seq's scales)
+  template <typename T, typename C>
   at::Tensor run(at::Tensor x, const std::vector<Seq>& seqs, const std::vector<at::Tensor>& cos,
                  const std::vector<at::Tensor>& sin) {
     const int64_t H = heads_, KV = kv_heads_, D = dim_, rotary = cos[0].size(1), half = rotary / 2;
@@ -359,8 +435,11 @@ class DecodeStep : public torch::CustomClassHolder {
       }
       for (int64_t t = 0; t < n; ++t) {  // token t writes its key and value, then sees exactly 0..its position
         const int64_t pos = seqs[t].pos, capacity = seqs[t].capacity, own = pos - seqs[t].base;
-        T* kl = static_cast<T*>(seqs[t].k) + static_cast<int64_t>(index) * KV * capacity * D;
-        T* vl = static_cast<T*>(seqs[t].v) + static_cast<int64_t>(index) * KV * capacity * D;
+        C* kl = static_cast<C*>(seqs[t].k) + static_cast<int64_t>(index) * KV * capacity * D;
+        C* vl = static_cast<C*>(seqs[t].v) + static_cast<int64_t>(index) * KV * capacity * D;
+        const int64_t scales = static_cast<int64_t>(index) * KV * capacity + own;  // an int8 cache's, head 0
+        at::Half* ks = seqs[t].k_scale ? seqs[t].k_scale + scales : nullptr;
+        at::Half* vs = seqs[t].v_scale ? seqs[t].v_scale + scales : nullptr;
         const T* c = cos[layer.rope].data_ptr<T>() + pos * rotary;
         const T* s = sin[layer.rope].data_ptr<T>() + pos * rotary;
         // RoPE as rotate(): x·cos + roll(x, half)·sin, each product and the sum rounded; the rest of the head passes
@@ -377,11 +456,11 @@ class DecodeStep : public torch::CustomClassHolder {
         }
         const T* values = qkv.data_ptr<T>() + t * width + (H + KV) * D;
         for (int64_t g = 0; g < KV; ++g) {
-          std::memcpy(kl + (g * capacity + own) * D, r + (H + g) * D, sizeof(T) * D);
-          std::memcpy(vl + (g * capacity + own) * D, values + g * D, sizeof(T) * D);
+          put_row(kl + (g * capacity + own) * D, ks ? ks + g * capacity : nullptr, r + (H + g) * D, D);
+          put_row(vl + (g * capacity + own) * D, vs ? vs + g * capacity : nullptr, values + g * D, D);
         }
         const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
-        attend(r, H, KV, D, spans_of<T>(seqs[t], index, first), scaling_, cap_, attn.data_ptr<T>() + t * H * D);
+        attend(r, H, KV, D, spans_of<C>(seqs[t], index, first), scaling_, cap_, attn.data_ptr<T>() + t * H * D);
       }
       add_into<T>(x, maybe_norm<T>(product(projections_[layer.o], attn), layer.post_attn_norm, n));
       const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, n));
@@ -426,7 +505,10 @@ void define_decode_step(torch::Library& m) {
       .def("set_head", &DecodeStep::set_head)
       .def("step", &DecodeStep::step)
       .def("verify", &DecodeStep::verify)
-      .def("batch", &DecodeStep::batch);
+      .def("step_q8", &DecodeStep::step_q8)
+      .def("verify_q8", &DecodeStep::verify_q8)
+      .def("batch", &DecodeStep::batch)
+      .def("batch_q8", &DecodeStep::batch_q8);
 }
 
 }  // namespace miaohui

@@ -14,7 +14,8 @@ bit for bit. ``q8act.cpp`` holds a different contract on purpose: int4 and int8 
 to int8 per block of 32 with integer dot products (AVX512-VNNI, else AVX2), as llama.cpp computes Q4_0/Q4_1/Q8_0
 (at equal bytes the fp32 product spent 1.5-2x llama.cpp's cycles per weight); not bit-exact against aten, its
 quality measured (docs/BENCHMARK.md); torch has no x86 int8-activation int4 GEMV. ``decode_step.cpp`` is the
-int8/int4 decode step in one call (``engine.executor.native_step`` says why).
+int8/int4 decode step in one call (``engine.executor.native_step`` says why), ``kv_int8.cpp`` the 8-bit KV cache's
+quantization and attention it shares with the Python step (``engine.executor.kv_cache``).
 
 Where the library is not built (no compiler), cannot load, or ``MIAOHUI_NATIVE=0`` is set, every op here reads None
 or False and the engine runs aten's kernels, saying why once in the log; where the CPU lacks AVX-512 only
@@ -44,7 +45,8 @@ log = logging.getLogger(__name__)
 NAME = "miaohui_native"
 HERE = Path(__file__).parent
 # One library: the ops' sources and register.cpp, the one TORCH_LIBRARY block naming them all (ops.h, the headers).
-SOURCES = tuple(HERE / name for name in ("register.cpp", "int4_sym.cpp", "q8act.cpp", "decode_step.cpp"))
+SOURCES = tuple(HERE / name for name in ("register.cpp", "int4_sym.cpp", "q8act.cpp", "decode_step.cpp",
+                                          "kv_int8.cpp"))
 
 
 def build_folder() -> Path:
@@ -118,6 +120,16 @@ def decode_ops() -> bool:
     """Whether decode_step.cpp's row operations and ``DecodeStep`` run here: they call the int8-activation kernels, so
     where those do not (``q8act_isa()`` None) the engine keeps its torch operations."""
     return q8act_isa() is not None
+
+
+NATIVE_KV_ENV = "MIAOHUI_NATIVE_KV"  # "0": the 8-bit KV cache's torch operations, not kv_int8.cpp's (to compare)
+
+
+def int8_kv_ops() -> bool:
+    """Whether the loaded library has kv_int8.cpp's ops (the 8-bit KV cache's quantization and attention) and
+    ``DecodeStep.step_q8``/``verify_q8``/``batch_q8`` (they came in one change, so a library built before has none of
+    them), and ``MIAOHUI_NATIVE_KV`` is not 0 (read per call). Call after ``decode_ops()`` said the library runs here."""
+    return hasattr(torch.ops.miaohui, "attend_one_q8") and os.environ.get(NATIVE_KV_ENV, "1") != "0"
 
 
 def _not_loaded() -> str | None:

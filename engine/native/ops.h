@@ -30,6 +30,11 @@ at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double e
 at::Tensor silu_mul(const at::Tensor& gate_up, int64_t intermediate);
 at::Tensor gelu_tanh_mul(const at::Tensor& gate_up, int64_t intermediate);
 at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scaling, double softcap);
+
+// kv_int8.cpp
+std::tuple<at::Tensor, at::Tensor> kv_quantize(const at::Tensor& x);
+at::Tensor attend_one_q8(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_scale,
+                         const at::Tensor& v_scale, double scaling, double softcap);
 // The DecodeStep class and its methods, bound where the class is defined (its methods are its own, not free functions).
 void define_decode_step(torch::Library& m);
 

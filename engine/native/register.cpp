@@ -24,6 +24,10 @@ TORCH_LIBRARY(miaohui, m) {
   m.def("gelu_tanh_mul(Tensor gate_up, int intermediate) -> Tensor");
   m.def("attend_one(Tensor q, Tensor k, Tensor v, float scaling, float softcap=0.0) -> Tensor");
   miaohui::define_decode_step(m);
+  // kv_int8.cpp
+  m.def("kv_quantize(Tensor x) -> (Tensor, Tensor)");
+  m.def("attend_one_q8(Tensor q, Tensor k, Tensor v, Tensor k_scale, Tensor v_scale, float scaling, "
+        "float softcap=0.0) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
@@ -36,4 +40,6 @@ TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
   m.impl("silu_mul", &miaohui::silu_mul);
   m.impl("gelu_tanh_mul", &miaohui::gelu_tanh_mul);
   m.impl("attend_one", &miaohui::attend_one);
+  m.impl("kv_quantize", &miaohui::kv_quantize);
+  m.impl("attend_one_q8", &miaohui::attend_one_q8);
 }

@@ -1,8 +1,9 @@
 // The row operations of the native decode step (engine/native/decode_step.cpp), each computing one row alone, in the
 // model's dtype T (bf16 or fp32): RMSNorm (the weight in T or fp32), the gated MLP activations (SiLU, tanh-GELU),
-// one query per head's attention with an optional soft cap, and the exp/tanh they are built on. decode_step.cpp's
-// header says what each computes and how it rounds; here is only the code, included by that one source (its ops and
-// DecodeStep both call it), so nothing here is an op or registers anything.
+// one query per head's attention with an optional soft cap (over a cache in T, or in int8 with a scale per position:
+// engine/executor/kv_cache.py's Int8KVCache), an int8 cache row's quantization, and the exp/tanh they are built on.
+// decode_step.cpp's and kv_int8.cpp's headers say what each computes and how it rounds; here is only the code,
+// included by those sources (their ops and DecodeStep call it), so nothing here is an op or registers anything.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -172,6 +174,42 @@ __attribute__((target("avx2,fma"))) inline void widen_rows(const T* src, int64_t
   }
 }
 
+// One int8 cache row: rows (m) of D int8 values at src + r·stride, row r times its fp16 scale[r] → fp32 as above.
+// Exact: a 7-bit integer times an 11-bit significand fits fp32's 24 bits, so these are the dequantized values
+// themselves and the attention over them is the dense one's arithmetic (each cache byte still read once).
+__attribute__((target("avx2,fma"))) inline void widen_rows(const int8_t* src, const at::Half* scale, int64_t stride,
+                                                           int64_t m, int64_t D, int64_t padded, float* dst) {
+  for (int64_t r = 0; r < m; ++r) {
+    const int8_t* row = src + r * stride;
+    float* out = dst + r * padded;
+    const float s = static_cast<float>(scale[r]);
+    const __m256 sv = _mm256_set1_ps(s);
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
+      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), sv));
+    }
+    for (; d < D; ++d) out[d] = static_cast<float>(row[d]) * s;
+    for (; d < padded; ++d) out[d] = 0.0f;
+  }
+}
+
+constexpr float kQMax = 127.0f;  // kv_cache.py's QMAX: symmetric, -127..127
+
+// One head's vector at one position (D values of T) → its int8 codes and fp16 scale, kv_cache.py's quantize bit for
+// bit: scale = fp16(min(absmax / 127 in fp32, fp16's largest)), nearest even; code = x / max(scale, FLT_MIN) in fp32,
+// rounded half to even (nearbyint in the default rounding mode, as torch's round), clamped to ±127.
+template <typename T>
+inline void quantize_row(const T* x, int64_t D, int8_t* codes, at::Half* scale) {
+  float most = 0.0f;
+  for (int64_t d = 0; d < D; ++d) most = std::max(most, std::fabs(get(x, d)));
+  const at::Half half(std::min(most / kQMax, 65504.0f));
+  *scale = half;
+  const float divisor = std::max(static_cast<float>(half), FLT_MIN);
+  for (int64_t d = 0; d < D; ++d)
+    codes[d] = static_cast<int8_t>(std::min(kQMax, std::max(-kQMax, std::nearbyint(get(x, d) / divisor))));
+}
+
 // acc (C·8 lanes, in registers) += Σ_j w[j] · row j of rows (m rows of `padded` fp32), j in order.
 template <int C>
 __attribute__((target("avx2,fma"))) inline void weighted_rows(const float* rows, int64_t padded, int64_t m,
@@ -203,15 +241,30 @@ __attribute__((target("avx2,fma"))) inline void weighted_slice(int64_t chunks, c
 constexpr int64_t kBlock = 32;  // positions widened to fp32 at a time: ≤ 32 KiB at head_dim 256, in L1/L2 for the heads
 
 // A run of cached positions of one KV head: rows j at k + j·ks and v + j·vs, n of them (a cache's own rows, or a shared
-// prefix's run of blocks in its pool, engine/executor/kv_blocks.py).
-template <typename T>
+// prefix's run of blocks in its pool, engine/executor/kv_blocks.py), in the model's dtype or int8 (C); an int8 row j's
+// scales at k_scale[j] and v_scale[j] (unused for a cache in the model's dtype).
+template <typename C>
 struct Span {
-  const T* k;
+  const C* k;
   int64_t ks;
-  const T* v;
+  const C* v;
   int64_t vs;
   int64_t n;
+  const at::Half* k_scale = nullptr;
+  const at::Half* v_scale = nullptr;
 };
+
+// Rows j0..j0+m-1 of a span's keys or values widened to fp32 (int8 ones times their scales).
+template <typename C>
+inline void widen_span(const Span<C>& s, bool keys, int64_t j0, int64_t m, int64_t D, int64_t padded, float* dst) {
+  if (keys) widen_rows(s.k + j0 * s.ks, s.ks, m, D, padded, dst);
+  else widen_rows(s.v + j0 * s.vs, s.vs, m, D, padded, dst);
+}
+inline void widen_span(const Span<int8_t>& s, bool keys, int64_t j0, int64_t m, int64_t D, int64_t padded,
+                       float* dst) {
+  if (keys) widen_rows(s.k + j0 * s.ks, s.k_scale + j0, s.ks, m, D, padded, dst);
+  else widen_rows(s.v + j0 * s.vs, s.v_scale + j0, s.vs, m, D, padded, dst);
+}
 
 // B heads' attention over one KV head's positions, the spans in order (n in all): q (B, padded) fp32 rows (zero past
 // D) → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to fp32 once for
@@ -223,19 +276,20 @@ struct Span {
 // - scores soft-capped where cap > 0 (Gemma 2), each head's largest then found again;
 // - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
 // A head's arithmetic depends neither on B and the other heads nor on where the spans split the positions (the tests
-// check a head in a group against it alone, and a shared prefix's spans against the joined cache).
-template <typename T>
+// check a head in a group against it alone, and a shared prefix's spans against the joined cache). An int8 cache (C)
+// differs only in its widening (exact), so its attention is the dense one's over the dequantized rows.
+template <typename T, typename C>
 __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded,
-                                                      const std::vector<Span<T>>& spans, int64_t n, int64_t D,
+                                                      const std::vector<Span<C>>& spans, int64_t n, int64_t D,
                                                       float scaling, float cap, T* out) {
   std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
   std::vector<float> most(B, -INFINITY);
   const __m256 scale = _mm256_set1_ps(scaling);
   int64_t offset = 0;
-  for (const Span<T>& span : spans) {
+  for (const Span<C>& span : spans) {
     for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
       const int64_t m = std::min(kBlock, span.n - j0), m8 = (m + 7) / 8 * 8;
-      widen_rows(span.k + j0 * span.ks, span.ks, m, D, padded, block.data());
+      widen_span(span, true, j0, m, D, padded, block.data());
       std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
       for (int64_t i = 0; i < B; ++i) {
         const float* qi = q + i * padded;
@@ -271,10 +325,10 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
     for (int64_t j = 0; j < n; ++j) p[i * n + j] *= inverse;
   }
   offset = 0;
-  for (const Span<T>& span : spans) {
+  for (const Span<C>& span : spans) {
     for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
       const int64_t m = std::min(kBlock, span.n - j0);
-      widen_rows(span.v + j0 * span.vs, span.vs, m, D, padded, block.data());
+      widen_span(span, false, j0, m, D, padded, block.data());
       for (int64_t i = 0; i < B; ++i)
         for (int64_t d = 0; d < padded; d += 64)
           weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m,
@@ -302,38 +356,45 @@ inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
   return best;
 }
 
-// A span of every KV head: head g's rows start at k + g·k_head (v + g·v_head).
-template <typename T>
+// A span of every KV head: head g's rows start at k + g·k_head (v + g·v_head); an int8 cache's scales at
+// k_scale + g·scale_head (v_scale + g·scale_head), one per position.
+template <typename C>
 struct Heads {
-  const T* k;
+  const C* k;
   int64_t k_head, ks;
-  const T* v;
+  const C* v;
   int64_t v_head, vs, n;
+  const at::Half* k_scale = nullptr;
+  const at::Half* v_scale = nullptr;
+  int64_t scale_head = 0;
 };
 
 // Grouped-query attention of one query per head over the spans in order: q (H, D) rows contiguous; each pass reads
 // one KV head's rows once for up to 16 of its heads, and the passes spread over torch's threads once the positions are
 // many enough to pay for it.
-template <typename T>
-void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<T>>& spans, float scaling, float cap,
+template <typename T, typename C>
+void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<C>>& spans, float scaling, float cap,
             T* out) {
   int64_t n = 0;
-  for (const Heads<T>& span : spans) n += span.n;
+  for (const Heads<C>& span : spans) n += span.n;
   const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
   const bool spread = n * D >= 16384;
   const int64_t b = heads_per_pass(group, KV, spread ? at::get_num_threads() : 1);
   const int64_t per_group = (group + b - 1) / b;
   auto passes = [&](int64_t begin, int64_t end) {
     std::vector<float> qf(b * padded, 0.0f);
-    std::vector<Span<T>> head;
+    std::vector<Span<C>> head;
     for (int64_t pass = begin; pass < end; ++pass) {
       const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
       const int64_t count = std::min(b, (g + 1) * group - first);
       for (int64_t i = 0; i < count; ++i)
         for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(q, (first + i) * D + d);
       head.clear();
-      for (const Heads<T>& span : spans)
-        if (span.n > 0) head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n});
+      for (const Heads<C>& span : spans)
+        if (span.n > 0)
+          head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n,
+                          span.k_scale ? span.k_scale + g * span.scale_head : nullptr,
+                          span.v_scale ? span.v_scale + g * span.scale_head : nullptr});
       attend_heads(count, qf.data(), padded, head, n, D, scaling, cap, out + first * D);
     }
   };
