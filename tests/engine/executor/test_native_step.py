@@ -11,6 +11,8 @@ And the row operations the two share match torch's."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import pytest
 import torch
 
@@ -41,7 +43,10 @@ def _python_twin(runner: FastRunner) -> FastRunner:
     return twin
 
 
-def _same_decodes(a: FastRunner, b: FastRunner, prompt: list[int], steps: int) -> None:
+def same_decodes(a: FastRunner, b: FastRunner, prompt: list[int], steps: int,
+                  same_cache: Callable[[FastRunner, FastRunner, int], None] | None = None) -> None:
+    """Both runners prefill ``prompt`` and decode ``steps`` greedy tokens: the same logits each step, then the same
+    caches (``same_cache``; the dense cache's K and V by default)."""
     for runner in (a, b):
         list(runner.prefill(prompt))
     token = prompt[-1]
@@ -49,8 +54,7 @@ def _same_decodes(a: FastRunner, b: FastRunner, prompt: list[int], steps: int) -
         got, want = a.decode(token), b.decode(token)
         assert torch.equal(got, want), f"step {step}: logits differ by {(got.float() - want.float()).abs().max()}"
         token = int(got.argmax())
-    end = len(prompt) + steps
-    assert torch.equal(a._kv.k[:, :, :end], b._kv.k[:, :, :end]) and torch.equal(a._kv.v[:, :, :end], b._kv.v[:, :, :end])
+    (same_cache or _same_dense_cache)(a, b, len(prompt) + steps)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_native_step_equals_the_python_step_for_each_family(family_dirs, family,
     assert runner.native_step_reason is None and runner._native is not None
     # past the mistral and Gemma models' sliding windows, through every layer's bias, q/k norm, partial rotary,
     # Gemma norm, GeGLU, soft cap and RoPE table
-    _same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 20, seed=5), STEPS)
+    same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 20, seed=5), STEPS)
 
 
 @pytest.mark.parametrize("native_bf16", ["1", "0"])
@@ -77,7 +81,7 @@ def test_native_step_equals_the_python_step_on_the_default_model(default_model_d
     model = load_cpu(default_model_dir, "int4").model
     runner = FastRunner(model)
     assert runner._native is not None, runner.native_step_reason
-    _same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 30, seed=1), 12)
+    same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 30, seed=1), 12)
 
 
 def test_verify_and_the_batched_step_give_the_native_steps_bits(family_dirs):
@@ -140,23 +144,33 @@ def test_the_batched_step_gives_each_native_steps_bits_for_each_family(family_di
         monkeypatch.setattr(batched_module, "_native_batch", lambda *args: None)
     else:  # the native batch must serve every step: the Python rows are never reached
         monkeypatch.setattr(batched_module, "forward_rows", lambda *args: pytest.fail("the Python batch ran"))
-    model = load_cpu(family_dirs[family], precision).model
+    check_batch_against_alone(load_cpu(family_dirs[family], precision).model, 6, _same_dense_cache)
+
+
+def _same_dense_cache(a: FastRunner, b: FastRunner, end: int) -> None:
+    assert torch.equal(a._kv.k[:, :, :end], b._kv.k[:, :, :end])
+    assert torch.equal(a._kv.v[:, :, :end], b._kv.v[:, :, :end])
+
+
+def check_batch_against_alone(model: Any, steps: int, same_cache: Callable[[FastRunner, FastRunner, int], None],
+                              **runner_args: Any) -> None:
+    """decode_batch over three runners (prompts of 9, 17 and 24 tokens) against three others each decoding alone on
+    its native step, for ``steps`` steps: the same logits each step, then the same caches (``same_cache``)."""
     prompts = [random_prompt(model.config.vocab_size, length, seed=30 + length) for length in (9, 17, 24)]
-    batched, alone = [FastRunner(model) for _ in prompts], [FastRunner(model) for _ in prompts]
+    batched = [FastRunner(model, **runner_args) for _ in prompts]
+    alone = [FastRunner(model, **runner_args) for _ in prompts]
     assert alone[0]._native is not None
     for pair, prompt in zip(zip(batched, alone), prompts):
         for runner in pair:
             list(runner.prefill(prompt))
     tokens = [prompt[-1] for prompt in prompts]
-    for step in range(6):
+    for step in range(steps):
         got = decode_batch(batched, tokens)
         want = torch.cat([runner.decode(token) for runner, token in zip(alone, tokens)])
         assert torch.equal(got, want), f"step {step}"
         tokens = [int(row.argmax()) for row in got]
     for a, b in zip(batched, alone):
-        end = b.cached_len
-        assert torch.equal(a._kv.k[:, :, :end], b._kv.k[:, :, :end])
-        assert torch.equal(a._kv.v[:, :, :end], b._kv.v[:, :, :end])
+        same_cache(a, b, b.cached_len)
 
 
 def test_why_not_names_what_keeps_a_model_on_the_python_step(family_dirs, monkeypatch):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.executor.batched import decode_batch
 from engine.executor.fastpath import FastRunner
 from engine.native import library as native
-from tests.engine.executor.test_native_step import family_dirs  # noqa: F401  (the fixture)
+from tests.engine.executor.test_native_step import same_decodes
+from tests.engine.executor.test_native_step import check_batch_against_alone, family_dirs  # noqa: F401 (fixture)
 from tests.helpers.family_models import load_cpu
 from tests.helpers.reference_forward import random_prompt
 
@@ -39,15 +39,7 @@ def _same_cache(a: FastRunner, b: FastRunner, end: int) -> None:
 
 
 def _same_decodes(model, prompt: list[int], steps: int) -> None:
-    a, b = _runners(model)
-    for runner in (a, b):
-        list(runner.prefill(prompt))
-    token = prompt[-1]
-    for step in range(steps):
-        got, want = a.decode(token), b.decode(token)
-        assert torch.equal(got, want), f"step {step}: logits differ by {(got.float() - want.float()).abs().max()}"
-        token = int(got.argmax())
-    _same_cache(a, b, len(prompt) + steps)
+    same_decodes(*_runners(model), prompt, steps, _same_cache)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -96,21 +88,7 @@ def test_a_batch_of_int8_cache_runners_gives_each_native_steps_bits(family_dirs,
         monkeypatch.setattr(batched_module, "_native_batch", lambda *args: None)
     else:  # the native batch must serve every step: the Python rows are never reached
         monkeypatch.setattr(batched_module, "forward_rows", lambda *args: pytest.fail("the Python batch ran"))
-    model = load_cpu(family_dirs[family], "int4").model
-    prompts = [random_prompt(model.config.vocab_size, length, seed=30 + length) for length in (9, 17, 24)]
-    batched = [FastRunner(model, kv_precision="int8") for _ in prompts]
-    alone = [FastRunner(model, kv_precision="int8") for _ in prompts]
-    for pair, prompt in zip(zip(batched, alone), prompts):
-        for runner in pair:
-            list(runner.prefill(prompt))
-    tokens = [prompt[-1] for prompt in prompts]
-    for step in range(4):
-        got = decode_batch(batched, tokens)
-        want = torch.cat([runner.decode(token) for runner, token in zip(alone, tokens)])
-        assert torch.equal(got, want), f"step {step}"
-        tokens = [int(row.argmax()) for row in got]
-    for a, b in zip(batched, alone):
-        _same_cache(a, b, b.cached_len)
+    check_batch_against_alone(load_cpu(family_dirs[family], "int4").model, 4, _same_cache, kv_precision="int8")
 
 
 def test_the_torch_int8_path_stays_for_comparison_and_keeps_the_python_step(family_dirs, monkeypatch):  # noqa: F811
