@@ -16,7 +16,8 @@ VNNI, dense on AVX2 before), so the choice changes speed, not what is computed: 
 A choice measured in one busy moment could stand for the process's life, so it is measured again: after
 ``RECHECK_AFTER`` more long int4 products, then after twice as many each time (the probe's extra cost, the slower
 form of ``PROBE_PRODUCTS`` products, stays a few percent of the chunks between and shrinks). While a recheck runs,
-each product returns the current form's result, so a prompt's numbers change only when the decision does.
+each product returns the current form's result, so a prompt's numbers change only when the decision does, and a
+recheck changes it only when the other form took at most ``SWITCH_SHARE`` of the chosen one's time.
 
 ``MIAOHUI_PREFILL_FORM=kernel|dense`` fixes the form (to compare, and for the bench); unset or ``auto`` measures.
 Owns the choice and its record; not the forms themselves (``engine.quant.tiled``, the runner's ``_prefill_linear``).
@@ -45,6 +46,10 @@ PROBE_PRODUCTS = 4  # a layer's four products: q|k|v, o, gate|up, down
 PROBE_ROWS = 128  # shorter chunks are not worth timing (and the class keeps up to 96 rows on the kernel anyway)
 # Long int4 products after a decision before it is measured again (4 chunks of a 16-layer model); doubled each time.
 RECHECK_AFTER = 256
+# A recheck switches forms only when the other took at most this share of the chosen one's time. The two forms round
+# differently, so a switch changes the next prompts' numbers (a greedy reply can change): forms within noise of each
+# other must not take turns (measured: the default model's int4 prompt lookup bench gave different texts in one run).
+SWITCH_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ class PrefillForms:
             returned = results[ahead if self.choice is None else self.choice.form]
             if self._probed >= PROBE_PRODUCTS:
                 self._measured += 1
+                if self.choice is not None:  # a recheck: the other form must be clearly faster to take over
+                    chosen, other = self.choice.form, "dense" if self.choice.form == "kernel" else "kernel"
+                    ahead = other if self._spent[other] <= SWITCH_SHARE * self._spent[chosen] else chosen
                 self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows,
                                                self._measured))
             return returned
@@ -153,4 +161,4 @@ def forms_for(model: Any, weights: Any) -> PrefillForms:
 
 
 __all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "PROBE_ROWS", "RECHECK_AFTER", "PrefillFormChoice",
-           "PrefillForms"]
+           "PrefillForms", "SWITCH_SHARE"]

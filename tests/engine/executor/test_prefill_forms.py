@@ -11,7 +11,7 @@ import torch
 
 from engine.executor import prefill_forms
 from engine.executor.fastpath import FastRunner
-from engine.executor.prefill_forms import PROBE_PRODUCTS, PROBE_ROWS, RECHECK_AFTER, PrefillForms
+from engine.executor.prefill_forms import PROBE_PRODUCTS, PROBE_ROWS, RECHECK_AFTER, SWITCH_SHARE, PrefillForms
 from engine.native import library as native
 from engine.quant.tiled import Int4Q8Linear, pack_int4
 from tests.engine.executor.test_families import _qwen2
@@ -95,6 +95,23 @@ def test_the_choice_is_measured_again_after_more_long_products_and_can_change(mo
     assert asked == [False] * (2 * RECHECK_AFTER - 1) + [True]  # the next recheck comes after twice as many
     assert [out.item() for out in _probe_round(forms, clock, module)] == [1.0] * PROBE_PRODUCTS
     assert forms.choice.form == "dense" and forms.choice.measured == 3
+
+
+def test_a_recheck_keeps_the_form_unless_the_other_is_clearly_faster(monkeypatch):
+    """The forms round differently: forms within noise of each other must not take turns (a greedy reply would
+    change between two requests); the other form takes over only at SWITCH_SHARE of the chosen one's time or less."""
+    monkeypatch.delenv(prefill_forms.PREFILL_FORM_ENV, raising=False)
+    module = _int4()
+    clock = _Clock({"kernel": 1.0, "dense": 1.1})
+    forms = PrefillForms([module], clock=clock)
+    _probe_round(forms, clock, module)
+    assert forms.choice.form == "kernel"
+    for dense_s, want in ((0.9, "kernel"), (SWITCH_SHARE + 0.01, "kernel"), (SWITCH_SHARE - 0.01, "dense")):
+        clock.seconds = {"kernel": 1.0, "dense": dense_s}
+        while not forms.wants_probe(module, PROBE_ROWS):
+            pass
+        _probe_round(forms, clock, module)
+        assert forms.choice.form == want, dense_s
 
 
 def test_inside_decode_products_nothing_is_timed(monkeypatch):
