@@ -77,7 +77,6 @@ class PrefillForms:
         self._rechecking = False
         self._since = 0  # long int4 products since the last decision
         self._recheck_at = RECHECK_AFTER
-        self._measured = 0
         self.choice: PrefillFormChoice | None = None
         fixed = os.environ.get(PREFILL_FORM_ENV, "auto")
         if fixed in FORMS:
@@ -123,12 +122,11 @@ class PrefillForms:
             ahead = min(FORMS, key=lambda form: self._spent[form])
             returned = results[ahead if self.choice is None else self.choice.form]
             if self._probed >= PROBE_PRODUCTS:
-                self._measured += 1
                 if self.choice is not None:  # a recheck: the other form must be clearly faster to take over
                     chosen, other = self.choice.form, "dense" if self.choice.form == "kernel" else "kernel"
                     ahead = other if self._spent[other] <= SWITCH_SHARE * self._spent[chosen] else chosen
                 self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows,
-                                               self._measured))
+                                               (self.choice.measured if self.choice else 0) + 1))
             return returned
 
     def _decide(self, choice: PrefillFormChoice) -> None:
