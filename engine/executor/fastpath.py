@@ -21,9 +21,8 @@ step (``static=True``) can be captured as a CUDA graph with ``torch.compile(mode
 
 Weight-only int8/int4 models (``engine/quant/quant.py``) run here too: the step calls the packed kernels
 directly (where it can, the whole step is one native call, ``engine.executor.native_step``, with the same bits as
-the Python step), and prefill runs on the kernel under AVX512-VNNI or dequantizes one projection at a time for its
-matrix product. A decode step's attention
-runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_ATTENTION_POSITIONS``, for dense
+the Python step), and prefill runs on the kernel or dequantizes one projection at a time for its matrix product,
+as measured per model (``engine.executor.prefill_forms``). A decode step's attention runs as fp32 products (``attend_one``) for quantized models and, past ``EXACT_ATTENTION_POSITIONS``, for dense
 ones on a CPU: SDPA's CPU kernel costs ~2 ms per layer for one query over 4,096 positions.
 
 ``kv_precision="int8"`` keeps the cache as int8 with a scale per (layer, KV head, position), about half the bytes
@@ -302,10 +301,11 @@ class FastRunner(ModelRunner):
         (one row) keeps the model's precision: there the upcast would cost more than it saves."""
         rows = x.shape[0]
         if not isinstance(weight, torch.Tensor):  # quantized: dense GEMM on a dequantized copy for many rows
-            if self._forms.wants_probe(weight, rows):  # the first long chunk: time both forms (prefill_forms)
-                quantized = weight
-                return self._forms.probe(lambda: project(x, quantized, bias),
-                                         lambda: self._prefill_linear(x, quantized.dequantize(), bias), rows)
+            if self._forms.wants_probe(weight, rows):  # time both forms (engine/executor/prefill_forms.py)
+                dense = lambda xs, module, b=None: self._prefill_linear(xs, module.dequantize(), b)  # noqa: E731
+                if self._forms.choice is not None:  # a recheck: both forms of this product, the chosen one's result
+                    return self._forms.probe(lambda: project(x, weight, bias), lambda: dense(x, weight, bias), rows)
+                self._forms.settle(rows, x.dtype, dense)  # the first long chunk: choose on random rows, then compute
             if rows <= weight.kernel_rows or not weight.can_dequantize:
                 return project(x, weight, bias)
             weight = weight.dequantize()

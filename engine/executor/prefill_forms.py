@@ -7,16 +7,19 @@ A prefill chunk's product of n rows by a tiled int4 weight (``engine.quant.tiled
   dense GEMM (oneDNN: AMX tiles where the CPU has them, AVX-512 BF16 or AVX2 otherwise).
 Which is faster depends on the CPU, not on its instruction-set names: on this session's 2-core Xeon with AMX, a
 Llama-3.2-1B-shaped gate_up of 1024 rows took 400 ms on the kernel against 180 ms dense; a 2-core EPYC without AMX
-(2026-12-03) had found the kernel ~2× faster than the dense form with the old torch dequantization. So the first
-chunk long enough to matter computes its first ``PROBE_PRODUCTS`` int4 products both ways, alternating which goes
-first, and the total of each form decides for every tiled int4 weight of the model (``kernel_rows``: all rows on
-the kernel, or dense above the class's threshold). Both forms are products a prefill has always used (the kernel on
+(2026-12-03) had found the kernel ~2× faster than the dense form with the old torch dequantization. So before the first
+chunk long enough to matter computes anything, the model's first ``PROBE_PRODUCTS`` int4 weights (its first layer's
+four products) are run both ways on random rows of that chunk's length, alternating which goes first, and the total
+of each form decides for every tiled int4 weight of the model (``kernel_rows``: all rows on the kernel, or dense above
+the class's threshold). Random rows, not the prompt's: the forms round differently, and a prompt whose first products
+took one form and the rest another gave a reply that no later prompt reproduced (the int4 prompt lookup bench's
+"same text" said NO on a fresh model). Timing does not depend on the values: both forms do the same work for any. Both forms are products a prefill has always used (the kernel on
 VNNI, dense on AVX2 before), so the choice changes speed, not what is computed: logits within a product's rounding.
 
 A choice measured in one busy moment could stand for the process's life, so it is measured again: after
 ``RECHECK_AFTER`` more long int4 products, then after twice as many each time (the probe's extra cost, the slower
-form of ``PROBE_PRODUCTS`` products, stays a few percent of the chunks between and shrinks). While a recheck runs,
-each product returns the current form's result, so a prompt's numbers change only when the decision does, and a
+form of ``PROBE_PRODUCTS`` products, stays a few percent of the chunks between and shrinks). A recheck times the
+prompt's own products, and each returns the chosen form's result, so a prompt's numbers change only when the decision does, and a
 recheck changes it only when the other form took at most ``SWITCH_SHARE`` of the chosen one's time.
 
 ``MIAOHUI_PREFILL_FORM=kernel|dense`` fixes the form (to compare, and for the bench); unset or ``auto`` measures.
@@ -88,8 +91,8 @@ class PrefillForms:
             self.choice = self.choice or PrefillFormChoice("kernel")
 
     def wants_probe(self, weight: Any, rows: int) -> bool:
-        """Whether this product should be computed both ways and timed (the first long chunk's first products, and
-        a recheck's); counts the long int4 products between rechecks."""
+        """Whether this product is one to time: the first long chunk's first (``settle`` then chooses before it
+        computes anything), or a recheck's (``probe``); counts the long int4 products between rechecks."""
         if self._fixed or rows < PROBE_ROWS or not isinstance(weight, Int4Q8Linear):
             return False
         if weight.kernel_rows != self._rows_set(weight):
@@ -106,28 +109,46 @@ class PrefillForms:
         """The ``kernel_rows`` this object leaves on ``weight``: the class's until a choice, all rows for the kernel."""
         return sys.maxsize if self.choice is not None and self.choice.form == "kernel" else type(weight).kernel_rows
 
-    def probe(self, kernel: Callable[[], torch.Tensor], dense: Callable[[], torch.Tensor], rows: int) -> torch.Tensor:
-        """Run both forms of one product (alternating which runs first), add their times, decide after
-        ``PROBE_PRODUCTS`` products; returns the result of the form ahead so far (a recheck: of the form chosen)."""
+    def settle(self, rows: int, dtype: torch.dtype,
+               dense: Callable[[torch.Tensor, Int4Q8Linear], torch.Tensor]) -> PrefillFormChoice:
+        """The first choice, before any prompt's product: the first ``PROBE_PRODUCTS`` int4 weights timed both ways on
+        ``rows`` random rows in ``dtype``, ``dense(x, module)`` being the runner's dense form. Idempotent."""
         with self._lock:
-            order = (("kernel", kernel), ("dense", dense))
-            if self._probed % 2:
-                order = order[::-1]
-            results = {}
-            for form, run in order:
-                start = self._clock()
-                results[form] = run()
-                self._spent[form] += self._clock() - start
-            self._probed += 1
+            if self.choice is None:
+                generator = torch.Generator().manual_seed(0)
+                for module in self._modules[:PROBE_PRODUCTS]:
+                    x = torch.randn(rows, module.in_features, generator=generator).to(dtype)
+                    self._time(lambda: module.kernel(x), lambda: dense(x, module), rows)
+            assert self.choice is not None
+            return self.choice
+
+    def probe(self, kernel: Callable[[], torch.Tensor], dense: Callable[[], torch.Tensor], rows: int) -> torch.Tensor:
+        """A recheck's product, run both ways (alternating which runs first) and timed; returns the chosen form's
+        result. Decides after ``PROBE_PRODUCTS`` products: the other form only when clearly faster."""
+        with self._lock:
+            if self.choice is None:
+                raise RuntimeError("PrefillForms.probe before settle: the first choice is made on random rows")
+            return self._time(kernel, dense, rows)
+
+    def _time(self, kernel: Callable[[], torch.Tensor], dense: Callable[[], torch.Tensor], rows: int) -> torch.Tensor:
+        order = (("kernel", kernel), ("dense", dense))
+        if self._probed % 2:
+            order = order[::-1]
+        results = {}
+        for form, run in order:
+            start = self._clock()
+            results[form] = run()
+            self._spent[form] += self._clock() - start
+        self._probed += 1
+        returned = results[self.choice.form] if self.choice is not None else results["kernel"]
+        if self._probed >= PROBE_PRODUCTS or (self.choice is None and self._probed >= len(self._modules)):
             ahead = min(FORMS, key=lambda form: self._spent[form])
-            returned = results[ahead if self.choice is None else self.choice.form]
-            if self._probed >= PROBE_PRODUCTS:
-                if self.choice is not None:  # a recheck: the other form must be clearly faster to take over
-                    chosen, other = self.choice.form, "dense" if self.choice.form == "kernel" else "kernel"
-                    ahead = other if self._spent[other] <= SWITCH_SHARE * self._spent[chosen] else chosen
-                self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows,
-                                               (self.choice.measured if self.choice else 0) + 1))
-            return returned
+            if self.choice is not None:  # a recheck: the other form must be clearly faster to take over
+                chosen, other = self.choice.form, "dense" if self.choice.form == "kernel" else "kernel"
+                ahead = other if self._spent[other] <= SWITCH_SHARE * self._spent[chosen] else chosen
+            self._decide(PrefillFormChoice(ahead, self._spent["kernel"], self._spent["dense"], rows,
+                                           (self.choice.measured if self.choice else 0) + 1))
+        return returned
 
     def _decide(self, choice: PrefillFormChoice) -> None:
         if self._rechecking:

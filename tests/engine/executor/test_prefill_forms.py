@@ -1,6 +1,7 @@
-"""engine/executor/prefill_forms.py: the first long int4 prompt chunk times the kernel and the dense form of its first
-products and the faster one takes every tiled int4 weight of the model, measured again after more long products; the
-env fixes a form; the native dense weight is the torch form's bits (tests/engine/quant/test_tiled.py)."""
+"""engine/executor/prefill_forms.py: before the first long int4 prompt chunk computes anything, the kernel and the
+dense form are timed on random rows and the faster one takes every tiled int4 weight of the model, so every product of
+every prompt takes one form; measured again after more long products; the env fixes a form; the native dense weight is
+the torch form's bits (tests/engine/quant/test_tiled.py)."""
 
 from __future__ import annotations
 
@@ -43,28 +44,64 @@ class _Clock:
         return value
 
 
+def _timed(module: Int4Q8Linear, clock: "_Clock", seen: list[tuple[str, torch.Size, torch.dtype]]) -> None:
+    """``module.kernel`` as the clock's kernel form, recording what it was given."""
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        seen.append(("kernel", x.shape, x.dtype))
+        return clock.run("kernel", torch.zeros(x.shape[0], module.out_features, dtype=x.dtype))
+    module.kernel = kernel
+
+
 @pytest.mark.parametrize("faster", ["kernel", "dense"])
-def test_the_faster_form_over_the_probed_products_takes_every_int4_weight(monkeypatch, faster):
+def test_the_first_choice_is_made_on_random_rows_and_the_faster_form_takes_every_int4_weight(monkeypatch, faster):
+    """Before the first long chunk computes anything, the first PROBE_PRODUCTS int4 weights are timed both ways on
+    random rows of that chunk's length: no prompt's products mix forms."""
     monkeypatch.delenv(prefill_forms.PREFILL_FORM_ENV, raising=False)
-    modules = [_int4(), _int4(64)]
+    modules = [_int4(48 + 16 * i) for i in range(PROBE_PRODUCTS + 1)]
     clock = _Clock({"kernel": 1.0, "dense": 3.0} if faster == "kernel" else {"kernel": 3.0, "dense": 1.0})
     forms = PrefillForms(modules + [torch.nn.Linear(4, 4)], clock=clock)
-    kernel_out, dense_out = torch.zeros(1), torch.ones(1)
+    seen: list[tuple[str, torch.Size, torch.dtype]] = []
+    for module in modules:
+        _timed(module, clock, seen)
+
+    def dense(x: torch.Tensor, module: Int4Q8Linear) -> torch.Tensor:
+        seen.append(("dense", x.shape, x.dtype))
+        return clock.run("dense", torch.ones(x.shape[0], module.out_features, dtype=x.dtype))
+
     assert forms.wants_probe(modules[0], PROBE_ROWS) and not forms.wants_probe(modules[0], PROBE_ROWS - 1)
-    for probe in range(PROBE_PRODUCTS):
-        assert forms.choice is None
-        got = forms.probe(lambda: clock.run("kernel", kernel_out), lambda: clock.run("dense", dense_out), 100)
-        assert got is (kernel_out if faster == "kernel" else dense_out)  # the result of the form ahead
-    choice = forms.choice
-    assert choice is not None and choice.form == faster and choice.rows == 100
+    with pytest.raises(RuntimeError):
+        forms.probe(lambda: torch.zeros(1), lambda: torch.ones(1), PROBE_ROWS)  # no real product before settle
+    choice = forms.settle(150, torch.bfloat16, dense)
+    assert choice is forms.choice and choice.form == faster and choice.rows == 150 and choice.measured == 1
     assert (choice.kernel_s, choice.dense_s) == ((4.0, 12.0) if faster == "kernel" else (12.0, 4.0))
+    want = []
+    for i, module in enumerate(modules[:PROBE_PRODUCTS]):  # alternating which form goes first
+        pair = [(form, torch.Size((150, module.in_features)), torch.bfloat16) for form in ("kernel", "dense")]
+        want += pair if i % 2 == 0 else pair[::-1]
+    assert seen == want
     for module in modules:
         assert module.kernel_rows == (sys.maxsize if faster == "kernel" else Int4Q8Linear.kernel_rows)
-    assert choice.measured == 1
+    assert forms.settle(150, torch.bfloat16, dense) is choice and len(seen) == len(want)  # once
+    assert not forms.wants_probe(modules[0], PROBE_ROWS)
+
+
+def test_a_model_with_fewer_int4_weights_than_probed_products_still_decides(monkeypatch):
+    monkeypatch.delenv(prefill_forms.PREFILL_FORM_ENV, raising=False)
+    module = _int4()
+    clock = _Clock({"kernel": 3.0, "dense": 1.0})
+    _timed(module, clock, [])
+    forms = PrefillForms([module], clock=clock)
+    choice = forms.settle(PROBE_ROWS, torch.bfloat16, lambda x, m: clock.run("dense", x))
+    assert choice.form == "dense" and (choice.kernel_s, choice.dense_s) == (3.0, 1.0)
+
+
+def _settled(forms: PrefillForms, clock: "_Clock", module: Int4Q8Linear) -> None:
+    _timed(module, clock, [])
+    forms.settle(PROBE_ROWS, torch.bfloat16, lambda x, m: clock.run("dense", x))
 
 
 def _probe_round(forms: PrefillForms, clock: "_Clock", module: Int4Q8Linear) -> list[torch.Tensor]:
-    """One probe of PROBE_PRODUCTS products (each asked first, as the runner does): the results returned."""
+    """One recheck of PROBE_PRODUCTS products (each asked first, as the runner does): the results returned."""
     kernel_out, dense_out = torch.zeros(1), torch.ones(1)
     got = []
     for _ in range(PROBE_PRODUCTS):
@@ -80,7 +117,7 @@ def test_the_choice_is_measured_again_after_more_long_products_and_can_change(mo
     module = _int4()
     clock = _Clock({"kernel": 1.0, "dense": 3.0})
     forms = PrefillForms([module], clock=clock)
-    _probe_round(forms, clock, module)
+    _settled(forms, clock, module)
     assert forms.choice is not None and forms.choice.form == "kernel" and module.kernel_rows == sys.maxsize
     clock.seconds = {"kernel": 3.0, "dense": 1.0}  # the machine changed: dense is now faster
     assert not forms.wants_probe(module, PROBE_ROWS - 1)  # short products are not counted
@@ -104,7 +141,7 @@ def test_a_recheck_keeps_the_form_unless_the_other_is_clearly_faster(monkeypatch
     module = _int4()
     clock = _Clock({"kernel": 1.0, "dense": 1.1})
     forms = PrefillForms([module], clock=clock)
-    _probe_round(forms, clock, module)
+    _settled(forms, clock, module)
     assert forms.choice.form == "kernel"
     for dense_s, want in ((0.9, "kernel"), (SWITCH_SHARE + 0.01, "kernel"), (SWITCH_SHARE - 0.01, "dense")):
         clock.seconds = {"kernel": 1.0, "dense": dense_s}
@@ -145,8 +182,24 @@ def _prefill(model, prompt: list[int]) -> torch.Tensor:
     return logits
 
 
-def test_a_long_prompt_chooses_once_and_then_computes_as_the_chosen_form(qwen2_dir, monkeypatch):
-    """Auto: the first long prompt decides; the next prompt's logits are then exactly the fixed form's."""
+class _Script:
+    """A clock whose timed intervals last the given seconds, in the order the forms are run."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self.durations, self.now, self.calls = list(durations), 0.0, 0
+
+    def __call__(self) -> float:
+        if self.calls % 2:  # an interval's end
+            self.now += self.durations.pop(0) if self.durations else 1.0
+        self.calls += 1
+        return self.now
+
+
+@pytest.mark.parametrize("chosen", ["kernel", "dense"])
+def test_every_product_of_the_first_long_prompt_takes_the_chosen_form(qwen2_dir, monkeypatch, chosen):
+    """Auto: the first long prompt's logits are exactly the chosen form's, and so are the next prompt's. The clock
+    puts the other form ahead after the first timed product, so a probe that computed the prompt's own products with
+    the form ahead at each (the old way) would mix forms in the first prompt."""
     model0 = load_cpu(qwen2_dir, "int4")
     prompt = random_prompt(len(model0.tokenizer), 200, seed=3)
     fixed = {}
@@ -155,9 +208,17 @@ def test_a_long_prompt_chooses_once_and_then_computes_as_the_chosen_form(qwen2_d
         model = load_cpu(qwen2_dir, "int4").model
         fixed[form] = _prefill(model, prompt)
     torch.testing.assert_close(fixed["kernel"].float(), fixed["dense"].float(), atol=0.3, rtol=0.05)
+    assert not torch.equal(fixed["kernel"], fixed["dense"])  # else this test could not tell the forms apart
     monkeypatch.setenv(prefill_forms.PREFILL_FORM_ENV, "auto")
     model = load_cpu(qwen2_dir, "int4").model
-    _prefill(model, prompt)
+    runner = FastRunner(model)
     forms = prefill_forms.forms_for(model, None)
-    assert forms.choice is not None and forms.choice.kernel_s is not None and forms.choice.dense_s is not None
-    assert torch.equal(_prefill(model, prompt), fixed[forms.choice.form])
+    first, rest = (1.0, 2.0), (5.0, 1.0)  # (kernel, dense) seconds: kernel ahead after one product, dense after four
+    if chosen == "kernel":
+        first, rest = first[::-1], rest[::-1]
+    # the order the forms run: kernel first on even products, dense first on odd ones
+    forms._clock = _Script([*first, *rest[::-1], *rest, *rest[::-1]])
+    *_, (_done, logits) = runner.prefill(prompt)
+    assert forms.choice is not None and forms.choice.form == chosen and forms.choice.measured == 1
+    assert torch.equal(logits, fixed[chosen])
+    assert torch.equal(_prefill(model, prompt), fixed[chosen])
