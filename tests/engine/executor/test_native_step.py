@@ -240,6 +240,25 @@ def test_gemma_row_operations_match_torch_within_rounding(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_attention_shifts_by_the_largest_score_even_when_every_score_is_far_below_zero(dtype):
+    """Each head's largest score is kept in 8 lanes over the positions (row_ops.h): the lanes past a span's last
+    position are padding and must not count. Scores near -200 with spans not a multiple of 8: counting a padding
+    lane's 0 as the largest would clamp every e^(s - 0) alike (a uniform softmax), not the right weights."""
+    torch.manual_seed(3)
+    dim = 64
+    for positions in (5, 13, 2100):
+        direction = torch.rand(dim) + 0.5
+        k = (direction + 0.05 * torch.randn(2, positions, dim)).to(dtype)
+        q = (-200.0 * direction / direction.norm() + torch.randn(8, dim)).to(dtype)
+        v = torch.randn(2, positions, dim).to(dtype)
+        scores = torch.einsum("kgd,knd->kgn", q.float().view(2, 4, dim), k.float()) * dim ** -0.5
+        assert scores.max() < -50 and (scores.amax(-1) - scores.amin(-1)).min() > 1  # far below zero, not uniform
+        want = torch.einsum("kgn,knd->kgd", torch.softmax(scores, dim=-1), v.float()).reshape(1, -1)
+        got = torch.ops.miaohui.attend_one(q, k, v, dim ** -0.5)
+        torch.testing.assert_close(got.float(), want, atol=0.02, rtol=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("heads,kv_heads,dim", [(9, 3, 64), (14, 2, 64), (32, 8, 64), (16, 1, 72), (4, 4, 40)])
 def test_attention_reads_a_kv_head_once_for_its_group_with_each_head_s_own_bits(dtype, heads, kv_heads, dim):
     """attend_one passes over each KV head once for up to 8 of its query heads, and splits the passes over threads at
