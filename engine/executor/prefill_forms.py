@@ -13,14 +13,15 @@ four products) are run both ways on random rows of that chunk's length, alternat
 of each form decides for every tiled int4 weight of the model (``kernel_rows``: all rows on the kernel, or dense above
 the class's threshold). Random rows, not the prompt's: the forms round differently, and a prompt whose first products
 took one form and the rest another gave a reply that no later prompt reproduced (the int4 prompt lookup bench's
-"same text" said NO on a fresh model). Timing does not depend on the values: both forms do the same work for any. Both forms are products a prefill has always used (the kernel on
-VNNI, dense on AVX2 before), so the choice changes speed, not what is computed: logits within a product's rounding.
+"same text" said NO on a fresh model). Timing does not depend on the values: both forms do the same work for any.
+Both forms are products a prefill has always used (the kernel on VNNI, dense on AVX2 before), so the choice changes
+speed, not what is computed: logits within a product's rounding.
 
 A choice measured in one busy moment could stand for the process's life, so it is measured again: after
 ``RECHECK_AFTER`` more long int4 products, then after twice as many each time (the probe's extra cost, the slower
 form of ``PROBE_PRODUCTS`` products, stays a few percent of the chunks between and shrinks). A recheck times the
-prompt's own products, and each returns the chosen form's result, so a prompt's numbers change only when the decision does, and a
-recheck changes it only when the other form took at most ``SWITCH_SHARE`` of the chosen one's time.
+prompt's own products, and each returns the chosen form's result, so a prompt's numbers change only when the decision
+does, and a recheck changes it only when the other form took at most ``SWITCH_SHARE`` of the chosen one's time.
 
 ``MIAOHUI_PREFILL_FORM=kernel|dense`` fixes the form (to compare, and for the bench); unset or ``auto`` measures.
 Owns the choice and its record; not the forms themselves (``engine.quant.tiled``, the runner's ``_prefill_linear``).

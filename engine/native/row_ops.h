@@ -285,7 +285,8 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
   std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
   std::vector<float> most(B, -INFINITY);
   // Each head's running maximum in 8 lanes (a max is exact in any order, so the same value as one position at a time;
-  // a scalar maximum through memory made each position wait on the last one: ~3x slower scores, measured).
+  // a scalar maximum through memory made each position wait on the last one: the op alone took 1.4-1.6x as long at
+  // 4k-16k positions, docs/BENCHMARK.md).
   std::vector<float> lanes_most(static_cast<size_t>(B) * 8, -INFINITY);
   const __m256 scale = _mm256_set1_ps(scaling);
   int64_t offset = 0;
