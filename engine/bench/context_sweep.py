@@ -10,13 +10,15 @@ the KV cache dominates, not only on a short prompt.
 ``--model`` may also name one of ``engine.bench.families``' shapes (``llama-3.2-1b``, ...): its random-weight Q4_0
 GGUF, so llama.cpp runs beside the engine on the same file. Per length ``n``, on one fast runner of ``--model`` at
 ``--precision`` (and ``--precisions``): the engine's fixed prose (``engine.quant.quality.quality_ids``) prefilled to
-``n`` positions (the time is the TTFT of an ``n``-token prompt), then ``reps`` greedy decodes of ``tokens`` steps,
-each cropped back to ``n`` first, alternated between the precisions so both see the same machine. Reported per row:
-decode tok/s (median), weight and KV bytes read per step (the KV cache's bytes at ``n`` + ``tokens``/2, its mean
-length during the run), achieved GB/s, its share of the measured read bandwidth (``engine.bench.roofline``'s stored
-figure) and the verdict, plus llama.cpp's decode and TTFT at the same positions on the same file where ``--model`` is
-a GGUF and llama-cpp-python is installed (``engine.bench.peer``). A length past the model's context window is left
-out with a note, never run past it.
+``n`` positions (the time is the TTFT of an ``n``-token prompt); where ``--model`` is a GGUF and llama-cpp-python is
+installed (``engine.bench.peer``), llama.cpp's TTFT on the same file and ids, a whole prefill per repetition; then
+``reps`` greedy decodes of ``tokens`` steps from those ``n`` positions, each engine's cropped back to ``n`` and
+llama.cpp's keeping the prompt's cache (prefix reuse), taken in turn within each repetition and in reverse order every
+other one, so every column sees the same machine. Reported per row: decode tok/s (median), weight and KV bytes read
+per step (the KV cache's bytes at ``n`` + ``tokens``/2, its mean length during the run), achieved GB/s, its share of
+the measured read bandwidth (``engine.bench.roofline``'s stored figure, other processes' CPU share taken over the
+engine's own decode runs) and the verdict, and llama.cpp's decode and TTFT. A length past the model's context window
+is left out with a note, never run past it.
 
 Never asserts a speed. Owns this sweep and its table; the roofline arithmetic is ``engine.bench.roofline``'s.
 """
@@ -66,6 +68,7 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
     """One row per (context, precision) for the loaded models (name → ``LoadedModel`` on the fast path), and one
     per context for ``peer`` (an ``engine.bench.peer.PeerProcess``) when given. ``bandwidth``: the read bandwidth
     entry to compare with (default: the stored one, measured again when stale)."""
+    from engine.bench.peer import NAME
     from engine.executor.runners import make_runner
     from engine.quant.quality import quality_ids
 
@@ -89,15 +92,28 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
             runner.sync()
             ttft[name] = time.perf_counter() - start
             runners[name] = runner
-        rates: dict[str, list[float]] = {name: [] for name in runners}
+        peer_ttfts = _peer_ttfts(peer, prompt, context, tokens, reps, progress) if peer is not None else []
+        # Decode: each repetition times every runner and then the peer (the prompt's cache kept, so a repetition
+        # costs only its tokens), the order reversed every other one, so all see the same machine within seconds:
+        # a shared VM's speed drifts by a quarter over a minute, more than the differences measured here.
+        names = [*runners, *([NAME] if peer is not None else [])]
+        rates: dict[str, list[float]] = {name: [] for name in names}
+        others_s = engine_s = 0.0  # other processes' CPU share, over the engine's own decode runs only
         watch = CpuWatch()
-        watch.start()
         for rep in range(reps):
             progress(f"{context} positions: decode, repetition {rep + 1}/{reps}")
-            order = list(runners.items()) if rep % 2 == 0 else list(reversed(runners.items()))
-            for name, runner in order:  # alternated: each precision sees the same machine
-                rates[name].append(decode_rate_at(runner, context, tokens))
-        others = watch.others_share()
+            for name in names if rep % 2 == 0 else list(reversed(names)):
+                if name == NAME:
+                    rate = _peer_rate(peer.generate(prompt, tokens + 1, reuse=True))
+                    rates[name] += [rate] if rate is not None else []
+                    continue
+                watch.start()
+                start = time.monotonic()
+                rates[name].append(decode_rate_at(runners[name], context, tokens))
+                wall = time.monotonic() - start
+                others_s += (watch.others_share() or 0.0) * wall
+                engine_s += wall
+        others = others_s / engine_s if engine_s > 0 else None
         for name, runner in runners.items():
             line = Roofline(weights_bytes=weights_read_per_token(loaded[name]),
                             kv_bytes=_kv_bytes_at(runner, context, tokens), tok_s=statistics.median(rates[name]),
@@ -105,26 +121,29 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
             rows.append({"context": context, "engine": name, "ttft_s": ttft[name], "runs": rates[name],
                          **{k: v for k, v in line.to_dict().items() if not k.startswith("bandwidth_measured")}})
         if peer is not None:
-            rows.append(_peer_row(peer, prompt, context, tokens, reps, progress))
+            rows.append({"context": context, "engine": NAME, "ttft_s": statistics.median(peer_ttfts),
+                         "ttft_runs": peer_ttfts, "tok_s": statistics.median(rates[NAME]) if rates[NAME] else None,
+                         "runs": rates[NAME]})
         del runners
     return rows
 
 
-def _peer_row(peer: Any, prompt: Sequence[int], context: int, tokens: int, reps: int,
-              progress: Callable[[str], None]) -> dict[str, Any]:
-    """llama.cpp on the same file and ids: its TTFT (a whole prefill per run) and decode tok/s after it."""
+def _peer_ttfts(peer: Any, prompt: Sequence[int], context: int, tokens: int, reps: int,
+                progress: Callable[[str], None]) -> list[float]:
+    """llama.cpp's TTFT on the same file and ids, a whole prefill per repetition (its cache reset first)."""
     from engine.bench.peer import NAME
 
-    ttfts, rates = [], []
+    out = []
     for rep in range(reps):
-        progress(f"{context} positions: {NAME}, repetition {rep + 1}/{reps}")
-        reply = peer.generate(prompt, tokens + 1)
-        ttfts.append(reply.first_s)
-        spread = reply.times[-1] - reply.times[0] if len(reply.times) > 1 else 0.0
-        if spread > 0:
-            rates.append((len(reply.times) - 1) / spread)
-    return {"context": context, "engine": NAME, "ttft_s": statistics.median(ttfts),
-            "tok_s": statistics.median(rates) if rates else None, "runs": rates}
+        progress(f"{context} positions: {NAME} prefill, repetition {rep + 1}/{reps}")
+        out.append(peer.generate(prompt, tokens + 1).first_s)
+    return out
+
+
+def _peer_rate(reply: Any) -> float | None:
+    """Decode tok/s of one peer reply: the tokens after its first over the time they took (None for one token)."""
+    spread = reply.times[-1] - reply.times[0] if len(reply.times) > 1 else 0.0
+    return (len(reply.times) - 1) / spread if spread > 0 else None
 
 
 def run(model: str, precisions: Sequence[str], contexts: Sequence[int], tokens: int = TOKENS, reps: int = REPS,

@@ -121,11 +121,14 @@ class PeerProcess:
             self.close()
             raise
 
-    def generate(self, ids: Sequence[int], tokens: int) -> PeerReply:
-        """Prefill ``ids`` (the whole prompt, no cache reuse) and sample ``tokens`` greedy tokens."""
+    def generate(self, ids: Sequence[int], tokens: int, reuse: bool = False) -> PeerReply:
+        """Prefill ``ids`` and sample ``tokens`` greedy tokens. By default the whole prompt is prefilled (no cache
+        reuse: a TTFT run). ``reuse``: the cache of the previous request is kept up to the longest prefix the two
+        share (llama-cpp-python's prefix match), so asking the same prompt again evaluates only its last token
+        before decoding: a decode rate after the same positions, taken without paying the prefill again."""
         try:
             assert self._proc.stdin is not None
-            self._proc.stdin.write(json.dumps({"ids": list(ids), "tokens": tokens}) + "\n")
+            self._proc.stdin.write(json.dumps({"ids": list(ids), "tokens": tokens, "reuse": reuse}) + "\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self._died()
@@ -168,13 +171,15 @@ class PeerProcess:
 # ---------------------------------------------------------------------------------------- the child
 
 
-def _greedy(llm: Any, ids: list[int], tokens: int) -> dict[str, Any]:
+def _greedy(llm: Any, ids: list[int], tokens: int, reuse: bool = False) -> dict[str, Any]:
     start = time.perf_counter()
     times: list[float] = []
     out: list[int] = []
-    # reset(): no prefix reuse from the previous request, so every run prefills its whole prompt like the
-    # other columns' TTFT runs. temp 0 is llama-cpp-python's greedy sampler; no end token stops the loop.
-    llm.reset()
+    # reset(): no prefix reuse from the previous request, so the run prefills its whole prompt like the other
+    # columns' TTFT runs; without it generate(reset=True) keeps the cached prefix the prompt shares with the last
+    # request (PeerProcess.generate's reuse). temp 0 is llama-cpp-python's greedy sampler; no end token stops it.
+    if not reuse:
+        llm.reset()
     for token in llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
         times.append(time.perf_counter() - start)
         out.append(int(token))
@@ -205,7 +210,7 @@ def serve(gguf: str, threads: int, n_ctx: int) -> int:
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            send(_greedy(llm, [int(i) for i in request["ids"]], int(request["tokens"])))
+            send(_greedy(llm, [int(i) for i in request["ids"]], int(request["tokens"]), bool(request.get("reuse"))))
         except Exception as exc:
             send({"error": one_line(exc, name_type=True)})
     return 0

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import stat
+import sys
+import textwrap
 
 import pytest
 
 from engine.__main__ import main
 from engine.bench import context_sweep
+from engine.bench.peer import PeerProcess
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
 
@@ -48,3 +53,43 @@ def test_the_command_refuses_a_bad_length_with_one_line_and_status_2(capsys):
         assert main(["bench", "--contexts", "4x"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --contexts:") and "\n" not in err
+
+
+def test_llama_cpp_prefills_whole_for_its_ttft_then_decodes_in_turn_with_the_engine_from_its_kept_prompt(
+        tiny_model_dir, tmp_path):
+    # A child standing in for llama.cpp's (engine.bench.peer's protocol over a real pipe): it logs each request and
+    # answers a whole prefill with first_s 5 and tokens 0.1 s apart, a prefix-reusing one with 0.01 and 0.05 s.
+    log = tmp_path / "requests.jsonl"
+    child = tmp_path / "child.py"
+    child.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
+        import json, sys
+        print(json.dumps({{"ready": True, "version": "test"}}), flush=True)
+        for line in sys.stdin:
+            request = json.loads(line)
+            with open({str(log)!r}, "a") as out:
+                out.write(json.dumps({{"n": len(request["ids"]), "tokens": request["tokens"],
+                                      "reuse": request.get("reuse", False)}}) + "\\n")
+            first, gap = (0.01, 0.05) if request.get("reuse") else (5.0, 0.1)
+            times = [first + gap * i for i in range(request["tokens"])]
+            print(json.dumps({{"first_s": first, "times": times, "ids": [1] * request["tokens"]}}), flush=True)
+        """))
+    child.chmod(child.stat().st_mode | stat.S_IXUSR)
+    process = PeerProcess(tmp_path / "m.gguf", 1, 64, python=str(child))
+    loaded = {"fp32": load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))}
+    seen: list[str] = []
+    try:
+        rows = context_sweep.sweep(loaded, [48], tokens=4, reps=3, peer=process, bandwidth=BANDWIDTH,
+                                   progress=seen.append)
+    finally:
+        process.close()
+    engine, peer = rows
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    # Three whole prefills (TTFT), then one prefix-reusing decode per repetition, each of the 48-token prompt.
+    assert [r["reuse"] for r in requests] == [False] * 3 + [True] * 3
+    assert {(r["n"], r["tokens"]) for r in requests} == {(48, 5)}
+    assert peer == {"context": 48, "engine": "llama.cpp", "ttft_s": 5.0, "ttft_runs": [5.0] * 3,
+                    "tok_s": pytest.approx(20.0), "runs": [pytest.approx(20.0)] * 3}
+    assert engine["engine"] == "fp32" and len(engine["runs"]) == 3
+    # The decode repetitions come after llama.cpp's prefills, so every column's decode sees the same minutes.
+    first_decode = next(i for i, m in enumerate(seen) if "decode, repetition 1" in m)
+    assert all("prefill" in m for m in seen[first_decode - 3:first_decode])

@@ -188,9 +188,14 @@ def test_real_peer_answers_greedy_on_the_default_gguf(default_model_dir):
                     Message("user", "What is the capital of France?")]
         first = variant.run(messages, 16)
         again = variant.run(messages, 16)
+        # The context sweep's decode runs: the same prompt again with its cache kept gives the same greedy tokens.
+        prompt = tokenizer("The capital of France is")["input_ids"]
+        whole = process.generate(prompt, 8)
+        kept = process.generate(prompt, 8, reuse=True)
     finally:
         process.close()
     assert variant.note is None, variant.note
     assert len(first.ids) == 16 and first.ttft_s > 0 and first.decode_tok_s > 0
     assert again.ids == first.ids  # greedy, the whole prompt prefilled each time
     assert "Paris" in tokenizer.decode(first.ids)
+    assert kept.ids == whole.ids and len(kept.ids) == 8
