@@ -63,6 +63,7 @@ from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
 from engine.generate.context import build_prompt, build_text_prompt
 from engine.executor.kv_blocks import DEFAULT_BUDGET_BYTES
+from engine.executor.omp_team import serial_here
 from engine.generate.session import ChatSession
 from engine.inputs import SamplingConfig, SpeculationConfig
 from engine.serve.batching import BatchEngine, batching_refusal
@@ -216,7 +217,8 @@ class Worker:
             if self._engine is None:
                 self._run(job)
             else:
-                threading.Thread(target=self._run, args=(job,), name="miaohui-serve-request", daemon=True).start()
+                threading.Thread(target=self._run_beside, args=(job,), name="miaohui-serve-request",
+                                 daemon=True).start()
         for _ in range(self.parallel):  # the requests still in flight (cancelled by close) end first
             self._free.acquire(timeout=30)
         if self._executor is run_here:  # this thread owns the sessions now (an executor's thread may be gone)
@@ -229,6 +231,13 @@ class Worker:
                 break
             if job is not None:
                 self._emit(job, Reply("cancelled", "", Metrics()))
+
+    def _run_beside(self, job: Job) -> None:
+        """A request's own thread beside the batch's step thread (``parallel`` > 1): its torch operations (sampling
+        over the vocabulary, mostly) run on one core, so they never bring OpenMP teams onto the cores the batched
+        step runs on (engine/executor/omp_team.py says what that cost)."""
+        serial_here()
+        self._run(job)
 
     def _run(self, job: Job) -> None:
         """Serve one job, with its bookkeeping: on the worker's thread, or with ``parallel`` on a thread of its own."""

@@ -5,10 +5,12 @@ another is held, /metrics has vLLM's names, and a model the batched step cannot 
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
 import pytest
+import torch
 
 from engine.events import Message
 from engine.inputs import LoadSpec, SamplingConfig
@@ -202,6 +204,39 @@ def test_a_model_the_batched_step_cannot_run_is_served_one_at_a_time(varied, mon
         assert done.wait(LIVENESS_S) and replies[0].finish_reason == "length"
     finally:
         worker.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="torch's OpenMP runtime found in /proc/self/maps")
+def test_each_requests_own_thread_runs_torch_on_one_core_beside_the_step(varied):
+    """A request's thread only samples beside the step thread (engine/executor/omp_team.py): its torch operations
+    run on one core, while the step thread and the caller keep torch's count."""
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs on one thread here: nothing to take away")
+    before = torch.get_num_threads()
+    worker = Worker(varied, parallel=2).start()
+    seen: list[tuple[str, int]] = []
+    steps: set[int] = set()
+    real_step = worker._engine._step
+
+    def step(*args: Any) -> None:
+        steps.add(torch.get_num_threads())
+        real_step(*args)
+
+    worker._engine._step = step
+    try:
+        done = threading.Event()
+
+        def emit(event: Any) -> None:  # called on the request's thread
+            seen.append((threading.current_thread().name, torch.get_num_threads()))
+            if isinstance(event, Reply):
+                done.set()
+
+        worker.submit(Job((Message("user", "hi"),), SamplingConfig(temperature=0.0, max_new_tokens=3), emit))
+        assert done.wait(LIVENESS_S)
+    finally:
+        worker.close()
+    assert seen and {s for s in seen} == {("miaohui-serve-request", 1)}
+    assert steps == {before} and torch.get_num_threads() == before
 
 
 def test_with_an_executor_its_thread_makes_every_batched_forward(varied, one_at_a_time, monkeypatch):
