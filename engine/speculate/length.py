@@ -13,7 +13,7 @@ int4's native step).
 
 ``CostBook`` measures the target's side on the path actually running (per runner: its precision, native or eager
 step): the median of recent plain steps, and the verify's time as a straight line in ``k`` (least squares over recent
-verifies, each scaled to the plain steps' median now from theirs when it ran, so that the load moving on a shared
+verifies, the first of each length left out as it may include one-time work, each scaled to the plain steps' median now from theirs when it ran, so that the load moving on a shared
 machine does not make verifies look cheap or dear; one length seen: the excess over a plain step per token, never
 less than zero's worth: the prior share then). Before ``MIN_PLAIN`` plain steps are timed there
 is no decision (``costs`` is None) and the caller decodes plainly to measure, which costs nothing over plain decoding.
@@ -129,6 +129,7 @@ class CostBook:
         self._verify: deque[tuple[int, float, float | None]] = deque(maxlen=RECENT)
         self._unverified = 0  # drafts in a row (across replies) judged not worth a verify
         self._probe_every = PROBE_AFTER
+        self._lengths_seen: set[int] = set()  # verify lengths whose first (unrecorded) verify has run
 
     def probe_due(self, verifying: bool) -> bool:
         """Whether a draft judged not worth a verify (``verifying`` False) is verified anyway to time the verify again:
@@ -150,7 +151,14 @@ class CostBook:
     def verified(self, drafted: int, seconds: float) -> None:
         """Record a verify of ``drafted`` drafts. Kept with the plain steps' median of the moment: on a shared machine
         the load moves both several-fold within a reply (issue 45: int4 decodes 7 to 55 ms apart), so a verify timed
-        in a quiet minute must not look cheap against plain steps timed in a busy one, nor the other way round."""
+        in a quiet minute must not look cheap against plain steps timed in a busy one, nor the other way round.
+
+        The first verify of each length is not recorded: it may include work done once per row count (at bf16 the
+        eager step's first product of ``drafted + 1`` rows took 5-11 plain steps on an AMD EPYC, later ones 1.2-2.4,
+        docs/BENCHMARK.md), and the line through such times turned drafting off for the rest of the replies."""
+        if drafted not in self._lengths_seen:
+            self._lengths_seen.add(drafted)
+            return
         plain_then = statistics.median(self._plain) if len(self._plain) >= MIN_PLAIN else None
         self._verify.append((drafted, seconds, plain_then))
 

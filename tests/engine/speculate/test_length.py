@@ -38,8 +38,9 @@ def test_best_length_trades_acceptance_against_cost():
 def test_model_drafter_length_follows_measured_costs():
     length = DraftLength(start=4, cap=12, free=False)
     assert length.k == 4
-    # Whole drafts accepted, drafting cheap against verifying: it grows to the cap.
-    for k in (4, 8, 12, 12):
+    # Whole drafts accepted, drafting cheap against verifying: it grows to the cap. (Each length's first verify is
+    # left out of the book's line, CostBook.verified: so each length twice.)
+    for k in (4, 4, 8, 8, 12, 12):
         length.learn(StepTimes(k, k, 0.01 * k, 1.0 + 0.05 * k))
     assert length.k == 12
     base, per_token = length.costs()[1:]
@@ -54,6 +55,7 @@ def test_model_drafter_length_follows_measured_costs():
 
 def test_one_measured_length_splits_the_verify_by_the_prior():
     length = DraftLength(start=4, cap=12, free=False)
+    length.learn(StepTimes(4, 2, 0.4, 9.0))  # the length's first verify: its time left out of the book
     length.learn(StepTimes(4, 2, 0.4, 2.0))
     draft_s, base, per_token = length.costs()
     assert draft_s == pytest.approx(0.1)
@@ -146,11 +148,15 @@ def test_the_cost_book_measures_plain_steps_and_the_verify_line():
     book.plain(0.030)  # one slow step: the median of 0.010, 0.030 and later ones
     book.plain(0.010)
     assert book.ready() and book.costs().plain_s == pytest.approx(0.010)
+    # The first verify of a length is left out (it may include one-time work: a kernel made for a new row count).
+    book.verified(4, 0.5)
+    assert book.verify_line(0.010) is None
     # One verify length: its first row taken as a plain step, the rest spread over its drafts.
     book.verified(4, 0.022)
     costs = book.costs(draft_s=0.001)
     assert (costs.verify_base_s, costs.verify_token_s, costs.draft_s) == pytest.approx((0.010, 0.003, 0.001))
-    # Two lengths: the least-squares line through them.
+    # Two lengths: the least-squares line through them (again without the new length's first verify).
+    book.verified(8, 0.9)
     book.verified(8, 0.042)
     base, per_token = book.verify_line(0.010)
     assert (base, per_token) == pytest.approx((0.002, 0.005))
@@ -200,6 +206,7 @@ def test_the_book_scales_each_verify_to_the_plain_steps_of_its_moment():
     book = CostBook()
     book.plain(0.010)
     book.plain(0.010)
+    book.verified(4, 0.5)  # the length's first verify: left out
     book.verified(4, 0.022)  # 2.2 plain steps of its moment
     assert book.verify_line(0.010) == pytest.approx((0.010, 0.003))
     for _ in range(RECENT):  # the machine five times busier: the plain steps now take 50 ms
@@ -218,6 +225,7 @@ def test_noise_never_makes_a_verify_free_and_the_prior_is_int4s_share():
     costs = book.costs()
     assert (costs.verify_base_s, costs.verify_token_s) == pytest.approx((0.010, 0.010 * PRIOR_PER_TOKEN))
     assert PRIOR_PER_TOKEN == pytest.approx(INT4_NATIVE.verify_token_s)
+    book.verified(4, 0.5)  # the length's first verify: left out
     book.verified(4, 0.008)  # faster than a plain step: noise (a verify of 5 rows is never cheaper than one)
     costs = book.costs()
     assert (costs.verify_base_s, costs.verify_token_s) == pytest.approx((0.010, 0.010 * PRIOR_PER_TOKEN))
