@@ -8,8 +8,9 @@ once and measures, alternating in one process:
   port, its own worker thread) and streamed back by ``engine.remote`` — the client the window uses for a server —
   so TTFT and decode tok/s are measured on the client from the stream, HTTP and SSE framing included;
 
-then ``--clients`` clients send one request each (a ~100-token prompt) at the same moment, to a fresh server per
-``--parallel`` value (default ``1,4,8``): with 1 it serves them in arrival order, so their total throughput stays near
+then ``--clients`` clients send one request each (a ~100-token prompt) at the same moment, to a fresh ``engine serve``
+process per ``--parallel`` value (default ``1,4,8``; ``served_process`` says why a process), after one request of its
+own has warmed it: with 1 it serves them in arrival order, so their total throughput stays near
 one client's and the last one's TTFT grows with the queue; with N > 1 up to N decode together in one forward per
 step (continuous batching, ``engine.serve.batching``). Reported per value: total tok/s, TTFT best/median/worst,
 the total's ratio to parallel 1's and to one client's decode rate, and whether every greedy reply equals parallel
@@ -27,19 +28,26 @@ rules are engine/bench/core.py's, the server engine/serve/'s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import queue
+import re
+import signal
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
 from engine.bench import core
 from engine.bench.run import machine_description
 from engine.events import Finished, Message
+from engine.fmt import one_line
 from engine.generate.session import ChatSession
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.models.loader import load_model
@@ -60,6 +68,7 @@ _QUESTION = ("Explain in a few sentences why decoding one token on a small machi
 
 
 _SYSTEM = "You are a helpful assistant."
+STARTED_S = 180.0  # how long a served process may take to load its model and say where it listens
 
 
 def _messages() -> list[Message]:
@@ -121,8 +130,56 @@ def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int,
             "texts": [r["text"] if isinstance(r, dict) else None for r in results]}
 
 
-def by_parallel(loaded: Any, config: SamplingConfig, clients: int, values: list[int]) -> dict[str, Any]:
-    """The same ``clients`` prompts (~100 tokens each) to a fresh server per ``--parallel`` value."""
+@contextlib.contextmanager
+def served_process(model: str, precision: str, parallel: int, sessions: int, max_queue: int,
+                   started_s: float = STARTED_S) -> Iterator[tuple[str, int]]:
+    """A real ``python -m engine serve`` of ``model`` in a child process on a free port of 127.0.0.1: its URL and the
+    parallel slots it granted (``/metrics``' ``miaohui:parallel_slots``); ended (Ctrl-C, then killed) afterwards.
+
+    Why a process and not a ``Worker`` here: in one process, OpenMP work already done on another thread (this
+    bench's load and its in-process runs) makes GNU OpenMP stop spinning between parallel regions process-wide (it
+    then manages more threads than there are cores), and the server's steps ran 1.5x slower than ``engine serve``'s
+    own (engine/executor/omp_team.py). A fresh process serves as a user's would."""
+    command = [sys.executable, "-m", "engine", "serve", "--model", model, "--precision", precision,
+               "--device", "cpu", "--host", "127.0.0.1", "--port", "0", "--parallel", str(parallel),
+               "--sessions", str(sessions), "--max-queue", str(max_queue)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        url, said = None, []
+        deadline = time.monotonic() + started_s
+        while url is None:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if line is None:
+                raise RuntimeError(f"engine serve ended before serving: {one_line(' '.join(said[-3:]))}")
+            said.append(line)
+            found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/v1)", line)
+            url = found.group(1) if found else None
+        metrics = urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=started_s).read().decode()
+        slots = re.search(r"^miaohui:parallel_slots\{[^}]*\} ([0-9.]+)$", metrics, re.MULTILINE)
+        yield url, int(float(slots.group(1))) if slots else parallel
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def by_parallel(model: str, precision: str, config: SamplingConfig, clients: int,
+                values: list[int]) -> dict[str, Any]:
+    """The same ``clients`` prompts (~100 tokens each) to a fresh ``engine serve`` process per ``--parallel``
+    value (``served_process``)."""
     nonce = uuid.uuid4().hex[:8]  # one per run: every server gets the same prompts, none of them cached before
     prompts = [[Message("system", f"[{i}-{nonce}] {_SYSTEM}"), Message("user", _CROWD_QUESTION)]
                for i in range(clients)]  # each differs from its first tokens on: no 16-token block in common
@@ -130,14 +187,10 @@ def by_parallel(loaded: Any, config: SamplingConfig, clients: int, values: list[
     for parallel in values:
         # A session per client: each request prefills its whole prompt in a fresh cache on every server, so the
         # replies compare batching alone (a reused prefix would change where prefill chunks start).
-        worker = Worker(loaded, max_queue=max(32, clients), parallel=parallel, sessions=clients).start()
-        try:
-            with BackgroundServer(create_app(worker)) as server:
-                remote = RemoteSession(connect(RemoteSpec(server.url, model="")))
-                runs[str(parallel)] = dict(concurrent(remote, config, clients, prompts), parallel_granted=worker.parallel,
-                                           largest_batch=worker._engine.largest_batch if worker._engine else 1)
-        finally:
-            worker.close()
+        with served_process(model, precision, parallel, clients, max(32, clients)) as (url, granted):
+            remote = RemoteSession(connect(RemoteSpec(url, model="")))
+            concurrent(remote, config, 1)  # a first request (its own nonce) warms the fresh process; not counted
+            runs[str(parallel)] = dict(concurrent(remote, config, clients, prompts), parallel_granted=granted)
     base = runs.get("1")
     for run in runs.values():
         run["total_tok_s_per_parallel_1"] = core.ratio(run["total_tok_s"], base["total_tok_s"]) if base else None
@@ -189,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         worker.close()
     crowd.pop("texts", None)
-    crowds = by_parallel(loaded, config, args.clients, parallels)
+    crowds = by_parallel(args.model, loaded.facts.precision, config, args.clients, parallels)
     for run in crowds.values():
         run["total_tok_s_per_single_client_decode"] = core.ratio(run["total_tok_s"], pair["decode_tok_s"]["median"]["http"])
     single = pair["decode_tok_s"]["median"]["http"]
