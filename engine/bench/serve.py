@@ -1,12 +1,12 @@
 """What serving costs: the same model in process and through ``engine serve``'s HTTP API, side by side.
 
 ``python -m engine.bench.serve [--precision P] [--tokens N] [--reps R] [--clients 8]`` loads the default model
-once and measures, alternating in one process:
+once and measures, alternating:
 
 - ``in-process``: ``ChatSession.generate`` on this thread (what the window's worker does);
-- ``http``: the same conversation sent to a real ``engine serve`` (FastAPI + uvicorn on 127.0.0.1, an ephemeral
-  port, its own worker thread) and streamed back by ``engine.remote`` — the client the window uses for a server —
-  so TTFT and decode tok/s are measured on the client from the stream, HTTP and SSE framing included;
+- ``http``: the same conversation sent to a real ``engine serve`` (a child process: FastAPI + uvicorn on 127.0.0.1,
+  an ephemeral port, one request at a time) and streamed back by ``engine.remote`` — the client the window uses for
+  a server — so TTFT and decode tok/s are measured on the client from the stream, HTTP and SSE framing included;
 
 then ``--clients`` clients send one request each (a ~100-token prompt) at the same moment, to a fresh ``engine serve``
 process per ``--parallel`` value (default ``1,4,8``; ``served_process`` says why a process), after one request of its
@@ -54,9 +54,6 @@ from engine.models.loader import load_model
 from engine.remote.client import connect
 from engine.remote.session import RemoteSession
 from engine.remote.spec import RemoteSpec
-from engine.serve.app import create_app
-from engine.serve.server import BackgroundServer
-from engine.serve.worker import Worker
 
 _CROWD_QUESTION = ("A user writes: my laptop has two cores and sixteen gigabytes of memory, and I want several people "
                    "in my team to ask a small local language model questions at the same time through one server. "
@@ -131,18 +128,20 @@ def concurrent(remote: RemoteSession, config: SamplingConfig, clients: int,
 
 
 @contextlib.contextmanager
-def served_process(model: str, precision: str, parallel: int, sessions: int, max_queue: int,
+def served_process(model: str, precision: str, parallel: int, sessions: int | None, max_queue: int,
                    started_s: float = STARTED_S) -> Iterator[tuple[str, int]]:
     """A real ``python -m engine serve`` of ``model`` in a child process on a free port of 127.0.0.1: its URL and the
     parallel slots it granted (``/metrics``' ``miaohui:parallel_slots``); ended (Ctrl-C, then killed) afterwards.
+    ``sessions`` None: the server's default.
 
-    Why a process and not a ``Worker`` here: in one process, OpenMP work already done on another thread (this
-    bench's load and its in-process runs) makes GNU OpenMP stop spinning between parallel regions process-wide (it
-    then manages more threads than there are cores), and the server's steps ran 1.5x slower than ``engine serve``'s
-    own (engine/executor/omp_team.py). A fresh process serves as a user's would."""
+    Why a process and not a ``Worker`` here: a server's forwards on a thread of this process, beside this bench's
+    load and in-process runs on the main thread, make GNU OpenMP manage more threads than there are cores, and it
+    then stops spinning between parallel regions for every thread (engine/executor/omp_team.py): the same batch of 8
+    took 22-25 ms on a server thread here against 15-18 ms on the main thread alone, and everything on the main
+    thread slowed too. A fresh process hosts the model on one thread, as a user's ``engine serve`` does."""
     command = [sys.executable, "-m", "engine", "serve", "--model", model, "--precision", precision,
                "--device", "cpu", "--host", "127.0.0.1", "--port", "0", "--parallel", str(parallel),
-               "--sessions", str(sessions), "--max-queue", str(max_queue)]
+               "--max-queue", str(max_queue), *(["--sessions", str(sessions)] if sessions is not None else [])]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str | None] = queue.Queue()
 
@@ -233,14 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # ignore_eos-like budget: greedy, and long enough an answer that every reply reaches the token budget.
     config = SamplingConfig(temperature=0.0, repetition_penalty=1.0, max_new_tokens=args.tokens)
-    worker = Worker(loaded, max_queue=max(32, args.clients)).start()
-    try:
-        with BackgroundServer(create_app(worker)) as server:
-            remote = RemoteSession(connect(RemoteSpec(server.url, model="")))
-            pair = side_by_side(loaded, remote, config, args.reps, progress)
-            crowd = concurrent(remote, config, args.clients)
-    finally:
-        worker.close()
+    # The HTTP side is a real engine serve too (one request at a time, as the window's worker): a server thread in
+    # this process would slow this thread's in-process runs as well (served_process says why).
+    with served_process(args.model, loaded.facts.precision, 1, None, max(32, args.clients)) as (url, _):
+        remote = RemoteSession(connect(RemoteSpec(url, model="")))
+        pair = side_by_side(loaded, remote, config, args.reps, progress)
+        crowd = concurrent(remote, config, args.clients)
     crowd.pop("texts", None)
     crowds = by_parallel(args.model, loaded.facts.precision, config, args.clients, parallels)
     for run in crowds.values():

@@ -1,12 +1,14 @@
 """This thread's torch operations on one core: ``serial_here()``, for threads that only sample beside a step thread.
 
-Why: ``engine serve --parallel N`` runs every request on a thread of its own while one step thread runs the batched
-forward (engine/serve/batching.py). Each request thread samples its token with torch operations over the whole
-vocabulary (an argmax over 49,152 logits is past torch's parallel grain), and torch runs each as an OpenMP parallel
-region. GNU OpenMP gives every thread that opens a region a team of its own, whose workers spin after the region
-ends, so 8 request threads brought 8 more spinning workers onto 2 cores, and the batched step of 8 took 22-24 ms in
-the server against 13-15 ms alone (AMD EPYC, docs/BENCHMARK.md). ``OMP_WAIT_POLICY=PASSIVE`` for the whole process
-slowed the step's own team instead.
+Why: ``engine serve --parallel N`` runs every request on a thread of its own while the batched forward runs on the
+engine's thread (engine/serve/batching.py). Each request thread samples its token with torch operations over the
+whole vocabulary (an argmax over 49,152 logits is past torch's parallel grain), and torch runs each as an OpenMP
+parallel region. GNU OpenMP gives every thread that opens a region a team of its own, and once it manages more
+threads than the machine has cores it stops spinning between regions process-wide: the workers of every team then
+sleep after each region and are woken for the next. The batched step is hundreds of small regions, so it lost a
+third: on a 2-core AMD EPYC, with the model on one thread as ``engine serve`` hosts it, a step of 8 took 23 ms
+against 14.5 ms with this module, and 8 clients got 146 against 217 tok/s (docs/BENCHMARK.md, "Serving many at
+once"). ``OMP_WAIT_POLICY=PASSIVE`` for the whole process slowed the step's own team instead.
 
 How: torch asks ``omp_get_max_threads()`` of the calling thread for its team size, and that is a per-thread setting
 of the OpenMP runtime (torch copies its process-wide count into each thread once, on the thread's first operation).
