@@ -30,7 +30,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from engine.bench.core import decode_rate
 from engine.bench.kv_cache import decode_rate_at
+from engine.bench.peer import NAME
 from engine.bench.roofline import CpuWatch, Roofline, measure_and_store, weights_read_per_token
 
 CONTEXTS = (512, 4096, 16384)
@@ -68,7 +70,6 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
     """One row per (context, precision) for the loaded models (name → ``LoadedModel`` on the fast path), and one
     per context for ``peer`` (an ``engine.bench.peer.PeerProcess``) when given. ``bandwidth``: the read bandwidth
     entry to compare with (default: the stored one, measured again when stale)."""
-    from engine.bench.peer import NAME
     from engine.executor.runners import make_runner
     from engine.quant.quality import quality_ids
 
@@ -104,7 +105,7 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
             progress(f"{context} positions: decode, repetition {rep + 1}/{reps}")
             for name in names if rep % 2 == 0 else list(reversed(names)):
                 if name == NAME:
-                    rate = _peer_rate(peer.generate(prompt, tokens + 1, reuse=True))
+                    rate = decode_rate(peer.generate(prompt, tokens + 1, reuse=True).times)
                     rates[name] += [rate] if rate is not None else []
                     continue
                 watch.start()
@@ -131,19 +132,11 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
 def _peer_ttfts(peer: Any, prompt: Sequence[int], context: int, tokens: int, reps: int,
                 progress: Callable[[str], None]) -> list[float]:
     """llama.cpp's TTFT on the same file and ids, a whole prefill per repetition (its cache reset first)."""
-    from engine.bench.peer import NAME
-
     out = []
     for rep in range(reps):
         progress(f"{context} positions: {NAME} prefill, repetition {rep + 1}/{reps}")
         out.append(peer.generate(prompt, tokens + 1).first_s)
     return out
-
-
-def _peer_rate(reply: Any) -> float | None:
-    """Decode tok/s of one peer reply: the tokens after its first over the time they took (None for one token)."""
-    spread = reply.times[-1] - reply.times[0] if len(reply.times) > 1 else 0.0
-    return (len(reply.times) - 1) / spread if spread > 0 else None
 
 
 def run(model: str, precisions: Sequence[str], contexts: Sequence[int], tokens: int = TOKENS, reps: int = REPS,

@@ -13,10 +13,11 @@ int4's native step).
 
 ``CostBook`` measures the target's side on the path actually running (per runner: its precision, native or eager
 step): the median of recent plain steps, and the verify's time as a straight line in ``k`` (least squares over recent
-verifies, the first of each length left out as it may include one-time work, each scaled to the plain steps' median now from theirs when it ran, so that the load moving on a shared
-machine does not make verifies look cheap or dear; one length seen: the excess over a plain step per token, never
-less than zero's worth: the prior share then). Before ``MIN_PLAIN`` plain steps are timed there
-is no decision (``costs`` is None) and the caller decodes plainly to measure, which costs nothing over plain decoding.
+verifies, the first of each length left out as it may include one-time work, each scaled to the plain steps' median
+now from theirs when it ran, so that the load moving on a shared machine does not make verifies look cheap or dear;
+one length seen: the excess over a plain step per token, never less than zero's worth: the prior share then). Before
+``MIN_PLAIN`` plain steps are timed there is no decision (``costs`` is None) and the caller decodes plainly to
+measure, which costs nothing over plain decoding.
 ``DraftLength`` adds the drafter's side (seconds per drafted token) and the acceptance over recent drafts, checked or
 only compared afterwards (``observe``); a drafter whose drafts cost no forward pass (``free``: prompt lookup) is
 steered by its own run instead: drafts double while they are accepted whole (a copied passage keeps matching), and

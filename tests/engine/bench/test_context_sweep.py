@@ -6,9 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import stat
-import sys
-import textwrap
 
 import pytest
 
@@ -17,6 +14,7 @@ from engine.bench import context_sweep
 from engine.bench.peer import PeerProcess
 from engine.inputs import LoadSpec
 from engine.models.loader import load_model
+from tests.helpers.scripted_child import scripted_child
 
 BANDWIDTH = {"read_bytes_s": 10e9}
 
@@ -60,8 +58,7 @@ def test_llama_cpp_prefills_whole_for_its_ttft_then_decodes_in_turn_with_the_eng
     # A child standing in for llama.cpp's (engine.bench.peer's protocol over a real pipe): it logs each request and
     # answers a whole prefill with first_s 5 and tokens 0.1 s apart, a prefix-reusing one with 0.01 and 0.05 s.
     log = tmp_path / "requests.jsonl"
-    child = tmp_path / "child.py"
-    child.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
+    child = scripted_child(tmp_path, f"""
         import json, sys
         print(json.dumps({{"ready": True, "version": "test"}}), flush=True)
         for line in sys.stdin:
@@ -72,9 +69,8 @@ def test_llama_cpp_prefills_whole_for_its_ttft_then_decodes_in_turn_with_the_eng
             first, gap = (0.01, 0.05) if request.get("reuse") else (5.0, 0.1)
             times = [first + gap * i for i in range(request["tokens"])]
             print(json.dumps({{"first_s": first, "times": times, "ids": [1] * request["tokens"]}}), flush=True)
-        """))
-    child.chmod(child.stat().st_mode | stat.S_IXUSR)
-    process = PeerProcess(tmp_path / "m.gguf", 1, 64, python=str(child))
+        """)
+    process = PeerProcess(tmp_path / "m.gguf", 1, 64, python=child)
     loaded = {"fp32": load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu"))}
     seen: list[str] = []
     try:

@@ -7,9 +7,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import stat
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from engine.bench.report import format_table
 from engine.bench.run import open_peer
 from engine.bench.variants import LlamaCpp
 from engine.events import Message
+from tests.helpers.scripted_child import scripted_child
 
 _SAPPHIRE_RAPIDS = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
                     "flags\t\t: fpu sse2 avx f16c fma avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16 "
@@ -97,17 +96,9 @@ def test_no_peer_and_gpu_runs_leave_the_column_out():
     assert "CPU runs only" in open_peer(_args(), "cuda", None, 64)[1]["note"]
 
 
-def _script(tmp_path: Path, body: str) -> str:
-    """An executable standing in for the child's interpreter (its arguments are ignored)."""
-    path = tmp_path / "child.py"
-    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
-
-
 @pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
 def test_child_killed_by_sigill_at_load_is_a_peer_error(tmp_path):
-    python = _script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGILL)\n")
+    python = scripted_child(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGILL)\n")
     with pytest.raises(PeerError) as caught:
         PeerProcess(tmp_path / "m.gguf", 1, 64, python=python)
     assert "SIGILL" in str(caught.value) and "make bench-peer" in str(caught.value)
@@ -117,7 +108,7 @@ def test_child_killed_by_sigill_at_load_is_a_peer_error(tmp_path):
 def test_child_dying_in_prefill_ends_the_column_not_the_bench(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer
 
-    python = _script(tmp_path, """
+    python = scripted_child(tmp_path, """
         import json, os, signal, sys
         print(json.dumps({"ready": True, "version": "test"}), flush=True)
         sys.stdin.readline()
