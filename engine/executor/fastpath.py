@@ -57,6 +57,7 @@ from engine.executor.families import refusal
 from engine.executor.kv_cache import DenseKVCache, Int8KVCache
 from engine.executor.llama_fused import (attend_one, capped_attention, embed, embed_row, project, rotate, step_plan,
                                         weights_for)
+from engine.executor.prompt_attention import chunk_attention
 from engine.executor.step import forward_rows
 from engine.executor.rope_tables import context_rope, rope_tables
 from engine.executor.static_step import decode_static, mark_static
@@ -276,13 +277,8 @@ class FastRunner(ModelRunner):
             self._kv.write(index, start, k_new, v_new)
             k_seen, v_seen = self._kv.read(index, 0, end)  # int8: the stored keys, this chunk's too
             q = qk[:, :heads].transpose(0, 1)  # (H, n, D)
-            if w.attn_softcap is not None:  # Gemma 2: SDPA has no soft-capping
-                causal = mask if mask is not None else torch.ones(n, end, dtype=torch.bool, device=x.device).tril()
-                attn = capped_attention(q, k_seen, v_seen, w.scaling, w.attn_softcap, causal)
-            else:
-                attn = F.scaled_dot_product_attention(
-                    q[None], k_seen[None], v_seen[None], attn_mask=mask,
-                    is_causal=mask is None, scale=w.scaling, enable_gqa=True)[0].transpose(0, 1).reshape(n, -1)
+            plain = self._quantized and extra is None and layer.window is None  # the native form may run
+            attn = chunk_attention(q, k_seen, v_seen, start, w.scaling, mask, w.attn_softcap, plain)
             out = linear(attn, layer.o, layer.o_bias)
             x = x + (out if layer.post_attn_norm is None else norm(out, layer.post_attn_norm))
             h = norm(x, layer.mlp_norm)

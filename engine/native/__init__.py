@@ -1,8 +1,8 @@
 """The engine's native C++ (issue 42): one library, ``miaohui_native``, whose ops live under ``torch.ops.miaohui``.
 
 Sources: ``register.cpp`` holds the one ``TORCH_LIBRARY`` block (every op's schema and the function running it,
-as ``ops.h`` declares them); ``int4_sym.cpp``, ``q8act.cpp``, ``decode_step.cpp`` and ``kv_int8.cpp`` define the
-ops and register nothing; ``cpu_features.h`` is the one place the CPU is asked what it has, ``simd.h`` the one bf16
+as ``ops.h`` declares them); ``int4_sym.cpp``, ``q8act.cpp``, ``decode_step.cpp``, ``kv_int8.cpp`` and
+``prefill_attention.cpp`` define the ops and register nothing; ``cpu_features.h`` is the one place the CPU is asked what it has, ``simd.h`` the one bf16
 widening.
 ``library`` builds them (``python -m engine.native.library``, run by ``make install``) into
 ``engine/native/build/`` and loads the result.
@@ -47,6 +47,13 @@ op                      contract                                           test
 ``attend_one_q8``       ``attend_one`` over int8 rows with per-position    tests/engine/native/test_kv_int8.py
                         scales: its bits over the dequantized rows; the
                         Python step over an Int8KVCache calls it
+``prefill_attention``   a prompt chunk's causal attention over the cache   tests/engine/native/test_prefill_attention.py
+                        (GQA, online softmax over blocks of 64 keys,
+                        vdpbf16ps): an fp32 reference within bf16
+                        rounding, as SDPA; exactly causal; a row's bits
+                        the same in any chunk; needs AVX-512 BF16
+``prefill_attention_``  whether this CPU runs ``prefill_attention``        tests/engine/native/test_prefill_attention.py
+``available``
 ``DecodeStep``          the int8/int4 decode step in one call, and         tests/engine/executor/test_native_step.py
                         ``verify`` (n tokens, speculation's check), bit    (8-bit cache: test_native_step_int8kv.py)
                         for bit the Python step; ``step_q8`` and

@@ -1,6 +1,6 @@
 // The CPU features the native ops need, asked of the running CPU (not of the compiler: the library is built without
 // -march, its functions name their own instruction sets, so it loads on any x86-64 CPU and each op checks here).
-// The one place these checks are written: int4_sym.cpp and q8act.cpp both ask them (engine/native/__init__.py's table).
+// The one place these checks are written: int4_sym.cpp, q8act.cpp and prefill_attention.cpp ask them (engine/native/__init__.py's table).
 #pragma once
 
 namespace miaohui::cpu {
@@ -18,5 +18,8 @@ inline bool avx512() {
 
 // AVX512-VNNI on top of AVX2 and AVX-512: vpdpbusd, the int8-activation kernels' fast path (q8act.cpp).
 inline bool vnni() { return avx2() && avx512() && __builtin_cpu_supports("avx512vnni"); }
+
+// AVX-512 BF16 on top of AVX-512: vdpbf16ps, prefill's attention (prefill_attention.cpp).
+inline bool avx512bf16() { return avx512() && __builtin_cpu_supports("avx512bf16"); }
 
 }  // namespace miaohui::cpu

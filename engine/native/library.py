@@ -15,11 +15,13 @@ to int8 per block of 32 with integer dot products (AVX512-VNNI, else AVX2), as l
 (at equal bytes the fp32 product spent 1.5-2x llama.cpp's cycles per weight); not bit-exact against aten, its
 quality measured (docs/BENCHMARK.md); torch has no x86 int8-activation int4 GEMV. ``decode_step.cpp`` is the
 int8/int4 decode step in one call (``engine.executor.native_step`` says why), ``kv_int8.cpp`` the 8-bit KV cache's
-quantization and attention it shares with the Python step (``engine.executor.kv_cache``).
+quantization and attention it shares with the Python step (``engine.executor.kv_cache``), ``prefill_attention.cpp``
+a prompt chunk's causal attention (torch's CPU SDPA computes a later chunk against every key; its header says why).
 
 Where the library is not built (no compiler), cannot load, or ``MIAOHUI_NATIVE=0`` is set, every op here reads None
 or False and the engine runs aten's kernels, saying why once in the log; where the CPU lacks AVX-512 only
-``int4_sym()`` is None, and where it lacks AVX2 ``q8act_isa()`` too (``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2).
+``int4_sym()`` is None (and without AVX-512 BF16 ``prefill_attention_ops()`` is False: SDPA), and where it lacks AVX2
+``q8act_isa()`` too (``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2).
 Only the library of this name, in this folder, is ever loaded: the one an older tree built as
 ``engine/quant/build/miaohui_int4.so`` is never looked at (it registered the same ``miaohui`` ops, and two libraries
 registering them in one process would fail). A packaged app carries the built library (packaging/miaohui.spec).
@@ -46,7 +48,7 @@ NAME = "miaohui_native"
 HERE = Path(__file__).parent
 # One library: the ops' sources and register.cpp, the one TORCH_LIBRARY block naming them all (ops.h, the headers).
 SOURCES = tuple(HERE / name for name in ("register.cpp", "int4_sym.cpp", "q8act.cpp", "decode_step.cpp",
-                                          "kv_int8.cpp"))
+                                          "kv_int8.cpp", "prefill_attention.cpp"))
 
 
 def build_folder() -> Path:
@@ -130,6 +132,29 @@ def int8_kv_ops() -> bool:
     ``DecodeStep.step_q8``/``verify_q8``/``batch_q8`` (they came in one change, so a library built before has none of
     them), and ``MIAOHUI_NATIVE_KV`` is not 0 (read per call). Call after ``decode_ops()`` said the library runs here."""
     return hasattr(torch.ops.miaohui, "attend_one_q8") and os.environ.get(NATIVE_KV_ENV, "1") != "0"
+
+
+PREFILL_ATTENTION_ENV = "MIAOHUI_PREFILL_ATTENTION"  # "sdpa": torch's SDPA for prompt chunks (to compare)
+
+
+def prefill_attention_ops() -> bool:
+    """Whether prefill_attention.cpp's causal attention runs here: the library loaded with it (a library built before
+    has none), a CPU with AVX-512 BF16, and ``MIAOHUI_PREFILL_ATTENTION`` not ``sdpa`` (read per call)."""
+    return _prefill_attention_here() and os.environ.get(PREFILL_ATTENTION_ENV, "native") != "sdpa"
+
+
+@lru_cache(maxsize=1)
+def _prefill_attention_here() -> bool:
+    if reason := _not_loaded():
+        log.info("prompt attention: torch's SDPA (%s)", reason)
+        return False
+    if not hasattr(torch.ops.miaohui, "prefill_attention_available"):
+        log.info("prompt attention: torch's SDPA (the native library predates prefill_attention: `make install`)")
+        return False
+    if not torch.ops.miaohui.prefill_attention_available():
+        log.info("prompt attention: torch's SDPA (this CPU lacks AVX-512 BF16)")
+        return False
+    return True
 
 
 def _not_loaded() -> str | None:

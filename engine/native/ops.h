@@ -35,6 +35,11 @@ at::Tensor attend_one(const at::Tensor& q, const at::Tensor& k, const at::Tensor
 std::tuple<at::Tensor, at::Tensor> kv_quantize(const at::Tensor& x);
 at::Tensor attend_one_q8(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& k_scale,
                          const at::Tensor& v_scale, double scaling, double softcap);
+// prefill_attention.cpp
+at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start,
+                             double scaling);
+bool prefill_attention_available();
+
 // The DecodeStep class and its methods, bound where the class is defined (its methods are its own, not free functions).
 void define_decode_step(torch::Library& m);
 

@@ -28,6 +28,9 @@ TORCH_LIBRARY(miaohui, m) {
   m.def("kv_quantize(Tensor x) -> (Tensor, Tensor)");
   m.def("attend_one_q8(Tensor q, Tensor k, Tensor v, Tensor k_scale, Tensor v_scale, float scaling, "
         "float softcap=0.0) -> Tensor");
+  // prefill_attention.cpp
+  m.def("prefill_attention(Tensor q, Tensor k, Tensor v, int start, float scaling) -> Tensor");
+  m.def("prefill_attention_available() -> bool", &miaohui::prefill_attention_available);
 }
 
 TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
@@ -42,4 +45,5 @@ TORCH_LIBRARY_IMPL(miaohui, CPU, m) {
   m.impl("attend_one", &miaohui::attend_one);
   m.impl("kv_quantize", &miaohui::kv_quantize);
   m.impl("attend_one_q8", &miaohui::attend_one_q8);
+  m.impl("prefill_attention", &miaohui::prefill_attention);
 }

@@ -103,4 +103,6 @@ def test_qwen2_gguf_loads_as_int4_with_its_fp32_biases_on_the_fast_path(qwen2_gg
         expected = reference.model(input_ids=torch.tensor([prompt])).logits[0, -1].float()
     fast = [logits for _, logits in FastRunner(loaded.model).prefill(prompt)][-1][0].float()
     assert (fast - expected).abs().max().item() < LOGIT_TOLERANCE
-    assert int(fast.argmax()) == int(expected.argmax())
+    # The top token is one the reference ranks at its top within two bf16 steps: random weights leave near-ties
+    # (this prompt's two best are 0.0045 apart, and a bf16 step at 0.88 is 0.0039, so SDPA's bf16 logits tie them).
+    assert expected.max() - expected[int(fast.argmax())] <= 2 * 2.0 ** -8
