@@ -20,8 +20,9 @@
 // off. AVX2 uses the sign trick (|q| times qa with q's sign), whose pair sums stay under 32767.
 //
 // The fp32 combination runs over blocks in order, each row's the same whatever rows share its weight loads (≤ 12 on
-// AVX-512, ≤ 4 on AVX2), so a row's bits do not depend on how many rows a call has: a symmetric int4 block adds (s · d) · dot in one
-// fused multiply-add for dot = Σ q·qa - 8·sa (exact), an asymmetric one d · (s · dot + m · sa), an int8 one d · dot. Activations are quantized on torch's threads, straight from bf16 (no fp32 copy).
+// AVX-512, ≤ 4 on AVX2), so a row's bits do not depend on how many rows a call has: a symmetric int4 block adds
+// (s · d) · dot in one fused multiply-add for dot = Σ q·qa - 8·sa (exact), an asymmetric one d · (s · dot + m · sa),
+// an int8 one d · dot. Activations are quantized on torch's threads, straight from bf16 (no fp32 copy).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
