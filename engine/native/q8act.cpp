@@ -64,7 +64,8 @@ Isa resolve(int64_t isa) {
   return static_cast<Isa>(isa);
 }
 
-// Activations of one call, quantized: qa (rows, K) int8, d, sa and sa as fp32 (the asymmetric offset's factor) (rows, K/32).
+// Activations of one call, quantized: qa (rows, K) int8; d, sa and sa as fp32 (the asymmetric offset's factor),
+// (rows, K/32) each.
 struct Quantized {
   std::vector<int8_t> qa;
   std::vector<float> d;
@@ -80,7 +81,8 @@ __attribute__((target("avx2,fma"))) inline __m256 load8(const at::BFloat16* x) {
 }
 
 template <typename T>
-__attribute__((target("avx2,fma"))) void quantize_block(const T* x, int8_t* q, float* d, int32_t* sa, float* saf, int32_t* bias) {
+__attribute__((target("avx2,fma"))) void quantize_block(const T* x, int8_t* q, float* d, int32_t* sa, float* saf,
+                                                        int32_t* bias) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -240,7 +242,8 @@ __attribute__((target("avx2,fma,f16c"))) void q4_tile_avx2(
         const __m256 dot = _mm256_cvtepi32_ps(sum);
         const __m256 d = _mm256_set1_ps(a.d[ix]);
         if (S == 2)
-          acc[r][h] = _mm256_fmadd_ps(_mm256_fmadd_ps(s, dot, _mm256_mul_ps(m, _mm256_set1_ps(a.saf[ix]))), d, acc[r][h]);
+          acc[r][h] = _mm256_fmadd_ps(_mm256_fmadd_ps(s, dot, _mm256_mul_ps(m, _mm256_set1_ps(a.saf[ix]))), d,
+                                      acc[r][h]);
         else
           acc[r][h] = _mm256_fmadd_ps(dot, _mm256_mul_ps(s, d), acc[r][h]);
       }
@@ -341,8 +344,8 @@ __attribute__((target("avx2,fma,f16c"))) void write_row(const float* acc, int64_
   }
 }
 
-// Runs ``tile(t, row0, R, out16)`` over every tile (parallel) and every chunk of ≤ ``per`` (≤ kMaxRows) rows, then scales
-// each output (``row_scale``: the int8 per-row scales, or none) and writes it in the output's dtype.
+// Runs ``tile(t, row0, R, out16)`` over every tile (parallel) and every chunk of ≤ ``per`` (≤ kMaxRows) rows, then
+// scales each output (``row_scale``: the int8 per-row scales, or none) and writes it in the output's dtype.
 template <typename Tile>
 at::Tensor run(const at::Tensor& a, int64_t tiles, int64_t out_features, Tile tile, const uint16_t* row_scale,
                int per) {
