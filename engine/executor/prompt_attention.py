@@ -1,8 +1,8 @@
 """A prompt chunk's attention in the fast runner's prefill (engine/executor/fastpath.py): which form computes it.
 
 - **native** (``native_chunk_attention``): ``miaohui::prefill_attention`` (engine/native/prefill_attention.cpp), for
-  a quantized model's plain causal layers (no sliding window, no extra keys of a vision layout) on a CPU with AVX-512
-  BF16, in bf16. torch's CPU SDPA computes a chunk after the first against every key of the cache and masks
+  a quantized model's plain causal layers (no sliding window, no extra keys of a vision layout), on AVX-512 BF16's dot
+  products or, without them (or in fp32, which a CPU without native bf16 computes in), AVX2's fp32 multiply-adds. torch's CPU SDPA computes a chunk after the first against every key of the cache and masks
   afterwards, at ~140 GFLOP/s; the op skips the blocks of keys a query cannot see and runs at ~300 (2.4-2.8x faster
   per call on a 2-core EPYC, Llama-3.2-1B shapes; a 3,264-token prompt's attention 6.3 s → 2.2 s). It is SDPA within
   the bf16 rounding of the probabilities, not its bits, so like the decode step's ``attend_one`` it is for quantized
@@ -21,19 +21,21 @@ import torch
 import torch.nn.functional as F
 
 from engine.executor.llama_fused import capped_attention
-from engine.native.library import prefill_attention_ops
+from engine.native.library import prefill_attention_isa
 
 
 def native_chunk_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int,
                            scaling: float) -> torch.Tensor | None:
     """q (H, n, D) at positions start..start+n-1, k and v (KV, ≥ start+n, D), query i seeing keys 0..start+i →
-    (n, H·D) on the native op; None where it cannot run here (no AVX-512 BF16, not bf16 on a CPU, a head dim not a
-    multiple of 32 or over 256, ``MIAOHUI_PREFILL_ATTENTION=sdpa``)."""
+    (n, H·D) on the native op (fp32, as a CPU without native bf16 computes, on its AVX2 path); None where it cannot
+    run here (no AVX2, not bf16 or fp32 on a CPU, a head dim not a multiple of 32 or over 256,
+    ``MIAOHUI_PREFILL_ATTENTION=sdpa``)."""
     dim = q.shape[-1]
-    if not (q.device.type == "cpu" and q.dtype == k.dtype == v.dtype == torch.bfloat16 and dim % 32 == 0
-            and dim <= 256 and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1 and prefill_attention_ops()):
+    if not (q.device.type == "cpu" and q.dtype == k.dtype == v.dtype and q.dtype in (torch.bfloat16, torch.float32)
+            and dim % 32 == 0 and dim <= 256 and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1):
         return None
-    return torch.ops.miaohui.prefill_attention(q, k, v, start, scaling)
+    isa = prefill_attention_isa()
+    return None if isa is None else torch.ops.miaohui.prefill_attention(q, k, v, start, scaling, isa)
 
 
 def chunk_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int, scaling: float,

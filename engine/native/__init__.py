@@ -48,12 +48,12 @@ op                      contract                                           test
                         scales: its bits over the dequantized rows; the
                         Python step over an Int8KVCache calls it
 ``prefill_attention``   a prompt chunk's causal attention over the cache   tests/engine/native/test_prefill_attention.py
-                        (GQA, online softmax over blocks of 64 keys,
-                        vdpbf16ps): an fp32 reference within bf16
-                        rounding, as SDPA; exactly causal; a row's bits
-                        the same in any chunk; needs AVX-512 BF16
-``prefill_attention_``  whether this CPU runs ``prefill_attention``        tests/engine/native/test_prefill_attention.py
-``available``
+                        (GQA, online softmax over blocks of 64 keys;
+                        vdpbf16ps, or AVX2's fp32 multiply-adds): an fp32
+                        reference within bf16 rounding, as SDPA; exactly
+                        causal; a row's bits the same in any chunk
+``prefill_attention_``  the best instruction set here for it: 2 AVX-512    tests/engine/native/test_prefill_attention.py
+``isa``                 BF16, 1 AVX2, 0 none
 ``DecodeStep``          the int8/int4 decode step in one call, and         tests/engine/executor/test_native_step.py
                         ``verify`` (n tokens, speculation's check), bit    (8-bit cache: test_native_step_int8kv.py)
                         for bit the Python step; ``step_q8`` and

@@ -20,8 +20,7 @@ a prompt chunk's causal attention (torch's CPU SDPA computes a later chunk again
 
 Where the library is not built (no compiler), cannot load, or ``MIAOHUI_NATIVE=0`` is set, every op here reads None
 or False and the engine runs aten's kernels, saying why once in the log; where the CPU lacks AVX-512 only
-``int4_sym()`` is None (and without AVX-512 BF16 ``prefill_attention_ops()`` is False: SDPA), and where it lacks AVX2
-``q8act_isa()`` too (``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2).
+``int4_sym()`` is None, and where it lacks AVX2 ``q8act_isa()`` and ``prefill_attention_isa()`` too (``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2).
 Only the library of this name, in this folder, is ever loaded: the one an older tree built as
 ``engine/quant/build/miaohui_int4.so`` is never looked at (it registered the same ``miaohui`` ops, and two libraries
 registering them in one process would fail). A packaged app carries the built library (packaging/miaohui.spec).
@@ -135,26 +134,31 @@ def int8_kv_ops() -> bool:
 
 
 PREFILL_ATTENTION_ENV = "MIAOHUI_PREFILL_ATTENTION"  # "sdpa": torch's SDPA for prompt chunks (to compare)
+ATTENTION_ISAS = {"avx2": 1, "avx512bf16": 2}  # prefill_attention.cpp's instruction-set argument
 
 
-def prefill_attention_ops() -> bool:
-    """Whether prefill_attention.cpp's causal attention runs here: the library loaded with it (a library built before
-    has none), a CPU with AVX-512 BF16, and ``MIAOHUI_PREFILL_ATTENTION`` not ``sdpa`` (read per call)."""
-    return _prefill_attention_here() and os.environ.get(PREFILL_ATTENTION_ENV, "native") != "sdpa"
+def prefill_attention_isa() -> int | None:
+    """The instruction set prefill_attention.cpp's causal attention runs with here (``ATTENTION_ISAS``' values), or
+    None: the library not loaded or built before it, a CPU without AVX2, or ``MIAOHUI_PREFILL_ATTENTION=sdpa`` (read
+    per call). ``MIAOHUI_NATIVE_ISA=avx2`` caps it at AVX2, as it caps the int8-activation kernels."""
+    best = _prefill_attention_best()
+    if best is None or os.environ.get(PREFILL_ATTENTION_ENV, "native") == "sdpa":
+        return None
+    return min(best, ATTENTION_ISAS["avx2"]) if os.environ.get("MIAOHUI_NATIVE_ISA", "") == "avx2" else best
 
 
 @lru_cache(maxsize=1)
-def _prefill_attention_here() -> bool:
-    if reason := _not_loaded():
+def _prefill_attention_best() -> int | None:
+    reason = _not_loaded()
+    if not reason and not hasattr(torch.ops.miaohui, "prefill_attention_isa"):
+        reason = "the native library predates prefill_attention: `make install`"
+    best = 0 if reason else int(torch.ops.miaohui.prefill_attention_isa())
+    if not reason and best == 0:
+        reason = "this CPU lacks AVX2, FMA or F16C"
+    if reason:
         log.info("prompt attention: torch's SDPA (%s)", reason)
-        return False
-    if not hasattr(torch.ops.miaohui, "prefill_attention_available"):
-        log.info("prompt attention: torch's SDPA (the native library predates prefill_attention: `make install`)")
-        return False
-    if not torch.ops.miaohui.prefill_attention_available():
-        log.info("prompt attention: torch's SDPA (this CPU lacks AVX-512 BF16)")
-        return False
-    return True
+        return None
+    return best
 
 
 def _not_loaded() -> str | None:

@@ -37,8 +37,8 @@ at::Tensor attend_one_q8(const at::Tensor& q, const at::Tensor& k, const at::Ten
                          const at::Tensor& v_scale, double scaling, double softcap);
 // prefill_attention.cpp
 at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start,
-                             double scaling);
-bool prefill_attention_available();
+                             double scaling, int64_t isa);
+int64_t prefill_attention_isa();
 
 // The DecodeStep class and its methods, bound where the class is defined (its methods are its own, not free functions).
 void define_decode_step(torch::Library& m);

@@ -1,7 +1,7 @@
 // miaohui::prefill_attention: causal attention of a prompt chunk over the KV cache, in one pass per block of keys
-// (flash attention's online softmax), on AVX-512 BF16 dot products. Called by the fast runner's prefill
-// (engine/executor/fastpath.py) in place of torch's scaled_dot_product_attention where the model computes in bf16 and
-// the layer has no sliding window, soft cap or extra mask.
+// (flash attention's online softmax), on AVX-512 BF16 dot products, or where the CPU has none (isa 1) on AVX2's fp32
+// multiply-adds. Called by the fast runner's prefill (engine/executor/prompt_attention.py) in place of torch's
+// scaled_dot_product_attention for a quantized model in bf16, a layer without sliding window, soft cap or extra mask.
 //
 // Why by hand: torch's CPU SDPA kernel, given a chunk after the first (a boolean mask, since the chunk starts past
 // position 0), computes every query against every key and masks afterwards, and runs at ~140 GFLOP/s of ~460 that
@@ -12,8 +12,8 @@
 // - scores s_j = (q · k_j) in fp32 for keys j = 0..start + i: bf16 products exact, summed by vdpbf16ps in pairs;
 // - softmax in base 2 over s_j · scaling · log2(e), online per block of 32 keys (running max and sum, the partial
 //   output rescaled when the max grows), 2^x by a degree-6 polynomial on the nearest-integer split (~1e-7 relative);
-// - the probabilities rounded to bf16 (nearest even) and multiplied into the values by vdpbf16ps in fp32; the output
-//   divided by the sum and rounded to bf16 once.
+// - the probabilities rounded to bf16 (nearest even) and multiplied into the values by vdpbf16ps in fp32 (AVX2: kept
+//   in fp32, fused multiply-adds); the output divided by the sum and rounded to bf16 once.
 // So it is SDPA within bf16 rounding of the probabilities, not its bits: tests/engine/native/test_prefill_attention.py
 // holds it to an fp32 reference, and the runner's tests compare whole prompts with transformers' forward.
 //
@@ -32,10 +32,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu_features.h"
 #include "ops.h"
+#include "simd.h"
 
 namespace {
 
@@ -192,46 +195,220 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))) void attend_
   }
 }
 
-void check(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.dim() == 3 && t.scalar_type() == at::kBFloat16 && t.stride(2) == 1 && t.device().is_cpu(), what,
-              ": a CPU bf16 tensor of 3 dimensions, its last contiguous");
+// ---- AVX2 (no bf16 dot products): the same blocks in fp32 with fused multiply-adds, 8 lanes. K packed per KV head
+// as [key / 8][D][8] fp32 (one ymm: 8 keys' dimension d), V as [key][D] fp32; both widened exactly from bf16.
+inline float widen(uint16_t bf16) { return miaohui::simd::bf16_to_fp32(bf16); }
+inline float widen(float value) { return value; }
+
+template <typename T>
+void pack_keys_f32(const T* k, int64_t key_stride, int64_t keys, int64_t dim, int64_t padded, float* out) {
+  for (int64_t block = 0; block < padded / 8; ++block)
+    for (int64_t d = 0; d < dim; ++d) {
+      float* dst = out + (block * dim + d) * 8;
+      for (int64_t j = 0; j < 8; ++j) {
+        const int64_t key = block * 8 + j;
+        dst[j] = key < keys ? widen(k[key * key_stride + d]) : 0.0f;
+      }
+    }
 }
 
-at::Tensor prefill_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start,
-                                double scaling) {
-  TORCH_CHECK(miaohui::cpu::avx512bf16(), "prefill_attention needs AVX-512 BF16");
-  check(q, "q (heads, n, D)");
-  check(k, "k (KV heads, keys, D)");
-  check(v, "v (KV heads, keys, D)");
-  Shape s{q.size(0), k.size(0), 0, q.size(1), start, q.size(2), 0};
-  TORCH_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads must be a multiple of the KV heads");
-  TORCH_CHECK(s.dim % 32 == 0 && s.dim <= 256, "head dim: a multiple of 32, at most 256");
-  TORCH_CHECK(k.size(2) == s.dim && v.size(2) == s.dim && v.size(0) == s.kv_heads, "k, v: (KV heads, keys, D)");
-  TORCH_CHECK(start >= 0 && k.size(1) >= start + s.n && v.size(1) >= start + s.n, "k, v must hold start + n keys");
-  s.group = s.heads / s.kv_heads;
-  const int64_t keys = start + s.n;
-  s.keys_padded = (keys + kBlockKeys - 1) / kBlockKeys * kBlockKeys;
-  at::Tensor out = at::empty({s.n, s.heads * s.dim}, q.options().memory_format(at::MemoryFormat::Contiguous));
-  if (s.n == 0) return out;
+template <typename T>
+void pack_values_f32(const T* v, int64_t key_stride, int64_t keys, int64_t dim, int64_t padded, float* out) {
+  for (int64_t key = 0; key < padded; ++key)
+    for (int64_t d = 0; d < dim; ++d)
+      out[key * dim + d] = key < keys ? widen(v[key * key_stride + d]) : 0.0f;
+}
 
-  const int64_t k_words = s.keys_padded * s.dim / 2, v_halves = s.keys_padded * s.dim;
-  std::vector<uint32_t> kp(static_cast<size_t>(s.kv_heads * k_words));
-  std::vector<uint16_t> vp(static_cast<size_t>(s.kv_heads * v_halves));
-  const auto* kd = reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>());
-  const auto* vd = reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>());
+// exp2_16's arithmetic on 8 lanes; 2^n built in the exponent bits (x clamped at -125: a normal number, ≤ 2^-124).
+__attribute__((target("avx2,fma"))) inline __m256 exp2_8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-125.0f));
+  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(x, n);
+  __m256 p = _mm256_set1_ps(1.5403530393381606e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284770e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx2,fma"))) inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
+
+__attribute__((target("avx2,fma"))) inline float exp2_one8(float x) {
+  return _mm_cvtss_f32(_mm256_castps256_ps128(exp2_8(_mm256_set1_ps(x))));
+}
+
+// attend_rows on AVX2: scores by 16 keys (2 ymm per row), probabilities kept in fp32.
+template <int R, typename T>
+__attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const T* const* q_rows,
+                                                          const int64_t* limits, const float* kp, const float* vp,
+                                                          float scale2, T* const* out_rows) {
+  const int64_t dim = s.dim, chunks = s.dim / 8;
+  alignas(32) float q[R][256];
+  alignas(32) float o[R][256];
+  alignas(32) float prob[R][kBlockKeys];
+  float m[R], corr[R];
+  __m256 l[R];
+  for (int r = 0; r < R; ++r) {
+    for (int64_t d = 0; d < dim; ++d) q[r][d] = widen(q_rows[r][d]);
+    m[r] = -std::numeric_limits<float>::infinity();
+    l[r] = _mm256_setzero_ps();
+    std::memset(o[r], 0, sizeof(float) * dim);
+  }
+  int64_t last = 0;
+  for (int r = 0; r < R; ++r) last = std::max(last, limits[r]);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  constexpr int NB = kBlockKeys / 8;
+  for (int64_t k0 = 0; k0 <= last; k0 += kBlockKeys) {
+    alignas(32) float sc[R][kBlockKeys];
+    for (int b = 0; b < NB; b += 2) {  // 16 keys at a time: 2·R sums in flight
+      __m256 acc[R][2];
+      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+      const float* k8 = kp + ((k0 / 8 + b) * dim) * 8;
+      for (int64_t d = 0; d < dim; ++d) {
+        const __m256 k_lo = _mm256_loadu_ps(k8 + d * 8), k_hi = _mm256_loadu_ps(k8 + (dim + d) * 8);
+        for (int r = 0; r < R; ++r) {
+          const __m256 qd = _mm256_broadcast_ss(&q[r][d]);
+          acc[r][0] = _mm256_fmadd_ps(qd, k_lo, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(qd, k_hi, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        _mm256_store_ps(sc[r] + 8 * b, acc[r][0]);
+        _mm256_store_ps(sc[r] + 8 * b + 8, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const bool crossing = k0 + kBlockKeys - 1 > limits[r];
+      const __m256i top_key = _mm256_set1_epi32(static_cast<int>(limits[r] - k0));
+      __m256 valid[NB];
+      __m256 most = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int b = 0; b < NB; ++b) {
+        const __m256 x = _mm256_mul_ps(_mm256_load_ps(sc[r] + 8 * b), _mm256_set1_ps(scale2));
+        _mm256_store_ps(sc[r] + 8 * b, x);
+        valid[b] = crossing ? _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                  _mm256_add_epi32(top_key, _mm256_set1_epi32(1)),
+                                  _mm256_add_epi32(lane, _mm256_set1_epi32(8 * b))))
+                            : _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+        most = _mm256_max_ps(most, _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), x,
+                                                    valid[b]));
+      }
+      const float next = std::max(m[r], hmax8(most));
+      corr[r] = m[r] == next ? 1.0f : m[r] == -std::numeric_limits<float>::infinity() ? 0.0f : exp2_one8(m[r] - next);
+      m[r] = next;
+      const __m256 top = _mm256_set1_ps(next);
+      __m256 sum = _mm256_setzero_ps();
+      for (int b = 0; b < NB; ++b) {
+        const __m256 p = _mm256_and_ps(valid[b], exp2_8(_mm256_sub_ps(_mm256_load_ps(sc[r] + 8 * b), top)));
+        sum = _mm256_add_ps(sum, p);
+        _mm256_store_ps(prob[r] + 8 * b, p);
+      }
+      l[r] = _mm256_fmadd_ps(l[r], _mm256_set1_ps(corr[r]), sum);
+    }
+    const float* vb = vp + k0 * dim;
+    for (int64_t c = 0; c < chunks; c += 2) {
+      __m256 acc[R][2];
+      for (int r = 0; r < R; ++r) {
+        const __m256 f = _mm256_set1_ps(corr[r]);
+        acc[r][0] = _mm256_mul_ps(_mm256_load_ps(o[r] + 8 * c), f);
+        acc[r][1] = _mm256_mul_ps(_mm256_load_ps(o[r] + 8 * c + 8), f);
+      }
+      for (int64_t j = 0; j < kBlockKeys; ++j) {
+        const __m256 v0 = _mm256_loadu_ps(vb + j * dim + 8 * c), v1 = _mm256_loadu_ps(vb + j * dim + 8 * c + 8);
+        for (int r = 0; r < R; ++r) {
+          const __m256 pj = _mm256_broadcast_ss(&prob[r][j]);
+          acc[r][0] = _mm256_fmadd_ps(pj, v0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(pj, v1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        _mm256_store_ps(o[r] + 8 * c, acc[r][0]);
+        _mm256_store_ps(o[r] + 8 * c + 8, acc[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float inv = 1.0f / hsum8(l[r]);
+    for (int64_t d = 0; d < dim; ++d) {
+      const float value = o[r][d] * inv;
+      if constexpr (std::is_same_v<T, float>) out_rows[r][d] = value;
+      else out_rows[r][d] = c10::BFloat16(value).x;  // nearest even
+    }
+  }
+}
+
+enum Isa : int64_t { kAuto = 0, kAvx2 = 1, kAvx512Bf16 = 2 };
+
+Isa resolve(int64_t isa) {
+  if (isa == kAuto) {
+    TORCH_CHECK(miaohui::cpu::avx2(), "prefill_attention needs AVX2 (with FMA and F16C) or AVX-512 BF16");
+    return miaohui::cpu::avx512bf16() ? kAvx512Bf16 : kAvx2;
+  }
+  TORCH_CHECK(isa == kAvx2 || isa == kAvx512Bf16, "isa: 0 (auto), 1 (AVX2) or 2 (AVX-512 BF16)");
+  TORCH_CHECK(isa == kAvx2 ? miaohui::cpu::avx2() : miaohui::cpu::avx512bf16(), "this CPU lacks the instructions of isa ",
+              isa);
+  return static_cast<Isa>(isa);
+}
+
+// F<count>::call(args...) for count in 1..kRows.
+template <template <int> class F, typename... Args>
+void by_rows(int count, Args&&... args) {
+  switch (count) {
+    case 1: F<1>::call(std::forward<Args>(args)...); break;
+    case 2: F<2>::call(std::forward<Args>(args)...); break;
+    case 3: F<3>::call(std::forward<Args>(args)...); break;
+    default: F<4>::call(std::forward<Args>(args)...); break;
+  }
+}
+
+template <int R> struct Bf16Rows { template <typename... A> static void call(A&&... a) { attend_rows<R>(a...); } };
+template <int R> struct Avx2Rows {
+  template <typename... A> static void call(A&&... a) { attend_rows_avx2<R>(a...); }
+};
+
+// The op's work for element type T: uint16_t (bf16 bits) or float (a model computing in fp32, on a CPU without native
+// bf16; AVX2's path only).
+template <typename T>
+void attend_all(const Shape& s, bool bf16_dots, const T* qd, int64_t q_head, int64_t q_row, const T* kd,
+                int64_t k_head, int64_t k_row, const T* vd, int64_t v_head, int64_t v_row, float scale2, T* od) {
+  const int64_t keys = s.start + s.n;
+  const int64_t per_head = s.keys_padded * s.dim;  // K's or V's values of one KV head
+  // K and V of every KV head packed once per call (bf16 pairs for vdpbf16ps, fp32 for AVX2's multiply-adds).
+  std::vector<uint16_t> kp16(bf16_dots ? s.kv_heads * per_head : 0), vp16(bf16_dots ? s.kv_heads * per_head : 0);
+  std::vector<float> kp32(bf16_dots ? 0 : s.kv_heads * per_head), vp32(bf16_dots ? 0 : s.kv_heads * per_head);
   at::parallel_for(0, 2 * s.kv_heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t g = t / 2;
-      if (t % 2 == 0) pack_keys(kd + g * k.stride(0), k.stride(1), keys, s.dim, s.keys_padded, kp.data() + g * k_words);
-      else pack_values(vd + g * v.stride(0), v.stride(1), keys, s.dim, s.keys_padded, vp.data() + g * v_halves);
+      const int64_t g = t / 2, at_head = g * per_head;
+      const bool key = t % 2 == 0;
+      const T* src = key ? kd + g * k_head : vd + g * v_head;
+      const int64_t stride = key ? k_row : v_row;
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        if (bf16_dots) {
+          if (key) pack_keys(src, stride, keys, s.dim, s.keys_padded, reinterpret_cast<uint32_t*>(kp16.data() + at_head));
+          else pack_values(src, stride, keys, s.dim, s.keys_padded, vp16.data() + at_head);
+          continue;
+        }
+      }
+      if (key) pack_keys_f32(src, stride, keys, s.dim, s.keys_padded, kp32.data() + at_head);
+      else pack_values_f32(src, stride, keys, s.dim, s.keys_padded, vp32.data() + at_head);
     }
   });
 
-  const auto* qd = reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>());
-  auto* od = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
   const int64_t rows = s.n * s.group, items_per_head = (rows + kRowsPerItem - 1) / kRowsPerItem;
   const int64_t items = s.kv_heads * items_per_head;
-  const float scale2 = static_cast<float>(scaling * 1.4426950408889634);  // scores in base 2
   std::atomic<int64_t> next{0};
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
     for (int64_t item; (item = next.fetch_add(1)) < items;) {
@@ -240,26 +417,62 @@ at::Tensor prefill_attention_op(const at::Tensor& q, const at::Tensor& k, const 
       const int64_t row_end = std::min(rows, (chunk + 1) * kRowsPerItem);
       for (int64_t r0 = chunk * kRowsPerItem; r0 < row_end; r0 += kRows) {
         const int count = static_cast<int>(std::min<int64_t>(kRows, row_end - r0));
-        const uint16_t* q_rows[kRows];
-        uint16_t* out_rows[kRows];
+        const T* q_rows[kRows];
+        T* out_rows[kRows];
         int64_t limits[kRows];
         for (int r = 0; r < count; ++r) {
           const int64_t i = (r0 + r) / s.group, h = g * s.group + (r0 + r) % s.group;
-          q_rows[r] = qd + h * q.stride(0) + i * q.stride(1);
+          q_rows[r] = qd + h * q_head + i * q_row;
           out_rows[r] = od + i * s.heads * s.dim + h * s.dim;
-          limits[r] = start + i;
+          limits[r] = s.start + i;
         }
-        const uint32_t* kg = kp.data() + g * k_words;
-        const uint16_t* vg = vp.data() + g * v_halves;
-        switch (count) {
-          case 1: attend_rows<1>(s, q_rows, limits, kg, vg, scale2, out_rows); break;
-          case 2: attend_rows<2>(s, q_rows, limits, kg, vg, scale2, out_rows); break;
-          case 3: attend_rows<3>(s, q_rows, limits, kg, vg, scale2, out_rows); break;
-          default: attend_rows<4>(s, q_rows, limits, kg, vg, scale2, out_rows); break;
+        if constexpr (std::is_same_v<T, uint16_t>) {
+          if (bf16_dots) {
+            by_rows<Bf16Rows>(count, s, q_rows, limits, reinterpret_cast<const uint32_t*>(kp16.data() + g * per_head),
+                              vp16.data() + g * per_head, scale2, out_rows);
+            continue;
+          }
         }
+        by_rows<Avx2Rows>(count, s, q_rows, limits, kp32.data() + g * per_head, vp32.data() + g * per_head, scale2,
+                          out_rows);
       }
     }
   });
+}
+
+void check(const at::Tensor& t, at::ScalarType dtype, const char* what) {
+  TORCH_CHECK(t.dim() == 3 && t.scalar_type() == dtype && t.stride(2) == 1 && t.device().is_cpu(), what,
+              ": a CPU tensor of 3 dimensions, its last contiguous, in q's dtype (bf16, or fp32 on the AVX2 path)");
+}
+
+at::Tensor prefill_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start,
+                                double scaling, int64_t isa_in) {
+  Isa isa = resolve(isa_in);
+  const at::ScalarType dtype = q.scalar_type();
+  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kFloat, "q: bf16 or fp32");
+  if (dtype == at::kFloat) isa = kAvx2;  // fp32 has no bf16 dot products to use (a CPU without native bf16)
+  check(q, dtype, "q (heads, n, D)");
+  check(k, dtype, "k (KV heads, keys, D)");
+  check(v, dtype, "v (KV heads, keys, D)");
+  Shape s{q.size(0), k.size(0), 0, q.size(1), start, q.size(2), 0};
+  TORCH_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads must be a multiple of the KV heads");
+  TORCH_CHECK(s.dim % 32 == 0 && s.dim <= 256, "head dim: a multiple of 32, at most 256");
+  TORCH_CHECK(k.size(2) == s.dim && v.size(2) == s.dim && v.size(0) == s.kv_heads, "k, v: (KV heads, keys, D)");
+  TORCH_CHECK(start >= 0 && k.size(1) >= start + s.n && v.size(1) >= start + s.n, "k, v must hold start + n keys");
+  s.group = s.heads / s.kv_heads;
+  s.keys_padded = (start + s.n + kBlockKeys - 1) / kBlockKeys * kBlockKeys;
+  at::Tensor out = at::empty({s.n, s.heads * s.dim}, q.options().memory_format(at::MemoryFormat::Contiguous));
+  if (s.n == 0) return out;
+  const float scale2 = static_cast<float>(scaling * 1.4426950408889634);  // scores in base 2
+  if (dtype == at::kFloat) {
+    attend_all<float>(s, false, q.data_ptr<float>(), q.stride(0), q.stride(1), k.data_ptr<float>(), k.stride(0),
+                      k.stride(1), v.data_ptr<float>(), v.stride(0), v.stride(1), scale2, out.data_ptr<float>());
+  } else {
+    auto bits = [](const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); };
+    attend_all<uint16_t>(s, isa == kAvx512Bf16, bits(q), q.stride(0), q.stride(1), bits(k), k.stride(0), k.stride(1),
+                         bits(v), v.stride(0), v.stride(1), scale2,
+                         reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
+  }
   return out;
 }
 
@@ -268,10 +481,11 @@ at::Tensor prefill_attention_op(const at::Tensor& q, const at::Tensor& k, const 
 namespace miaohui {
 
 at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start,
-                             double scaling) {
-  return prefill_attention_op(q, k, v, start, scaling);
+                             double scaling, int64_t isa) {
+  return prefill_attention_op(q, k, v, start, scaling, isa);
 }
 
-bool prefill_attention_available() { return cpu::avx512bf16(); }
+// The best instruction set this CPU offers the op: 2 (AVX-512 BF16), 1 (AVX2 with FMA and F16C) or 0 (none).
+int64_t prefill_attention_isa() { return cpu::avx512bf16() ? kAvx512Bf16 : cpu::avx2() ? kAvx2 : 0; }
 
 }  // namespace miaohui

@@ -29,8 +29,8 @@ TORCH_LIBRARY(miaohui, m) {
   m.def("attend_one_q8(Tensor q, Tensor k, Tensor v, Tensor k_scale, Tensor v_scale, float scaling, "
         "float softcap=0.0) -> Tensor");
   // prefill_attention.cpp
-  m.def("prefill_attention(Tensor q, Tensor k, Tensor v, int start, float scaling) -> Tensor");
-  m.def("prefill_attention_available() -> bool", &miaohui::prefill_attention_available);
+  m.def("prefill_attention(Tensor q, Tensor k, Tensor v, int start, float scaling, int isa=0) -> Tensor");
+  m.def("prefill_attention_isa() -> int", &miaohui::prefill_attention_isa);
 }
 
 TORCH_LIBRARY_IMPL(miaohui, CPU, m) {

@@ -12,8 +12,8 @@ from engine.executor.fastpath import FastRunner
 from engine.native import library as native
 from tests.helpers.family_models import load_cpu
 
-needs_op = pytest.mark.skipif(not native.prefill_attention_ops(),
-                              reason="native library not built here, or a CPU without AVX-512 BF16")
+needs_op = pytest.mark.skipif(native.prefill_attention_isa() is None,
+                              reason="native library not built here, or a CPU without AVX2")
 
 
 def _counting(monkeypatch) -> list[int]:
@@ -60,10 +60,18 @@ def test_a_dense_model_keeps_sdpa(default_model_dir, monkeypatch):
     assert ran == []
 
 
+@needs_op
 def test_the_native_form_declines_what_it_cannot_run(monkeypatch):
     q, k, v = torch.randn(8, 10, 64).bfloat16(), torch.randn(2, 10, 64).bfloat16(), torch.randn(2, 10, 64).bfloat16()
-    assert prompt_attention.native_chunk_attention(q.float(), k.float(), v.float(), 0, 0.125) is None  # fp32
+    assert prompt_attention.native_chunk_attention(q.half(), k.half(), v.half(), 0, 0.125) is None  # fp16: SDPA
     narrow = torch.randn(8, 10, 48).bfloat16(), torch.randn(2, 10, 48).bfloat16(), torch.randn(2, 10, 48).bfloat16()
     assert prompt_attention.native_chunk_attention(*narrow, 0, 0.125) is None  # head dim not a multiple of 32
     monkeypatch.setenv(native.PREFILL_ATTENTION_ENV, "sdpa")
     assert prompt_attention.native_chunk_attention(q, k, v, 0, 0.125) is None
+
+
+@needs_op
+def test_the_avx2_cap_reaches_the_attention(monkeypatch):
+    """``MIAOHUI_NATIVE_ISA=avx2`` emulates an AVX2-only CPU for the attention as for the products."""
+    monkeypatch.setenv("MIAOHUI_NATIVE_ISA", "avx2")
+    assert native.prefill_attention_isa() == native.ATTENTION_ISAS["avx2"]
