@@ -2,8 +2,9 @@
 
 - **native** (``native_chunk_attention``): ``miaohui::prefill_attention`` (engine/native/prefill_attention.cpp), for
   a quantized model's plain causal layers (no sliding window, no extra keys of a vision layout), on AVX-512 BF16's dot
-  products or, without them (or in fp32, which a CPU without native bf16 computes in), AVX2's fp32 multiply-adds. torch's CPU SDPA computes a chunk after the first against every key of the cache and masks
-  afterwards, at ~140 GFLOP/s; the op skips the blocks of keys a query cannot see and runs at ~300 (2.4-2.8x faster
+  products or, without them (or in fp32, which a CPU without native bf16 computes in), AVX2's fp32 multiply-adds.
+  torch's CPU SDPA computes a chunk after the first against every key of the cache and masks afterwards, at ~140
+  GFLOP/s; the op skips the blocks of keys a query cannot see and runs at ~300 (2.4-2.8x faster
   per call on a 2-core EPYC, Llama-3.2-1B shapes; a 3,264-token prompt's attention 6.3 s → 2.2 s). It is SDPA within
   the bf16 rounding of the probabilities, not its bits, so like the decode step's ``attend_one`` it is for quantized
   models, whose logits promise no bits; a dense model keeps SDPA and transformers' exact numbers.

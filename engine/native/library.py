@@ -20,7 +20,8 @@ a prompt chunk's causal attention (torch's CPU SDPA computes a later chunk again
 
 Where the library is not built (no compiler), cannot load, or ``MIAOHUI_NATIVE=0`` is set, every op here reads None
 or False and the engine runs aten's kernels, saying why once in the log; where the CPU lacks AVX-512 only
-``int4_sym()`` is None, and where it lacks AVX2 ``q8act_isa()`` and ``prefill_attention_isa()`` too (``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2).
+``int4_sym()`` is None, and where it lacks AVX2 ``q8act_isa()`` and ``prefill_attention_isa()`` too
+(``MIAOHUI_NATIVE_ISA=avx2`` forces AVX2).
 Only the library of this name, in this folder, is ever loaded: the one an older tree built as
 ``engine/quant/build/miaohui_int4.so`` is never looked at (it registered the same ``miaohui`` ops, and two libraries
 registering them in one process would fail). A packaged app carries the built library (packaging/miaohui.spec).
@@ -139,10 +140,13 @@ ATTENTION_ISAS = {"avx2": 1, "avx512bf16": 2}  # prefill_attention.cpp's instruc
 
 def prefill_attention_isa() -> int | None:
     """The instruction set prefill_attention.cpp's causal attention runs with here (``ATTENTION_ISAS``' values), or
-    None: the library not loaded or built before it, a CPU without AVX2, or ``MIAOHUI_PREFILL_ATTENTION=sdpa`` (read
-    per call). ``MIAOHUI_NATIVE_ISA=avx2`` caps it at AVX2, as it caps the int8-activation kernels."""
+    None: the library not loaded or built before it, a CPU without AVX2, ``MIAOHUI_NATIVE=0`` or
+    ``MIAOHUI_PREFILL_ATTENTION=sdpa`` (both read per call). ``MIAOHUI_NATIVE_ISA=avx2`` caps it at AVX2, as it caps
+    the int8-activation kernels."""
+    if os.environ.get("MIAOHUI_NATIVE", "1") == "0" or os.environ.get(PREFILL_ATTENTION_ENV, "native") == "sdpa":
+        return None
     best = _prefill_attention_best()
-    if best is None or os.environ.get(PREFILL_ATTENTION_ENV, "native") == "sdpa":
+    if best is None:
         return None
     return min(best, ATTENTION_ISAS["avx2"]) if os.environ.get("MIAOHUI_NATIVE_ISA", "") == "avx2" else best
 

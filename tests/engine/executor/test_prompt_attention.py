@@ -68,6 +68,9 @@ def test_the_native_form_declines_what_it_cannot_run(monkeypatch):
     assert prompt_attention.native_chunk_attention(*narrow, 0, 0.125) is None  # head dim not a multiple of 32
     monkeypatch.setenv(native.PREFILL_ATTENTION_ENV, "sdpa")
     assert prompt_attention.native_chunk_attention(q, k, v, 0, 0.125) is None
+    monkeypatch.delenv(native.PREFILL_ATTENTION_ENV)
+    monkeypatch.setenv("MIAOHUI_NATIVE", "0")  # torch's kernels only
+    assert prompt_attention.native_chunk_attention(q, k, v, 0, 0.125) is None
 
 
 @needs_op
