@@ -106,12 +106,8 @@ ISAS = {"avx2": 1, "avx512vnni": 2}  # q8act.cpp's instruction-set argument
 @lru_cache(maxsize=1)
 def q8act_isa() -> int | None:
     """The instruction set the int8-activation ops use here (``ISAS``' values), or None (logged once, why)."""
-    reason = _not_loaded()
-    best = 0 if reason else int(torch.ops.miaohui.q8act_isa())
-    if not reason and best == 0:
-        reason = "this CPU lacks AVX2, FMA or F16C"
-    if reason:
-        log.info("int4/int8: aten kernels with bf16 activations (%s)", reason)
+    best = _best_isa("q8act_isa", "int4/int8: aten kernels with bf16 activations")
+    if best is None:
         return None
     forced = os.environ.get("MIAOHUI_NATIVE_ISA", "")
     return min(best, ISAS[forced]) if forced in ISAS else best
@@ -153,14 +149,20 @@ def prefill_attention_isa() -> int | None:
 
 @lru_cache(maxsize=1)
 def _prefill_attention_best() -> int | None:
+    return _best_isa("prefill_attention_isa", "prompt attention: torch's SDPA")
+
+
+def _best_isa(op: str, fallback: str) -> int | None:
+    """The best instruction set the library's ``op`` (an ``..._isa()`` op: 0 none, else a level) reports here, or None
+    with one log line saying ``fallback`` and why (not loaded, a library built before the op, a CPU without AVX2)."""
     reason = _not_loaded()
-    if not reason and not hasattr(torch.ops.miaohui, "prefill_attention_isa"):
-        reason = "the native library predates prefill_attention: `make install`"
-    best = 0 if reason else int(torch.ops.miaohui.prefill_attention_isa())
+    if not reason and not hasattr(torch.ops.miaohui, op):
+        reason = f"the native library predates {op}: `make install`"
+    best = 0 if reason else int(getattr(torch.ops.miaohui, op)())
     if not reason and best == 0:
         reason = "this CPU lacks AVX2, FMA or F16C"
     if reason:
-        log.info("prompt attention: torch's SDPA (%s)", reason)
+        log.info("%s (%s)", fallback, reason)
         return None
     return best
 

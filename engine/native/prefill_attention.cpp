@@ -10,8 +10,9 @@
 //
 // What it computes, for query i of the chunk (position start + i) and head h (KV head h / (H / KV)):
 // - scores s_j = (q · k_j) in fp32 for keys j = 0..start + i: bf16 products exact, summed by vdpbf16ps in pairs;
-// - softmax in base 2 over s_j · scaling · log2(e), online per block of 32 keys (running max and sum, the partial
+// - softmax in base 2 over s_j · scaling · log2(e), online per block of 64 keys (running max and sum, the partial
 //   output rescaled when the max grows), 2^x by a degree-6 polynomial on the nearest-integer split (~1e-7 relative);
+//   the AVX2 path in base e with the decode step's exp8 (row_ops.h);
 // - the probabilities rounded to bf16 (nearest even) and multiplied into the values by vdpbf16ps in fp32 (AVX2: kept
 //   in fp32, fused multiply-adds); the output divided by the sum and rounded to bf16 once.
 // So it is SDPA within bf16 rounding of the probabilities, not its bits: tests/engine/native/test_prefill_attention.py
@@ -38,6 +39,7 @@
 
 #include "cpu_features.h"
 #include "ops.h"
+#include "row_ops.h"
 #include "simd.h"
 
 namespace {
@@ -219,22 +221,6 @@ void pack_values_f32(const T* v, int64_t key_stride, int64_t keys, int64_t dim, 
       out[key * dim + d] = key < keys ? widen(v[key * key_stride + d]) : 0.0f;
 }
 
-// exp2_16's arithmetic on 8 lanes; 2^n built in the exponent bits (x clamped at -125: a normal number, ≤ 2^-124).
-__attribute__((target("avx2,fma"))) inline __m256 exp2_8(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-125.0f));
-  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 f = _mm256_sub_ps(x, n);
-  __m256 p = _mm256_set1_ps(1.5403530393381606e-4f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284770e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 __attribute__((target("avx2,fma"))) inline float hmax8(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -247,15 +233,36 @@ __attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
 }
 
-__attribute__((target("avx2,fma"))) inline float exp2_one8(float x) {
-  return _mm_cvtss_f32(_mm256_castps256_ps128(exp2_8(_mm256_set1_ps(x))));
+__attribute__((target("avx2,fma"))) inline float exp_one8(float x) {
+  return _mm_cvtss_f32(_mm256_castps256_ps128(miaohui::rows::exp8(_mm256_set1_ps(x))));
 }
 
-// attend_rows on AVX2: scores by 16 keys (2 ymm per row), probabilities kept in fp32.
+// acc[r][h] += x[r][at] · w[h] for R rows' scalars (broadcast) and two 8-lane vectors: both AVX2 products' step.
+template <int R, int N>
+__attribute__((target("avx2,fma"))) inline void fma_rows(__m256 (&acc)[R][2], const float (&x)[R][N], int64_t at,
+                                                         __m256 w0, __m256 w1) {
+  for (int r = 0; r < R; ++r) {
+    const __m256 xr = _mm256_broadcast_ss(&x[r][at]);
+    acc[r][0] = _mm256_fmadd_ps(xr, w0, acc[r][0]);
+    acc[r][1] = _mm256_fmadd_ps(xr, w1, acc[r][1]);
+  }
+}
+
+// dst[r][at..at+15] = acc[r], for R rows.
+template <int R, int N>
+__attribute__((target("avx2,fma"))) inline void store_rows(__m256 (&acc)[R][2], float (&dst)[R][N], int64_t at) {
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(dst[r] + at, acc[r][0]);
+    _mm256_store_ps(dst[r] + at + 8, acc[r][1]);
+  }
+}
+
+// attend_rows on AVX2: scores by 16 keys (2 ymm per row), softmax in base e (row_ops.h's exp8, the decode step's),
+// probabilities kept in fp32; ``scale`` is the plain scaling.
 template <int R, typename T>
 __attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const T* const* q_rows,
                                                           const int64_t* limits, const float* kp, const float* vp,
-                                                          float scale2, T* const* out_rows) {
+                                                          float scale, T* const* out_rows) {
   const int64_t dim = s.dim, chunks = s.dim / 8;
   alignas(32) float q[R][256];
   alignas(32) float o[R][256];
@@ -279,17 +286,9 @@ __attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const 
       for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
       const float* k8 = kp + ((k0 / 8 + b) * dim) * 8;
       for (int64_t d = 0; d < dim; ++d) {
-        const __m256 k_lo = _mm256_loadu_ps(k8 + d * 8), k_hi = _mm256_loadu_ps(k8 + (dim + d) * 8);
-        for (int r = 0; r < R; ++r) {
-          const __m256 qd = _mm256_broadcast_ss(&q[r][d]);
-          acc[r][0] = _mm256_fmadd_ps(qd, k_lo, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(qd, k_hi, acc[r][1]);
-        }
+        fma_rows(acc, q, d, _mm256_loadu_ps(k8 + d * 8), _mm256_loadu_ps(k8 + (dim + d) * 8));
       }
-      for (int r = 0; r < R; ++r) {
-        _mm256_store_ps(sc[r] + 8 * b, acc[r][0]);
-        _mm256_store_ps(sc[r] + 8 * b + 8, acc[r][1]);
-      }
+      store_rows(acc, sc, 8 * b);
     }
     for (int r = 0; r < R; ++r) {
       const bool crossing = k0 + kBlockKeys - 1 > limits[r];
@@ -297,7 +296,7 @@ __attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const 
       __m256 valid[NB];
       __m256 most = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
       for (int b = 0; b < NB; ++b) {
-        const __m256 x = _mm256_mul_ps(_mm256_load_ps(sc[r] + 8 * b), _mm256_set1_ps(scale2));
+        const __m256 x = _mm256_mul_ps(_mm256_load_ps(sc[r] + 8 * b), _mm256_set1_ps(scale));
         _mm256_store_ps(sc[r] + 8 * b, x);
         valid[b] = crossing ? _mm256_castsi256_ps(_mm256_cmpgt_epi32(
                                   _mm256_add_epi32(top_key, _mm256_set1_epi32(1)),
@@ -307,12 +306,13 @@ __attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const 
                                                     valid[b]));
       }
       const float next = std::max(m[r], hmax8(most));
-      corr[r] = m[r] == next ? 1.0f : m[r] == -std::numeric_limits<float>::infinity() ? 0.0f : exp2_one8(m[r] - next);
+      corr[r] = m[r] == next ? 1.0f : m[r] == -std::numeric_limits<float>::infinity() ? 0.0f : exp_one8(m[r] - next);
       m[r] = next;
       const __m256 top = _mm256_set1_ps(next);
       __m256 sum = _mm256_setzero_ps();
       for (int b = 0; b < NB; ++b) {
-        const __m256 p = _mm256_and_ps(valid[b], exp2_8(_mm256_sub_ps(_mm256_load_ps(sc[r] + 8 * b), top)));
+        const __m256 shifted = _mm256_sub_ps(_mm256_load_ps(sc[r] + 8 * b), top);
+        const __m256 p = _mm256_and_ps(valid[b], miaohui::rows::exp8(shifted));
         sum = _mm256_add_ps(sum, p);
         _mm256_store_ps(prob[r] + 8 * b, p);
       }
@@ -327,17 +327,9 @@ __attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const 
         acc[r][1] = _mm256_mul_ps(_mm256_load_ps(o[r] + 8 * c + 8), f);
       }
       for (int64_t j = 0; j < kBlockKeys; ++j) {
-        const __m256 v0 = _mm256_loadu_ps(vb + j * dim + 8 * c), v1 = _mm256_loadu_ps(vb + j * dim + 8 * c + 8);
-        for (int r = 0; r < R; ++r) {
-          const __m256 pj = _mm256_broadcast_ss(&prob[r][j]);
-          acc[r][0] = _mm256_fmadd_ps(pj, v0, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(pj, v1, acc[r][1]);
-        }
+        fma_rows(acc, prob, j, _mm256_loadu_ps(vb + j * dim + 8 * c), _mm256_loadu_ps(vb + j * dim + 8 * c + 8));
       }
-      for (int r = 0; r < R; ++r) {
-        _mm256_store_ps(o[r] + 8 * c, acc[r][0]);
-        _mm256_store_ps(o[r] + 8 * c + 8, acc[r][1]);
-      }
+      store_rows(acc, o, 8 * c);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -358,8 +350,8 @@ Isa resolve(int64_t isa) {
     return miaohui::cpu::avx512bf16() ? kAvx512Bf16 : kAvx2;
   }
   TORCH_CHECK(isa == kAvx2 || isa == kAvx512Bf16, "isa: 0 (auto), 1 (AVX2) or 2 (AVX-512 BF16)");
-  TORCH_CHECK(isa == kAvx2 ? miaohui::cpu::avx2() : miaohui::cpu::avx512bf16(), "this CPU lacks the instructions of isa ",
-              isa);
+  TORCH_CHECK(isa == kAvx2 ? miaohui::cpu::avx2() : miaohui::cpu::avx512bf16(),
+              "this CPU lacks the instructions of isa ", isa);
   return static_cast<Isa>(isa);
 }
 
@@ -383,7 +375,7 @@ template <int R> struct Avx2Rows {
 // bf16; AVX2's path only).
 template <typename T>
 void attend_all(const Shape& s, bool bf16_dots, const T* qd, int64_t q_head, int64_t q_row, const T* kd,
-                int64_t k_head, int64_t k_row, const T* vd, int64_t v_head, int64_t v_row, float scale2, T* od) {
+                int64_t k_head, int64_t k_row, const T* vd, int64_t v_head, int64_t v_row, float scale, T* od) {
   const int64_t keys = s.start + s.n;
   const int64_t per_head = s.keys_padded * s.dim;  // K's or V's values of one KV head
   // K and V of every KV head packed once per call (bf16 pairs for vdpbf16ps, fp32 for AVX2's multiply-adds).
@@ -397,7 +389,8 @@ void attend_all(const Shape& s, bool bf16_dots, const T* qd, int64_t q_head, int
       const int64_t stride = key ? k_row : v_row;
       if constexpr (std::is_same_v<T, uint16_t>) {
         if (bf16_dots) {
-          if (key) pack_keys(src, stride, keys, s.dim, s.keys_padded, reinterpret_cast<uint32_t*>(kp16.data() + at_head));
+          auto* words = reinterpret_cast<uint32_t*>(kp16.data() + at_head);
+          if (key) pack_keys(src, stride, keys, s.dim, s.keys_padded, words);
           else pack_values(src, stride, keys, s.dim, s.keys_padded, vp16.data() + at_head);
           continue;
         }
@@ -429,11 +422,11 @@ void attend_all(const Shape& s, bool bf16_dots, const T* qd, int64_t q_head, int
         if constexpr (std::is_same_v<T, uint16_t>) {
           if (bf16_dots) {
             by_rows<Bf16Rows>(count, s, q_rows, limits, reinterpret_cast<const uint32_t*>(kp16.data() + g * per_head),
-                              vp16.data() + g * per_head, scale2, out_rows);
+                              vp16.data() + g * per_head, scale, out_rows);
             continue;
           }
         }
-        by_rows<Avx2Rows>(count, s, q_rows, limits, kp32.data() + g * per_head, vp32.data() + g * per_head, scale2,
+        by_rows<Avx2Rows>(count, s, q_rows, limits, kp32.data() + g * per_head, vp32.data() + g * per_head, scale,
                           out_rows);
       }
     }
@@ -463,14 +456,16 @@ at::Tensor prefill_attention_op(const at::Tensor& q, const at::Tensor& k, const 
   s.keys_padded = (start + s.n + kBlockKeys - 1) / kBlockKeys * kBlockKeys;
   at::Tensor out = at::empty({s.n, s.heads * s.dim}, q.options().memory_format(at::MemoryFormat::Contiguous));
   if (s.n == 0) return out;
-  const float scale2 = static_cast<float>(scaling * 1.4426950408889634);  // scores in base 2
+  // AVX-512's softmax is in base 2 (its exp2_16), AVX2's in base e (row_ops.h's exp8): the scores' factor for each.
+  const bool bf16_dots = dtype == at::kBFloat16 && isa == kAvx512Bf16;
+  const float scale = static_cast<float>(bf16_dots ? scaling * 1.4426950408889634 : scaling);
   if (dtype == at::kFloat) {
     attend_all<float>(s, false, q.data_ptr<float>(), q.stride(0), q.stride(1), k.data_ptr<float>(), k.stride(0),
-                      k.stride(1), v.data_ptr<float>(), v.stride(0), v.stride(1), scale2, out.data_ptr<float>());
+                      k.stride(1), v.data_ptr<float>(), v.stride(0), v.stride(1), scale, out.data_ptr<float>());
   } else {
     auto bits = [](const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); };
-    attend_all<uint16_t>(s, isa == kAvx512Bf16, bits(q), q.stride(0), q.stride(1), bits(k), k.stride(0), k.stride(1),
-                         bits(v), v.stride(0), v.stride(1), scale2,
+    attend_all<uint16_t>(s, bf16_dots, bits(q), q.stride(0), q.stride(1), bits(k), k.stride(0), k.stride(1),
+                         bits(v), v.stride(0), v.stride(1), scale,
                          reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
   }
   return out;
