@@ -105,6 +105,24 @@ def test_int8_products_are_the_integer_math_of_the_reference(isa, shape, rows):
     assert _within(torch.ops.miaohui.q8_q8_mm(a, tiles, scales, out_features, isa), expected, bound)
 
 
+@pytest.mark.parametrize("rows", [1, 5, 13, 40])  # one row, a few, more than one group of 12, several groups
+@pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
+def test_both_instruction_sets_give_the_same_bits(best_isa, rows, symmetric):
+    """The VNNI tile (12 rows a weight load) and the AVX2 one (4) do the same arithmetic per output, so a model's
+    logits do not depend on which one a CPU runs (engine/native/__init__.py's table promises it)."""
+    if best_isa < native.ISAS["avx512vnni"]:
+        pytest.skip("this CPU has one instruction-set path only")
+    codes, scales = tiled.pack_int4(*_int4(100, 544, rows, symmetric), 32)
+    a = _activations(rows, 544, seed=11).bfloat16()
+    assert torch.equal(torch.ops.miaohui.q4_q8_mm(a, codes, scales, 100, native.ISAS["avx2"]),
+                       torch.ops.miaohui.q4_q8_mm(a, codes, scales, 100, native.ISAS["avx512vnni"]))
+    w = torch.randint(-127, 128, (100, 544), generator=torch.Generator().manual_seed(rows), dtype=torch.int8)
+    row_scales = (torch.rand(100, generator=torch.Generator().manual_seed(rows)) * 0.01).bfloat16()
+    tiles = tiled.pack_int8(w)
+    assert torch.equal(torch.ops.miaohui.q8_q8_mm(a, tiles, row_scales, 100, native.ISAS["avx2"]),
+                       torch.ops.miaohui.q8_q8_mm(a, tiles, row_scales, 100, native.ISAS["avx512vnni"]))
+
+
 def test_the_layouts_round_trip():
     q, scale, zero = _int4(40, 96, seed=2, symmetric=False, group=96 // 3)
     codes, scales = tiled.pack_int4(q, scale, zero, 32)
