@@ -19,7 +19,8 @@
 // holds it to an fp32 reference, and the runner's tests compare whole prompts with transformers' forward.
 //
 // Layout, per call: K packed per KV head as [key / 16][D / 2][16 keys][2] (one zmm: 16 keys' dims 2p, 2p+1) and V as
-// [key / 2][D][2] (one zmm: 16 dims of two keys), keys padded to a multiple of 32 with zeros (masked, never weighed).
+// [key / 2][D][2] (one zmm: 16 dims of two keys), keys padded to a multiple of 64 with zeros (masked, never
+// weighed).
 // Work: rows are (position, head of the group) pairs of one KV head, 4 at a time sharing every K and V load; groups of
 // rows are taken from one shared counter, latest positions first, so both threads finish together.
 #include <ATen/ATen.h>
@@ -227,12 +228,6 @@ __attribute__((target("avx2,fma"))) inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
 
-__attribute__((target("avx2,fma"))) inline float hsum8(__m256 v) {
-  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
-}
-
 __attribute__((target("avx2,fma"))) inline float exp_one8(float x) {
   return _mm_cvtss_f32(_mm256_castps256_ps128(miaohui::rows::exp8(_mm256_set1_ps(x))));
 }
@@ -333,7 +328,7 @@ __attribute__((target("avx2,fma"))) void attend_rows_avx2(const Shape& s, const 
     }
   }
   for (int r = 0; r < R; ++r) {
-    const float inv = 1.0f / hsum8(l[r]);
+    const float inv = 1.0f / miaohui::rows::lanes_sum(l[r]);
     for (int64_t d = 0; d < dim; ++d) {
       const float value = o[r][d] * inv;
       if constexpr (std::is_same_v<T, float>) out_rows[r][d] = value;

@@ -30,6 +30,7 @@
 
 #include "cpu_features.h"
 #include "ops.h"
+#include "row_ops.h"
 #include "simd.h"
 
 #include <algorithm>
@@ -74,12 +75,6 @@ struct Quantized {
   std::vector<int32_t> bias;  // -8·sa: a symmetric int4 weight's offset, taken off in the integer sum
 };
 
-// 8 activations as fp32: fp32 as they are, bf16 widened exactly.
-__attribute__((target("avx2,fma"))) inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
-__attribute__((target("avx2,fma"))) inline __m256 load8(const at::BFloat16* x) {
-  return miaohui::simd::bf16x8_to_fp32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
-}
-
 template <typename T>
 __attribute__((target("avx2,fma"))) void quantize_block(const T* x, int8_t* q, float* d, int32_t* sa, float* saf,
                                                         int32_t* bias) {
@@ -87,7 +82,7 @@ __attribute__((target("avx2,fma"))) void quantize_block(const T* x, int8_t* q, f
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
   for (int i = 0; i < 4; ++i) {
-    v[i] = load8(x + 8 * i);
+    v[i] = miaohui::rows::load8(x + 8 * i);  // fp32 as it is, bf16 widened exactly
     amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
   }
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
@@ -226,9 +221,8 @@ __attribute__((target("avx2,fma,f16c"))) void q4_tile_avx2(
         w[2 * i] = _mm256_and_si256(v, low);
         w[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
       }
-      const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 8 * h)));
-      const __m256 m = S == 2 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kTile + 8 * h)))
-                              : _mm256_setzero_ps();
+      __m256 s, m;  // m only for an asymmetric block: a symmetric one's offset is in the integer sum
+      half_scales(sb, S, h, s, m);
       for (int r = 0; r < R; ++r) {
         const int64_t ix = (row0 + r) * (K / kBlock) + b;
         const int8_t* q = a.qa.data() + ix * kBlock;

@@ -4,6 +4,7 @@
 // engine/executor/kv_cache.py's Int8KVCache), an int8 cache row's quantization, and the exp/tanh they are built on.
 // decode_step.cpp's and kv_int8.cpp's headers say what each computes and how it rounds; here is only the code,
 // included by those sources (their ops and DecodeStep call it), so nothing here is an op or registers anything.
+// q8act.cpp (its activations' load8) and prefill_attention.cpp (the AVX2 path's exp8 and lanes_sum) include it too.
 #pragma once
 
 #include <ATen/ATen.h>
