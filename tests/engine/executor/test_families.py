@@ -21,6 +21,12 @@ from tests.helpers.family_models import build_families, build_family, load_cpu
 from tests.helpers.reference_forward import check_bf16_rounding, random_prompt, reference_logits, runner_logits
 
 DECODE_STEPS = 40
+# Gemma 3 rounds to bf16 at twice the norms per layer of the others (before and after attention and the MLP, and
+# the q/k norms), each a vectorized reduction whose order torch's kernel may split differently for the runner's
+# shapes. Its worst step over 8 prompts: 4.35 bf16 steps with torch's AVX2 kernels (2-core AMD EPYC, no AVX-512),
+# 1.87 with its scalar ones (ATEN_CPU_CAPABILITY=default); the other families 2.44 at most on that EPYC. AVX-512
+# EPYCs and an AMX Xeon stayed within 4 (CI before 2026-12-07).
+BF16_STEPS = {"gemma3": 6}
 
 
 def _qwen2(vocab: int, bos: int, eos: int):
@@ -114,7 +120,7 @@ def test_bf16_logits_stay_within_rounding_of_transformers(family_dirs, family):
     prompt = random_prompt(model.config.vocab_size, seed=2)
     ref, tokens = reference_logits(model, prompt, DECODE_STEPS)
     got = runner_logits(FastRunner(model, upcast_prefill=False), prompt, tokens, chunk=10)
-    check_bf16_rounding(ref, got, family)
+    check_bf16_rounding(ref, got, family, steps=BF16_STEPS.get(family, 4))
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
