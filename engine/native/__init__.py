@@ -3,7 +3,7 @@
 Sources: ``register.cpp`` holds the one ``TORCH_LIBRARY`` block (every op's schema and the function running it,
 as ``ops.h`` declares them); ``int4_sym.cpp``, ``q8act.cpp``, ``decode_step.cpp``, ``kv_int8.cpp`` and
 ``prefill_attention.cpp`` define the ops and register nothing; ``cpu_features.h`` is the one place the CPU is asked
-what it has, ``simd.h`` the one bf16 widening.
+what it has, ``simd.h`` the one bf16 widening, ``by_rows.h`` the one run-time row count made a template argument.
 ``library`` builds them (``python -m engine.native.library``, run by ``make install``) into
 ``engine/native/build/`` and loads the result.
 

@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "by_rows.h"
 #include "cpu_features.h"
 #include "ops.h"
 #include "row_ops.h"
@@ -350,16 +351,7 @@ Isa resolve(int64_t isa) {
   return static_cast<Isa>(isa);
 }
 
-// F<count>::call(args...) for count in 1..kRows.
-template <template <int> class F, typename... Args>
-void by_rows(int count, Args&&... args) {
-  switch (count) {
-    case 1: F<1>::call(std::forward<Args>(args)...); break;
-    case 2: F<2>::call(std::forward<Args>(args)...); break;
-    case 3: F<3>::call(std::forward<Args>(args)...); break;
-    default: F<4>::call(std::forward<Args>(args)...); break;
-  }
-}
+using miaohui::by_rows;
 
 template <int R> struct Bf16Rows { template <typename... A> static void call(A&&... a) { attend_rows<R>(a...); } };
 template <int R> struct Avx2Rows {
@@ -416,13 +408,14 @@ void attend_all(const Shape& s, bool bf16_dots, const T* qd, int64_t q_head, int
         }
         if constexpr (std::is_same_v<T, uint16_t>) {
           if (bf16_dots) {
-            by_rows<Bf16Rows>(count, s, q_rows, limits, reinterpret_cast<const uint32_t*>(kp16.data() + g * per_head),
-                              vp16.data() + g * per_head, scale, out_rows);
+            by_rows<Bf16Rows, kRows>(count, s, q_rows, limits,
+                                     reinterpret_cast<const uint32_t*>(kp16.data() + g * per_head),
+                                     vp16.data() + g * per_head, scale, out_rows);
             continue;
           }
         }
-        by_rows<Avx2Rows>(count, s, q_rows, limits, kp32.data() + g * per_head, vp32.data() + g * per_head, scale,
-                          out_rows);
+        by_rows<Avx2Rows, kRows>(count, s, q_rows, limits, kp32.data() + g * per_head,
+                                 vp32.data() + g * per_head, scale, out_rows);
       }
     }
   });

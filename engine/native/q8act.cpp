@@ -28,6 +28,7 @@
 
 #include <immintrin.h>
 
+#include "by_rows.h"
 #include "cpu_features.h"
 #include "ops.h"
 #include "row_ops.h"
@@ -200,52 +201,78 @@ __attribute__((target("avx2,fma,f16c"))) inline void half_scales(const uint16_t*
              : _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
 }
 
-// ---- int4, AVX2: the same tiles as two halves of 8 rows; 16 products per int16 lane stay under 32767. The same
-// arithmetic as the VNNI tile per output (exact integer sums, then the same three fp32 operations), so the same bits.
+// ---- int4, AVX2: the same tiles as two halves of 8 rows. 16 products per int16 lane stay under 32767. The same
+// arithmetic as the VNNI tile per output (exact integer sums, then the same fp32 operations in the same block order),
+// so the same bits. One half's block: R int16 sums beside one chunk's two unpacked registers.
+template <int R>
+__attribute__((target("avx2,fma,f16c"))) inline void q4_half_avx2(const uint8_t* c, const uint16_t* sb, int S, int h,
+                                                                  const Quantized& a, int64_t ix0, int64_t K,
+                                                                  __m256 (&acc)[R]) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const int64_t per_row = K / kBlock;
+  const int8_t* q0 = a.qa.data() + ix0 * kBlock;  // row r's block: q0 + r · K
+  __m256i sum16[R];
+  for (int r = 0; r < R; ++r) sum16[r] = _mm256_setzero_si256();
+  for (int i = 0; i < 4; ++i) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * i + 32 * h));
+    const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* q = q0 + r * K + 8 * i;
+      sum16[r] = _mm256_add_epi16(sum16[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(word(q))));
+      sum16[r] = _mm256_add_epi16(sum16[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(word(q + 4))));
+      // Keeps the sum a chain: GCC otherwise reassociates the integer adds into a tree, computes all 8·R products
+      // first and spills them (measured: most of the tile's loads and stores were such spills).
+      asm("" : "+x"(sum16[r]));
+    }
+  }
+  __m256 s, m;  // m only for an asymmetric block: a symmetric one's offset is in the integer sum
+  half_scales(sb, S, h, s, m);
+  for (int r = 0; r < R; ++r) {
+    const int64_t ix = ix0 + r * per_row;
+    __m256i sum = _mm256_madd_epi16(sum16[r], _mm256_set1_epi16(1));
+    const __m256 d = _mm256_broadcast_ss(&a.d[ix]);
+    if (S == 2) {
+      const __m256 dot = _mm256_cvtepi32_ps(sum);
+      acc[r] = _mm256_fmadd_ps(_mm256_fmadd_ps(s, dot, _mm256_mul_ps(m, _mm256_broadcast_ss(&a.saf[ix]))), d, acc[r]);
+    } else {
+      sum = _mm256_add_epi32(sum, _mm256_set1_epi32(a.bias[ix]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s, d), acc[r]);
+    }
+  }
+}
+
+// One tile, R activation rows, every block. A decode row (R ≤ 2) takes both halves of a block at once, so each code
+// byte is read from memory once in order; a prompt's rows take one half over every block, then the other (the tile's
+// codes stay in cache), so their 2·R sums fit AVX2's 16 registers without spills.
 template <int R>
 __attribute__((target("avx2,fma,f16c"))) void q4_tile_avx2(
     const uint8_t* codes, const uint16_t* scales, int S, int64_t blocks, const Quantized& a, int64_t row0,
     int64_t K, float* out) {
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* c = codes + b * 256;
-    prefetch_ahead(c, 4);
-    const uint16_t* sb = scales + b * S * kTile;
-    for (int h = 0; h < 2; ++h) {
-      __m256i w[8];
-      for (int i = 0; i < 4; ++i) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * i + 32 * h));
-        w[2 * i] = _mm256_and_si256(v, low);
-        w[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-      }
-      __m256 s, m;  // m only for an asymmetric block: a symmetric one's offset is in the integer sum
-      half_scales(sb, S, h, s, m);
-      for (int r = 0; r < R; ++r) {
-        const int64_t ix = (row0 + r) * (K / kBlock) + b;
-        const int8_t* q = a.qa.data() + ix * kBlock;
-        __m256i sum16 = _mm256_setzero_si256();
-        for (int i = 0; i < 4; ++i) {
-          sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(w[2 * i], _mm256_set1_epi32(word(q + 8 * i))));
-          sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(w[2 * i + 1], _mm256_set1_epi32(word(q + 8 * i + 4))));
-        }
-        const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(sum16, ones),
-                                             _mm256_set1_epi32(S == 2 ? 0 : a.bias[ix]));
-        const __m256 dot = _mm256_cvtepi32_ps(sum);
-        const __m256 d = _mm256_set1_ps(a.d[ix]);
-        if (S == 2)
-          acc[r][h] = _mm256_fmadd_ps(_mm256_fmadd_ps(s, dot, _mm256_mul_ps(m, _mm256_set1_ps(a.saf[ix]))), d,
-                                      acc[r][h]);
-        else
-          acc[r][h] = _mm256_fmadd_ps(dot, _mm256_mul_ps(s, d), acc[r][h]);
-      }
+  const int64_t ix0 = row0 * (K / kBlock);
+  // Each half's sums are declared where they live, so that they stay in registers; no lambda for the calls: a lambda
+  // does not take this function's target, so it would not inline them.
+  if constexpr (R <= 2) {
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      prefetch_ahead(codes + b * 256, 4);
+      q4_half_avx2<R>(codes + b * 256, scales + b * S * kTile, S, 0, a, ix0 + b, K, acc0);
+      q4_half_avx2<R>(codes + b * 256, scales + b * S * kTile, S, 1, a, ix0 + b, K, acc1);
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(out + r * kTile, acc[r][0]);
-    _mm256_storeu_ps(out + r * kTile + 8, acc[r][1]);
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(out + r * kTile, acc0[r]);
+      _mm256_storeu_ps(out + r * kTile + 8, acc1[r]);
+    }
+  } else {
+    for (int h = 0; h < 2; ++h) {
+      __m256 acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (h == 0) prefetch_ahead(codes + b * 256, 4);
+        q4_half_avx2<R>(codes + b * 256, scales + b * S * kTile, S, h, a, ix0 + b, K, acc);
+      }
+      for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * kTile + 8 * h, acc[r]);
+    }
   }
 }
 
@@ -275,34 +302,55 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma"))) void q8_tile
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * kTile, acc[r]);
 }
 
-// ---- int8, AVX2: |q| times qa carrying q's sign (vpsignb); a pair sum is at most 2·127·127 < 32767.
+// ---- int8, AVX2: |q| times qa carrying q's sign (vpsignb); a pair sum is at most 2·127·127 < 32767. One half's
+// block, R rows, a column quad at a time (its weights and their absolute values shared by the rows).
+template <int R>
+__attribute__((target("avx2,fma"))) inline void q8_half_avx2(const int8_t* t, int h, const Quantized& a, int64_t ix0,
+                                                             int64_t K, __m256 (&acc)[R]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* q0 = a.qa.data() + ix0 * kBlock;  // row r's block: q0 + r · K
+  __m256i sum[R];
+  for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+  for (int i = 0; i < 8; ++i) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 64 * i + 32 * h));
+    const __m256i magnitude = _mm256_abs_epi8(w);
+    for (int r = 0; r < R; ++r) {
+      const __m256i signed_a = _mm256_sign_epi8(_mm256_set1_epi32(word(q0 + r * K + 4 * i)), w);
+      sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_a), ones));
+      asm("" : "+x"(sum[r]));  // a chain, not a tree of spilled products (see q4_half_avx2)
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_broadcast_ss(&a.d[ix0 + r * (K / kBlock)]), acc[r]);
+}
+
+// One tile, R rows: as q4_tile_avx2, both halves of a block at once for decode rows, one half at a time for more.
 template <int R>
 __attribute__((target("avx2,fma"))) void q8_tile_avx2(
     const int8_t* tiles, int64_t blocks, const Quantized& a, int64_t row0, int64_t K, float* out) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int8_t* t = tiles + b * 512;
-    prefetch_ahead(t, 8);
-    for (int h = 0; h < 2; ++h) {
-      __m256i w[8];
-      for (int i = 0; i < 8; ++i) w[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 64 * i + 32 * h));
-      for (int r = 0; r < R; ++r) {
-        const int64_t ix = (row0 + r) * (K / kBlock) + b;
-        const int8_t* q = a.qa.data() + ix * kBlock;
-        __m256i sum = _mm256_setzero_si256();
-        for (int i = 0; i < 8; ++i) {
-          const __m256i signed_a = _mm256_sign_epi8(_mm256_set1_epi32(word(q + 4 * i)), w[i]);
-          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w[i]), signed_a), ones));
-        }
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(a.d[ix]), acc[r][h]);
-      }
+  const int64_t ix0 = row0 * (K / kBlock);
+  if constexpr (R <= 2) {
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      prefetch_ahead(tiles + b * 512, 8);
+      q8_half_avx2<R>(tiles + b * 512, 0, a, ix0 + b, K, acc0);
+      q8_half_avx2<R>(tiles + b * 512, 1, a, ix0 + b, K, acc1);
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(out + r * kTile, acc[r][0]);
-    _mm256_storeu_ps(out + r * kTile + 8, acc[r][1]);
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(out + r * kTile, acc0[r]);
+      _mm256_storeu_ps(out + r * kTile + 8, acc1[r]);
+    }
+  } else {
+    for (int h = 0; h < 2; ++h) {
+      __m256 acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (h == 0) prefetch_ahead(tiles + b * 512, 8);
+        q8_half_avx2<R>(tiles + b * 512, h, a, ix0 + b, K, acc);
+      }
+      for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * kTile + 8 * h, acc[r]);
+    }
   }
 }
 
@@ -368,14 +416,7 @@ at::Tensor run(const at::Tensor& a, int64_t tiles, int64_t out_features, Tile ti
   return out;
 }
 
-// F<count>::call(args...) for count in 1..Max (a tile function's row count is a template argument).
-template <template <int> class F, int Max, int R = 1, typename... Args>
-void by_rows(int count, Args&&... args) {
-  if constexpr (R < Max) {
-    if (count > R) return by_rows<F, Max, R + 1>(count, std::forward<Args>(args)...);
-  }
-  F<R>::call(std::forward<Args>(args)...);
-}
+using miaohui::by_rows;
 
 template <int R> struct Q4Vnni { template <typename... A> static void call(A&&... a) { q4_tile_vnni<R>(std::forward<A>(a)...); } };
 template <int R> struct Q4Avx2 { template <typename... A> static void call(A&&... a) { q4_tile_avx2<R>(std::forward<A>(a)...); } };
