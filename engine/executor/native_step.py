@@ -102,8 +102,8 @@ def build(w: Any) -> Any:
 
     def add(weight: Any, bias: torch.Tensor | None) -> int:
         bits = _bits(weight)
-        packed = weight.codes if bits == 4 else weight.tiles
-        return step.add_projection(bits, packed, weight.scales, weight.out_features,
+        packed, scales = (weight.codes, weight.scales) if bits == 4 else (weight.tiles, weight.kernel_scales)
+        return step.add_projection(bits, packed, scales, weight.out_features,
                                    none if bias is None else bias, weight.isa)
 
     for layer in w.layers:

@@ -10,7 +10,8 @@ Hugging Face cache). The file's name is a hash of everything its contents depend
   since the int4 packing differs between AVX-512 and AVX2 builds;
 - whether int4/int8 are held in the tiled layouts of the int8-activation kernels (engine/quant/tiled.py), which
   depends on the built library, the CPU and ``MIAOHUI_NATIVE``: switching it names another file, never misreads;
-- ``FORMAT``, bumped whenever what is stored changes (2: the tiled layouts).
+- ``FORMAT``, bumped whenever what is stored changes (2: the tiled layouts; 3: an fp32 model's int8 head tiled too,
+  its scales rounded to bf16).
 
 A cache file is never trusted beyond its key: one that cannot be read, lacks a module, or whose shapes
 do not match the model's is ignored and rewritten. Writes go to a temporary file renamed into place, so
@@ -39,7 +40,7 @@ from engine.quant.quant import Int4Linear, Int8Linear, QuantizedLinear, projecti
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3
 
 
 def cache_key(weight_files: Sequence[Path], precision: str, group: int = INT4_GROUP_SIZE,

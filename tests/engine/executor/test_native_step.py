@@ -84,6 +84,18 @@ def test_native_step_equals_the_python_step_on_the_default_model(default_model_d
     same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 30, seed=1), 12)
 
 
+def test_the_default_model_at_auto_without_native_bf16_takes_the_native_step(default_model_dir, monkeypatch):
+    """Where bf16 is not native, ``auto`` holds the model in fp32 before quantizing it: its int8 head must take the
+    tiles too, or the whole step falls back to Python (32 against 217 tok/s on an AVX2-only EPYC until 2026-12-07)."""
+    monkeypatch.setenv("MIAOHUI_CPU_BF16", "0")
+    loaded = load_cpu(default_model_dir, "auto")
+    model = loaded.model
+    assert loaded.facts.precision == "int4" and model.dtype == torch.float32
+    runner = FastRunner(model)
+    assert runner._native is not None, runner.native_step_reason
+    same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 30, seed=3), 12)
+
+
 def test_verify_and_the_batched_step_give_the_native_steps_bits(family_dirs):
     """Speculation prints what plain decoding prints, and a batch what each sequence alone gives, because the
     Python rows they run are the native step's own operations."""

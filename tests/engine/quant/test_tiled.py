@@ -230,8 +230,21 @@ def test_the_policy_flag_keeps_bf16_activations(best_isa, monkeypatch):
     assert not isinstance(int4_module(q, scale, torch.zeros_like(zero)), Int4Q8Linear)
 
 
-def test_fp32_activations_keep_aten_for_int8_and_tiles_for_int4(best_isa):
-    assert type(int8_module(torch.randn(32, 64), torch.float32)) is Int8Linear  # scales read as bf16
+def test_fp32_activations_take_the_tiles_for_int8_with_bf16_scales_and_for_int4(best_isa):
+    """A model computing in fp32 (a CPU without native bf16) keeps its int8 head on the kernel: each scale rounded
+    to bf16 once, which its dense forms use too, and its outputs and rows in fp32."""
+    torch.manual_seed(9)
+    dense = torch.randn(40, 64)
+    plain = Int8Linear.from_dense(dense, torch.float32)
+    int8 = int8_module(dense, torch.float32)
+    assert isinstance(int8, Int8Q8Linear) and int8.dtype == torch.float32
+    assert torch.equal(int8.scales, plain.scales.bfloat16().float()) and torch.equal(int8.kernel_scales,
+                                                                                     plain.scales.bfloat16())
+    rows = torch.randn(3, 64)
+    out = int8(rows)
+    assert out.dtype == torch.float32 and int8.rows(torch.tensor([0, 39])).dtype == torch.float32
+    assert _within(out, *tiled.reference(rows, int8.tiles, int8.kernel_scales, 40))
+    assert torch.equal(int8.dequantize(), plain.qweight.float() * int8.scales[:, None])
     q, scale, zero = _int4(64, 128, seed=9, symmetric=True)
     module = int4_module(q, scale, zero, dtype=torch.float32)
     assert isinstance(module, Int4Q8Linear) and module(torch.randn(1, 128)).dtype == torch.float32
