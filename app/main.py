@@ -288,6 +288,9 @@ class ScriptedRun:
         self.report["model"] = facts.name
         self.report["device"] = facts.device
         self.report["precision"] = facts.precision
+        # "native" where a quantized model decodes in one C++ call per token; packaging/check_self_test.py asks
+        # for it, so a frozen app that silently fell back to the ~7x slower Python step fails CI.
+        self.report["decode_step"] = getattr(facts, "decode_step", None)
         self.report["load_s"] = round(self.clock.elapsed() / 1000, 2)
         if not self.window.send(self.args.prompt or SELF_TEST_PROMPT):
             self.report["error"] = self.window.messages.text() or "the window refused to send"

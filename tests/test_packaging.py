@@ -222,3 +222,23 @@ def test_the_spec_evaluates_on_each_platform(platform, tmp_path, monkeypatch, qa
     # the file whose absence stopped the frozen app from loading any model (issue 39)
     assert any(src.endswith("python_depends.json") and dest == "kernels/_internals" for src, dest in analysis["datas"])
     assert (ROOT / "assets" / "i18n" / "miaohui_zh_CN.qm").is_file()  # lrelease ran
+
+
+def _report(**changes) -> dict:
+    report = {"ok": True, "checks": {"reply_streamed": True}, "generated_tokens": 16, "model": "SmolLM2-135M-Instruct",
+              "device": "cpu", "precision": "int4", "decode_step": "native"}
+    return {**report, **changes}
+
+
+def test_the_self_test_verdict_asks_a_quantized_cpu_model_for_the_native_step():
+    """A frozen app whose int4 model fell back to the Python step (slower by ~7x: a CPU without native bf16 did
+    so once, unseen, because the report only printed the rate) fails the packaged self-test, with the reason."""
+    check = _load(PACKAGING / "check_self_test.py", "check_self_test")
+    assert check.verdict(_report()) is None
+    slow = check.verdict(_report(decode_step="python: projections not in the int8-activation kernels' tiles"))
+    assert slow is not None and "Python step" in slow and "tiles" in slow
+    assert "Python step" in check.verdict(_report(precision="int8", decode_step=None))
+    # Float weights and a GPU have no native step to ask for.
+    assert check.verdict(_report(precision="bf16", decode_step=None)) is None
+    assert check.verdict(_report(device="cuda", decode_step="python: a CUDA device")) is None
+    assert "not the bundled" in check.verdict(_report(model="other"))

@@ -103,6 +103,8 @@ def test_self_test_with_the_default_model(default_model_dir, tmp_path):
     report = json.loads(result.stdout[result.stdout.index("{"):])
     assert report["ok"] and report["model"] == "SmolLM2-135M-Instruct" and all(report["checks"].values())
     assert report["decode_tok_s"] > 0 and report["kv_cache_bytes"] > 0
+    if report["device"] == "cpu" and report["precision"] in ("int4", "int8"):
+        assert report["decode_step"] == "native"
     assert "QThread: Destroyed" not in result.stderr and "Traceback" not in result.stderr
 
 
