@@ -9,8 +9,9 @@ the float type when neither does.
 
 The verdict is measured at a model's first ``auto`` load (one float forward pass, one quantization, which
 engine/quant/quant_cache.py keeps, and one quantized pass) and remembered in a small JSON file beside that
-cache, named by the same key (source files, precision, group, torch, CPU kernels): later loads go straight to
-the cached weights. A damaged or foreign verdict file is measured again, never trusted.
+cache, named by the same key (source files, precision, group, torch, CPU kernels): later loads ask ``remembered``
+before reading any float weight and go straight to the chosen precision's cached weights. A damaged or foreign
+verdict file is measured again, never trusted.
 
 When the bar applies at all (a CPU, plain safetensors, at least ``MIN_PARAMS`` parameters, the int4 kernel)
 is engine/quant/precision.py's policy, which calls ``choose`` through the loader. Owns the measurement and the
@@ -73,6 +74,24 @@ def choose(model: Any, tokenizer: Any, weight_files: Sequence[Path], reference: 
     return model, AutoChoice(reference, reference, None, None, tuple(rejected), measured_now=base is not None)
 
 
+def remembered(weight_files: Sequence[Path], reference: str) -> AutoChoice | None:
+    """``choose``'s answer when the verdict files already decide it, without the float weights: the first candidate
+    remembered at or above its bar (candidates remembered below theirs rejected on the way), or ``reference`` when
+    every candidate is remembered below its bar. None when a candidate must be measured first.
+
+    A verdict is written only after its candidate quantized, so a remembered pass also means the layout quantizes.
+    """
+    rejected: list[tuple[str, float]] = []
+    for precision, bar in policy.QUALITY_BARS.items():
+        value = _read_verdict(weight_files, precision)
+        if value is None:
+            return None
+        if value >= bar:
+            return AutoChoice(precision, reference, value, bar, tuple(rejected))
+        rejected.append((precision, value))
+    return AutoChoice(reference, reference, None, None, tuple(rejected))
+
+
 def _verdict_path(weight_files: Sequence[Path], precision: str) -> Path:
     return cache_folder() / f"{cache_key(weight_files, precision)}.quality.json"
 
@@ -101,4 +120,4 @@ def _write_verdict(weight_files: Sequence[Path], precision: str, value: float) -
         log.warning("could not remember the %s quality verdict: %s", precision, exc)
 
 
-__all__ = ["PROBE_TOKENS", "choose"]
+__all__ = ["PROBE_TOKENS", "choose", "remembered"]

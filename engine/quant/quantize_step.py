@@ -48,4 +48,11 @@ def auto(model: Any, tokenizer: Any, files: list[Path], float_name: str, reload:
     return auto_quant.choose(model, tokenizer, files, float_name, reload, measuring)
 
 
-__all__ = ["native", "auto"]
+def remembered(files: list[Path], float_name: str) -> AutoChoice | None:
+    """``auto``'s verdict where earlier loads' measurements already decide it (no weights read), else None."""
+    from engine.quant import auto_quant  # lazy: torch
+
+    return auto_quant.remembered(files, float_name)
+
+
+__all__ = ["native", "auto", "remembered"]

@@ -85,12 +85,14 @@ def test_native_step_equals_the_python_step_on_the_default_model(default_model_d
 
 
 def test_the_default_model_at_auto_without_native_bf16_takes_the_native_step(default_model_dir, monkeypatch):
-    """Where bf16 is not native, ``auto`` holds the model in fp32 before quantizing it: its int8 head must take the
-    tiles too, or the whole step falls back to Python (32 against 217 tok/s on an AVX2-only EPYC until 2026-12-07)."""
+    """Where bf16 is not native, ``auto`` measures its verdict on the model in fp32, then loads int4 in bf16 as an
+    explicit int4 does (engine/models/loader.py): every projection and the int8 head must take the tiles, or the whole
+    step falls back to Python (32 against 217 tok/s on an AVX2-only EPYC until 2026-12-07, when auto's int4 was fp32
+    and its head stayed on aten's kernel; tests/engine/quant/test_tiled.py checks that head in fp32 too)."""
     monkeypatch.setenv("MIAOHUI_CPU_BF16", "0")
     loaded = load_cpu(default_model_dir, "auto")
     model = loaded.model
-    assert loaded.facts.precision == "int4" and model.dtype == torch.float32
+    assert loaded.facts.precision == "int4" and model.dtype == torch.bfloat16
     runner = FastRunner(model)
     assert runner._native is not None, runner.native_step_reason
     same_decodes(runner, _python_twin(runner), random_prompt(model.config.vocab_size, 30, seed=3), 12)

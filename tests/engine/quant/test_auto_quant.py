@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from engine.generate.session import ChatSession
 from engine.events import Finished, Message
 from engine.inputs import LoadSpec, SamplingConfig
 from engine.quant import precision
-from engine.models.loader import load_model
+from engine.models.loader import _default_model_loader, load_model
 from engine.quant.quant_cache import cache_folder
 
 
@@ -73,6 +74,38 @@ def test_every_candidate_missing_keeps_the_float_type(tiny_model_dir, home, tiny
     # Remembered: the next load rejects both without measuring, and stays float.
     again = load_model(LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu"))
     assert again.facts.precision == loaded.facts.precision and not again.facts.auto_choice.measured_now
+
+
+@pytest.mark.parametrize("native_bf16", ["0", "1"])
+def test_a_quantized_pick_is_the_explicit_precisions_model_and_a_remembered_one_reads_weights_once(
+        tiny_model_dir, home, tiny_counts, monkeypatch, native_bf16):
+    """Whatever float type the verdict is measured in (fp32 where bf16 is not native), the int4 ``auto`` keeps
+    computes in bf16 with the same weights as an explicit int4 (engine/models/loader.py says why); a later load
+    reads no float weights, only the chosen precision's."""
+    monkeypatch.setenv("MIAOHUI_CPU_BF16", native_bf16)
+    monkeypatch.setattr(precision, "QUALITY_BARS", {"int4": 0.0, "int8": 0.0})
+    reads: list[torch.dtype] = []
+
+    def counting(folder, **kwargs):
+        reads.append(kwargs["dtype"])
+        return _default_model_loader(folder, **kwargs)
+
+    spec = LoadSpec(model=str(tiny_model_dir), precision="auto", device="cpu")
+    first = load_model(spec, from_pretrained=counting)
+    assert first.facts.precision == "int4" and first.facts.auto_choice.measured_now
+    assert first.facts.auto_choice.reference == ("bf16" if native_bf16 == "1" else "fp32")
+    assert reads == ([torch.bfloat16] if native_bf16 == "1" else [torch.float32, torch.bfloat16])
+    assert first.model.dtype == torch.bfloat16 and first.facts.kv_dtype_bytes == 2
+    explicit = load_model(LoadSpec(model=str(tiny_model_dir), precision="int4", device="cpu"))
+    ids = torch.arange(3, 40)[None]
+    with torch.no_grad():
+        assert torch.equal(first.model(ids).logits, explicit.model(ids).logits)
+
+    reads.clear()
+    again = load_model(spec, from_pretrained=counting)
+    assert reads == [torch.bfloat16] and again.facts.precision == "int4"
+    assert not again.facts.auto_choice.measured_now and again.model.dtype == torch.bfloat16
+    assert again.facts.auto_choice.agreement == first.facts.auto_choice.agreement
 
 
 def test_a_damaged_verdict_is_measured_again_never_trusted(tiny_model_dir, home, tiny_counts):
