@@ -69,11 +69,12 @@ EDIT_FUNCTION = '''def summarize_orders(orders, currency="EUR"):
     return result
 '''
 PROMPTS = {
-    # A rewrite with one small change asked for, the text first (as one pastes it): the default model copies it
-    # (without making the change). Asked instead to "rewrite exactly, word for word" it paraphrases: ~70 of 160
-    # reply tokens then continue an earlier n-gram at all, which no drafter of the conversation can beat.
-    "rewrite": ("Here is a text:\n\n" + REWRITE_TEXT
-                + "\n\nCopy the text above, but write 'tower' instead of 'lighthouse'."),
+    # A text to repeat, the instruction first. The earlier prompt (the text first, then "Copy the text above, but
+    # write 'tower' instead of 'lighthouse'.") was copied by the bf16 model everywhere and by int4 on AVX-512 CPUs,
+    # but int4 on an AVX2-only EPYC paraphrased it from the first sentence on (37% of lookup drafts accepted, 1.3
+    # tokens a step): no drafter of the conversation gets past that, so the row measured the model, not speculation.
+    # This one is copied at int4 (90%) and bf16 (88%) there; text-first "rewrite exactly, word for word" paraphrases.
+    "rewrite": "Repeat the following text word for word:\n\n" + REWRITE_TEXT,
     "edit": ("Rename the variable `totals` to `sums` in this function and output the whole function:\n\n"
              "```python\n" + EDIT_FUNCTION + "```"),
     "ordinary": "Explain in a few paragraphs why the sky is blue and why sunsets are red.",

@@ -35,8 +35,9 @@ def test_the_three_targets_are_the_issues_scenarios():
     # issue 45: every prompt lookup row again at int4 (the native step), none for self-speculation (int4 already)
     assert {precision for _, _, precision, _, _ in COMPARISONS} == {"bf16", "int4"}
     assert all(method == "prompt-lookup" for _, _, precision, method, _ in COMPARISONS if precision == "int4")
-    # The rewrite gives the whole ~300-word text and asks for it back with a change; the edit stays as a row.
-    assert len(PROMPTS["rewrite"].split()) > 300 and "Copy the text above" in PROMPTS["rewrite"]
+    # The rewrite asks for the whole ~300-word text back, the instruction first (int4 paraphrased the text-first
+    # prompt on an AVX2-only CPU, engine/bench/speculate.py); the edit stays as a row.
+    assert len(PROMPTS["rewrite"].split()) > 300 and PROMPTS["rewrite"].startswith("Repeat the following text")
     assert "whole function" in PROMPTS["edit"] and "def summarize_orders" in PROMPTS["edit"]
 
 
