@@ -47,7 +47,11 @@ log = logging.getLogger(__name__)
 PREFILL_FORM_ENV = "MIAOHUI_PREFILL_FORM"
 FORMS = ("kernel", "dense")
 PROBE_PRODUCTS = 4  # a layer's four products: q|k|v, o, gate|up, down
-PROBE_ROWS = 128  # shorter chunks are not worth timing (and the class keeps up to 96 rows on the kernel anyway)
+# The shortest chunk timed: the first the class would send dense unmeasured (more than its ``kernel_rows``). It was 128,
+# so a first prompt of 97-127 tokens went dense, and every such prompt until a longer one came: on an AVX2-only EPYC
+# (no native bf16, so dense is oneDNN's emulated bf16) the default model's 122-token prompt took 355 ms against 125 on
+# the kernel, and `engine serve`'s 8 clients, whose prompts were that long, gained 1.4x instead of ~2x over one.
+PROBE_ROWS = Int4Q8Linear.kernel_rows + 1
 # Long int4 products after a decision before it is measured again (4 chunks of a 16-layer model); doubled each time.
 RECHECK_AFTER = 256
 # A recheck switches forms only when the other took at most this share of the chosen one's time. The two forms round

@@ -69,6 +69,8 @@ def test_the_first_choice_is_made_on_random_rows_and_the_faster_form_takes_every
         return clock.run("dense", torch.ones(x.shape[0], module.out_features, dtype=x.dtype))
 
     assert forms.wants_probe(modules[0], PROBE_ROWS) and not forms.wants_probe(modules[0], PROBE_ROWS - 1)
+    # No chunk goes dense unmeasured: the first row count past the class's kernel rows is timed.
+    assert PROBE_ROWS == Int4Q8Linear.kernel_rows + 1
     with pytest.raises(RuntimeError):
         forms.probe(lambda: torch.zeros(1), lambda: torch.ones(1), PROBE_ROWS)  # no real product before settle
     choice = forms.settle(150, torch.bfloat16, dense)
