@@ -1,24 +1,28 @@
-"""Which form a quantized prompt chunk's int4 products take on this machine, chosen by timing both (issue 45).
+"""Which form a quantized prompt chunk's products take on this machine, chosen by timing both (issue 45).
 
-A prefill chunk's product of n rows by a tiled int4 weight (``engine.quant.tiled.Int4Q8Linear``) can run two ways:
-- **kernel**: ``miaohui::q4_q8_mm``, int8 activations times the int4 codes with integer dot products (VNNI or AVX2),
-  up to 4 rows sharing each weight load;
+A prefill chunk's product of n rows by a tiled int4 or int8 weight (``engine.quant.tiled.Int4Q8Linear``,
+``Int8Q8Linear``) can run two ways:
+- **kernel**: ``miaohui::q4_q8_mm`` / ``q8_q8_mm``, int8 activations times the int4 codes or int8 weights with integer
+  dot products (VNNI or AVX2), several rows sharing each weight load;
 - **dense**: the weight dequantized once per chunk (``miaohui::q4_dense``) into the model's dtype, then torch's
   dense GEMM (oneDNN: AMX tiles where the CPU has them, AVX-512 BF16 or AVX2 otherwise).
 Which is faster depends on the CPU, not on its instruction-set names: on this session's 2-core Xeon with AMX, a
 Llama-3.2-1B-shaped gate_up of 1024 rows took 400 ms on the kernel against 180 ms dense; a 2-core EPYC without AMX
 (2026-12-03) had found the kernel ~2× faster than the dense form with the old torch dequantization. So before the first
-chunk long enough to matter computes anything, the model's first ``PROBE_PRODUCTS`` int4 weights (its first layer's
+chunk long enough to matter computes anything, the model's first ``PROBE_PRODUCTS`` tiled weights (its first layer's
 four products) are run both ways on random rows of that chunk's length, alternating which goes first, and the total
-of each form decides for every tiled int4 weight of the model (``kernel_rows``: all rows on the kernel, or dense above
-the class's threshold). Random rows, not the prompt's: the forms round differently, and a prompt whose first products
+of each form decides for every tiled weight of the model (``kernel_rows``: all rows on the kernel, or dense above
+the class's threshold). The first chunk timed is the first longer than that threshold (int4 96 rows, int8 24,
+engine/quant/linears.py), so no chunk goes dense unmeasured: on an AVX2-only EPYC (no native bf16: dense is oneDNN's
+emulated bf16) int4's 97-127-row chunks and every int8 chunk past 24 rows did, 2-4x slower than on the kernel.
+Random rows, not the prompt's: the forms round differently, and a prompt whose first products
 took one form and the rest another gave a reply that no later prompt reproduced (the int4 prompt lookup bench's
 "same text" said NO on a fresh model). Timing does not depend on the values: both forms do the same work for any.
 Both forms are products a prefill has always used (the kernel on VNNI, dense on AVX2 before), so the choice changes
 speed, not what is computed: logits within a product's rounding.
 
 A choice measured in one busy moment could stand for the process's life, so it is measured again: after
-``RECHECK_AFTER`` more long int4 products, then after twice as many each time (the probe's extra cost, the slower
+``RECHECK_AFTER`` more long tiled products, then after twice as many each time (the probe's extra cost, the slower
 form of ``PROBE_PRODUCTS`` products, stays a few percent of the chunks between and shrinks). A recheck times the
 prompt's own products, and each returns the chosen form's result, so a prompt's numbers change only when the decision
 does, and a recheck changes it only when the other form took at most ``SWITCH_SHARE`` of the chosen one's time.
@@ -40,19 +44,23 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from engine.quant.tiled import Int4Q8Linear
+from engine.quant.tiled import Int4Q8Linear, Int8Q8Linear
 
 log = logging.getLogger(__name__)
 
 PREFILL_FORM_ENV = "MIAOHUI_PREFILL_FORM"
 FORMS = ("kernel", "dense")
 PROBE_PRODUCTS = 4  # a layer's four products: q|k|v, o, gate|up, down
-# The shortest chunk timed: the first the class would send dense unmeasured (more than its ``kernel_rows``). It was 128,
-# so a first prompt of 97-127 tokens went dense, and every such prompt until a longer one came: on an AVX2-only EPYC
-# (no native bf16, so dense is oneDNN's emulated bf16) the default model's 122-token prompt took 355 ms against 125 on
-# the kernel, and `engine serve`'s 8 clients, whose prompts were that long, gained 1.4x instead of ~2x over one.
-PROBE_ROWS = Int4Q8Linear.kernel_rows + 1
-# Long int4 products after a decision before it is measured again (4 chunks of a 16-layer model); doubled each time.
+TILED = (Int4Q8Linear, Int8Q8Linear)  # the modules whose prompt products have two forms
+
+
+def probe_rows(weight: Any) -> int:
+    """The shortest chunk timed for ``weight``: the first its class would send dense (more than its ``kernel_rows``).
+    It was 128 rows, int4 alone: a first prompt of 97-127 tokens then went dense, and every such prompt until a longer
+    one came (the default model's 122-token prompt took 355 ms against 125 on the kernel on an AVX2-only EPYC, and
+    `engine serve`'s 8 clients, whose prompts were that long, gained 1.4x over one instead of ~1.6x)."""
+    return type(weight).kernel_rows + 1
+# Long tiled products after a decision before it is measured again (4 chunks of a 16-layer model); doubled each time.
 RECHECK_AFTER = 256
 # A recheck switches forms only when the other took at most this share of the chosen one's time. The two forms round
 # differently, so a switch changes the next prompts' numbers (a greedy reply can change): forms within noise of each
@@ -72,18 +80,18 @@ class PrefillFormChoice:
 
 
 class PrefillForms:
-    """The choice for one model's tiled int4 weights; one per ``FusedWeights``, shared by its runners (one engine
+    """The choice for one model's tiled int4/int8 weights; one per ``FusedWeights``, shared by its runners (one engine
     thread runs them, the lock only guards a second thread's first prefill)."""
 
     def __init__(self, modules: Iterable[Any], clock: Callable[[], float] = time.perf_counter) -> None:
-        self._modules = [m for m in modules if isinstance(m, Int4Q8Linear)]
+        self._modules = [m for m in modules if isinstance(m, TILED)]
         self._clock = clock
         self._lock = threading.Lock()
         self._spent = {form: 0.0 for form in FORMS}
         self._probed = 0
         self._fixed = False
         self._rechecking = False
-        self._since = 0  # long int4 products since the last decision
+        self._since = 0  # long tiled products since the last decision
         self._recheck_at = RECHECK_AFTER
         self.choice: PrefillFormChoice | None = None
         fixed = os.environ.get(PREFILL_FORM_ENV, "auto")
@@ -97,8 +105,8 @@ class PrefillForms:
 
     def wants_probe(self, weight: Any, rows: int) -> bool:
         """Whether this product is one to time: the first long chunk's first (``settle`` then chooses before it
-        computes anything), or a recheck's (``probe``); counts the long int4 products between rechecks."""
-        if self._fixed or rows < PROBE_ROWS or not isinstance(weight, Int4Q8Linear):
+        computes anything), or a recheck's (``probe``); counts the long tiled products between rechecks."""
+        if self._fixed or not isinstance(weight, TILED) or rows < probe_rows(weight):
             return False
         if weight.kernel_rows != self._rows_set(weight):
             return False  # inside decode_products (every row on the kernel on purpose): not a prompt chunk
@@ -110,13 +118,13 @@ class PrefillForms:
         self._rechecking, self._probed, self._spent = True, 0, {form: 0.0 for form in FORMS}
         return True
 
-    def _rows_set(self, weight: Int4Q8Linear) -> int:
+    def _rows_set(self, weight: Any) -> int:
         """The ``kernel_rows`` this object leaves on ``weight``: the class's until a choice, all rows for the kernel."""
         return sys.maxsize if self.choice is not None and self.choice.form == "kernel" else type(weight).kernel_rows
 
     def settle(self, rows: int, dtype: torch.dtype,
-               dense: Callable[[torch.Tensor, Int4Q8Linear], torch.Tensor]) -> PrefillFormChoice:
-        """The first choice, before any prompt's product: the first ``PROBE_PRODUCTS`` int4 weights timed both ways on
+               dense: Callable[[torch.Tensor, Any], torch.Tensor]) -> PrefillFormChoice:
+        """The first choice, before any prompt's product: the first ``PROBE_PRODUCTS`` tiled weights timed both ways on
         ``rows`` random rows in ``dtype``, ``dense(x, module)`` being the runner's dense form. Idempotent."""
         with self._lock:
             if self.choice is None:
@@ -184,5 +192,5 @@ def forms_for(model: Any, weights: Any) -> PrefillForms:
         return forms
 
 
-__all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "PROBE_ROWS", "RECHECK_AFTER", "PrefillFormChoice",
-           "PrefillForms", "SWITCH_SHARE"]
+__all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "RECHECK_AFTER", "PrefillFormChoice",
+           "PrefillForms", "SWITCH_SHARE", "TILED", "probe_rows"]

@@ -12,12 +12,15 @@ import torch
 
 from engine.executor import prefill_forms
 from engine.executor.fastpath import FastRunner
-from engine.executor.prefill_forms import PROBE_PRODUCTS, PROBE_ROWS, RECHECK_AFTER, SWITCH_SHARE, PrefillForms
+from engine.executor.prefill_forms import PROBE_PRODUCTS, RECHECK_AFTER, SWITCH_SHARE, PrefillForms, probe_rows
 from engine.native import library as native
-from engine.quant.tiled import Int4Q8Linear, pack_int4
+from engine.quant.quant import int8_module
+from engine.quant.tiled import Int4Q8Linear, Int8Q8Linear, pack_int4
 from tests.engine.executor.test_families import _qwen2
 from tests.helpers.family_models import build_family, load_cpu
 from tests.helpers.reference_forward import random_prompt
+
+PROBE_ROWS_INT4 = Int4Q8Linear.kernel_rows + 1  # no int4 chunk goes dense unmeasured (probe_rows)
 
 pytestmark = pytest.mark.skipif(not native.decode_ops(), reason="native library not built or no AVX2")
 
@@ -68,11 +71,9 @@ def test_the_first_choice_is_made_on_random_rows_and_the_faster_form_takes_every
         seen.append(("dense", x.shape, x.dtype))
         return clock.run("dense", torch.ones(x.shape[0], module.out_features, dtype=x.dtype))
 
-    assert forms.wants_probe(modules[0], PROBE_ROWS) and not forms.wants_probe(modules[0], PROBE_ROWS - 1)
-    # No chunk goes dense unmeasured: the first row count past the class's kernel rows is timed.
-    assert PROBE_ROWS == Int4Q8Linear.kernel_rows + 1
+    assert forms.wants_probe(modules[0], PROBE_ROWS_INT4) and not forms.wants_probe(modules[0], PROBE_ROWS_INT4 - 1)
     with pytest.raises(RuntimeError):
-        forms.probe(lambda: torch.zeros(1), lambda: torch.ones(1), PROBE_ROWS)  # no real product before settle
+        forms.probe(lambda: torch.zeros(1), lambda: torch.ones(1), PROBE_ROWS_INT4)  # no real product before settle
     choice = forms.settle(150, torch.bfloat16, dense)
     assert choice is forms.choice and choice.form == faster and choice.rows == 150 and choice.measured == 1
     assert (choice.kernel_s, choice.dense_s) == ((4.0, 12.0) if faster == "kernel" else (12.0, 4.0))
@@ -84,7 +85,7 @@ def test_the_first_choice_is_made_on_random_rows_and_the_faster_form_takes_every
     for module in modules:
         assert module.kernel_rows == (sys.maxsize if faster == "kernel" else Int4Q8Linear.kernel_rows)
     assert forms.settle(150, torch.bfloat16, dense) is choice and len(seen) == len(want)  # once
-    assert not forms.wants_probe(modules[0], PROBE_ROWS)
+    assert not forms.wants_probe(modules[0], PROBE_ROWS_INT4)
 
 
 def test_a_model_with_fewer_int4_weights_than_probed_products_still_decides(monkeypatch):
@@ -93,13 +94,28 @@ def test_a_model_with_fewer_int4_weights_than_probed_products_still_decides(monk
     clock = _Clock({"kernel": 3.0, "dense": 1.0})
     _timed(module, clock, [])
     forms = PrefillForms([module], clock=clock)
-    choice = forms.settle(PROBE_ROWS, torch.bfloat16, lambda x, m: clock.run("dense", x))
+    choice = forms.settle(PROBE_ROWS_INT4, torch.bfloat16, lambda x, m: clock.run("dense", x))
     assert choice.form == "dense" and (choice.kernel_s, choice.dense_s) == (3.0, 1.0)
+
+
+def test_an_int8_weight_is_timed_from_the_first_chunk_its_class_would_send_dense(monkeypatch):
+    """int8's class keeps 24 rows on the kernel (engine/quant/linears.py): a 25-row chunk is the first timed, and the
+    choice takes int8 weights as int4's (on an AVX2-only EPYC int8 prompts had gone dense unmeasured, 2-4x slower)."""
+    monkeypatch.delenv(prefill_forms.PREFILL_FORM_ENV, raising=False)
+    torch.manual_seed(0)
+    module = int8_module(torch.randn(48, 64), torch.bfloat16)
+    assert isinstance(module, Int8Q8Linear) and probe_rows(module) == Int8Q8Linear.kernel_rows + 1 == 25
+    clock = _Clock({"kernel": 1.0, "dense": 3.0})
+    _timed(module, clock, [])
+    forms = PrefillForms([module, _int4()], clock=clock)
+    assert forms.wants_probe(module, 25) and not forms.wants_probe(module, 24)
+    choice = forms.settle(25, torch.bfloat16, lambda x, m: clock.run("dense", x))
+    assert choice.form == "kernel" and module.kernel_rows == sys.maxsize
 
 
 def _settled(forms: PrefillForms, clock: "_Clock", module: Int4Q8Linear) -> None:
     _timed(module, clock, [])
-    forms.settle(PROBE_ROWS, torch.bfloat16, lambda x, m: clock.run("dense", x))
+    forms.settle(PROBE_ROWS_INT4, torch.bfloat16, lambda x, m: clock.run("dense", x))
 
 
 def _probe_round(forms: PrefillForms, clock: "_Clock", module: Int4Q8Linear) -> list[torch.Tensor]:
@@ -107,7 +123,7 @@ def _probe_round(forms: PrefillForms, clock: "_Clock", module: Int4Q8Linear) -> 
     kernel_out, dense_out = torch.zeros(1), torch.ones(1)
     got = []
     for _ in range(PROBE_PRODUCTS):
-        assert forms.wants_probe(module, PROBE_ROWS)
+        assert forms.wants_probe(module, PROBE_ROWS_INT4)
         got.append(forms.probe(lambda: clock.run("kernel", kernel_out), lambda: clock.run("dense", dense_out), 200))
     return got
 
@@ -122,15 +138,15 @@ def test_the_choice_is_measured_again_after_more_long_products_and_can_change(mo
     _settled(forms, clock, module)
     assert forms.choice is not None and forms.choice.form == "kernel" and module.kernel_rows == sys.maxsize
     clock.seconds = {"kernel": 3.0, "dense": 1.0}  # the machine changed: dense is now faster
-    assert not forms.wants_probe(module, PROBE_ROWS - 1)  # short products are not counted
-    asked = [forms.wants_probe(module, PROBE_ROWS) for _ in range(RECHECK_AFTER)]
+    assert not forms.wants_probe(module, PROBE_ROWS_INT4 - 1)  # short products are not counted
+    asked = [forms.wants_probe(module, PROBE_ROWS_INT4) for _ in range(RECHECK_AFTER)]
     assert asked == [False] * (RECHECK_AFTER - 1) + [True]
     got = _probe_round(forms, clock, module)
     assert [out.item() for out in got] == [0.0] * PROBE_PRODUCTS  # the chosen form's (the kernel's), until decided
     choice = forms.choice
     assert choice.form == "dense" and choice.measured == 2 and (choice.kernel_s, choice.dense_s) == (12.0, 4.0)
     assert module.kernel_rows == Int4Q8Linear.kernel_rows
-    asked = [forms.wants_probe(module, PROBE_ROWS) for _ in range(2 * RECHECK_AFTER)]
+    asked = [forms.wants_probe(module, PROBE_ROWS_INT4) for _ in range(2 * RECHECK_AFTER)]
     assert asked == [False] * (2 * RECHECK_AFTER - 1) + [True]  # the next recheck comes after twice as many
     assert [out.item() for out in _probe_round(forms, clock, module)] == [1.0] * PROBE_PRODUCTS
     assert forms.choice.form == "dense" and forms.choice.measured == 3
@@ -147,7 +163,7 @@ def test_a_recheck_keeps_the_form_unless_the_other_is_clearly_faster(monkeypatch
     assert forms.choice.form == "kernel"
     for dense_s, want in ((0.9, "kernel"), (SWITCH_SHARE + 0.01, "kernel"), (SWITCH_SHARE - 0.01, "dense")):
         clock.seconds = {"kernel": 1.0, "dense": dense_s}
-        while not forms.wants_probe(module, PROBE_ROWS):
+        while not forms.wants_probe(module, PROBE_ROWS_INT4):
             pass
         _probe_round(forms, clock, module)
         assert forms.choice.form == want, dense_s
@@ -197,22 +213,23 @@ class _Script:
         return self.now
 
 
+@pytest.mark.parametrize("precision", ["int4", "int8"])
 @pytest.mark.parametrize("chosen", ["kernel", "dense"])
-def test_every_product_of_the_first_long_prompt_takes_the_chosen_form(qwen2_dir, monkeypatch, chosen):
+def test_every_product_of_the_first_long_prompt_takes_the_chosen_form(qwen2_dir, monkeypatch, chosen, precision):
     """Auto: the first long prompt's logits are exactly the chosen form's, and so are the next prompt's. The clock
     puts the other form ahead after the first timed product, so a probe that computed the prompt's own products with
     the form ahead at each (the old way) would mix forms in the first prompt."""
-    model0 = load_cpu(qwen2_dir, "int4")
+    model0 = load_cpu(qwen2_dir, precision)
     prompt = random_prompt(len(model0.tokenizer), 200, seed=3)
     fixed = {}
     for form in ("kernel", "dense"):
         monkeypatch.setenv(prefill_forms.PREFILL_FORM_ENV, form)
-        model = load_cpu(qwen2_dir, "int4").model
+        model = load_cpu(qwen2_dir, precision).model
         fixed[form] = _prefill(model, prompt)
     torch.testing.assert_close(fixed["kernel"].float(), fixed["dense"].float(), atol=0.3, rtol=0.05)
     assert not torch.equal(fixed["kernel"], fixed["dense"])  # else this test could not tell the forms apart
     monkeypatch.setenv(prefill_forms.PREFILL_FORM_ENV, "auto")
-    model = load_cpu(qwen2_dir, "int4").model
+    model = load_cpu(qwen2_dir, precision).model
     runner = FastRunner(model)
     forms = prefill_forms.forms_for(model, None)
     first, rest = (1.0, 2.0), (5.0, 1.0)  # (kernel, dense) seconds: kernel ahead after one product, dense after four
