@@ -60,6 +60,8 @@ def probe_rows(weight: Any) -> int:
     one came (the default model's 122-token prompt took 355 ms against 125 on the kernel on an AVX2-only EPYC, and
     `engine serve`'s 8 clients, whose prompts were that long, gained 1.4x over one instead of ~1.6x)."""
     return type(weight).kernel_rows + 1
+
+
 # Long tiled products after a decision before it is measured again (4 chunks of a 16-layer model); doubled each time.
 RECHECK_AFTER = 256
 # A recheck switches forms only when the other took at most this share of the chosen one's time. The two forms round

@@ -94,7 +94,8 @@ def run_speculation(loaded, cancel: threading.Event, *, draft_lengths: Sequence[
                "draft length",
                "speed-up: decode tok/s ÷ the plain reply's on the same prompt; tokens per target step is its "
                "ceiling (checking drafts costs a little more than one plain step)",
-               "repeat-heavy: " + PROMPTS["rewrite"].splitlines()[0] + " (a ~300-word text)", "fresh: " + PROMPTS["fresh"]),
+               "repeat-heavy: " + PROMPTS["rewrite"].splitlines()[0] + " (a ~300-word text)",
+               "fresh: " + PROMPTS["fresh"]),
         model=loaded.facts.name, elapsed_s=time.perf_counter() - started)
 
 
