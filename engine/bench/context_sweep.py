@@ -10,8 +10,9 @@ the KV cache dominates, not only on a short prompt.
 ``--model`` may also name one of ``engine.bench.families``' shapes (``llama-3.2-1b``, ...): its random-weight Q4_0
 GGUF, so llama.cpp runs beside the engine on the same file. Per length ``n``, on one fast runner of ``--model`` at
 ``--precision`` (and ``--precisions``): the engine's fixed prose (``engine.quant.quality.quality_ids``) prefilled to
-``n`` positions (the time is the TTFT of an ``n``-token prompt); where ``--model`` is a GGUF and llama-cpp-python is
-installed (``engine.bench.peer``), llama.cpp's TTFT on the same file and ids, a whole prefill per repetition; then
+``n`` positions on a fresh runner per repetition (the median is the TTFT of an ``n``-token prompt); where ``--model``
+is a GGUF and llama-cpp-python is installed (``engine.bench.peer``), llama.cpp's TTFT on the same file and ids, a whole
+prefill per repetition; then
 ``reps`` greedy decodes of ``tokens`` steps from those ``n`` positions, each engine's cropped back to ``n`` and
 llama.cpp's keeping the prompt's cache (prefix reuse), taken in turn within each repetition and in reverse order every
 other one, so every column sees the same machine. Reported per row: decode tok/s (median), weight and KV bytes read
@@ -84,15 +85,20 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
             continue
         prompt = quality_ids(first.tokenizer, context)
         runners: dict[str, Any] = {}
-        ttft: dict[str, float] = {}
+        ttfts: dict[str, list[float]] = {}
         for name, one in loaded.items():
-            progress(f"{context} positions: prefilling at {name}")
-            runner = make_runner(one, True, max_positions=context + tokens + 2)
-            start = time.perf_counter()
-            list(runner.prefill(prompt))
-            runner.sync()
-            ttft[name] = time.perf_counter() - start
-            runners[name] = runner
+            # ``reps`` whole prefills, each on a fresh runner, as llama.cpp's TTFT is taken (``_peer_ttfts``): one
+            # sample moved 29-43 s at 3,264 tokens on an AVX2 VM from one minute to the next, past the target's margin.
+            ttfts[name] = []
+            for rep in range(max(1, reps)):
+                progress(f"{context} positions: prefilling at {name}, repetition {rep + 1}/{max(1, reps)}")
+                runners.pop(name, None)  # the last one's cache freed before the next is allocated
+                runner = make_runner(one, True, max_positions=context + tokens + 2)
+                start = time.perf_counter()
+                list(runner.prefill(prompt))
+                runner.sync()
+                ttfts[name].append(time.perf_counter() - start)
+                runners[name] = runner
         peer_ttfts = _peer_ttfts(peer, prompt, context, tokens, reps, progress) if peer is not None else []
         # Decode: each repetition times every runner and then the peer (the prompt's cache kept, so a repetition
         # costs only its tokens), the order reversed every other one, so all see the same machine within seconds:
@@ -119,7 +125,8 @@ def sweep(loaded: dict[str, Any], contexts: Sequence[int], tokens: int, reps: in
             line = Roofline(weights_bytes=weights_read_per_token(loaded[name]),
                             kv_bytes=_kv_bytes_at(runner, context, tokens), tok_s=statistics.median(rates[name]),
                             bandwidth_bytes_s=bandwidth.get("read_bytes_s"), others_cpu_share=others)
-            rows.append({"context": context, "engine": name, "ttft_s": ttft[name], "runs": rates[name],
+            rows.append({"context": context, "engine": name, "ttft_s": statistics.median(ttfts[name]),
+                         "ttft_runs": ttfts[name], "runs": rates[name],
                          **{k: v for k, v in line.to_dict().items() if not k.startswith("bandwidth_measured")}})
         if peer is not None:
             rows.append({"context": context, "engine": NAME, "ttft_s": statistics.median(peer_ttfts),

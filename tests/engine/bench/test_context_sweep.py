@@ -86,6 +86,9 @@ def test_llama_cpp_prefills_whole_for_its_ttft_then_decodes_in_turn_with_the_eng
     assert peer == {"context": 48, "engine": "llama.cpp", "ttft_s": 5.0, "ttft_runs": [5.0] * 3,
                     "tok_s": pytest.approx(20.0), "runs": [pytest.approx(20.0)] * 3}
     assert engine["engine"] == "fp32" and len(engine["runs"]) == 3
+    # The engine's TTFT as llama.cpp's: the median of a whole prefill per repetition, each on a fresh runner.
+    assert len(engine["ttft_runs"]) == 3 and engine["ttft_s"] == sorted(engine["ttft_runs"])[1]
     # The decode repetitions come after llama.cpp's prefills, so every column's decode sees the same minutes.
     first_decode = next(i for i, m in enumerate(seen) if "decode, repetition 1" in m)
     assert all("prefill" in m for m in seen[first_decode - 3:first_decode])
+    assert sum("prefilling at fp32" in m for m in seen) == 3
