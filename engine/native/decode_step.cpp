@@ -433,7 +433,11 @@ class DecodeStep : public torch::CustomClassHolder {
         qk = normed.data_ptr<T>();
         qk_stride = (H + KV) * D;
       }
-      for (int64_t t = 0; t < n; ++t) {  // token t writes its key and value, then sees exactly 0..its position
+      // Every token writes its key and value, then all attend in one parallel region (attend_all), token t over exactly
+      // 0..its position: a later token's row is past an earlier one's spans, and a batch's sequences share no row.
+      std::vector<Query<T, C>> queries;
+      queries.reserve(n);
+      for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = seqs[t].pos, capacity = seqs[t].capacity, own = pos - seqs[t].base;
         C* kl = static_cast<C*>(seqs[t].k) + static_cast<int64_t>(index) * KV * capacity * D;
         C* vl = static_cast<C*>(seqs[t].v) + static_cast<int64_t>(index) * KV * capacity * D;
@@ -460,8 +464,9 @@ class DecodeStep : public torch::CustomClassHolder {
           put_row(vl + (g * capacity + own) * D, vs ? vs + g * capacity : nullptr, values + g * D, D);
         }
         const int64_t first = layer.window > 0 ? std::max<int64_t>(0, pos + 1 - layer.window) : 0;
-        attend(r, H, KV, D, spans_of<C>(seqs[t], index, first), scaling_, cap_, attn.data_ptr<T>() + t * H * D);
+        queries.push_back({r, spans_of<C>(seqs[t], index, first), attn.data_ptr<T>() + t * H * D});
       }
+      attend_all(queries, H, KV, D, scaling_, cap_);
       add_into<T>(x, maybe_norm<T>(product(projections_[layer.o], attn), layer.post_attn_norm, n));
       const at::Tensor gate_up = product(projections_[layer.gate_up], norm<T>(x, layer.mlp_norm, n));
       at::Tensor act = at::empty({n, inter_}, x.options());

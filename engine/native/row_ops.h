@@ -129,9 +129,10 @@ enum Activation : int64_t { kSilu = 0, kGeluTanh = 1 };  // DecodeStep's activat
 // act(g) · u per row for act SiLU (g / (1 + e^-g)) or tanh-GELU (g / (1 + e^-2y), see decode_step.cpp's header),
 // rounded as torch's act(g) * u: the activation, then the product.
 template <typename T>
-__attribute__((target("avx2,fma"))) void glu_rows(const T* gate_up, int64_t rows, int64_t inter, int64_t act, T* out) {
+__attribute__((target("avx2,fma"))) void glu_span(const T* gate_up, int64_t begin, int64_t end, int64_t inter,
+                                                  int64_t act, T* out) {
   std::vector<float> s(inter + 8);
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = begin; r < end; ++r) {
     const T* g = gate_up + r * 2 * inter;
     const T* u = g + inter;
     int64_t i = 0;
@@ -152,6 +153,14 @@ __attribute__((target("avx2,fma"))) void glu_rows(const T* gate_up, int64_t rows
     }
     for (int64_t j = 0; j < inter; ++j) out[r * inter + j] = to<T>(rounded<T>(s[j]) * get(u, j));
   }
+}
+
+// glu_span over all rows, split over torch's threads where there are ~4k values or more (a verify's or a batched
+// step's rows: one thread ran them all while the other waited); each row's bits its own either way.
+template <typename T>
+void glu_rows(const T* gate_up, int64_t rows, int64_t inter, int64_t act, T* out) {
+  at::parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, inter)),
+                   [&](int64_t begin, int64_t end) { glu_span(gate_up, begin, end, inter, act, out); });
 }
 
 // Lane r of the result = the sum of v[r]'s 8 lanes, by one fixed tree ((0+1)+(2+3))+((4+5)+(6+7)).
@@ -357,7 +366,8 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
 
 constexpr int64_t kMostHeads = 16;  // heads sharing one pass over a KV head (their scores are B × n floats)
 
-// How many of a group's heads share one pass over its KV head, given the threads that will split the passes: a pass
+// How many of a group's heads share one pass over its KV head, given the threads that will split the passes (kv: the
+// KV heads of every query attended together): a pass
 // costs about one read of the KV rows (counted as 2 heads' arithmetic) plus its heads' arithmetic, and the slowest
 // thread takes ceil(passes / threads) of them. Fewer heads per pass can balance the threads better (SmolLM2's 3 KV
 // heads of 3 on 2 threads) at the cost of reading the rows again; the bits are the same either way.
@@ -384,37 +394,60 @@ struct Heads {
   int64_t scale_head = 0;
 };
 
-// Grouped-query attention of one query per head over the spans in order: q (H, D) rows contiguous; each pass reads
-// one KV head's rows once for up to 16 of its heads, and the passes spread over torch's threads once the positions are
-// many enough to pay for it.
+// One query per head (q: (H, D) rows contiguous) over its spans in order, written to out (H rows of D): a token of a
+// verify or one sequence of a batched step.
 template <typename T, typename C>
-void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<C>>& spans, float scaling, float cap,
-            T* out) {
-  int64_t n = 0;
-  for (const Heads<C>& span : spans) n += span.n;
+struct Query {
+  const T* q;
+  std::vector<Heads<C>> spans;
+  T* out;
+};
+
+// Grouped-query attention of every query over its spans: each pass reads one KV head's rows once for up to 16 of a
+// query's heads, and the passes of all queries spread over torch's threads together once the positions are many
+// enough to pay for it (one parallel region for n tokens, not n: SmolLM2's 3 passes a token on 2 threads left one
+// thread idle a third of each; the bits are a head's alone either way).
+template <typename T, typename C>
+void attend_all(const std::vector<Query<T, C>>& queries, int64_t H, int64_t KV, int64_t D, float scaling, float cap) {
+  const int64_t count = static_cast<int64_t>(queries.size());
+  std::vector<int64_t> n(count, 0);
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    for (const Heads<C>& span : queries[i].spans) n[i] += span.n;
+    total += n[i];
+  }
   const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
-  const bool spread = n * D >= 16384;
-  const int64_t b = heads_per_pass(group, KV, spread ? at::get_num_threads() : 1);
-  const int64_t per_group = (group + b - 1) / b;
+  const bool spread = total * D >= 16384;
+  const int64_t b = heads_per_pass(group, KV * count, spread ? at::get_num_threads() : 1);
+  const int64_t per_group = (group + b - 1) / b, per_query = KV * per_group;
   auto passes = [&](int64_t begin, int64_t end) {
     std::vector<float> qf(b * padded, 0.0f);
     std::vector<Span<C>> head;
-    for (int64_t pass = begin; pass < end; ++pass) {
+    for (int64_t item = begin; item < end; ++item) {
+      const Query<T, C>& query = queries[item / per_query];
+      const int64_t pass = item % per_query;
       const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
-      const int64_t count = std::min(b, (g + 1) * group - first);
-      for (int64_t i = 0; i < count; ++i)
-        for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(q, (first + i) * D + d);
+      const int64_t heads = std::min(b, (g + 1) * group - first);
+      for (int64_t i = 0; i < heads; ++i)
+        for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(query.q, (first + i) * D + d);
       head.clear();
-      for (const Heads<C>& span : spans)
+      for (const Heads<C>& span : query.spans)
         if (span.n > 0)
           head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n,
                           span.k_scale ? span.k_scale + g * span.scale_head : nullptr,
                           span.v_scale ? span.v_scale + g * span.scale_head : nullptr});
-      attend_heads(count, qf.data(), padded, head, n, D, scaling, cap, out + first * D);
+      attend_heads(heads, qf.data(), padded, head, n[item / per_query], D, scaling, cap, query.out + first * D);
     }
   };
-  if (!spread) passes(0, KV * per_group);
-  else at::parallel_for(0, KV * per_group, 1, passes);
+  if (!spread) passes(0, count * per_query);
+  else at::parallel_for(0, count * per_query, 1, passes);
+}
+
+// One query per head over the spans in order: q (H, D) rows contiguous (attend_all of one).
+template <typename T, typename C>
+void attend(const T* q, int64_t H, int64_t KV, int64_t D, const std::vector<Heads<C>>& spans, float scaling, float cap,
+            T* out) {
+  attend_all<T, C>({Query<T, C>{q, spans, out}}, H, KV, D, scaling, cap);
 }
 
 }  // namespace miaohui::rows
