@@ -392,10 +392,14 @@ def _load(spec: LoadSpec, source: ResolvedSource, report: safety.SafetyReport, d
             return known
         model, tokenizer = read_weights(float_name), read_tokenizer()
         kwargs = model_kwargs(spec, source, device, float_name)
+        # Where quantized loads compute in another float type (bf16 on a CPU whose float type is fp32), a pick is
+        # loaded again as asked (below): the candidates measured here then stay out of the quantized-weight cache,
+        # which no load would read them from (each first load wrote two files).
+        cache = all(activation_dtype_name(spec, device, p) == float_name for p in NATIVE_QUANTIZED)
         model, verdict = quantize_step.auto(
             model, tokenizer, files, float_name,
             lambda: from_pretrained(str(source.folder), config=config, **kwargs).eval(),
-            lambda: progress(LoadProgress("checking quantized quality", 0.9)))
+            lambda: progress(LoadProgress("checking quantized quality", 0.9)), cache)
         held[:] = [model, tokenizer]
         _check_cancel(cancel)
         return verdict

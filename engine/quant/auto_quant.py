@@ -38,12 +38,15 @@ _VERDICT_FORMAT = 1
 
 
 def choose(model: Any, tokenizer: Any, weight_files: Sequence[Path], reference: str,
-           reload: Callable[[], Any], measuring: Callable[[], None] = lambda: None) -> tuple[Any, AutoChoice]:
+           reload: Callable[[], Any], measuring: Callable[[], None] = lambda: None,
+           cache: bool = True) -> tuple[Any, AutoChoice]:
     """Quantize ``model`` (loaded in the float type ``reference``) to the fastest precision meeting its bar.
 
     Returns the model to use (``reload()``'s when a candidate missed its bar after replacing the float
     weights) and why. A layout quant.py cannot quantize keeps the float model, with no candidate tried.
     ``measuring`` is called once before a verdict is measured (a progress stage: it takes a few seconds).
+    ``cache``: whether the candidates' quantized weights go to the cache (engine/quant/quant_cache.py): not where
+    quantized loads compute in another float type than ``reference``, since no load would read them.
     """
     ids: list[int] | None = None
     base: Predictions | None = None
@@ -58,7 +61,7 @@ def choose(model: Any, tokenizer: Any, weight_files: Sequence[Path], reference: 
             ids = quality_ids(tokenizer, PROBE_TOKENS)
             base = predict(model, ids)  # before any weight is replaced
         try:
-            quantize_cached(model, precision, weight_files)
+            quantize_cached(model, precision, weight_files, write=cache)
         except ValueError as exc:  # shapes the int kernels cannot take: stay float, say why in the log
             log.info("auto keeps %s: %s", reference, exc)
             return model, AutoChoice(reference, reference, None, None)

@@ -65,11 +65,12 @@ def cache_folder() -> Path:
 
 
 def quantize_cached(model: Any, precision: str, weight_files: Sequence[Path],
-                    group: int = INT4_GROUP_SIZE) -> bool:
+                    group: int = INT4_GROUP_SIZE, write: bool = True) -> bool:
     """Quantize ``model`` in place, from the cache when it holds these weights; returns True on a hit.
 
-    A miss quantizes and then writes the cache; any trouble with the cache costs only the time to
-    quantize, never the load.
+    A miss quantizes and then writes the cache (unless ``write`` is False: a model no later load will be, such as
+    ``auto``'s fp32 measurement where quantized loads compute in bf16); any trouble with the cache costs only the
+    time to quantize, never the load.
     """
     try:
         dtype = model.model.embed_tokens.weight.dtype  # what _check_fits builds the modules for
@@ -89,7 +90,8 @@ def quantize_cached(model: Any, precision: str, weight_files: Sequence[Path],
             quantize_model(model, precision, group, make=make)
             return True
     built = quantize_model(model, precision, group)
-    _write(path, built)
+    if write:
+        _write(path, built)
     return False
 
 

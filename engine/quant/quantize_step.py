@@ -40,12 +40,12 @@ def native(model: Any, precision: str, device: str, folder: Path, gguf_file: str
 
 
 def auto(model: Any, tokenizer: Any, files: list[Path], float_name: str, reload: Callable[[], Any],
-         measuring: Callable[[], None]) -> tuple[Any, AutoChoice]:
+         measuring: Callable[[], None], cache: bool = True) -> tuple[Any, AutoChoice]:
     """``auto``'s quality step, where engine/quant/precision.py's policy applies it: the model to use (``model``
-    quantized, or ``reload()``'s float weights) and the verdict."""
+    quantized, or ``reload()``'s float weights) and the verdict; ``cache``: auto_quant.choose's."""
     from engine.quant import auto_quant  # lazy: torch
 
-    return auto_quant.choose(model, tokenizer, files, float_name, reload, measuring)
+    return auto_quant.choose(model, tokenizer, files, float_name, reload, measuring, cache)
 
 
 def remembered(files: list[Path], float_name: str) -> AutoChoice | None:

@@ -96,6 +96,8 @@ def test_a_quantized_pick_is_the_explicit_precisions_model_and_a_remembered_one_
     assert first.facts.auto_choice.reference == ("bf16" if native_bf16 == "1" else "fp32")
     assert reads == ([torch.bfloat16] if native_bf16 == "1" else [torch.float32, torch.bfloat16])
     assert first.model.dtype == torch.bfloat16 and first.facts.kv_dtype_bytes == 2
+    # one quantized-weight file, the bf16 model's: the fp32 one measured on is read by no load, so never written
+    assert len(list(cache_folder().glob("*.safetensors"))) == 1
     explicit = load_model(LoadSpec(model=str(tiny_model_dir), precision="int4", device="cpu"))
     ids = torch.arange(3, 40)[None]
     with torch.no_grad():
