@@ -149,6 +149,10 @@ class CostBook:
     def plain(self, seconds: float) -> None:
         self._plain.append(seconds)
 
+    def seen(self, drafted: int) -> bool:
+        """Whether a verify of ``drafted`` drafts has run on this runner (its first, whose time is not recorded)."""
+        return drafted in self._lengths_seen
+
     def verified(self, drafted: int, seconds: float) -> None:
         """Record a verify of ``drafted`` drafts. Kept with the plain steps' median of the moment: on a shared machine
         the load moves both several-fold within a reply (issue 45: int4 decodes 7 to 55 ms apart), so a verify timed
@@ -289,11 +293,16 @@ class DraftLength:
 
     def probe_length(self, drafted: int) -> int:
         """The prefix of a draft of ``drafted`` tokens with the most expected tokens per second, paying or not: what a
-        probe verifies to time the verify again (``engine.speculate.loop``)."""
+        probe verifies to time the verify again (``engine.speculate.loop``); or the best of the shorter lengths the
+        book has verified before, where there are any: a length's first verify may do work once per row count
+        (``CostBook.verified``), which a probe of a draft judged not worth verifying should not pay on top."""
         costs = self.book.costs(self.draft_s())
         if costs is None:
             return drafted
-        return best_length(self.acceptance(), costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted)
+        acceptance = self.acceptance()
+        best = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted)
+        seen = [k for k in range(1, best + 1) if self.book.seen(k)]
+        return max(seen, key=lambda k: (costs.rate(acceptance, k), -k)) if seen else best  # ties: the shorter
 
     def decision(self, drafted: int | None = None) -> int:
         """How many tokens to verify: ``k`` when that beats a plain step by ``MARGIN`` on the measured costs (given a

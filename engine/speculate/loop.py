@@ -134,12 +134,18 @@ class Speculator:
         began = self._clock()
         draft = self.drafter.draft(history, k, self.shaper) if k > 0 else None
         self._steps += 1
-        if draft is not None and draft.tokens and self._free and not self._probe:
-            verified = self._length.decision(len(draft.tokens))
-            if self._length.book.probe_due(verified > 0):
-                # A verify timed in a busy minute would otherwise keep verifying off for good: no verify, no new
-                # time (bf16 rewrite, issue 45). The probe re-times it (``CostBook.probe_due``).
+        if draft is not None and draft.tokens and self._free:
+            if self._probe:
+                # Resuming after a pause: the probe verifies what a probe pays for, not a whole lookup draft of any
+                # length (bf16 "edit", issue 45: a resumed 8-token draft of a never-verified length cost ~13 plain
+                # steps at bf16 on an AVX2 EPYC, its first verify probing which products batch exactly).
                 verified = self._length.probe_length(len(draft.tokens))
+            else:
+                verified = self._length.decision(len(draft.tokens))
+                if self._length.book.probe_due(verified > 0):
+                    # A verify timed in a busy minute would otherwise keep verifying off for good: no verify, no new
+                    # time (bf16 rewrite, issue 45). The probe re-times it (``CostBook.probe_due``).
+                    verified = self._length.probe_length(len(draft.tokens))
             if verified == 0:
                 self._shadow, self._shadow_at = draft.tokens, 0  # not worth a verify: see whether it would have been
                 draft = None

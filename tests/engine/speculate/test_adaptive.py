@@ -211,6 +211,30 @@ def test_a_step_without_a_draft_is_plain_decodings_own_calls_and_the_sampler_see
     assert sampler._ids.view()[0].tolist() == PROMPT + out  # the verified tokens too, in order
 
 
+class FreeRecording(Recording):
+    """``Recording`` whose drafts cost no forward pass, as prompt lookup's (the loop's ``free`` drafters)."""
+
+    free = True
+
+
+def test_a_lookup_draft_after_a_pause_verifies_a_probes_prefix_not_the_whole_draft(tiny_fp32):
+    """The step after a pause verifies what a probe would (``DraftLength.probe_length``): a whole 8-token draft of a
+    length never verified cost ~13 plain steps at bf16 on an AVX2 EPYC, with nothing kept (issue 45)."""
+    runner = make_runner(tiny_fp32)
+    logits = None
+    for _, logits in runner.prefill(PROMPT):
+        pass
+    checked: list[int] = []
+    verify = runner.verify
+    runner.verify = lambda ids: checked.append(len(ids) - 1) or verify(ids)
+    drafter = FreeRecording(token=5)
+    speculator = Speculator(drafter, runner, GREEDY, SpeculationConfig(max_draft=8, start_draft=8), PROMPT,
+                            book=CostBook(DEAR_VERIFY))
+    speculator._probe = True  # as on the step a pause ends with
+    speculator.step(int(logits.argmax()), 10_000)
+    assert drafter.asked == [8] and checked == [1]  # drafted 8, verified the probe's best prefix: one
+
+
 class HalfRight(Oracle):
     """A drafter whose drafts cost nothing (as prompt lookup's) and whose first token is right, the rest wrong."""
 

@@ -244,3 +244,16 @@ def test_a_verify_judged_not_worth_it_is_probed_after_fewer_and_fewer_drafts():
     length = DraftLength(start=4, cap=32, free=True, book=CostBook(INT4_NATIVE))
     length.observe(4, 0)
     assert length.decision(4) == 0 and length.probe_length(4) == 1  # a probe verifies the best prefix all the same
+
+
+def test_a_probe_verifies_a_length_verified_before_where_there_is_one():
+    """A length's first verify may do work once per row count (bf16's row-exactness probes: ~2.5x its later
+    verifies on an AVX2 EPYC), so a probe takes the best prefix, or the best of the shorter lengths verified before."""
+    book = CostBook(Costs(plain_s=0.01, verify_base_s=0.01, verify_token_s=0.001))
+    length = DraftLength(start=4, cap=32, free=True, book=book)
+    assert length.probe_length(8) == 4  # none verified yet: the best prefix (prior acceptance 0.7)
+    book.verified(3, 0.05)  # first verifies of 3 and 6 drafts: seen, not timed
+    book.verified(6, 0.08)
+    assert book.seen(3) and book.seen(6) and not book.seen(4)
+    assert length.probe_length(8) == 3  # 3 was verified before; 6, though verified, is longer than the best
+    assert length.probe_length(2) == 2  # no verified length up to the best prefix of a draft of 2
