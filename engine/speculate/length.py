@@ -43,6 +43,7 @@ RECENT = 16  # draft steps (and plain steps, verifies) the estimates look back o
 PRIOR_PER_TOKEN = 0.3
 PRIOR_ACCEPTANCE = 0.7  # before any draft was checked
 MIN_PLAIN = 2  # plain steps timed before any decision (the median of two already skips one slow outlier's worst)
+MIN_OUTCOMES = 4  # a free drafter's recent drafts whose outcomes then give its tokens (``DraftLength.expected``)
 # Drafting must promise this much more than plain decoding: the estimates are noisy on a loaded machine, and a gain
 # within the noise is not worth a verify that may lose (the target: never slower than plain decode within noise).
 MARGIN = 0.05
@@ -280,16 +281,52 @@ class DraftLength:
         line = self.book.verify_line(None)
         return (self.draft_s(), *line) if line is not None else (self.draft_s(), 1.0, PRIOR_PER_TOKEN)
 
+    def expected(self, k: int) -> float:
+        """Tokens a step verifying ``k`` drafts yields on average: the geometric model's (``expected_tokens`` at
+        ``acceptance``) until a free drafter has ``MIN_OUTCOMES`` recent outcomes, then what those outcomes give:
+        1 + Σ_{j≤k} S(j), S(j) the share of drafts still accepted at position j, estimated position by position from
+        the drafts that reached it (a draft accepted whole says nothing past its length: there the geometric rate).
+        Lookup drafts come in runs (a copied passage matches whole, the rest fails at once), which a per-token rate
+        smears: on the int4 "edit" reply, after 8 of 8 kept once, drafts of 4 kept nothing six times in a row while the
+        rate stayed ~0.7 and each was verified (~2 plain steps each, issue 45)."""
+        acceptance = self.acceptance()
+        if not self.free or len(self._tried) < MIN_OUTCOMES:
+            return expected_tokens(acceptance, k)
+        tokens, surviving = 1.0, 1.0
+        for j in range(1, k + 1):
+            reached = [kept for drafted, kept in self._tried if drafted >= j and kept >= j - 1]
+            failed = sum(1 for kept in reached if kept == j - 1)
+            surviving *= 1.0 - (failed / len(reached) if reached else 1.0 - acceptance)
+            tokens += surviving
+        return tokens
+
+    def _rate(self, k: int, costs: Costs) -> float:
+        """Expected tokens per second of verifying ``k`` drafts (``expected``), as ``Costs.rate``."""
+        cost = k * costs.draft_s + costs.verify_base_s + k * costs.verify_token_s
+        return self.expected(k) / cost if cost > 0 else float("inf")
+
+    def _best(self, costs: Costs, cap: int) -> int:
+        """The ``k`` in 1..``cap`` with the most expected tokens per second; ties to the shorter (``best_length``)."""
+        best, best_rate = 1, -1.0
+        for k in range(1, max(1, cap) + 1):
+            rate = self._rate(k, costs)
+            if rate > best_rate * (1.0 + 1e-9):
+                best, best_rate = k, rate
+        return best
+
+    def _worth(self, k: int, costs: Costs) -> bool:
+        """``worth`` on ``expected``: verifying ``k`` drafts beats a plain step by ``MARGIN``."""
+        return k > 0 and self._rate(k, costs) > (1.0 + MARGIN) / costs.plain_s
+
     def prefix(self, drafted: int, costs: Costs) -> int:
         """How many of a draft of ``drafted`` tokens already made to verify: all of them where that pays (a copied
         passage's run keeps its length: the geometric model undercounts runs accepted whole), else the best paying
         shorter prefix (a verify's rows cost, ~0.3 of a plain step each on int4's native step: at ~50% acceptance
-        one or two drafts pay where four do not, issue 45), else 0."""
-        acceptance = self.acceptance()
-        if worth(acceptance, drafted, costs):
+        one or two drafts pay where four do not, issue 45), else 0; on ``expected``'s tokens."""
+        if self._worth(drafted, costs):
             return drafted
-        shorter = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted - 1)
-        return shorter if drafted > 1 and worth(acceptance, shorter, costs) else 0
+        shorter = self._best(costs, drafted - 1)
+        return shorter if drafted > 1 and self._worth(shorter, costs) else 0
 
     def probe_length(self, drafted: int) -> int:
         """The prefix of a draft of ``drafted`` tokens with the most expected tokens per second, paying or not: what a
@@ -299,10 +336,9 @@ class DraftLength:
         costs = self.book.costs(self.draft_s())
         if costs is None:
             return drafted
-        acceptance = self.acceptance()
-        best = best_length(acceptance, costs.draft_s, costs.verify_base_s, costs.verify_token_s, drafted)
+        best = self._best(costs, drafted)
         seen = [k for k in range(1, best + 1) if self.book.seen(k)]
-        return max(seen, key=lambda k: (costs.rate(acceptance, k), -k)) if seen else best  # ties: the shorter
+        return max(seen, key=lambda k: (self._rate(k, costs), -k)) if seen else best  # ties: the shorter
 
     def decision(self, drafted: int | None = None) -> int:
         """How many tokens to verify: ``k`` when that beats a plain step by ``MARGIN`` on the measured costs (given a
@@ -314,5 +350,5 @@ class DraftLength:
         if drafted is not None:
             return self.prefix(drafted, costs)
         if self.free:
-            return self.k if worth(self.acceptance(), self.k, costs) else 0
+            return self.k if self._worth(self.k, costs) else 0
         return choose(self.acceptance(), costs, self.cap)

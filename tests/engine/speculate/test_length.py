@@ -8,8 +8,9 @@ import pytest
 
 from engine.inputs import MAX_DRAFT_TOKENS, MODEL_MAX_DRAFT, SpeculationConfig
 from engine.speculate.drafters import PromptLookup
-from engine.speculate.length import (MARGIN, MIN_PLAIN, PRIOR_PER_TOKEN, PROBE_AFTER, PROBE_CAP, RECENT, CostBook, Costs,
-                                     DraftLength, StepTimes, best_length, choose, expected_tokens, worth)
+from engine.speculate.length import (MARGIN, MIN_OUTCOMES, MIN_PLAIN, PRIOR_PER_TOKEN, PROBE_AFTER, PROBE_CAP, RECENT,
+                                     CostBook, Costs, DraftLength, StepTimes, best_length, choose, expected_tokens,
+                                     worth)
 
 
 def test_expected_tokens_counts_the_accepted_prefix_and_the_models_own():
@@ -200,6 +201,30 @@ def test_a_lookup_draft_is_cut_to_the_prefix_that_pays():
     for _ in range(RECENT):  # a copied passage: accepted whole, the whole run is verified however long
         length.observe(8, 8)
     assert length.decision(32) == 32
+
+
+def test_a_lookups_expected_tokens_come_from_its_drafts_outcomes_position_by_position():
+    """Lookup drafts come in runs: once ``MIN_OUTCOMES`` drafts were judged, their outcomes give the tokens a verify
+    yields, not a per-token rate (on int4's "edit" reply that rate stayed ~0.7 while drafts of 4 kept nothing)."""
+    length = DraftLength(start=4, cap=32, free=True, book=CostBook(INT4_NATIVE))
+    length.observe(8, 8)
+    for _ in range(MIN_OUTCOMES - 2):
+        length.observe(4, 0)
+    assert length.expected(4) == pytest.approx(expected_tokens(length.acceptance(), 4))  # too few: geometric
+    for _ in range(3):
+        length.observe(4, 0)
+    # 8 of 8 kept once, then 5 drafts of 4 rejected at once: 1/6 of the drafts pass position 1 and none of those
+    # fails later, so 1 + 4/6 tokens for a verify of 4 (2.05 plain steps) and 1 + 1/6 for one (1.15): neither pays,
+    # where the per-token rate (8 of 13) would verify all four.
+    assert length.expected(4) == pytest.approx(1 + 4 / 6) and length.expected(1) == pytest.approx(1 + 1 / 6)
+    assert worth(length.acceptance(), 4, INT4_NATIVE) and length.decision(4) == 0
+    copying = DraftLength(start=1, cap=32, free=True, book=CostBook(INT4_NATIVE))
+    for run in (1, 2, 4, 8):  # a copied passage, its run doubling: each draft accepted whole
+        copying.observe(run, run)
+    # A whole draft says nothing past its own length: there the rate (1.0 here) stands, so 16 drafts pay.
+    assert copying.expected(16) == pytest.approx(17.0) and copying.decision(16) == 16
+    copying.observe(16, 10)  # the run ends inside the draft: position 11 failed for the one draft that reached it
+    assert copying.expected(16) == pytest.approx(11.0)
 
 
 def test_the_book_scales_each_verify_to_the_plain_steps_of_its_moment():
