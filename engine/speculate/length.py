@@ -34,6 +34,7 @@ import os
 import statistics
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 RECENT = 16  # draft steps (and plain steps, verifies) the estimates look back over
 # Before the verify has been timed, each token it checks is taken to cost this share of a plain step (its first row a
@@ -64,16 +65,24 @@ def expected_tokens(acceptance: float, k: int) -> float:
     return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
 
 
+def best_of(rate: Callable[[int], float], cap: int) -> int:
+    """The ``k`` in 1..``cap`` with the highest ``rate(k)``; ties go to the shorter draft."""
+    best, best_rate = 1, -1.0
+    for k in range(1, max(1, cap) + 1):
+        value = rate(k)
+        if value > best_rate * (1.0 + 1e-9):
+            best, best_rate = k, value
+    return best
+
+
 def best_length(acceptance: float, draft_s: float, verify_base_s: float, verify_token_s: float, cap: int) -> int:
     """The ``k`` in 1..``cap`` with the most expected tokens per second, a step costing
     ``k * draft_s + verify_base_s + k * verify_token_s``; ties go to the shorter draft."""
-    best, best_rate = 1, -1.0
-    for k in range(1, max(1, cap) + 1):
+    def rate(k: int) -> float:
         cost = k * draft_s + verify_base_s + k * verify_token_s
-        rate = expected_tokens(acceptance, k) / cost if cost > 0 else float(k)
-        if rate > best_rate * (1.0 + 1e-9):
-            best, best_rate = k, rate
-    return best
+        return expected_tokens(acceptance, k) / cost if cost > 0 else float(k)
+
+    return best_of(rate, cap)
 
 
 @dataclass(frozen=True)
@@ -306,13 +315,8 @@ class DraftLength:
         return self.expected(k) / cost if cost > 0 else float("inf")
 
     def _best(self, costs: Costs, cap: int) -> int:
-        """The ``k`` in 1..``cap`` with the most expected tokens per second; ties to the shorter (``best_length``)."""
-        best, best_rate = 1, -1.0
-        for k in range(1, max(1, cap) + 1):
-            rate = self._rate(k, costs)
-            if rate > best_rate * (1.0 + 1e-9):
-                best, best_rate = k, rate
-        return best
+        """The ``k`` in 1..``cap`` with the most expected tokens per second (``expected``); ties to the shorter."""
+        return best_of(lambda k: self._rate(k, costs), cap)
 
     def _worth(self, k: int, costs: Costs) -> bool:
         """``worth`` on ``expected``: verifying ``k`` drafts beats a plain step by ``MARGIN``."""
