@@ -367,10 +367,10 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
 constexpr int64_t kMostHeads = 16;  // heads sharing one pass over a KV head (their scores are B × n floats)
 
 // How many of a group's heads share one pass over its KV head, given the threads that will split the passes (kv: the
-// KV heads of every query attended together): a pass
-// costs about one read of the KV rows (counted as 2 heads' arithmetic) plus its heads' arithmetic, and the slowest
-// thread takes ceil(passes / threads) of them. Fewer heads per pass can balance the threads better (SmolLM2's 3 KV
-// heads of 3 on 2 threads) at the cost of reading the rows again; the bits are the same either way.
+// KV heads of every query attended together): a pass costs about one read of the KV rows (counted as 2 heads'
+// arithmetic) plus its heads' arithmetic, and the slowest thread takes ceil(passes / threads) of them. Fewer heads
+// per pass can balance the threads better (SmolLM2's 3 KV heads of 3 on 2 threads) at the cost of reading the rows
+// again; the bits are the same either way.
 inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
   int64_t best = 1, best_cost = INT64_MAX;
   for (int64_t b = std::min(group, kMostHeads); b >= 1; --b) {

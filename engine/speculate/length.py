@@ -3,7 +3,8 @@ plain step measurably cost on the path the target runs (issue 45: int4's native 
 
 A step that drafts ``k`` tokens costs the drafter's time for ``k`` tokens plus one target forward over ``k + 1``
 (``verify``), and yields the accepted drafts plus the target's own token: with a per-token acceptance ``a``,
-``(1 - a^(k+1)) / (1 - a)`` tokens on average. A plain step costs ``plain_s`` and yields one. ``Costs`` holds the four
+``(1 - a^(k+1)) / (1 - a)`` tokens on average (a lookup's, once it has recent outcomes, from those outcomes position
+by position instead: ``DraftLength.expected``). A plain step costs ``plain_s`` and yields one. ``Costs`` holds the four
 measured times; ``choose`` is the exact decision: the ``k`` in 1..cap with the most expected tokens per second
 (``best_length``), or 0 (decode plainly) when even that ``k`` does not beat a plain step by ``MARGIN`` (within noise
 speculation would only add risk). ``worth`` is the same test for a draft already made (prompt lookup: its drafts cost
