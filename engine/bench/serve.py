@@ -13,8 +13,9 @@ process per ``--parallel`` value (default ``1,4,8``; ``served_process`` says why
 own has warmed it: with 1 it serves them in arrival order, so their total throughput stays near
 one client's and the last one's TTFT grows with the queue; with N > 1 up to N decode together in one forward per
 step (continuous batching, ``engine.serve.batching``). Reported per value: total tok/s, TTFT best/median/worst,
-the total's ratio to parallel 1's and to one client's decode rate, and whether every greedy reply equals parallel
-1's (the same prompts go to every server).
+the total's ratio to parallel 1's and to one client's decode rate, whether every greedy reply equals parallel
+1's (the same prompts go to every server), and the form the server's prompt products took (``prefill_form``: each
+process chooses its own by timing, and the forms round differently).
 
 ``--reopen`` measures something else instead: reopening a ~``--context-tokens`` conversation with and without its
 saved KV cache, in process and through a restarted server (``engine.bench.reopen``).
@@ -175,6 +176,14 @@ def served_process(model: str, precision: str, parallel: int, sessions: int | No
                 proc.wait()
 
 
+def prefill_form(url: str) -> str | None:
+    """The form the server's prompt products took (``miaohui:prefill_form_info`` on its ``/metrics``), or None: the
+    two forms round differently, so servers that chose differently may give different greedy replies."""
+    metrics = urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=STARTED_S).read().decode()
+    found = re.search(r'^miaohui:prefill_form_info\{[^}]*form="(\w+)"[^}]*\} 1\.0$', metrics, re.MULTILINE)
+    return found.group(1) if found else None
+
+
 def by_parallel(model: str, precision: str, config: SamplingConfig, clients: int,
                 values: list[int]) -> dict[str, Any]:
     """The same ``clients`` prompts (~100 tokens each) to a fresh ``engine serve`` process per ``--parallel``
@@ -189,7 +198,8 @@ def by_parallel(model: str, precision: str, config: SamplingConfig, clients: int
         with served_process(model, precision, parallel, clients, max(32, clients)) as (url, granted):
             remote = RemoteSession(connect(RemoteSpec(url, model="")))
             concurrent(remote, config, 1)  # a first request (its own nonce) warms the fresh process; not counted
-            runs[str(parallel)] = dict(concurrent(remote, config, clients, prompts), parallel_granted=granted)
+            runs[str(parallel)] = dict(concurrent(remote, config, clients, prompts), parallel_granted=granted,
+                                       prefill_form=prefill_form(url))
     base = runs.get("1")
     for run in runs.values():
         run["total_tok_s_per_parallel_1"] = core.ratio(run["total_tok_s"], base["total_tok_s"]) if base else None

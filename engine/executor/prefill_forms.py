@@ -105,6 +105,11 @@ class PrefillForms:
         if not self._modules:
             self.choice = self.choice or PrefillFormChoice("kernel")
 
+    @property
+    def tiled(self) -> bool:
+        """Whether the model has tiled weights, so that its prompt products have two forms to choose from."""
+        return bool(self._modules)
+
     def wants_probe(self, weight: Any, rows: int) -> bool:
         """Whether this product is one to time: the first long chunk's first (``settle`` then chooses before it
         computes anything), or a recheck's (``probe``); counts the long tiled products between rechecks."""
@@ -184,6 +189,14 @@ _FORMS: "weakref.WeakKeyDictionary[Any, PrefillForms]" = weakref.WeakKeyDictiona
 _FORMS_LOCK = threading.Lock()
 
 
+def chosen(model: Any) -> PrefillFormChoice | None:
+    """The form ``model``'s prompt products take now, or None: no prompt chunk long enough chose one yet, or the model
+    has no tiled weights (what a server's ``/metrics`` shows: engine/serve/metrics.py)."""
+    with _FORMS_LOCK:
+        forms = _FORMS.get(model)
+    return forms.choice if forms is not None and forms.tiled else None
+
+
 def forms_for(model: Any, weights: Any) -> PrefillForms:
     """The model's ``PrefillForms`` over its fused ``weights``' projections, made on first use."""
     with _FORMS_LOCK:
@@ -194,5 +207,5 @@ def forms_for(model: Any, weights: Any) -> PrefillForms:
         return forms
 
 
-__all__ = ["forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "RECHECK_AFTER", "PrefillFormChoice",
+__all__ = ["chosen", "forms_for", "FORMS", "PREFILL_FORM_ENV", "PROBE_PRODUCTS", "RECHECK_AFTER", "PrefillFormChoice",
            "PrefillForms", "SWITCH_SHARE", "TILED", "probe_rows"]

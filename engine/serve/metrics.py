@@ -34,6 +34,10 @@ series carries vLLM's ``model_name`` label. The names and what they mean:
   tokens drafted, drafted tokens the model accepted, summed over each request's ``Metrics`` when it ends
   (``engine serve --speculative``; 0 without). Acceptance rate = accepted / draft tokens, as vLLM's dashboards
   compute it. vLLM's per-position counter is left out: a request's ``Metrics`` does not count by position.
+- ``miaohui:prefill_form_info{model_name,form}`` (gauge, 1): the form an int4/int8 model's prompt products take on
+  this machine, ``kernel`` or ``dense``, as measured (engine/executor/prefill_forms.py); no series before a prompt long
+  enough chose one, or for a model without tiled weights. The two forms round differently, so two servers that chose
+  differently may give different greedy replies to the same prompt.
 - ``miaohui:model_memory_bytes{model_name,kind}`` (gauge): each model the engine holds in memory and its weights' bytes
   (``engine.core.models.ModelRecord``): the served model under ``engine serve``; in the window, its core's (the chat
   model, an embedder beside it).
@@ -120,6 +124,10 @@ class ServerMetrics:
         self._models = Gauge(PREFIX + "model_memory_bytes", "Bytes of each model the engine holds in memory",
                              ("model_name", "kind"), registry=self.registry)
         self.loaded_models: Callable[[], Iterable[Any]] = lambda: ()
+        # The prompt products' form (engine.executor.prefill_forms.chosen): read when /metrics is asked for.
+        self._prefill_form = Gauge(PREFIX + "prefill_form_info", "The form prompt products take here (kernel, dense)",
+                                   ("model_name", "form"), registry=self.registry)
+        self.prefill_form: Callable[[], str | None] = lambda: None
 
     # -- recording (worker thread) ------------------------------------------------------------
     def queued(self, waiting: int) -> None:
@@ -188,4 +196,8 @@ class ServerMetrics:
         self._models.clear()  # a model unloaded since the last scrape has no series any more
         for record in self.loaded_models():
             self._models.labels(record.name, record.kind).set(record.bytes)
+        self._prefill_form.clear()  # a recheck may have switched forms
+        form = self.prefill_form()
+        if form is not None:
+            self._prefill_form.labels(self._model_name, form).set(1)
         return generate_latest(self.registry)

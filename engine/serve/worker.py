@@ -62,6 +62,7 @@ from engine.errors import CancelledError, ContextTooLongError, EngineError
 from engine.events import Finished, Message, Metrics, Started, Stats, Token
 from engine.fmt import one_line
 from engine.generate.context import build_prompt, build_text_prompt
+from engine.executor import prefill_forms
 from engine.executor.kv_blocks import DEFAULT_BUDGET_BYTES
 from engine.executor.omp_team import serial_here
 from engine.generate.session import ChatSession
@@ -128,6 +129,7 @@ class Worker:
         # /metrics says what is in memory: the window's core (its chat model and an embedder), else this one model.
         own = (ModelRecord(self.model_id, "chat", facts.weights_bytes),)
         self.metrics.loaded_models = models or (lambda: own)
+        self.metrics.prefill_form = lambda: getattr(prefill_forms.chosen(loaded.model), "form", None)
         engine = self._engine
         self._pool = SessionPool((lambda: ChatSession(loaded, runner_factory=engine.runner_factory)) if engine
                                  else (lambda: ChatSession(loaded, speculation=speculation, drafter=drafter)), sessions)

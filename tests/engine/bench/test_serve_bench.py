@@ -41,6 +41,7 @@ def test_serve_bench_compares_parallel_values_on_the_same_prompts(tmp_path, home
         assert run["completed"] == 4 and run["failed"] == [] and run["parallel_granted"] == int(value)
         assert run["total_tok_s_per_parallel_1"] > 0 and run["prompt_tokens"] > 50
         assert run["replies_equal_parallel_1"] is True
+        assert run["prefill_form"] is None  # an fp32 model's prompt products have one form
     assert runs["1"]["total_tok_s_per_parallel_1"] == 1.0
 
 

@@ -64,3 +64,27 @@ def test_metrics_move_with_a_request(server):
     assert 0 < after["miaohui:kv_cache_usage_perc"] <= 1
     # What the engine holds in memory (engine.core.models): engine serve's one model, its weights' bytes.
     assert after["miaohui:model_memory_bytes{kind=chat}"] == server.worker.loaded.facts.weights_bytes > 0
+
+
+def test_the_form_of_an_int4_models_prompt_products_is_a_metric(tiny_model_dir, home, monkeypatch):
+    """``miaohui:prefill_form_info{form}``: the form engine/executor/prefill_forms.py chose (fixed here by its env
+    variable, so nothing hangs on timing); no series for a model without tiled weights (the fp32 ``server``)."""
+    from engine.executor import prefill_forms
+    from engine.executor.runners import make_runner
+    from engine.inputs import LoadSpec
+    from engine.models.loader import load_model
+    from engine.serve.worker import Worker
+
+    monkeypatch.setenv(prefill_forms.PREFILL_FORM_ENV, "dense")
+    loaded = load_model(LoadSpec(model=str(tiny_model_dir), precision="int4", device="cpu"))
+    worker = Worker(loaded)
+    make_runner(loaded)  # a runner's prompt forms are the model's, made with it
+    assert worker.metrics.prefill_form() == "dense"
+    families = {f.name: f for f in text_string_to_metric_families(worker.metrics.render().decode("utf-8"))}
+    (sample,) = families["miaohui:prefill_form_info"].samples
+    assert sample.labels == {"model_name": worker.model_id, "form": "dense"} and sample.value == 1.0
+    worker.close()
+    fp32 = Worker(load_model(LoadSpec(model=str(tiny_model_dir), precision="fp32", device="cpu")))
+    make_runner(fp32.loaded)
+    assert fp32.metrics.prefill_form() is None and b"prefill_form_info{" not in fp32.metrics.render()
+    fp32.close()
