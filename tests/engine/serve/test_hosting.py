@@ -15,6 +15,7 @@ from engine.inputs import LoadSpec
 from engine.serve.app import create_app
 from engine.serve.hosting import CoreHost, LoadFailedError
 from engine.serve.server import BackgroundServer
+from tests.engine.serve.conftest import wait_until
 
 LIVENESS_S = 60  # only a guard against a hung server, never a measurement
 
@@ -38,8 +39,9 @@ def test_engine_serve_hosts_its_model_on_the_core_and_requests_pass_through_its_
         reply = client.chat.completions.create(model="default", messages=[{"role": "user", "content": "Hi"}],
                                                max_tokens=3, temperature=0)
         assert reply.choices[0].finish_reason in ("stop", "length")
-        # parallel 1: the whole request is one job on the core's thread; batched: each step is one.
-        assert host.thread.jobs_run > before
+        # parallel 1: the whole request is one job on the core's thread; batched: each step is one. The reply can
+        # reach the client before its job has returned and been counted (the count follows the job's end): wait.
+        wait_until(lambda: host.thread.jobs_run > before, "the request's job counted on the core's thread")
         conn = http.client.HTTPConnection(server.host, server.port, timeout=LIVENESS_S)
         conn.request("GET", "/metrics")
         metrics = conn.getresponse().read().decode()
