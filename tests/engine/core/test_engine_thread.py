@@ -11,6 +11,7 @@ from engine.core.core import EngineCore
 from engine.core.engine_thread import EngineThread
 from engine.core.jobs import QueuedJob, TaskJob, WorkerClosedError
 from tests.engine.core.test_core import Recorder
+from tests.engine.serve.conftest import wait_until
 
 
 def test_jobs_run_in_order_on_the_engine_thread_and_calls_return_or_raise(home):
@@ -21,9 +22,10 @@ def test_jobs_run_in_order_on_the_engine_thread_and_calls_return_or_raise(home):
         for i in range(3):
             thread.post(TaskJob(lambda _loaded, _cancel, i=i: seen.append(i), needs_model=False))
         assert thread.call(threading.get_ident) == thread.ident != threading.get_ident()
-        # The three posted jobs were counted before the call's job started; the call's own is counted just after it
-        # returns (the count follows a job's end), so it may not be yet.
-        assert seen == [0, 1, 2] and thread.jobs_run in (3, 4)
+        # The call's own job is counted just after it returns (the count follows a job's end): wait for it (bounded).
+        assert seen == [0, 1, 2]
+        wait_until(lambda: thread.jobs_run >= 4, "the call's job counted")
+        assert thread.jobs_run == 4
         with pytest.raises(ZeroDivisionError):
             thread.call(lambda: 1 / 0)
         thread.run_job(TaskJob(lambda _loaded, _cancel: "done", needs_model=False))
