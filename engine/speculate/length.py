@@ -96,11 +96,15 @@ class Costs:
     verify_token_s: float
     draft_s: float = 0.0
 
+    def step_s(self, k: int) -> float:
+        """Seconds of a step that drafts ``k`` tokens and verifies them."""
+        return k * self.draft_s + self.verify_base_s + k * self.verify_token_s
+
     def rate(self, acceptance: float, k: int) -> float:
         """Expected tokens per second of a step that drafts ``k`` (0: a plain step)."""
         if k <= 0:
             return 1.0 / self.plain_s
-        cost = k * self.draft_s + self.verify_base_s + k * self.verify_token_s
+        cost = self.step_s(k)
         return expected_tokens(acceptance, k) / cost if cost > 0 else float("inf")
 
 
@@ -312,12 +316,13 @@ class DraftLength:
 
     def _rate(self, k: int, costs: Costs) -> float:
         """Expected tokens per second of verifying ``k`` drafts (``expected``), as ``Costs.rate``."""
-        cost = k * costs.draft_s + costs.verify_base_s + k * costs.verify_token_s
+        cost = costs.step_s(k)
         return self.expected(k) / cost if cost > 0 else float("inf")
 
     def _best(self, costs: Costs, cap: int) -> int:
-        """The ``k`` in 1..``cap`` with the most expected tokens per second (``expected``); ties to the shorter."""
-        return best_of(lambda k: self._rate(k, costs), cap)
+        """The ``k`` in 1..``cap`` with the most expected tokens per second (``expected``); ties to the shorter, and
+        where every length is free the longest, as ``best_length``."""
+        return best_of(lambda k: self._rate(k, costs) if costs.step_s(k) > 0 else float(k), cap)
 
     def _worth(self, k: int, costs: Costs) -> bool:
         """``worth`` on ``expected``: verifying ``k`` drafts beats a plain step by ``MARGIN``."""
