@@ -163,7 +163,7 @@ def served_process(model: str, precision: str, parallel: int, sessions: int | No
             said.append(line)
             found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/v1)", line)
             url = found.group(1) if found else None
-        metrics = urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=started_s).read().decode()
+        metrics = _metrics(url, started_s)
         slots = re.search(r"^miaohui:parallel_slots\{[^}]*\} ([0-9.]+)$", metrics, re.MULTILINE)
         yield url, int(float(slots.group(1))) if slots else parallel
     finally:
@@ -176,10 +176,15 @@ def served_process(model: str, precision: str, parallel: int, sessions: int | No
                 proc.wait()
 
 
+def _metrics(url: str, timeout_s: float) -> str:
+    """The text of the ``/metrics`` of the server whose API is at ``url`` (``…/v1``)."""
+    return urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=timeout_s).read().decode()
+
+
 def prefill_form(url: str) -> str | None:
     """The form the server's prompt products took (``miaohui:prefill_form_info`` on its ``/metrics``), or None: the
     two forms round differently, so servers that chose differently may give different greedy replies."""
-    metrics = urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=STARTED_S).read().decode()
+    metrics = _metrics(url, STARTED_S)
     found = re.search(r'^miaohui:prefill_form_info\{[^}]*form="(\w+)"[^}]*\} 1\.0$', metrics, re.MULTILINE)
     return found.group(1) if found else None
 
