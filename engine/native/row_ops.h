@@ -276,22 +276,25 @@ inline void widen_span(const Span<int8_t>& s, bool keys, int64_t j0, int64_t m, 
   else widen_rows(s.v + j0 * s.vs, s.v_scale + j0, s.vs, m, D, padded, dst);
 }
 
-// B heads' attention over one KV head's positions, the spans in order (n in all): q (B, padded) fp32 rows (zero past
-// D) → out (B rows of D, stride D) in T. Two passes over the positions, in blocks of kBlock widened to fp32 once for
-// all B heads, so each key and value byte is read once per step (the decode step at a long context is bound by the
-// cache, and GQA's heads of one group read the same rows):
+// B rows' attention over one KV head's positions, the spans in order: q (B, padded) fp32 rows (zero past D), row i
+// over the first lens[i] positions (a verify's tokens over one cache: each its own and those before) → out[i] (D
+// values in T). Two passes over the positions, in blocks of kBlock widened to fp32 once for all B rows, so each key
+// and value byte is read once per step (the decode step at a long context is bound by the cache, and GQA's heads of
+// one group, and a verify's tokens, read the same rows):
 // - scores: per head, 8 positions at a time, each in its own 8 fp32 lanes of q·k over the dimensions in blocks of 8 in
 //   order, the lanes summed by sums8's tree, times the scaling; softmax with exp8 (exp_shifted's fixed order, over
 //   all n at once);
 // - scores soft-capped where cap > 0 (Gemma 2), each head's largest then found again;
 // - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
-// A head's arithmetic depends neither on B and the other heads nor on where the spans split the positions (the tests
-// check a head in a group against it alone, and a shared prefix's spans against the joined cache). An int8 cache (C)
+// A row's arithmetic depends neither on B and the other rows nor on where the spans split the positions (the tests
+// check a head in a group against it alone, a verify against steps, and a shared prefix's spans against the joined
+// cache). An int8 cache (C)
 // differs only in its widening (exact), so its attention is the dense one's over the dequantized rows.
 template <typename T, typename C>
 __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded,
-                                                      const std::vector<Span<C>>& spans, int64_t n, int64_t D,
-                                                      float scaling, float cap, T* out) {
+                                                      const std::vector<Span<C>>& spans, const int64_t* lens,
+                                                      int64_t D, float scaling, float cap, T* const* out) {
+  const int64_t n = *std::max_element(lens, lens + B);
   std::vector<float> p(static_cast<size_t>(B) * n), block(static_cast<size_t>(kBlock) * padded);
   std::vector<float> most(B, -INFINITY);
   // Each head's running maximum in 8 lanes (a max is exact in any order, so the same value as one position at a time;
@@ -307,10 +310,12 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
       std::fill(block.begin() + m * padded, block.begin() + m8 * padded, 0.0f);
       const float* rows = block.data();
       for (int64_t i = 0; i < B; ++i) {
+        const int64_t mi = std::min(m, lens[i] - offset - j0);  // a shorter row's positions in this block
+        if (mi <= 0) continue;
         const float* qi = q + i * padded;
         float* pi = p.data() + i * n + offset + j0;
         __m256 mx = _mm256_loadu_ps(lanes_most.data() + 8 * i);
-        for (int64_t j = 0; j < m; j += 8) {
+        for (int64_t j = 0; j < mi; j += 8) {
           __m256 acc[8];
           for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
           for (int64_t d = 0; d < padded; d += 8) {
@@ -319,14 +324,14 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
               acc[r] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(rows + (j + r) * padded + d), acc[r]);
           }
           const __m256 scores = _mm256_mul_ps(sums8(acc), scale);
-          if (m - j >= 8) {
+          if (mi - j >= 8) {
             _mm256_storeu_ps(pi + j, scores);
             mx = _mm256_max_ps(mx, scores);
-          } else {  // the span's last positions: the lanes past them are padding, neither stored nor counted
+          } else {  // the row's last positions: the lanes past them are not its own, neither stored nor counted
             alignas(32) float lane[8];
             _mm256_store_ps(lane, scores);
-            for (int64_t r = m - j; r < 8; ++r) lane[r] = -INFINITY;
-            for (int64_t r = 0; r < m - j; ++r) pi[j + r] = lane[r];
+            for (int64_t r = mi - j; r < 8; ++r) lane[r] = -INFINITY;
+            for (int64_t r = 0; r < mi - j; ++r) pi[j + r] = lane[r];
             mx = _mm256_max_ps(mx, _mm256_load_ps(lane));
           }
         }
@@ -340,31 +345,35 @@ __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q,
   std::vector<float> acc(static_cast<size_t>(B) * padded, 0.0f);
   if (cap > 0.0f) {  // Gemma 2: each head's scores capped, then their largest found again
     for (int64_t i = 0; i < B; ++i) {
-      soft_cap(p.data() + i * n, n, cap);
-      most[i] = *std::max_element(p.begin() + i * n, p.begin() + (i + 1) * n);
+      soft_cap(p.data() + i * n, lens[i], cap);
+      most[i] = *std::max_element(p.begin() + i * n, p.begin() + i * n + lens[i]);
     }
   }
   for (int64_t i = 0; i < B; ++i) {
-    const float inverse = 1.0f / exp_shifted(p.data() + i * n, n, most[i]);
-    for (int64_t j = 0; j < n; ++j) p[i * n + j] *= inverse;
+    const float inverse = 1.0f / exp_shifted(p.data() + i * n, lens[i], most[i]);
+    for (int64_t j = 0; j < lens[i]; ++j) p[i * n + j] *= inverse;
   }
   offset = 0;
   for (const Span<C>& span : spans) {
     for (int64_t j0 = 0; j0 < span.n; j0 += kBlock) {
       const int64_t m = std::min(kBlock, span.n - j0);
       widen_span(span, false, j0, m, D, padded, block.data());
-      for (int64_t i = 0; i < B; ++i)
+      for (int64_t i = 0; i < B; ++i) {
+        const int64_t mi = std::min(m, lens[i] - offset - j0);
+        if (mi <= 0) continue;
         for (int64_t d = 0; d < padded; d += 64)
-          weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, m,
+          weighted_slice(std::min<int64_t>(8, (padded - d) / 8), block.data() + d, padded, mi,
                          p.data() + i * n + offset + j0, acc.data() + i * padded + d);
+      }
     }
     offset += span.n;
   }
   for (int64_t i = 0; i < B; ++i)
-    for (int64_t d = 0; d < D; ++d) out[i * D + d] = to<T>(acc[i * padded + d]);
+    for (int64_t d = 0; d < D; ++d) out[i][d] = to<T>(acc[i * padded + d]);
 }
 
 constexpr int64_t kMostHeads = 16;  // heads sharing one pass over a KV head (their scores are B × n floats)
+constexpr int64_t kReadCost = 2;    // a pass's read of its KV rows, in rows' arithmetic (heads_per_pass, token_slices)
 
 // How many of a group's heads share one pass over its KV head, given the threads that will split the passes (kv: the
 // KV heads of every query attended together): a pass costs about one read of the KV rows (counted as 2 heads'
@@ -375,7 +384,7 @@ inline int64_t heads_per_pass(int64_t group, int64_t kv, int64_t threads) {
   int64_t best = 1, best_cost = INT64_MAX;
   for (int64_t b = std::min(group, kMostHeads); b >= 1; --b) {
     const int64_t passes = kv * ((group + b - 1) / b);
-    const int64_t cost = ((passes + threads - 1) / threads) * (2 + b);
+    const int64_t cost = ((passes + threads - 1) / threads) * (kReadCost + b);
     if (cost < best_cost) best = b, best_cost = cost;
   }
   return best;
@@ -403,44 +412,108 @@ struct Query {
   T* out;
 };
 
+// Whether query b's spans are query a's with the last one at least as long: b is a later token of a's verify (the same
+// cache, more positions), so the two can share each widened block. Spans of no positions are ignored.
+template <typename C>
+bool extends(const std::vector<Heads<C>>& a, const std::vector<Heads<C>>& b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Heads<C>& x = a[i];
+    const Heads<C>& y = b[i];
+    if (x.k != y.k || x.v != y.v || x.k_head != y.k_head || x.v_head != y.v_head || x.ks != y.ks || x.vs != y.vs ||
+        x.k_scale != y.k_scale || x.v_scale != y.v_scale || x.scale_head != y.scale_head)
+      return false;
+    if (i + 1 < a.size() ? x.n != y.n : x.n > y.n) return false;
+  }
+  return true;
+}
+
+// One unit of attend_all's work: heads first..first+heads-1 of KV head g, for tokens t0..t1-1 of one group of queries.
+struct Pass {
+  int64_t group, g, first, heads, t0, t1;
+};
+
+// Into how many slices each group's tokens are cut (s ≤ the group's size), given b heads a pass: a pass costs one read
+// of the KV rows (kReadCost rows' arithmetic) plus its rows', and the slowest thread takes ceil(passes / threads).
+// Whole groups read the rows least often; slices balance the threads (a verify of 8 tokens on SmolLM2's 3 KV heads
+// and 2 threads: 2 slices). 1 where every group is one token (a step, a batch); the bits are a row's alone either way.
+inline int64_t token_slices(const std::vector<int64_t>& sizes, int64_t passes_per_token, int64_t b, int64_t threads) {
+  const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  int64_t best = 1, best_cost = INT64_MAX;
+  for (int64_t s = 1; s <= largest; ++s) {
+    int64_t passes = 0;
+    for (int64_t size : sizes) passes += passes_per_token * std::min(s, size);
+    const int64_t cost = ((passes + threads - 1) / threads) * (kReadCost + b * ((largest + s - 1) / s));
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
 // Grouped-query attention of every query over its spans: each pass reads one KV head's rows once for up to 16 of a
-// query's heads, and the passes of all queries spread over torch's threads together once the positions are many
-// enough to pay for it (one parallel region for n tokens, not n: SmolLM2's 3 passes a token on 2 threads left one
-// thread idle a third of each; the bits are a head's alone either way).
+// query's heads, and for the tokens of a verify (consecutive queries, each extending the one before) together, and
+// the passes of all queries spread over torch's threads together once the positions are many enough to pay for it
+// (one parallel region for n tokens, not n: SmolLM2's 3 passes a token on 2 threads left one thread idle a third of
+// each; a verify's 8 tokens widened each KV row 8 times, a tenth of its time on 2 threads). The bits are a row's alone
+// either way.
 template <typename T, typename C>
 void attend_all(const std::vector<Query<T, C>>& queries, int64_t H, int64_t KV, int64_t D, float scaling, float cap) {
   const int64_t count = static_cast<int64_t>(queries.size());
-  std::vector<int64_t> n(count, 0);
+  std::vector<int64_t> n(count, 0), starts{0};  // starts: each group's first query, then count
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) {
     for (const Heads<C>& span : queries[i].spans) n[i] += span.n;
     total += n[i];
+    if (i > 0 && !extends(queries[i - 1].spans, queries[i].spans)) starts.push_back(i);
   }
+  starts.push_back(count);
+  const int64_t groups = static_cast<int64_t>(starts.size()) - 1;
+  std::vector<int64_t> sizes(groups);
+  for (int64_t i = 0; i < groups; ++i) sizes[i] = starts[i + 1] - starts[i];
   const int64_t group = H / KV, padded = (D + 7) / 8 * 8;
   const bool spread = total * D >= 16384;
-  const int64_t b = heads_per_pass(group, KV * count, spread ? at::get_num_threads() : 1);
-  const int64_t per_group = (group + b - 1) / b, per_query = KV * per_group;
+  const int64_t threads = spread ? at::get_num_threads() : 1;
+  const int64_t b = heads_per_pass(group, KV * groups, threads);
+  const int64_t per_group = (group + b - 1) / b;
+  const int64_t slices = token_slices(sizes, KV * per_group, b, threads);
+  std::vector<Pass> work;
+  for (int64_t i = 0; i < groups; ++i) {
+    const int64_t s = std::min(slices, sizes[i]);
+    for (int64_t slice = 0; slice < s; ++slice)
+      for (int64_t g = 0; g < KV; ++g)
+        for (int64_t first = g * group; first < (g + 1) * group; first += b)
+          work.push_back({i, g, first, std::min(b, (g + 1) * group - first), starts[i] + sizes[i] * slice / s,
+                          starts[i] + sizes[i] * (slice + 1) / s});
+  }
   auto passes = [&](int64_t begin, int64_t end) {
-    std::vector<float> qf(b * padded, 0.0f);
+    std::vector<float> qf;
+    std::vector<int64_t> lens;
+    std::vector<T*> outs;
     std::vector<Span<C>> head;
     for (int64_t item = begin; item < end; ++item) {
-      const Query<T, C>& query = queries[item / per_query];
-      const int64_t pass = item % per_query;
-      const int64_t g = pass / per_group, first = g * group + (pass % per_group) * b;
-      const int64_t heads = std::min(b, (g + 1) * group - first);
-      for (int64_t i = 0; i < heads; ++i)
-        for (int64_t d = 0; d < D; ++d) qf[i * padded + d] = get(query.q, (first + i) * D + d);
-      head.clear();
-      for (const Heads<C>& span : query.spans)
+      const Pass& pass = work[item];
+      const int64_t rows = (pass.t1 - pass.t0) * pass.heads;
+      qf.assign(rows * padded, 0.0f);
+      lens.resize(rows);
+      outs.resize(rows);
+      for (int64_t t = pass.t0; t < pass.t1; ++t)
+        for (int64_t i = 0; i < pass.heads; ++i) {
+          const int64_t row = (t - pass.t0) * pass.heads + i;
+          for (int64_t d = 0; d < D; ++d) qf[row * padded + d] = get(queries[t].q, (pass.first + i) * D + d);
+          lens[row] = n[t];
+          outs[row] = queries[t].out + (pass.first + i) * D;
+        }
+      head.clear();  // the group's longest query's spans: its last
+      for (const Heads<C>& span : queries[starts[pass.group + 1] - 1].spans)
         if (span.n > 0)
-          head.push_back({span.k + g * span.k_head, span.ks, span.v + g * span.v_head, span.vs, span.n,
-                          span.k_scale ? span.k_scale + g * span.scale_head : nullptr,
-                          span.v_scale ? span.v_scale + g * span.scale_head : nullptr});
-      attend_heads(heads, qf.data(), padded, head, n[item / per_query], D, scaling, cap, query.out + first * D);
+          head.push_back({span.k + pass.g * span.k_head, span.ks, span.v + pass.g * span.v_head, span.vs, span.n,
+                          span.k_scale ? span.k_scale + pass.g * span.scale_head : nullptr,
+                          span.v_scale ? span.v_scale + pass.g * span.scale_head : nullptr});
+      attend_heads(rows, qf.data(), padded, head, lens.data(), D, scaling, cap, outs.data());
     }
   };
-  if (!spread) passes(0, count * per_query);
-  else at::parallel_for(0, count * per_query, 1, passes);
+  const int64_t items = static_cast<int64_t>(work.size());
+  if (!spread) passes(0, items);
+  else at::parallel_for(0, items, 1, passes);
 }
 
 // One query per head over the spans in order: q (H, D) rows contiguous (attend_all of one).

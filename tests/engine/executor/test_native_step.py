@@ -335,6 +335,17 @@ def test_native_verify_gives_each_steps_bits_for_each_family(family_dirs, family
 
 
 def test_native_verify_gives_each_steps_bits_on_the_default_model(default_model_dir):
+    """A verify's tokens share each widened KV block (row_ops.h's attend_all): on one thread as one group, and past
+    ~16k values cut into slices spread over the threads (a 300-token prompt, 8 and 9 tokens, on 1 and 2 threads)."""
     model = load_cpu(default_model_dir, "int4").model
     _verify_equals_decodes(model, random_prompt(model.config.vocab_size, 30, seed=2),
                            random_prompt(model.config.vocab_size, 12, seed=3))
+    threads = torch.get_num_threads()
+    try:
+        for count in sorted({1, max(2, threads)}):
+            torch.set_num_threads(count)
+            for rows, seed in ((8, 4), (9, 5)):
+                _verify_equals_decodes(model, random_prompt(model.config.vocab_size, 300, seed=seed),
+                                       random_prompt(model.config.vocab_size, rows, seed=seed + 100))
+    finally:
+        torch.set_num_threads(threads)
