@@ -148,10 +148,11 @@ def test_a_verify_that_cannot_pay_is_only_probed_after_pauses(tiny_fp32):
     steps = PAUSE + 1 + 2 * PAUSE + 1
     out, speculator = decode(tiny_fp32, right, steps, book=CostBook(DEAR_VERIFY))
     assert out == plain(tiny_fp32, len(out))
-    # step 1 trips (the pause's first of PAUSE), step PAUSE + 1 probes at the start length, the next trips for
-    # 2 * PAUSE, the last probes at the length that pays best (drafting costs time: the shortest, the cheapest probe)
-    assert right.asked == [4, 1] and speculator.counts.drafts == 2 and speculator.counts.paused == 2
-    assert speculator.counts.target_steps == steps and speculator.counts.accepted_tokens == 5
+    # step 1 trips (the pause's first of PAUSE), step PAUSE + 1 probes, the next trips for 2 * PAUSE, the last probes
+    # again; each probe at the length that pays best (``probe_length``: the shortest, the cheapest probe), not at the
+    # start length (4)
+    assert right.asked == [1, 1] and speculator.counts.drafts == 2 and speculator.counts.paused == 2
+    assert speculator.counts.target_steps == steps and speculator.counts.accepted_tokens == 2
 
 
 def test_lookup_drafts_not_worth_a_verify_are_compared_with_plain_decoding(tiny_fp32):
@@ -233,6 +234,27 @@ def test_a_lookup_draft_after_a_pause_verifies_a_probes_prefix_not_the_whole_dra
     speculator._probe = True  # as on the step a pause ends with
     speculator.step(int(logits.argmax()), 10_000)
     assert drafter.asked == [8] and checked == [1]  # drafted 8, verified the probe's best prefix: one
+
+
+def test_a_model_drafters_probe_drafts_a_length_verified_before(tiny_fp32):
+    """After a pause a model drafter's probe drafts what a probe verifies (``DraftLength.probe_length``), a length
+    verified before, not the longest the costs favour: a new length's first verify may do work once per row count
+    (self-speculation at bf16 on an AVX2 EPYC: 12 drafts probed after 4 of 4 kept, 24 plain steps, issue 45)."""
+    right = Oracle(plain(tiny_fp32, 40))
+    book = CostBook(CHEAP_VERIFY)
+    book.verified(2, 0.1)  # a verify of 2 drafts has run on this runner
+    runner = make_runner(tiny_fp32)
+    logits = None
+    for _, logits in runner.prefill(PROMPT):
+        pass
+    speculator = Speculator(right, runner, GREEDY, SpeculationConfig(max_draft=8, start_draft=8), PROMPT, book=book)
+    speculator._probe = True  # as on the step a pause ends with
+    out = [int(logits.argmax())]
+    out += [c.token_id for c in speculator.step(out[-1], 10_000)]
+    assert right.asked == [2]  # not 8, the longest and (on these cheap costs) the best length
+    out += [c.token_id for c in speculator.step(out[-1], 10_000)]
+    assert right.asked == [2, 8]  # the probe spent, drafting goes on at the length that pays best
+    assert out == plain(tiny_fp32, len(out))
 
 
 class HalfRight(Oracle):
