@@ -89,10 +89,24 @@ def int4_sym() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torc
     return torch.ops.miaohui.int4_sym_mm.default
 
 
+def older_sources(path: Path, folder: Path = HERE) -> list[str]:
+    """The sources and headers in ``folder`` changed after the library at ``path`` was built (none where it is not
+    there, or in a packaged app, which carries no sources)."""
+    if not path.is_file():
+        return []
+    built = path.stat().st_mtime
+    return sorted(p.name for p in (*folder.glob("*.cpp"), *folder.glob("*.h")) if p.stat().st_mtime > built)
+
+
 def load(path: Path) -> str | None:
-    """Load the built library at ``path`` into ``torch.ops``; None, or why it could not be."""
+    """Load the built library at ``path`` into ``torch.ops``; None, or why it could not be. A library older than one
+    of its sources still loads, with a warning: run straight from ``python`` (not ``make``), it would otherwise measure
+    code that is no longer the tree's (issue 45: a stale build's GLU still ran on one thread)."""
     if not path.is_file():
         return f"native library not built: `make install` builds it ({path.name})"
+    if changed := older_sources(path):
+        log.warning("native library older than %s: `make install` (or `python -m engine.native.library`) rebuilds it",
+                    ", ".join(changed))
     try:
         torch.ops.load_library(str(path))
     except (OSError, RuntimeError) as exc:

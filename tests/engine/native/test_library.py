@@ -99,6 +99,19 @@ def test_a_library_that_is_missing_or_broken_is_a_reason_not_an_error(tmp_path):
     assert "failed to load" in (native.load(broken) or "")
 
 
+def test_a_library_older_than_a_source_is_named_with_the_sources_changed_since(tmp_path):
+    import os
+
+    built, source, header = tmp_path / "miaohui_native.so", tmp_path / "q8act.cpp", tmp_path / "row_ops.h"
+    for path in (source, header, built):
+        path.write_text("")
+    os.utime(source, (1_000, 1_000))
+    os.utime(header, (3_000, 3_000))
+    os.utime(built, (2_000, 2_000))
+    assert native.older_sources(built, tmp_path) == ["row_ops.h"]
+    assert native.older_sources(tmp_path / "missing.so", tmp_path) == []
+
+
 def test_only_the_library_of_its_own_name_and_folder_is_loaded():
     """An older tree built ``engine/quant/build/miaohui_int4.so`` with the same ops: loading it beside this one would
     register them twice, so the loader's one path is this package's build folder and this library's name."""
