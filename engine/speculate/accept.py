@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 
 from engine.generate.id_buffer import IdBuffer
-from engine.generate.sampling import Choice, build_processors
+from engine.generate.sampling import Choice, apply_processors, argmax, build_processors
 from engine.inputs import SamplingConfig
 
 
@@ -67,13 +67,13 @@ class Shaper:
         scores = logits.float().reshape(1, -1)
         if self._processors:
             ids = self._ids_for(history, scores.device) if self._needs_ids else None  # (1, seq)
-            scores = self._processors(ids, scores)
+            scores = apply_processors(self._processors, ids, scores)
         return scores
 
     def pick(self, scores: torch.Tensor) -> int:
         """A token from ``scores`` (1, vocab): the argmax when greedy, else a draw from their softmax."""
         if self.generator is None:
-            return int(torch.argmax(scores, dim=-1).item())
+            return int(argmax(scores))
         probs = torch.softmax(scores, dim=-1)
         return int(torch.multinomial(probs, 1, generator=self.generator).item())
 
@@ -103,7 +103,7 @@ def accept(shaper: Shaper, logits: torch.Tensor, history: Sequence[int], drafted
     for i, token in enumerate(drafted):
         scores = shaper.scores(logits[i], seen)
         if shaper.greedy:
-            best = int(torch.argmax(scores, dim=-1).item())
+            best = int(argmax(scores))
             probs = torch.softmax(scores[0], dim=-1) if want_probs else None
             if best != token:
                 return Verdict(i, tuple(kept) + (shaper.choice(best, probs),))
@@ -129,5 +129,5 @@ def accept(shaper: Shaper, logits: torch.Tensor, history: Sequence[int], drafted
         return Verdict(i, tuple(kept) + (shaper.choice(token, probs),))
     scores = shaper.scores(logits[len(drafted)], seen)
     probs = torch.softmax(scores[0], dim=-1) if (want_probs or not shaper.greedy) else None
-    bonus = int(torch.argmax(scores, dim=-1).item()) if shaper.greedy else _draw(probs, shaper.generator)
+    bonus = int(argmax(scores)) if shaper.greedy else _draw(probs, shaper.generator)
     return Verdict(len(drafted), tuple(kept) + (shaper.choice(bonus, probs),))

@@ -26,6 +26,7 @@ import torch
 
 from engine.errors import BadInputError
 from engine.generate.context import common_prefix
+from engine.generate.sampling import argmax
 from engine.executor.runners import make_runner
 from engine.inputs import FLOATS, LoadSpec, SpeculationConfig
 from engine.speculate.accept import Shaper
@@ -155,7 +156,7 @@ class ModelDrafter:
         for i in range(k):
             scores = shaper.scores(logits, seen)[0, :self._vocab]
             if shaper.greedy:
-                token = int(torch.argmax(scores).item())
+                token = int(argmax(scores.unsqueeze(0)))
             else:
                 probs = self._fit(torch.softmax(scores, dim=-1))
                 token = int(torch.multinomial(probs, 1, generator=shaper.generator).item())

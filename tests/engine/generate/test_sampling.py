@@ -61,18 +61,18 @@ def test_greedy_takes_the_argmax_and_reports_the_top_candidates():
 
 
 def test_greedys_argmax_is_torchs_the_first_of_ties_included():
-    """The CPU's argmax goes through numpy (``_argmax``): the same index as ``torch.argmax``, the first where
+    """The CPU's argmax goes through numpy (``argmax``): the same index as ``torch.argmax``, the first where
     several scores tie (a repetition penalty or a constraint's mask makes ties), on a vocabulary of real size."""
-    from engine.generate.sampling import _argmax
+    from engine.generate.sampling import argmax
 
     generator = torch.Generator().manual_seed(0)
     for _ in range(20):
         scores = torch.randn((1, 49152), generator=generator)
-        assert torch.equal(_argmax(scores), torch.argmax(scores, dim=-1))
+        assert torch.equal(argmax(scores), torch.argmax(scores, dim=-1))
     scores = torch.full((1, 49152), float("-inf"))
-    assert int(_argmax(scores)) == 0 == int(torch.argmax(scores, dim=-1))  # everything masked: the first
+    assert int(argmax(scores)) == 0 == int(torch.argmax(scores, dim=-1))  # everything masked: the first
     scores[0, [7, 300, 40000]] = 2.5
-    assert int(_argmax(scores)) == 7 == int(torch.argmax(scores, dim=-1))  # ties: the first
+    assert int(argmax(scores)) == 7 == int(torch.argmax(scores, dim=-1))  # ties: the first
 
 
 def test_top_k_1_and_top_p_cut_the_distribution_before_sampling():
