@@ -288,8 +288,8 @@ inline void widen_span(const Span<int8_t>& s, bool keys, int64_t j0, int64_t m, 
 // - values: per head, Σ_j p_j·v_j per dimension, positions in order, in fp32; rounded to T once.
 // A row's arithmetic depends neither on B and the other rows nor on where the spans split the positions (the tests
 // check a head in a group against it alone, a verify against steps, and a shared prefix's spans against the joined
-// cache). An int8 cache (C)
-// differs only in its widening (exact), so its attention is the dense one's over the dequantized rows.
+// cache). An int8 cache (C) differs only in its widening (exact), so its attention is the dense one's over the
+// dequantized rows.
 template <typename T, typename C>
 __attribute__((target("avx2,fma"))) void attend_heads(int64_t B, const float* q, int64_t padded,
                                                       const std::vector<Span<C>>& spans, const int64_t* lens,
