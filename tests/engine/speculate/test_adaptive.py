@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import torch
 
 from engine.executor.runners import make_runner
 from engine.generate.sampling import Sampler
@@ -50,13 +53,19 @@ class Oracle(Recording):
         return Draft(tuple(self.reference[done:done + k]))
 
 
-def decode(loaded, drafter, steps: int, spec: SpeculationConfig = SpeculationConfig(),
-           book: CostBook | None = None, clock=None) -> tuple[list[int], Speculator]:
-    """``steps`` speculative steps after ``PROMPT``; the target's costs told (``CHEAP_VERIFY``) unless ``book``."""
+def prefilled(loaded) -> tuple[Any, torch.Tensor]:
+    """A fresh runner of ``loaded`` after ``PROMPT``, and the logits of the prompt's last position."""
     runner = make_runner(loaded)
     logits = None
     for _, logits in runner.prefill(PROMPT):
         pass
+    return runner, logits
+
+
+def decode(loaded, drafter, steps: int, spec: SpeculationConfig = SpeculationConfig(),
+           book: CostBook | None = None, clock=None) -> tuple[list[int], Speculator]:
+    """``steps`` speculative steps after ``PROMPT``; the target's costs told (``CHEAP_VERIFY``) unless ``book``."""
+    runner, logits = prefilled(loaded)
     extra = {} if clock is None else {"clock": clock}
     speculator = Speculator(drafter, runner, GREEDY, spec, PROMPT, book=book or CostBook(CHEAP_VERIFY), **extra)
     token = int(logits.argmax())
@@ -69,10 +78,7 @@ def decode(loaded, drafter, steps: int, spec: SpeculationConfig = SpeculationCon
 
 
 def plain(loaded, n: int) -> list[int]:
-    runner = make_runner(loaded)
-    logits = None
-    for _, logits in runner.prefill(PROMPT):
-        pass
+    runner, logits = prefilled(loaded)
     out = []
     for _ in range(n):
         out.append(int(logits.argmax()))
@@ -192,10 +198,7 @@ def test_a_step_without_a_draft_is_plain_decodings_own_calls_and_the_sampler_see
     """Given the session's ``Sampler``, a step that drafts nothing is one ``decode`` and one ``Sampler.choose`` (the
     plain path itself, issue 45), and the tokens a verify chose are added to the sampler's ids for its penalty."""
     config = SamplingConfig(temperature=0.0, repetition_penalty=1.3)
-    runner = make_runner(tiny_fp32)
-    logits = None
-    for _, logits in runner.prefill(PROMPT):
-        pass
+    runner, logits = prefilled(tiny_fp32)
     sampler = Sampler(config, runner.device, PROMPT)
     calls: list[str] = []
     choose, verify = sampler.choose, runner.verify
@@ -221,10 +224,7 @@ class FreeRecording(Recording):
 def test_a_lookup_draft_after_a_pause_verifies_a_probes_prefix_not_the_whole_draft(tiny_fp32):
     """The step after a pause verifies what a probe would (``DraftLength.probe_length``): a whole 8-token draft of a
     length never verified cost ~13 plain steps at bf16 on an AVX2 EPYC, with nothing kept (issue 45)."""
-    runner = make_runner(tiny_fp32)
-    logits = None
-    for _, logits in runner.prefill(PROMPT):
-        pass
+    runner, logits = prefilled(tiny_fp32)
     checked: list[int] = []
     verify = runner.verify
     runner.verify = lambda ids: checked.append(len(ids) - 1) or verify(ids)
@@ -243,10 +243,7 @@ def test_a_model_drafters_probe_drafts_a_length_verified_before(tiny_fp32):
     right = Oracle(plain(tiny_fp32, 40))
     book = CostBook(CHEAP_VERIFY)
     book.verified(2, 0.1)  # a verify of 2 drafts has run on this runner
-    runner = make_runner(tiny_fp32)
-    logits = None
-    for _, logits in runner.prefill(PROMPT):
-        pass
+    runner, logits = prefilled(tiny_fp32)
     speculator = Speculator(right, runner, GREEDY, SpeculationConfig(max_draft=8, start_draft=8), PROMPT, book=book)
     speculator._probe = True  # as on the step a pause ends with
     out = [int(logits.argmax())]
@@ -277,10 +274,7 @@ def test_a_free_draft_is_verified_only_as_far_as_it_pays(tiny_fp32):
     assert 5 not in reference
     drafter = HalfRight(reference)
     rows: list[int] = []
-    runner = make_runner(tiny_fp32)
-    logits = None
-    for _, logits in runner.prefill(PROMPT):
-        pass
+    runner, logits = prefilled(tiny_fp32)
     verify = runner.verify
     runner.verify = lambda ids: rows.append(len(ids)) or verify(ids)
     book = CostBook(Costs(plain_s=1.0, verify_base_s=0.85, verify_token_s=0.3))
